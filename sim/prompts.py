@@ -1,0 +1,127 @@
+"""Prompts as data: role-play strategies, the opener, the target's system prompt, judge rubrics.
+
+The texts live in sim/data/prompts/*.yaml (verbatim from the paper and the official release);
+this module only selects and fills them. Placeholders are literal `{card}`, `{example}`, `{ask}`,
+filled with str.replace so that braces inside the texts are harmless.
+"""
+from __future__ import annotations
+
+from functools import lru_cache
+from importlib import resources
+from typing import Any, Iterable, Literal, Sequence
+
+import yaml
+
+from serve.chat import ChatMessage
+from sim.dimensions import to_paper_dimension
+
+RubricVariant = Literal["official", "paper"]
+Rendering = Literal["official", "clean"]
+# Speaker prefixes of the official dialogue JSON (full-width colon).
+OFFICIAL_ASSISTANT_PREFIX = "AI assistant："
+OFFICIAL_SEEKER_PREFIX = "ESC-Role："
+
+
+@lru_cache(maxsize=None)
+def _load(name: str) -> dict[str, Any]:
+    text = resources.files("sim").joinpath(f"data/prompts/{name}.yaml").read_text(encoding="utf-8")
+    return yaml.safe_load(text)
+
+
+def strategies() -> list[str]:
+    """Names of the role-play prompt strategies (official, zero_shot, cot, icl, cot_icl)."""
+    return list(_load("roleplay")["strategies"])
+
+
+def _strategy(strategy: str, language: str) -> dict[str, str]:
+    table = _load("roleplay")["strategies"]
+    if strategy not in table:
+        raise ValueError(f"unknown role-play strategy {strategy!r}; known: {', '.join(table)}")
+    if language not in table[strategy]:
+        raise ValueError(f"strategy {strategy!r} has no {language!r} prompt")
+    return table[strategy][language]
+
+
+def roleplay_system_prompt(card_text: str, language: str, strategy: str = "official", example: str | None = None) -> str:
+    """The system prompt of the role model: the strategy's instructions around the card."""
+    template = _strategy(strategy, language)["system"]
+    if "{example}" in template:
+        example = example if example is not None else _load("roleplay")["examples"][language]
+        template = template.replace("{example}", example.strip())
+    return template.replace("{card}", card_text)
+
+
+def opener(language: str, strategy: str = "official") -> str:
+    """The first line of every dialogue, spoken by the assistant side."""
+    return _strategy(strategy, language)["opener"]
+
+
+def target_system_prompt(language: str) -> str:
+    """Default system prompt of the model under test (the release: 'You are a helpful assistant!')."""
+    return _load("roleplay")["target_system"][language]
+
+
+# -- judge --------------------------------------------------------------------------------------
+def official_lines(turns: Iterable[tuple[str, str]]) -> list[str]:
+    """Turns as the official dialogue JSON stores them: 'AI assistant：...' / 'ESC-Role：...'."""
+    out = []
+    for speaker, text in turns:
+        prefix = OFFICIAL_ASSISTANT_PREFIX if speaker == "assistant" else OFFICIAL_SEEKER_PREFIX
+        out.append(prefix + text)
+    return out
+
+
+def render_dialogue(turns: Sequence[tuple[str, str]], rendering: Rendering = "official") -> str:
+    """The dialogue text a judge reads.
+
+    official: exactly the release's score.py: lines joined by blank lines, then
+      .replace("AI assistant", "**AI助手**").replace("ESC-Role：", "**用户**") — which also rewrites
+      "AI assistant" inside the text, and drops the seeker's colon; a published judge saw this.
+    clean: "User: ..." / "AI assistant: ..." lines, one per turn, nothing rewritten.
+    """
+    if rendering == "official":
+        joined = "\n\n".join(official_lines(turns))
+        return joined.replace("AI assistant", "**AI助手**").replace("ESC-Role：", "**用户**")
+    if rendering == "clean":
+        return "\n".join(("AI assistant: " if s == "assistant" else "User: ") + t.strip() for s, t in turns)
+    raise ValueError(f"unknown dialogue rendering {rendering!r} (official | clean)")
+
+
+def rubric_text(dimension: str, language: str, variant: RubricVariant = "official") -> str:
+    dim = _load("rubrics")["dimensions"][to_paper_dimension(dimension)]
+    if variant not in ("official", "paper"):
+        raise ValueError(f"unknown rubric variant {variant!r} (official | paper)")
+    return dim[variant][language]
+
+
+def judge_messages(
+    dimension: str,
+    turns: Sequence[tuple[str, str]],
+    language: str,
+    rubric: RubricVariant = "official",
+    rendering: Rendering = "official",
+) -> list[ChatMessage]:
+    """The chat messages asking a judge for one dimension's 0-4 score.
+
+    rubric="official" reproduces score.py: one user message (no system message; the model's
+    template default applies), rubric + 'Dialogue between user and AI assistant: \\n' + dialogue
+    + '\\n' + 'Based on the rules, give your <ask> score (The number only) to the Dialogue.'
+    rubric="paper" follows Figures 12-19: system 'You are a helpful assistant!', the figure's
+    instruction, the input header, the dialogue and the figure's question.
+    """
+    data = _load("rubrics")
+    name = to_paper_dimension(dimension)
+    dim = data["dimensions"][name]
+    dialogue = render_dialogue(turns, rendering)
+    if rubric == "official":
+        question = data["question"].replace("{ask}", dim["ask"]["official"])
+        body = rubric_text(name, language, "official") + "Dialogue between user and AI assistant: \n" + dialogue.strip() + "\n" + question
+        return [ChatMessage(role="user", content=body)]
+    question = data["question"].replace("{ask}", dim["ask"]["paper"])
+    body = rubric_text(name, language, "paper").rstrip() + "\n" + data["input_header"] + "\n" + dialogue.strip() + "\n" + question
+    return [ChatMessage(role="system", content=data["system"]), ChatMessage(role="user", content=body)]
+
+
+def card_prompts() -> dict[str, Any]:
+    """The card-construction prompts (Figures 6-8) as loaded from data/prompts/cards.yaml."""
+    return _load("cards")

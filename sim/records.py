@@ -1,0 +1,81 @@
+"""Data contracts of a run folder: the Parquet schemas of dialogue rows and score rows."""
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any
+
+import pyarrow as pa
+
+TURN_TYPE = pa.struct(
+    [
+        ("index", pa.int32()),
+        ("speaker", pa.string()),  # "assistant" (the model under test) | "seeker" (ESC-Role)
+        ("text", pa.string()),
+        ("prompt_tokens", pa.int32()),
+        ("completion_tokens", pa.int32()),
+        ("latency_s", pa.float64()),
+        ("finish_reason", pa.string()),
+    ]
+)
+
+DIALOGUE_SCHEMA = pa.schema(
+    [
+        ("run_id", pa.string()),
+        ("dialogue_id", pa.string()),
+        ("card_id", pa.string()),
+        ("language", pa.string()),
+        ("category_1", pa.string()),
+        ("category_2", pa.string()),
+        ("category_3", pa.string()),
+        ("card_source", pa.string()),
+        ("target_model", pa.string()),
+        ("role_model", pa.string()),
+        ("strategy", pa.string()),
+        ("seed", pa.int64()),
+        ("target_params", pa.string()),  # JSON of GenerationParams
+        ("role_params", pa.string()),
+        ("turns", pa.list_(TURN_TYPE)),
+        ("n_turns", pa.int32()),
+        ("status", pa.string()),  # ok | failed
+        ("termination_reason", pa.string()),  # completed | error | timeout | context_overflow | ...
+        ("error", pa.string()),
+        ("attempts", pa.int32()),
+        ("prompt_tokens", pa.int64()),
+        ("completion_tokens", pa.int64()),
+        ("started_at", pa.timestamp("ms", tz="UTC")),
+        ("finished_at", pa.timestamp("ms", tz="UTC")),
+    ]
+)
+
+SCORE_SCHEMA = pa.schema(
+    [
+        ("run_id", pa.string()),
+        ("dialogue_id", pa.string()),
+        ("target_model", pa.string()),
+        ("language", pa.string()),
+        ("dimension", pa.string()),  # paper name: fluency, expression, empathy, ...
+        ("score", pa.int8()),  # null when the judge's answer did not parse or the call failed
+        ("probs", pa.list_(pa.float32())),  # P(0..4) when the judge exposes it
+        ("expected", pa.float64()),  # sum_k k * P(k)
+        ("raw", pa.string()),  # the judge's raw answer
+        ("parse_status", pa.string()),  # ok | parse_failure | error
+        ("judge", pa.string()),
+        ("method", pa.string()),  # logprob | generate
+        ("parser", pa.string()),  # strict | compat
+        ("error", pa.string()),
+        ("prompt_tokens", pa.int32()),
+        ("latency_s", pa.float64()),
+        ("scored_at", pa.timestamp("ms", tz="UTC")),
+    ]
+)
+
+
+def stable_id(*parts: Any, length: int = 16) -> str:
+    """A stable hash of the parts (dialogue id = card, target, role model, strategy, seed)."""
+    payload = json.dumps([str(p) for p in parts], ensure_ascii=False)
+    return hashlib.sha256(payload.encode("utf-8")).hexdigest()[:length]
+
+
+def dialogue_id(card_id: str, target_model: str, role_model: str, strategy: str, seed: int) -> str:
+    return stable_id("dialogue", card_id, target_model, role_model, strategy, seed)

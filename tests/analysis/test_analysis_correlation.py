@@ -1,0 +1,72 @@
+import numpy as np
+import pandas as pd
+import pytest
+from scipy import stats
+
+from analysis.correlation import correlate, correlation_markdown, correlation_table, scores_wide
+from analysis.loaders import AnalysisInputError
+
+from analysis_testdata import score_rows
+
+
+def test_correlate_matches_scipy_and_drops_missing_pairs():
+    x = [1, 2, 3, 4, 5, 6, np.nan, 8]
+    y = [2, 1, 4, 3, 6, 5, 9, np.nan]
+    xs, ys = [1, 2, 3, 4, 5, 6], [2, 1, 4, 3, 6, 5]
+    for method, fn in (("spearman", stats.spearmanr), ("pearson", stats.pearsonr), ("kendall", stats.kendalltau)):
+        r, p, n, note = correlate(x, y, method)
+        ref = fn(xs, ys)
+        assert (r, p, n, note) == (pytest.approx(ref.statistic), pytest.approx(ref.pvalue), 6, "")
+
+
+def test_correlate_says_why_it_has_no_number():
+    assert correlate([1, 2], [2, 1])[3].startswith("2 paired values")
+    r, p, n, note = correlate([1, 1, 1, 1], [1, 2, 3, 4])
+    assert np.isnan(r) and "constant" in note
+    with pytest.raises(ValueError, match="unknown correlation method"):
+        correlate([1, 2, 3], [1, 2, 3], "cosine")
+
+
+def test_sample_and_dataset_level_tables():
+    rng = np.random.default_rng(0)
+    human = pd.DataFrame({"dialogue_id": [f"d{i}" for i in range(30)],
+                          "target_model": [f"m{i % 5}" for i in range(30)],
+                          "overall": rng.integers(0, 5, 30).astype(float)})
+    metrics = pd.DataFrame({"dialogue_id": human["dialogue_id"],
+                            "bleu1": human["overall"] * 0.1 + rng.normal(0, 0.2, 30),
+                            "esc": rng.normal(size=30)})
+    t = correlation_table(metrics, human, human_columns=["overall"])
+    assert len(t) == 2 * 1 * 3 and set(t["level"]) == {"sample"}
+    got = t.set_index(["metric", "method"]).loc[("bleu1", "pearson"), "r"]
+    assert got == pytest.approx(stats.pearsonr(metrics["bleu1"], human["overall"]).statistic)
+    d = correlation_table(metrics, human, human_columns=["overall"], level="dataset")
+    means = metrics.assign(m=human["target_model"]).groupby("m")[["bleu1"]].mean()
+    hm = human.groupby("target_model")["overall"].mean()
+    want = stats.kendalltau(means["bleu1"], hm).statistic
+    assert d.set_index(["metric", "method"]).loc[("bleu1", "kendall"), "r"] == pytest.approx(want)
+    assert set(d["n"]) == {5}
+    md = correlation_markdown(t)
+    assert md.splitlines()[0] == "| Metric | overall Spear. | overall Pear. | overall Kend. |"
+    assert f"{100 * got:.2f}" in md
+
+
+def test_same_column_name_on_both_sides_is_kept_apart():
+    esc = pd.DataFrame({"dialogue_id": list("abcd"), "overall": [1.0, 2, 3, 4]})
+    hum = pd.DataFrame({"dialogue_id": list("abcd"), "overall": [4.0, 3, 2, 1]})
+    t = correlation_table(esc, hum, methods=("spearman",))
+    assert t["r"].item() == pytest.approx(-1.0)
+
+
+def test_errors():
+    a = pd.DataFrame({"dialogue_id": ["x"], "v": [1.0]})
+    with pytest.raises(AnalysisInputError, match="share no"):
+        correlation_table(a, pd.DataFrame({"dialogue_id": ["y"], "h": [1.0]}))
+    with pytest.raises(AnalysisInputError, match="dataset level needs"):
+        correlation_table(a, pd.DataFrame({"dialogue_id": ["x"], "h": [1.0]}), level="dataset")
+
+
+def test_scores_wide_average():
+    df = pd.DataFrame(score_rows("d1", "A", [4, 2, None, 0, 0, 0, 0]))
+    df["score"] = df["score"].astype(float)
+    w = scores_wide(df)
+    assert w.loc[0, "average"] == pytest.approx(1.0) and w.loc[0, "target_model"] == "A"

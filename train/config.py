@@ -1,0 +1,233 @@
+"""Training configs: pydantic models (a description on every field), loaded from YAML and
+validated at the door; errors name the bad field (e.g. "train.deepspeed_stage: ...").
+
+    role job: {task: role, train: TrainConfig, data: RoleDataConfig}
+    rank job: {task: rank, train: TrainConfig, data: RankDataConfig, evaluation: EvalConfig}
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from train.errors import TrainConfigError
+
+EMBEDDED = "embedded"
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class LoraSettings(_Strict):
+    """LoRA adapter shape (PEFT LoraConfig)."""
+
+    r: int = Field(16, ge=1, le=256, description="LoRA rank (vLLM serves it with max_lora_rank >= r).")
+    alpha: int = Field(32, ge=1, description="LoRA alpha (scaling = alpha / r).")
+    dropout: float = Field(0.05, ge=0.0, lt=1.0, description="Dropout on the LoRA input.")
+    target_modules: list[str] = Field(
+        default_factory=lambda: ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"],
+        min_length=1, description="Names of the linear modules that get LoRA (Llama/Qwen/InternLM naming).",
+    )
+
+
+class TrainConfig(_Strict):
+    """The model, LoRA, optimisation, Ray Train and DeepSpeed settings of one training job."""
+
+    model: str = Field(EMBEDDED, description="Base model: a local safetensors folder, or 'embedded' for the "
+                       "converted SmolLM2-135M-Instruct (serve.embedded.embedded_model_path()).")
+    lora: LoraSettings = Field(default_factory=LoraSettings, description="LoRA adapter settings.")
+    learning_rate: float = Field(2e-4, gt=0.0, description="Peak learning rate (AdamW).")
+    weight_decay: float = Field(0.0, ge=0.0, description="AdamW weight decay.")
+    warmup_steps: int = Field(0, ge=0, description="Linear warm-up optimizer steps, then linear decay to 0.")
+    max_steps: int | None = Field(None, ge=1, description="Optimizer steps to train; overrides epochs when set.")
+    epochs: float = Field(1.0, gt=0.0, description="Passes over the training split (when max_steps is unset).")
+    micro_batch_size: int = Field(1, ge=1, description="Examples per worker per forward pass.")
+    gradient_accumulation_steps: int = Field(1, ge=1, description="Micro batches per optimizer step.")
+    max_seq_len: int = Field(1024, ge=16, description="Token limit per example (longer chats are cut at turns).")
+    gradient_clipping: float = Field(1.0, ge=0.0, description="Gradient norm clipping (0 = off).")
+    num_workers: int = Field(2, ge=1, description="Ray Train workers (data-parallel ranks).")
+    cpus_per_worker: float = Field(1.0, gt=0.0, description="CPUs Ray reserves per worker.")
+    use_gpu: bool = Field(False, description="Train on GPUs (NCCL backend); False = CPU with gloo.")
+    gpus_per_worker: float = Field(1.0, gt=0.0, description="GPUs per worker when use_gpu is true.")
+    deepspeed_stage: Literal[2, 3] = Field(2, description="DeepSpeed ZeRO stage: 2 or 3.")
+    precision: Literal["fp32", "bf16", "fp16"] = Field("bf16", description="Training precision; fp16 needs GPUs.")
+    output_dir: Path = Field(Path("runs/train"), description="Where adapters, Ray checkpoints and metrics go.")
+    resume: bool = Field(False, description="Continue from the last Ray Train checkpoint of the same output_dir "
+                         "and adapter name; False starts over (old checkpoints of that name are removed).")
+    checkpoint_every: int = Field(50, ge=1, description="Save a Ray Train checkpoint every N optimizer steps "
+                                  "(and always at the end).")
+    keep_checkpoints: int = Field(2, ge=1, description="Checkpoints Ray Train keeps (CheckpointConfig.num_to_keep).")
+    eval_every: int | None = Field(None, ge=1, description="Validation loss every N steps (None: only at the end).")
+    seed: int = Field(0, description="Seed for data order, LoRA init and the splits.")
+    ray_address: str | None = Field(None, description="Ray cluster to join (None: start a local Ray).")
+    cpu_optimizer: Literal["torch_adam", "deepspeed_cpu_adam"] = Field(
+        "torch_adam", description="CPU optimizer: torch AdamW (no JIT build) or DeepSpeed's CPUAdam (compiles an op).")
+    torch_extensions_dir: Path | None = Field(
+        None, description="TORCH_EXTENSIONS_DIR for DeepSpeed's JIT ops (default ~/.cache/esc-eval/torch_extensions).")
+
+    @model_validator(mode="after")
+    def _check(self) -> "TrainConfig":
+        if self.precision == "fp16" and not self.use_gpu:
+            raise ValueError("precision: fp16 needs GPUs (use bf16 or fp32 on CPU)")
+        return self
+
+    def resolved_model_path(self) -> Path:
+        """The base model folder ('embedded' -> the converted SmolLM2 folder)."""
+        if self.model == EMBEDDED:
+            from serve.embedded import embedded_model_path
+
+            return Path(embedded_model_path())
+        path = Path(self.model).expanduser()
+        if not (path / "config.json").exists():
+            raise TrainConfigError(f"train.model: {path} is not a model folder (no config.json)")
+        return path
+
+
+class DialogueSourceConfig(_Strict):
+    """One dialogue source (see train.dialogue_sources)."""
+
+    path: Path = Field(description="Run folder, official dialogue JSON or ESConv JSON.")
+    kind: Literal["auto", "run", "official", "esconv"] = Field("auto", description="Source format; auto detects it.")
+    cards: Path | None = Field(None, description="Cards file giving the card text (joined by card id for run "
+                               "folders, by position for official/ESConv files).")
+    language: Literal["en", "zh"] | None = Field(None, description="Language override (default: from the source).")
+
+
+class RoleDataConfig(_Strict):
+    """Data of the ESC-Role job."""
+
+    sources: list[DialogueSourceConfig] = Field(min_length=1, description="Dialogue sources to train on.")
+    strategy: str = Field("official", description="Role-play prompt strategy (sim.prompts.strategies()).")
+    validation_fraction: float = Field(0.1, ge=0.0, lt=1.0, description="Dialogues held out for validation loss.")
+    adapter_name: str = Field("esc-role", description="Name of the produced adapter.")
+
+
+class AnnotationSourceConfig(_Strict):
+    """One annotation table."""
+
+    path: Path = Field(description="CSV/Parquet/JSON/JSONL table (train.annotations) or an official score JSON.")
+    format: Literal["table", "official_scores"] = Field("table", description="Table rows or the release's score JSON.")
+    annotator: str = Field("official", description="Annotator name for official score files.")
+
+
+class SplitConfig(_Strict):
+    """How annotations are split (paper: 7:1:2 at random)."""
+
+    seed: int = Field(0, description="Split seed.")
+    ratios: tuple[float, float, float] = Field((7, 1, 2), description="train:validation:test proportions.")
+    group: Literal["annotation", "dialogue"] = Field("annotation", description="Split unit: (dialogue, dimension) "
+                                                      "or whole dialogues.")
+    holdout_model: str | None = Field(None, description="Leave-one-model-out: this target model is the test split.")
+
+
+class RankDataConfig(_Strict):
+    """Data of the ESC-RANK job."""
+
+    dialogues: list[DialogueSourceConfig] = Field(min_length=1, description="Dialogue sources the annotations refer to.")
+    annotations: list[AnnotationSourceConfig] = Field(min_length=1, description="Annotation tables.")
+    aggregate: Literal["median", "each"] = Field("median", description="One label per (dialogue, dimension) = low "
+                                                 "median of annotators, or every annotator's row as an example.")
+    split: SplitConfig = Field(default_factory=SplitConfig, description="Train/validation/test split.")
+    layout: Literal["per_dimension", "multitask"] = Field(
+        "per_dimension", description="One adapter per dimension and language (official names: fluency, "
+        "diversity, ..., '_en' for English) or one multi-task adapter.")
+    adapter_name: str = Field("esc-rank", description="Registry name; also the adapter name of the multitask layout.")
+    dimensions: list[str] | None = Field(None, description="Train only these dimensions (paper names or official keys).")
+    rubric: Literal["official", "paper"] = Field("official", description="Judge rubric variant (sim.prompts).")
+    rendering: Literal["official", "clean"] = Field("official", description="Dialogue rendering in the judge prompt.")
+    overflow: Literal["shorten", "drop", "error"] = Field("shorten", description="Prompt longer than max_seq_len: "
+                                                          "trim the dialogue turns, drop the example, or fail.")
+
+    @field_validator("dimensions")
+    @classmethod
+    def _dims(cls, v: list[str] | None) -> list[str] | None:
+        if v is None:
+            return v
+        from sim.dimensions import to_paper_dimension
+
+        return [to_paper_dimension(d) for d in v]
+
+
+class EvalConfig(_Strict):
+    """Judge evaluation on the test split (Table 4: ACC and ACC_soft)."""
+
+    enabled: bool = Field(True, description="Score the test split with the base and the trained judge after training.")
+    method: Literal["logprob", "generate"] = Field("logprob", description="logprob: argmax of P('0'..'4') at the "
+                                                   "answer position; generate: greedy text + strict parse.")
+    include_base: bool = Field(True, description="Also score with the base model (no adapter).")
+    max_model_len: int = Field(4096, ge=256, description="vLLM max_model_len for scoring.")
+    max_concurrency: int = Field(16, ge=1, description="Judge requests in flight.")
+    engine_kwargs: dict[str, Any] = Field(default_factory=lambda: {"enforce_eager": True},
+                                          description="Extra vLLM engine arguments.")
+
+
+class RoleJobConfig(_Strict):
+    """`esc-eval train role --config FILE`."""
+
+    task: Literal["role"] = Field("role", description="Job kind.")
+    train: TrainConfig = Field(default_factory=TrainConfig, description="Model and training settings.")
+    data: RoleDataConfig = Field(description="Role-play data.")
+
+
+class RankJobConfig(_Strict):
+    """`esc-eval train rank --config FILE`."""
+
+    task: Literal["rank"] = Field("rank", description="Job kind.")
+    train: TrainConfig = Field(default_factory=TrainConfig, description="Model and training settings.")
+    data: RankDataConfig = Field(description="Judge data.")
+    evaluation: EvalConfig = Field(default_factory=EvalConfig, description="Test-split evaluation.")
+
+
+def format_validation_error(e: ValidationError) -> str:
+    lines = []
+    for err in e.errors():
+        loc = ".".join(str(x) for x in err.get("loc", ())) or "config"
+        msg = err.get("msg", "")
+        lines.append(f"{loc}: {msg}" + (f" (got {err['input']!r})" if err.get("type") != "missing" and
+                                          not isinstance(err.get("input"), dict) else ""))
+    return "; ".join(lines)
+
+
+def load_job_config(path: str | Path, kind: type[BaseModel]) -> Any:
+    """Read a YAML job config and validate it; relative paths resolve against the YAML's folder."""
+    path = Path(path)
+    if not path.exists():
+        raise TrainConfigError(f"{path}: config file not found")
+    try:
+        raw = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    except yaml.YAMLError as e:
+        raise TrainConfigError(f"{path}: not valid YAML ({str(e).splitlines()[0]})") from None
+    if not isinstance(raw, dict):
+        raise TrainConfigError(f"{path}: expected a mapping at the top level")
+    try:
+        cfg = kind.model_validate(raw)
+    except ValidationError as e:
+        raise TrainConfigError(f"{path}: {format_validation_error(e)}") from None
+    return _resolve_paths(cfg, path.parent.resolve())
+
+
+def _resolve_paths(cfg: Any, base: Path) -> Any:
+    """Relative paths in the config are relative to the config file's folder."""
+    if isinstance(cfg, BaseModel):
+        for name in type(cfg).model_fields:
+            value = getattr(cfg, name)
+            if isinstance(value, Path) and not value.is_absolute():
+                object.__setattr__(cfg, name, (base / value.expanduser()).resolve()
+                                   if not str(value).startswith("~") else value.expanduser())
+            else:
+                _resolve_paths(value, base)
+    elif isinstance(cfg, list):
+        for item in cfg:
+            _resolve_paths(item, base)
+    return cfg
+
+
+def load_role_config(path: str | Path) -> RoleJobConfig:
+    return load_job_config(path, RoleJobConfig)
+
+
+def load_rank_config(path: str | Path) -> RankJobConfig:
+    return load_job_config(path, RankJobConfig)
