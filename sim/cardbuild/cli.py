@@ -1,0 +1,104 @@
+"""`esc-eval cards build|stats|validate|export`: plain functions with typer annotations
+(registered by sim.cli).
+
+    esc-eval cards build sim/cardbuild/configs/example.yaml     # run or resume a build
+    esc-eval cards stats runs/cards-example --out runs/cards-example/stats
+    esc-eval cards validate runs/cards-example/cards.json
+    esc-eval cards export runs/cards-example --out cards_official.json --fmt official
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from sim.cards import load_cards, validate_cards, write_cards
+
+console = Console()
+
+
+def _table(title: str, rows: list[dict]) -> Table:
+    t = Table(title=title)
+    cols = list(rows[0]) if rows else []
+    for c in cols:
+        t.add_column(str(c))
+    for r in rows:
+        t.add_row(*("" if r[c] is None else str(r[c]) for c in cols))
+    return t
+
+
+def cards_build(
+    config: Annotated[Path, typer.Argument(help="Card-build YAML config (see sim/cardbuild/configs/example.yaml).")],
+    quiet: Annotated[bool, typer.Option("--quiet", help="No progress bars.")] = False,
+) -> None:
+    """Build role cards from source datasets (extract, filter, dedup, classify, annotation sheets); resumable."""
+    from sim.cardbuild.config import CardBuildConfigError, load_build_config
+    from sim.cardbuild.pipeline import build_cards
+    from sim.cardbuild.stats import stage_table
+
+    try:
+        cfg = load_build_config(config)
+    except CardBuildConfigError as e:
+        console.print(f"[red]{e}")
+        raise typer.Exit(2) from None
+    result = build_cards(cfg, show_progress=not quiet)
+    console.print(_table("Cards per stage (Table 6 layout)", stage_table(result.counts).to_dict(orient="records")))
+    for stage, t in result.timings.items():
+        if isinstance(t, dict) and t.get("items_per_s"):
+            console.print(f"{stage}: {t['done']} items in {t['seconds']} s ({t['items_per_s']} items/s)")
+    console.print(f"cards: {result.cards_path}  official: {result.official_path}")
+    if result.final_cards_path:
+        console.print(f"final (annotated) cards: {result.final_cards_path}")
+    else:
+        console.print(f"annotation sheets: {result.output / 'annotation'} (fill them, then re-run build)")
+
+
+def cards_stats(
+    path: Annotated[Path, typer.Argument(help="A card file (ours or official JSON) or a build folder.")],
+    out: Annotated[Optional[Path], typer.Option("--out", help="Folder for the CSV tables, stats.json and the chart.")] = None,
+) -> None:
+    """Card statistics: stage counts (Table 6), categories x tier (Table 9), distribution chart (Figure 5)."""
+    from sim.cardbuild.stats import write_stats
+
+    target = out or ((path if path.is_dir() else path.parent) / "stats")
+    result = write_stats(path, target)
+    s = result["summary"]
+    console.print(f"{s['cards']} cards from {result['source']}: by language {s['by_language']}, quality {s['by_quality']}")
+    if "table6" in result:
+        console.print(_table("Table 6 layout", result["table6"]))
+    console.print(_table("Categories", result["table9"]))
+    console.print(f"written to {target} (figure: {result['figure']})")
+
+
+def cards_validate(
+    path: Annotated[Path, typer.Argument(help="A card file to check.")],
+) -> None:
+    """Load and check a card file; prints counts, exits 1 naming the first bad card."""
+    from sim.cards import CardError
+
+    try:
+        console.print_json(json.dumps(validate_cards(path), ensure_ascii=False))
+    except CardError as e:
+        console.print(f"[red]{e}")
+        raise typer.Exit(1) from None
+
+
+def cards_export(
+    path: Annotated[Path, typer.Argument(help="A card file or a build folder (final_cards.json, else cards.json).")],
+    out: Annotated[Path, typer.Option("--out", help="Output JSON file.")],
+    fmt: Annotated[str, typer.Option("--fmt", help="official (the ESC-Eval release's JSON) or esc-eval.")] = "official",
+) -> None:
+    """Write cards in the official ESC-Eval JSON format (or ours)."""
+    from sim.cardbuild.stats import resolve_cards_path
+
+    if fmt not in ("official", "esc-eval"):
+        console.print(f"[red]unknown format {fmt!r} (official | esc-eval)")
+        raise typer.Exit(2)
+    cards_path, _ = resolve_cards_path(path)
+    cards = load_cards(cards_path)
+    write_cards(cards, out, fmt=fmt)  # type: ignore[arg-type]
+    console.print(f"{len(cards)} cards written to {out} ({fmt})")

@@ -1,0 +1,82 @@
+"""Run one LLM stage over many items: asyncio concurrency, retries, checkpointed results.
+
+`run_stage` calls `work(item)` for every item not yet final in the stage's `StageLog`, at most
+`concurrency` at a time, appends each record the moment it is ready, and shows a rich progress
+bar. `chat_with_retries` retries transient model errors (attempt N of M, error, wait) and turns
+an exhausted retry into an error record instead of an exception.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from typing import Any, Awaitable, Callable, Sequence, TypeVar
+
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from serve.chat import ChatMessage, ChatModel, ChatModelError, ChatResult, GenerationParams
+from sim.cardbuild.checkpoint import StageLog
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+
+async def chat_with_retries(
+    model: ChatModel, messages: list[ChatMessage], params: GenerationParams, *, attempts: int = 3, wait_s: float = 1.0,
+    what: str = "call",
+) -> tuple[ChatResult | None, str | None, int]:
+    """(result, None, attempts used) or (None, error text, attempts used)."""
+    error = None
+    for attempt in range(1, attempts + 1):
+        try:
+            return await model.chat(messages, params), None, attempt
+        except ChatModelError as e:
+            error = f"{e.kind}: {e}"
+            if e.kind == "fatal" or attempt == attempts:
+                break
+            delay = wait_s * 2 ** (attempt - 1)
+            log.warning("%s: attempt %d of %d failed (%s); retrying in %.1f s", what, attempt, attempts, error, delay)
+            await asyncio.sleep(delay)
+        except Exception as e:  # noqa: BLE001 - a backend bug must not kill the whole stage
+            error = f"{type(e).__name__}: {e}"
+            break
+    return None, error, attempt
+
+
+async def run_stage(
+    name: str,
+    items: Sequence[T],
+    key: Callable[[T], str],
+    work: Callable[[T], Awaitable[dict[str, Any]]],
+    stage_log: StageLog,
+    *,
+    concurrency: int = 16,
+    show_progress: bool = True,
+) -> dict[str, Any]:
+    """Run `work` on the items not yet done; returns timing {done, skipped, seconds, items_per_s}."""
+    todo = [it for it in items if not stage_log.done(key(it))]
+    skipped = len(items) - len(todo)
+    sem = asyncio.Semaphore(concurrency)
+    started = time.perf_counter()
+    progress = Progress(TextColumn(f"[bold]{name}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                        disable=not show_progress or not todo, transient=False)
+
+    async def one(it: T, task_id) -> None:
+        async with sem:
+            try:
+                record = await work(it)
+            except Exception as e:  # noqa: BLE001 - a failure is a record, not a crash
+                record = {"status": "error", "reason": f"{type(e).__name__}: {e}"}
+            record["id"] = key(it)
+            stage_log.append(record)
+            progress.advance(task_id)
+
+    try:
+        with progress:
+            task_id = progress.add_task(name, total=len(todo))
+            await asyncio.gather(*(one(it, task_id) for it in todo))
+    finally:
+        stage_log.close()
+    seconds = time.perf_counter() - started
+    return {"done": len(todo), "skipped": skipped, "seconds": round(seconds, 3),
+            "items_per_s": round(len(todo) / seconds, 3) if todo and seconds > 0 else None}

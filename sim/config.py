@@ -1,0 +1,157 @@
+"""Pydantic configs of simulation and scoring runs; YAML in, validated at the door."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal, TypeVar
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from serve.chat import GenerationParams
+from sim.dimensions import DIMENSION_NAMES, to_paper_dimension
+
+
+class ConfigError(ValueError):
+    """A config file is missing, malformed or invalid; the message names the file and field."""
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class ModelRef(_Strict):
+    """A model taking part in a run: a registry name or a backend spec, and how to call it."""
+
+    model: str = Field("vllm/embedded", description="Registry name (e.g. 'qwen1.5-7b-chat') or spec '<backend>/<name>' (vllm/embedded, openai/gpt-4, serve/app, fake/echo).")
+    params: GenerationParams = Field(default_factory=GenerationParams, description="Sampling parameters for this model's calls.")
+    system_prompt: str | None = Field(None, description="System prompt override (targets: default is the release's 'You are a helpful assistant!').")
+    adapter: str | None = Field(None, description="LoRA adapter name to use on every call (multi-LoRA backends).")
+    options: dict[str, Any] = Field(default_factory=dict, description="Backend options, e.g. vLLM engine kwargs (max_model_len, adapters) or base_url for openai/.")
+
+
+class ExecutionConfig(_Strict):
+    """How a batch job runs: Ray actor pool shape, retries, checkpoints."""
+
+    executor: Literal["ray", "local"] = Field("ray", description="'ray': a pool of Ray actors; 'local': the same job in this process (debugging, tests).")
+    ray_address: str | None = Field(None, description="Join an existing Ray cluster at this address; default starts a local one.")
+    workers: int = Field(1, ge=1, description="Number of worker actors (each holds its own engines).")
+    concurrency: int = Field(32, ge=1, description="Dialogues (or scoring items) in flight per worker.")
+    chunk_size: int = Field(8, ge=1, description="Work items sent to a worker per Ray call (amortises call overhead).")
+    num_cpus_per_worker: float = Field(1.0, ge=0, description="Ray CPUs reserved per worker actor.")
+    num_gpus_per_worker: float = Field(0.0, ge=0, description="Ray GPUs reserved per worker actor (GPU clusters).")
+    max_attempts: int = Field(3, ge=1, description="Attempts per model call before the item is recorded as failed.")
+    retry_initial_wait_s: float = Field(0.5, ge=0, description="First backoff wait between attempts (exponential, jittered).")
+    retry_max_wait_s: float = Field(30.0, ge=0, description="Longest backoff wait between attempts.")
+    call_timeout_s: float = Field(600.0, gt=0, description="Timeout of one model call; a timeout counts as a failed attempt.")
+    flush_rows: int = Field(64, ge=1, description="Write a Parquet part when this many rows are buffered.")
+    flush_seconds: float = Field(10.0, gt=0, description="... or when this many seconds passed since the last part.")
+    turn_checkpoints: bool = Field(True, description="Checkpoint every turn so a resumed run continues half-finished dialogues.")
+    retry_failed: bool = Field(True, description="On resume, run again the items recorded as failed.")
+    worker_start_timeout_s: float = Field(900.0, gt=0, description="Give up if a worker has not set up its models in this time.")
+    env: dict[str, str] = Field(default_factory=lambda: {"VLLM_CPU_KVCACHE_SPACE": "2"}, description="Environment of the worker actors (Ray runtime_env env_vars).")
+
+
+def _default_role() -> ModelRef:
+    return ModelRef(model="vllm/embedded", params=GenerationParams(max_tokens=512))
+
+
+class SimulationConfig(_Strict):
+    """A simulation: role cards x targets x strategies x seeds, 5-round dialogues each."""
+
+    cards: str = Field("sample", description="Card file (our JSON/YAML or the official ESC-Eval JSON), or 'sample' for the shipped cards.")
+    languages: list[Literal["en", "zh"]] | None = Field(None, description="Keep only cards in these languages.")
+    card_ids: list[str] | None = Field(None, description="Keep only these card ids.")
+    limit: int | None = Field(None, ge=1, description="Use at most this many cards (after filtering).")
+    targets: list[ModelRef] = Field(default_factory=lambda: [ModelRef(model="vllm/embedded")], description="Models under test.")
+    role: ModelRef = Field(default_factory=_default_role, description="The role-play model (ESC-Role).")
+    strategies: list[str] = Field(default_factory=lambda: ["official"], description="Role-play prompt strategies: official, zero_shot, cot, icl, cot_icl.")
+    seeds: list[int] = Field(default_factory=lambda: [0], description="Seeds; each adds one dialogue per card, target and strategy.")
+    rounds: int = Field(5, ge=1, le=50, description="Seeker/assistant rounds after the opener (the paper: 5).")
+    execution: ExecutionConfig = Field(default_factory=ExecutionConfig, description="Pool shape, retries and checkpoints.")
+
+    @field_validator("strategies")
+    @classmethod
+    def _strategies(cls, v: list[str]) -> list[str]:
+        from sim.prompts import strategies
+
+        known = strategies()
+        bad = [s for s in v if s not in known]
+        if bad:
+            raise ValueError(f"unknown strategy {bad[0]!r}; known: {', '.join(known)}")
+        return v
+
+
+class JudgeConfig(_Strict):
+    """The judge (ESC-RANK or any chat model) and how it scores."""
+
+    model: ModelRef = Field(default_factory=lambda: ModelRef(model="vllm/embedded"), description="The judge model.")
+    method: Literal["logprob", "generate"] = Field("logprob", description="'logprob': one forward pass reading P('0'..'4'); 'generate': free answer parsed by `parser` (API judges).")
+    parser: Literal["strict", "compat"] = Field("strict", description="'strict': the answer must be one score 0-4; 'compat': the official first-digit rule.")
+    rubric: Literal["official", "paper"] = Field("official", description="Rubric texts: the release's score.py or the paper's Figures 12-19.")
+    rendering: Literal["official", "clean"] = Field("official", description="Dialogue rendering the judge reads.")
+    dimensions: list[str] = Field(default_factory=lambda: list(DIMENSION_NAMES), description="Dimensions to score (paper names or official keys).")
+    adapters: dict[str, str] | None = Field(None, description="LoRA adapter per dimension (multi-LoRA judge, official layout).")
+    name: str | None = Field(None, description="Judge id written into score rows (default: the model string).")
+
+    @field_validator("dimensions")
+    @classmethod
+    def _dims(cls, v: list[str]) -> list[str]:
+        return [to_paper_dimension(d) for d in v]
+
+    @property
+    def judge_id(self) -> str:
+        return self.name or f"{self.model.model}:{self.method}:{self.rubric}"
+
+
+class ScoringConfig(_Strict):
+    """A scoring job over a run folder or an official result folder."""
+
+    judge: JudgeConfig = Field(default_factory=JudgeConfig, description="The judge.")
+    execution: ExecutionConfig = Field(default_factory=lambda: ExecutionConfig(concurrency=8, chunk_size=4), description="Pool shape and retries.")
+
+
+class PipelineConfig(_Strict):
+    """simulate -> score -> report, as `esc-eval demo` runs it."""
+
+    simulation: SimulationConfig = Field(default_factory=SimulationConfig, description="The simulation.")
+    scoring: ScoringConfig = Field(default_factory=ScoringConfig, description="The scoring.")
+
+
+T = TypeVar("T", bound=BaseModel)
+
+
+def describe_validation_error(e: ValidationError, where: str) -> str:
+    err = e.errors()[0]
+    loc = ".".join(str(x) for x in err.get("loc", ())) or "(root)"
+    return f"{where}: field '{loc}': {err.get('msg')}"
+
+
+def load_config(path: str | Path | None, cls: type[T], overrides: dict[str, Any] | None = None) -> T:
+    """Load a YAML config into `cls`; errors name the file and the field."""
+    data: dict[str, Any] = {}
+    where = str(path) if path else "config"
+    if path is not None:
+        p = Path(path)
+        if not p.exists():
+            raise ConfigError(f"{p}: config file not found")
+        try:
+            data = yaml.safe_load(p.read_text(encoding="utf-8")) or {}
+        except yaml.YAMLError as e:
+            raise ConfigError(f"{p}: malformed YAML ({str(e).splitlines()[0]})") from None
+        if not isinstance(data, dict):
+            raise ConfigError(f"{p}: expected a mapping at the top level")
+    for key, value in (overrides or {}).items():
+        if value is not None:
+            _set_path(data, key, value)
+    try:
+        return cls.model_validate(data)
+    except ValidationError as e:
+        raise ConfigError(describe_validation_error(e, where)) from None
+
+
+def _set_path(data: dict[str, Any], dotted: str, value: Any) -> None:
+    parts = dotted.split(".")
+    cur = data
+    for p in parts[:-1]:
+        cur = cur.setdefault(p, {})
+    cur[parts[-1]] = value

@@ -1,0 +1,101 @@
+"""One ESC-Eval dialogue as a pure async function of its inputs.
+
+Role mapping of the paper's release (evaluate.py): the role model (ESC-Role) gets the role-play
+system prompt and sees the assistant side as "user", starting with the opener; the model under
+test sees the seeker as "user". The opener, spoken by the assistant side, is turn 0; then each
+round is one seeker turn and one assistant turn: 1 + 2 x rounds messages in all.
+"""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Awaitable, Callable
+
+from serve.chat import ChatMessage, ChatModel, GenerationParams
+
+
+@dataclass
+class Turn:
+    index: int
+    speaker: str  # "assistant" (model under test, and the opener) | "seeker" (ESC-Role)
+    text: str
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    latency_s: float = 0.0
+    finish_reason: str = "stop"
+
+    def to_row(self) -> dict:
+        return asdict(self)
+
+
+@dataclass
+class Participant:
+    """A model plus how it is called in this dialogue."""
+
+    model: ChatModel
+    params: GenerationParams = field(default_factory=GenerationParams)
+    system_prompt: str | None = None
+    adapter: str | None = None
+
+
+@dataclass
+class DialogueSetup:
+    """Everything that defines one dialogue (with the participants, all of it)."""
+
+    role_system_prompt: str
+    opener: str
+    rounds: int = 5
+    session_id: str | None = None  # sticky routing key: every turn of a dialogue hits one replica
+
+
+def role_view(turns: list[Turn], system_prompt: str) -> list[ChatMessage]:
+    """The role model's conversation: the assistant side is 'user', the seeker is 'assistant'."""
+    msgs = [ChatMessage(role="system", content=system_prompt)]
+    for t in turns:
+        msgs.append(ChatMessage(role="user" if t.speaker == "assistant" else "assistant", content=t.text))
+    return msgs
+
+
+def target_view(turns: list[Turn], system_prompt: str | None) -> list[ChatMessage]:
+    """The target's conversation: the seeker is 'user'; the opener is not shown (as in the release)."""
+    msgs = [ChatMessage(role="system", content=system_prompt)] if system_prompt else []
+    for t in turns[1:]:
+        msgs.append(ChatMessage(role="user" if t.speaker == "seeker" else "assistant", content=t.text))
+    return msgs
+
+
+async def run_dialogue(
+    setup: DialogueSetup,
+    role: Participant,
+    target: Participant,
+    *,
+    resume_from: list[Turn] | None = None,
+    on_turn: Callable[[list[Turn]], Awaitable[None] | None] | None = None,
+) -> list[Turn]:
+    """Run the opener and `setup.rounds` rounds; return all turns.
+
+    resume_from: turns already done (a turn-level checkpoint); the dialogue continues after them.
+    on_turn: called with the turns so far after each new turn (the batch layer checkpoints here).
+    Model errors propagate (ChatModelError); retries belong to the caller.
+    """
+    turns = list(resume_from or [])
+    if not turns:
+        turns.append(Turn(index=0, speaker="assistant", text=setup.opener))
+    total = 1 + 2 * setup.rounds
+    while len(turns) < total:
+        seeker_next = turns[-1].speaker == "assistant"
+        if seeker_next:
+            part, messages, sid = role, role_view(turns, setup.role_system_prompt), f"{setup.session_id}:role"
+        else:
+            part, messages, sid = target, target_view(turns, target.system_prompt), f"{setup.session_id}:target"
+        result = await part.model.chat(messages, part.params, adapter=part.adapter,
+                                       session_id=sid if setup.session_id else None)
+        turns.append(Turn(
+            index=len(turns), speaker="seeker" if seeker_next else "assistant", text=result.text.strip(),
+            prompt_tokens=result.prompt_tokens, completion_tokens=result.completion_tokens,
+            latency_s=result.latency_s, finish_reason=result.finish_reason,
+        ))
+        if on_turn is not None:
+            maybe = on_turn(turns)
+            if maybe is not None:
+                await maybe
+    return turns

@@ -1,0 +1,102 @@
+"""Interop with the official ESC-Eval JSON: dialogues `{"0": ["AI assistant：...", "ESC-Role：...", ...]}`
+and scores `{"0": {"fluency": 3, "diversity": 3, ...}}` (official keys; -1 = unparsed).
+"""
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+from sim.dimensions import DIMENSIONS
+from sim.prompts import official_lines
+from sim.records import stable_id
+from sim.runfolder import now_utc
+
+_PREFIX = re.compile(r"^\s*(AI assistant|AI assitant|ESC-Role)\s*[：:]\s*", re.S)
+
+
+class OfficialFormatError(ValueError):
+    pass
+
+
+def _language_from_name(name: str) -> str:
+    stem = Path(name).stem.lower()
+    if stem.endswith("_zh") or stem.endswith("-zh"):
+        return "zh"
+    if stem.endswith("_en") or stem.endswith("-en"):
+        return "en"
+    return "en"
+
+
+def _model_from_name(name: str) -> str:
+    return re.sub(r"[_-](en|zh)$", "", Path(name).stem)
+
+
+def read_official_dialogues(path: str | Path, run_id: str | None = None) -> list[dict[str, Any]]:
+    """Dialogue rows (sim.records.DIALOGUE_SCHEMA) from one official result JSON file."""
+    path = Path(path)
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise OfficialFormatError(f"{path}: not an official dialogue JSON ({e})") from None
+    if not isinstance(data, dict) or not all(isinstance(v, list) for v in data.values()):
+        raise OfficialFormatError(f"{path}: expected {{\"0\": [\"AI assistant：...\", ...]}}, got another layout")
+    language, model = _language_from_name(path.name), _model_from_name(path.name)
+    rows = []
+    for key, lines in data.items():
+        turns = []
+        for i, line in enumerate(lines):
+            m = _PREFIX.match(line if isinstance(line, str) else "")
+            if not m:
+                raise OfficialFormatError(f"{path}: dialogue {key!r} line {i} has no 'AI assistant：'/'ESC-Role：' prefix")
+            speaker = "seeker" if m.group(1) == "ESC-Role" else "assistant"
+            turns.append({"index": i, "speaker": speaker, "text": line[m.end():], "prompt_tokens": 0,
+                          "completion_tokens": 0, "latency_s": 0.0, "finish_reason": "stop"})
+        complete = len(turns) == 11
+        rows.append({
+            "run_id": run_id or f"official:{path.parent.name}", "dialogue_id": stable_id("official", path.name, key),
+            "card_id": str(key), "language": language, "category_1": None, "category_2": None, "category_3": None,
+            "card_source": f"official:{path.name}", "target_model": model, "role_model": "ESC-Role",
+            "strategy": "official", "seed": 0, "target_params": None, "role_params": None, "turns": turns,
+            "n_turns": len(turns), "status": "ok" if complete else "failed",
+            "termination_reason": "completed" if complete else "missing_turns",
+            "error": None if complete else f"expected 11 messages, found {len(turns)}", "attempts": 0,
+            "prompt_tokens": 0, "completion_tokens": 0, "started_at": now_utc(), "finished_at": now_utc(),
+        })
+    return rows
+
+
+def official_dialogue_files(folder: str | Path) -> list[Path]:
+    folder = Path(folder)
+    if folder.is_file():
+        return [folder]
+    files = sorted(p for p in folder.glob("*.json") if p.name != "manifest.json")
+    if not files:
+        raise OfficialFormatError(f"{folder}: no official dialogue JSON files (*.json)")
+    return files
+
+
+def write_official_scores(score_rows: list[dict[str, Any]], dialogue_rows: list[dict[str, Any]], out_dir: str | Path) -> list[Path]:
+    """Write score JSON files in the official layout, one per (target model, language)."""
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    key_of = {r["dialogue_id"]: r for r in dialogue_rows}
+    grouped: dict[tuple[str, str], dict[str, dict[str, int]]] = {}
+    for s in score_rows:
+        d = key_of.get(s["dialogue_id"])
+        if d is None:
+            continue
+        model = d["target_model"].replace("/", "_")
+        entry = grouped.setdefault((model, d["language"]), {}).setdefault(str(d["card_id"]), {})
+        entry[DIMENSIONS[s["dimension"]]] = -1 if s["score"] is None else int(s["score"])
+    written = []
+    for (model, lang), data in grouped.items():
+        p = out_dir / f"{model}_{lang}.json"
+        p.write_text(json.dumps(data, ensure_ascii=False, indent=4), encoding="utf-8")
+        written.append(p)
+    return written
+
+
+def turns_as_lines(turns: list[dict[str, Any]]) -> list[str]:
+    return official_lines((t["speaker"], t["text"]) for t in turns)

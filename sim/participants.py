@@ -1,0 +1,54 @@
+"""Build chat models from config: registry names or backend specs -> ChatModel instances.
+
+One instance per distinct (spec, options) inside a process, so participants naming the same
+model share one engine (and its batching and prefix cache).
+"""
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from serve.chat import BACKENDS, ChatModel, UnknownModelError, get_chat_model
+from sim.config import ExecutionConfig, ModelRef
+from sim.retry import RetryingChatModel
+
+
+def resolve_spec(model: str) -> tuple[str, dict[str, Any]]:
+    """A backend spec passes through; anything else is looked up in the model registry."""
+    backend = model.partition("/")[0]
+    if "/" in model and backend in BACKENDS:
+        return model, {}
+    from serve.registry import default_registry
+
+    entry = default_registry().get(model)
+    options: dict[str, Any] = {}
+    if entry.resolved_spec().startswith("vllm/"):
+        if entry.trust_remote_code:
+            options["trust_remote_code"] = True
+        if entry.max_model_len:
+            options["max_model_len"] = entry.max_model_len
+    return entry.resolved_spec(), options
+
+
+class ModelPool:
+    """Chat models of one worker, built on first use and shared between participants."""
+
+    def __init__(self, execution: ExecutionConfig | None = None):
+        self.execution = execution or ExecutionConfig()
+        self._models: dict[str, ChatModel] = {}
+
+    def get(self, ref: ModelRef) -> ChatModel:
+        spec, registry_options = resolve_spec(ref.model)
+        options = {**registry_options, **ref.options}
+        key = spec + "|" + json.dumps(options, sort_keys=True, default=str)
+        if key not in self._models:
+            ex = self.execution
+            self._models[key] = RetryingChatModel(
+                get_chat_model(spec, **options), max_attempts=ex.max_attempts,
+                initial_wait_s=ex.retry_initial_wait_s, max_wait_s=ex.retry_max_wait_s, timeout_s=ex.call_timeout_s,
+            )
+        return self._models[key]
+
+    async def close(self) -> None:
+        for m in self._models.values():
+            await m.close()

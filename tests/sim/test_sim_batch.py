@@ -1,0 +1,156 @@
+"""The batch layer on fake backends: resume by id, failures as rows, turn checkpoints, the pool."""
+import json
+
+import pyarrow.parquet as pq
+import pytest
+
+from sim.config import ExecutionConfig, JudgeConfig, ModelRef, ScoringConfig, SimulationConfig
+from sim.pool import PoolStats, run_pool
+from sim.runfolder import RunFolder
+from sim.scoring import run_scoring
+from sim.simulation import SimulationJob, iter_items, run_simulation, select_cards
+
+
+def sim_cfg(**kw):
+    base = dict(cards="sample", limit=3, role=ModelRef(model="fake/seeker"),
+                targets=[ModelRef(model="fake/echo"), ModelRef(model="fake/fixed?reply=ok")],
+                execution=ExecutionConfig(executor="local", concurrency=4, flush_rows=2))
+    base.update(kw)
+    return SimulationConfig(**base)
+
+
+def test_simulation_writes_one_row_per_item_with_eleven_turns(tmp_path):
+    res = run_simulation(sim_cfg(), tmp_path)
+    assert res["items"] == 6 and res["failed"] == 0 and res["model_calls"] == 60
+    run = RunFolder(tmp_path, create=False)
+    rows = list(run.iter_rows("dialogues"))
+    assert len(rows) == 6 and len({r["dialogue_id"] for r in rows}) == 6
+    assert all(r["n_turns"] == 11 and r["status"] == "ok" for r in rows)
+    assert {r["target_model"] for r in rows} == {"fake/echo", "fake/fixed?reply=ok"}
+    manifest = json.loads((tmp_path / "manifest.json").read_text())
+    assert manifest["simulation"]["total_items"] == 6 and manifest["run_id"].startswith("run-")
+    assert not list((tmp_path / "checkpoints").glob("*.json"))  # dropped once rows are written
+
+
+def test_rerun_skips_finished_dialogues(tmp_path):
+    run_simulation(sim_cfg(), tmp_path)
+    again = run_simulation(sim_cfg(limit=4), tmp_path)
+    assert again["skipped_done"] == 6 and again["items"] == 2
+    ids = [r["dialogue_id"] for r in RunFolder(tmp_path).iter_rows("dialogues")]
+    assert len(ids) == len(set(ids)) == 8
+
+
+def test_dialogue_ids_are_stable_and_distinct():
+    cfg = sim_cfg(seeds=[0, 1], strategies=["official", "cot"])
+    cards = select_cards(cfg)
+    a = [i["dialogue_id"] for i in iter_items(cfg, cards, set())]
+    b = [i["dialogue_id"] for i in iter_items(cfg, cards, set())]
+    assert a == b and len(set(a)) == 3 * 2 * 2 * 2
+
+
+def test_fault_injection_every_item_completes_or_is_recorded_failed(tmp_path):
+    # 20% errors, 5% timeouts per call; 3 attempts per call
+    faulty = "fake/echo?error_rate=0.2&timeout_rate=0.05&timeout=0.001&seed=7"
+    cfg = sim_cfg(limit=8, targets=[ModelRef(model=faulty)],
+                  execution=ExecutionConfig(executor="local", concurrency=8, max_attempts=3, retry_initial_wait_s=0.0,
+                                            retry_max_wait_s=0.0, call_timeout_s=5))
+    res = run_simulation(cfg, tmp_path)
+    rows = list(RunFolder(tmp_path).iter_rows("dialogues"))
+    assert len(rows) == 8 == res["items"]
+    failed = [r for r in rows if r["status"] == "failed"]
+    assert all(r["n_turns"] == 11 for r in rows if r["status"] == "ok")
+    for r in failed:
+        assert r["termination_reason"] in {"error", "timeout"} and r["error"]
+    assert res["failed"] == len(failed)
+
+
+def test_exhausted_retries_are_recorded_with_partial_turns(tmp_path):
+    cfg = sim_cfg(limit=1, targets=[ModelRef(model="fake/echo?error_rate=1.0")],
+                  execution=ExecutionConfig(executor="local", max_attempts=2, retry_initial_wait_s=0, retry_max_wait_s=0))
+    run_simulation(cfg, tmp_path)
+    (row,) = RunFolder(tmp_path).iter_rows("dialogues")
+    assert row["status"] == "failed" and row["termination_reason"] == "error"
+    assert row["n_turns"] == 2  # the opener and the first seeker turn survive as data
+    assert "injected transient error" in row["error"]
+
+
+def test_turn_checkpoint_resumes_a_half_finished_dialogue(tmp_path):
+    cfg = sim_cfg(limit=1, targets=[ModelRef(model="fake/echo")])
+    job = SimulationJob(cfg, str(tmp_path), "run-x")
+    item = next(iter_items(cfg, select_cards(cfg), set()))
+    from sim.dialogue import Turn
+
+    done = [Turn(0, "assistant", "opener"), Turn(1, "seeker", "CHECKPOINTED SEEKER TURN")]
+    job._save_ckpt(item["dialogue_id"], done)
+    run_simulation(cfg, tmp_path)
+    (row,) = RunFolder(tmp_path).iter_rows("dialogues")
+    assert row["n_turns"] == 11 and row["turns"][1]["text"] == "CHECKPOINTED SEEKER TURN"
+    assert row["turns"][2]["text"] == "echo: CHECKPOINTED SEEKER TURN"
+
+
+def test_scoring_seven_rows_per_dialogue_and_resume(tmp_path):
+    run_simulation(sim_cfg(), tmp_path)
+    cfg = ScoringConfig(judge=JudgeConfig(model=ModelRef(model="fake/judge")), execution=ExecutionConfig(executor="local"))
+    res = run_scoring(cfg, tmp_path)
+    assert res["items"] == 6 and res["model_calls"] == 42
+    scores = list(RunFolder(tmp_path).iter_rows("scores"))
+    assert len(scores) == 42
+    for s in scores:
+        assert s["parse_status"] == "ok" and 0 <= s["score"] <= 4
+        assert abs(sum(s["probs"]) - 1) < 1e-5 and s["probs"].index(max(s["probs"])) == s["score"]
+    assert run_scoring(cfg, tmp_path)["items"] == 0  # everything done: nothing re-scored
+
+
+def test_generate_method_records_parse_failures_as_null(tmp_path):
+    run_simulation(sim_cfg(limit=1), tmp_path)
+    judge = JudgeConfig(model=ModelRef(model="fake/fixed?reply=I think it deserves a 3 or 4"), method="generate")
+    run_scoring(ScoringConfig(judge=judge, execution=ExecutionConfig(executor="local")), tmp_path)
+    scores = list(RunFolder(tmp_path).iter_rows("scores"))
+    assert len(scores) == 14
+    assert all(s["score"] is None and s["parse_status"] == "parse_failure" for s in scores)
+    assert all(s["raw"] == "I think it deserves a 3 or 4" for s in scores)
+
+
+class CountingJob:
+    kind = "dialogues"
+
+    def __init__(self):
+        self.calls = 0
+
+    async def setup(self):
+        pass
+
+    async def run(self, item):
+        return [], {"ok": item["n"] % 5 != 0, "calls": 1}
+
+    def after_flush(self, items):
+        pass
+
+    async def close(self):
+        pass
+
+
+def test_pool_streams_lazily_generated_items(tmp_path):
+    produced = []
+
+    def items():
+        for n in range(1000):
+            produced.append(n)
+            yield {"n": n}
+
+    seen = []
+    stats = run_pool(CountingJob(), items(), str(tmp_path), ExecutionConfig(executor="local", concurrency=8),
+                     on_summary=lambda s, st: seen.append(len(produced) - st.done))
+    assert stats.done == 1000 and stats.failed == 200
+    assert max(seen) <= 8 * 2 + 1  # backpressure: the generator never runs far ahead
+
+
+@pytest.mark.slow
+def test_ray_pool_with_fake_models(tmp_path, ray_local):
+    cfg = sim_cfg(limit=6, execution=ExecutionConfig(executor="ray", workers=2, concurrency=4, chunk_size=2,
+                                                      num_cpus_per_worker=0.5, flush_rows=4))
+    res = run_simulation(cfg, tmp_path)
+    assert res["items"] == 12 and res["failed"] == 0
+    parts = RunFolder(tmp_path).parts("dialogues")
+    rows = [r for p in parts for r in pq.read_table(p).to_pylist()]
+    assert len(rows) == 12 and len({r["dialogue_id"] for r in rows}) == 12
