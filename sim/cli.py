@@ -27,18 +27,24 @@ app.add_typer(serve_app, name="serve")
 app.add_typer(train_app, name="train")
 app.add_typer(bench_app, name="bench")
 
-_STATE = {"debug": False}
+_STATE = {"debug": False, "verbose": False}
 
 
 @app.callback()
 def _main(debug: bool = typer.Option(False, "--debug", help="Show tracebacks."),
           verbose: bool = typer.Option(False, "--verbose", "-v", help="Log progress details (retries, engines).")) -> None:
     _STATE["debug"] = debug
+    _STATE["verbose"] = verbose
     logging.basicConfig(level=logging.INFO if verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     # Quiet engines by default; workers inherit this through the Ray runtime env.
     os.environ.setdefault("VLLM_LOGGING_LEVEL", "INFO" if verbose else "WARNING")
     os.environ.setdefault("RAY_AUTH_MODE", "disabled")
     os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "2")
+
+
+def _emit(data: Any, **kw: Any) -> None:
+    """Results go to stdout as JSON (progress and errors go to stderr)."""
+    print(json.dumps(data, indent=2, ensure_ascii=False, default=str, **kw))
 
 
 def _exec_env() -> dict[str, str]:
@@ -62,8 +68,14 @@ def _load_sim_config(config: Optional[Path], overrides: dict[str, Any]):
     from sim.config import SimulationConfig, load_config
 
     cfg = load_config(config, SimulationConfig, overrides)
-    cfg.execution.env = {**cfg.execution.env, **_exec_env()}
+    _console_env(cfg.execution)
     return cfg
+
+
+def _console_env(ex) -> None:
+    ex.env = {**ex.env, **_exec_env()}
+    # Engines are chatty: their logs stay in Ray's log files unless --verbose.
+    ex.log_to_driver = ex.log_to_driver and _STATE["verbose"]
 
 
 def _default_out(prefix: str) -> Path:
@@ -92,7 +104,7 @@ def simulate(
     out = out or _default_out("sim")
     with job_progress("simulate") as jp:
         result = run_simulation(cfg, out, on_summary=jp.on_summary, on_start=jp.on_start)
-    console.print_json(json.dumps({"run_dir": str(out), **result}))
+    _emit({"run_dir": str(out), **result})
 
 
 def _load_score_config(config, judge, method, parser, rubric, address):
@@ -101,7 +113,7 @@ def _load_score_config(config, judge, method, parser, rubric, address):
     o: dict[str, Any] = {"judge.model.model": judge, "judge.method": method, "judge.parser": parser,
                          "judge.rubric": rubric, "execution.ray_address": address}
     cfg = load_config(config, ScoringConfig, o)
-    cfg.execution.env = {**cfg.execution.env, **_exec_env()}
+    _console_env(cfg.execution)
     return cfg
 
 
@@ -125,7 +137,7 @@ def score(
         result = run_scoring(cfg, input, out, on_summary=jp.on_summary, on_start=jp.on_start)
     if official_out:
         result["official_files"] = [str(p) for p in _write_official(Path(result["run_dir"]), official_out, cfg.judge.judge_id)]
-    console.print_json(json.dumps(result, default=str))
+    _emit(result)
 
 
 def _write_official(run_dir: Path, out_dir: Path, judge_id: str) -> list[Path]:
@@ -145,24 +157,40 @@ def leaderboard(run_dirs: list[Path] = typer.Argument(..., help="Run folders (or
 
 
 def _print_leaderboard(run_dirs: list[Path], out: Optional[Path]) -> dict[str, Path]:
-    from analysis import build_leaderboard, leaderboard_markdown, load_scores, write_leaderboard
+    from analysis import build_leaderboard, load_scores, write_leaderboard
 
     scores = load_scores(run_dirs)
     groups = _model_groups()
     table = build_leaderboard(scores, groups=groups)
     paths = write_leaderboard(table, out or (Path(run_dirs[0]) / "report"))
-    console.print(leaderboard_markdown(table))
+    _show_table(table)
     return paths
 
 
 def _model_groups() -> dict[str, str]:
-    try:
-        from serve.registry import default_registry
+    from serve.registry import default_registry
 
-        reg = default_registry()
-        return {**{e.name: e.group for e in reg.models.values()}, **{e.resolved_spec(): e.group for e in reg.models.values() if e.weights or "{path}" not in e.spec}}
-    except Exception:  # noqa: BLE001 - groups are a nicety of the table
-        return {}
+    groups: dict[str, str] = {}
+    for entry in default_registry().models.values():
+        groups[entry.name] = entry.group
+        if entry.weights or "{path}" not in entry.spec:
+            groups[entry.resolved_spec()] = entry.group
+    return groups
+
+
+def _show_table(table) -> None:
+    from rich.table import Table
+
+    from sim.dimensions import DIMENSION_TITLES
+
+    cols = [*DIMENSION_TITLES.values(), "Average"]
+    t = Table(title="Leaderboard: mean score x 25 (CIs in leaderboard.md)", pad_edge=False)
+    for c in ["Lang", "Group", "Model", "n", *[c[:3] for c in cols], "Fail"]:
+        t.add_column(c, justify="right" if c not in ("Lang", "Group", "Model") else "left", overflow="fold")
+    for _, r in table.iterrows():
+        vals = ["-" if r[c] != r[c] else f"{r[c]:.1f}" for c in cols]  # NaN -> "-"
+        t.add_row(r["language"], r["group"], r["model"], str(r["n_dialogues"]), *vals, f"{r['parse_failure_rate']:.0%}")
+    console.print(t)
 
 
 @app.command()
@@ -176,7 +204,7 @@ def report(run_dirs: list[Path] = typer.Argument(..., help="Run folders."),
         write_report = None
     if write_report is not None:
         paths.update(write_report(run_dirs, out))
-    console.print_json(json.dumps({k: str(v) for k, v in paths.items()}))
+    _emit({k: str(v) for k, v in paths.items()})
 
 
 DEMO_CARDS = 8
@@ -191,20 +219,23 @@ def demo(
 ) -> None:
     """The whole pipeline on the embedded model: simulate -> score -> leaderboard + report."""
     from sim.config import PipelineConfig, load_config
+    from sim.pool import WorkerPool
     from sim.scoring import run_scoring
     from sim.simulation import run_simulation
 
     cfg = load_config(config, PipelineConfig) if config else demo_config(cards)
     for ex in (cfg.simulation.execution, cfg.scoring.execution):
-        ex.env = {**ex.env, **_exec_env()}
+        _console_env(ex)
         ex.ray_address = address or ex.ray_address
     sim_cfg = cfg.simulation
     console.print(f"[bold]esc-eval demo[/bold]: {cards} cards x {', '.join(t.model for t in sim_cfg.targets)} "
                   f"(role {sim_cfg.role.model}, judge {cfg.scoring.judge.model.model}) -> {out}")
-    with job_progress("simulate") as jp:
-        sim_result = run_simulation(sim_cfg, out, on_summary=jp.on_summary, on_start=jp.on_start)
-    with job_progress("score", unit="dialogues") as jp:
-        score_result = run_scoring(cfg.scoring, out, on_summary=jp.on_summary, on_start=jp.on_start)
+    # One pool for both phases: the engines started for the dialogues also serve the judge.
+    with WorkerPool(sim_cfg.execution) as pool:
+        with job_progress("simulate") as jp:
+            sim_result = run_simulation(sim_cfg, out, on_summary=jp.on_summary, on_start=jp.on_start, pool=pool)
+        with job_progress("score", unit="dialogues") as jp:
+            score_result = run_scoring(cfg.scoring, out, on_summary=jp.on_summary, on_start=jp.on_start, pool=pool)
     paths = _print_leaderboard([out], None)
     try:
         from analysis.report import write_report
@@ -212,8 +243,8 @@ def demo(
         paths.update(write_report([out]))
     except ImportError:
         pass
-    console.print_json(json.dumps({"run_dir": str(out), "simulation": sim_result, "scoring": score_result,
-                                   "files": {k: str(v) for k, v in paths.items()}}, default=str))
+    _emit({"run_dir": str(out), "simulation": sim_result, "scoring": score_result,
+           "files": {k: str(v) for k, v in paths.items()}})
 
 
 def demo_config(n_cards: int = DEMO_CARDS):
@@ -237,7 +268,7 @@ def cards_validate(path: Path = typer.Argument(..., help="Card file (ours or the
     """Load and check a card file; print counts."""
     from sim.cards import validate_cards
 
-    console.print_json(json.dumps(validate_cards(path), ensure_ascii=False))
+    _emit(validate_cards(path))
 
 
 def _register_optional() -> None:
@@ -295,7 +326,7 @@ def main() -> None:
             raise
         err = _unwrap(exc)
         msg = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
-        console.print(f"[red]error:[/red] {msg}", highlight=False)
+        sys.stderr.write(f"error: {msg}\n")
         sys.exit(2 if isinstance(err, KNOWN_ERRORS) else 1)
 
 

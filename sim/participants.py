@@ -31,23 +31,24 @@ def resolve_spec(model: str) -> tuple[str, dict[str, Any]]:
 
 
 class ModelPool:
-    """Chat models of one worker, built on first use and shared between participants."""
+    """Chat models of one worker, built on first use, shared between participants and jobs."""
 
-    def __init__(self, execution: ExecutionConfig | None = None):
-        self.execution = execution or ExecutionConfig()
+    def __init__(self) -> None:
         self._models: dict[str, ChatModel] = {}
 
-    def get(self, ref: ModelRef) -> ChatModel:
+    def raw(self, ref: ModelRef) -> ChatModel:
         spec, registry_options = resolve_spec(ref.model)
         options = {**registry_options, **ref.options}
         key = spec + "|" + json.dumps(options, sort_keys=True, default=str)
         if key not in self._models:
-            ex = self.execution
-            self._models[key] = RetryingChatModel(
-                get_chat_model(spec, **options), max_attempts=ex.max_attempts,
-                initial_wait_s=ex.retry_initial_wait_s, max_wait_s=ex.retry_max_wait_s, timeout_s=ex.call_timeout_s,
-            )
+            self._models[key] = get_chat_model(spec, **options)
         return self._models[key]
+
+    def get(self, ref: ModelRef, execution: ExecutionConfig) -> ChatModel:
+        """The model behind `ref`, with the job's timeouts and classified retries."""
+        ex = execution
+        return RetryingChatModel(self.raw(ref), max_attempts=ex.max_attempts, initial_wait_s=ex.retry_initial_wait_s,
+                                 max_wait_s=ex.retry_max_wait_s, timeout_s=ex.call_timeout_s)
 
     async def close(self) -> None:
         for m in self._models.values():

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Iterator, Protocol
 
 from sim.config import ExecutionConfig
+from sim.participants import ModelPool
 from sim.runfolder import RunFolder
 
 log = logging.getLogger("esc_eval.pool")
@@ -29,15 +30,14 @@ class Job(Protocol):
 
     kind: str  # run-folder part kind the rows go to: "dialogues" | "scores"
 
-    async def setup(self) -> None: ...
+    async def setup(self, models: ModelPool) -> None:
+        """Build what the job needs; `models` outlives the job (engines are shared and reused)."""
 
     async def run(self, item: dict[str, Any]) -> tuple[list[dict[str, Any]], dict[str, Any]]:
         """Process one item; return (rows to write, a small summary for progress)."""
 
     def after_flush(self, items: list[dict[str, Any]]) -> None:
         """Called with the items whose rows were just written (e.g. drop their checkpoints)."""
-
-    async def close(self) -> None: ...
 
 
 class PartSink:
@@ -70,19 +70,20 @@ class PartSink:
 
 
 class _WorkerCore:
-    """The part of a worker that is the same in a Ray actor and in-process."""
+    """One job's state inside a worker (the same in a Ray actor and in-process)."""
 
-    def __init__(self, job: Job, run_dir: str, execution: ExecutionConfig):
+    def __init__(self, job: Job, run_dir: str, execution: ExecutionConfig, models: ModelPool):
         self.job = job
         self.execution = execution
+        self.models = models
         self.run = RunFolder(run_dir)
         self.sink = PartSink(self.run, job.kind, execution.flush_rows, execution.flush_seconds, on_flush=job.after_flush)
         self.sem = asyncio.Semaphore(execution.concurrency)
-        self._setup_task: asyncio.Task | None = None
+        self._setup_task: asyncio.Future | None = None
 
     async def ensure_setup(self) -> None:
         if self._setup_task is None:
-            self._setup_task = asyncio.ensure_future(self.job.setup())
+            self._setup_task = asyncio.ensure_future(self.job.setup(self.models))
         await self._setup_task
 
     async def run_one(self, item: dict[str, Any]) -> dict[str, Any]:
@@ -95,9 +96,37 @@ class _WorkerCore:
         await self.ensure_setup()
         return list(await asyncio.gather(*(self.run_one(it) for it in items)))
 
-    async def flush(self) -> int:
+    async def finish(self) -> int:
         self.sink.flush()
         return self.sink.parts_written
+
+
+class _Worker:
+    """A worker: engines that outlive jobs (ModelPool) plus the state of each job it runs."""
+
+    def __init__(self) -> None:
+        self.models = ModelPool()
+        self.jobs: dict[str, _WorkerCore] = {}
+
+    def start_job(self, job_id: str, job: Job, run_dir: str, execution: ExecutionConfig) -> None:
+        if job_id not in self.jobs:
+            self.jobs[job_id] = _WorkerCore(job, run_dir, execution, self.models)
+
+    async def setup(self, job_id: str) -> str:
+        await self.jobs[job_id].ensure_setup()
+        return f"{os.uname().nodename}:{os.getpid()}"
+
+    async def run_chunk(self, job_id: str, items: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        return await self.jobs[job_id].run_chunk(items)
+
+    async def finish_job(self, job_id: str) -> int:
+        core = self.jobs.pop(job_id, None)
+        return await core.finish() if core else 0
+
+    async def close(self) -> None:
+        for job_id in list(self.jobs):
+            await self.finish_job(job_id)
+        await self.models.close()
 
 
 def _actor_class():
@@ -105,22 +134,23 @@ def _actor_class():
 
     @ray.remote
     class PoolWorker:
-        def __init__(self, job: Job, run_dir: str, execution: ExecutionConfig):
-            self.core = _WorkerCore(job, run_dir, execution)
+        def __init__(self):
+            self.w = _Worker()
 
-        async def setup(self) -> str:
-            await self.core.ensure_setup()
-            return f"{os.uname().nodename}:{os.getpid()}"
+        def start_job(self, job_id, job, run_dir, execution):
+            self.w.start_job(job_id, job, run_dir, execution)
 
-        async def run_chunk(self, items):
-            return await self.core.run_chunk(items)
+        async def setup(self, job_id):
+            return await self.w.setup(job_id)
 
-        async def flush(self) -> int:
-            return await self.core.flush()
+        async def run_chunk(self, job_id, items):
+            return await self.w.run_chunk(job_id, items)
 
-        async def close(self) -> None:
-            await self.core.flush()
-            await self.core.job.close()
+        async def finish_job(self, job_id):
+            return await self.w.finish_job(job_id)
+
+        async def close(self):
+            await self.w.close()
 
     return PoolWorker
 
@@ -162,7 +192,7 @@ def ensure_ray(execution: ExecutionConfig) -> None:
     if ray.is_initialized():
         return
     os.environ.setdefault("RAY_AUTH_MODE", "disabled")
-    kwargs: dict[str, Any] = {"ignore_reinit_error": True, "log_to_driver": True,
+    kwargs: dict[str, Any] = {"ignore_reinit_error": True, "log_to_driver": execution.log_to_driver,
                               "runtime_env": {"env_vars": dict(execution.env)}}
     if execution.ray_address:
         ray.init(address=execution.ray_address, **kwargs)
@@ -170,27 +200,90 @@ def ensure_ray(execution: ExecutionConfig) -> None:
         ray.init(include_dashboard=False, **kwargs)
 
 
-def run_pool(job: Job, items: Iterable[dict[str, Any]], run_dir: str, execution: ExecutionConfig,
-             on_summary: Callable[[dict[str, Any], PoolStats], None] | None = None) -> PoolStats:
-    """Run `job` over `items`, writing rows into `run_dir`. Returns counters."""
-    stats = PoolStats()
+class WorkerPool:
+    """Worker actors that outlive one job, so engines started for simulation serve the scoring.
 
-    def note(summary: dict[str, Any]) -> None:
-        stats.add(summary)
-        if on_summary:
-            on_summary(summary, stats)
+    with WorkerPool(execution) as pool:
+        pool.run(sim_job, items, run_dir)
+        pool.run(score_job, items, run_dir)
+    """
 
-    if execution.executor == "local":
-        asyncio.run(_run_local(job, items, run_dir, execution, note))
+    def __init__(self, execution: ExecutionConfig):
+        self.execution = execution
+        self.workers: list[Any] = []
+        self._local: _Worker | None = None
+        self._jobs = itertools.count()
+
+    def __enter__(self) -> "WorkerPool":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def _ensure_workers(self) -> None:
+        if self.workers:
+            return
+        ex = self.execution
+        ensure_ray(ex)
+        Worker = _actor_class()
+        opts = dict(num_cpus=ex.num_cpus_per_worker, num_gpus=ex.num_gpus_per_worker, max_restarts=2,
+                    max_task_retries=2, max_concurrency=max(64, ex.concurrency * 4),
+                    runtime_env={"env_vars": dict(ex.env)})
+        self.workers = [Worker.options(**opts).remote() for _ in range(ex.workers)]
+
+    def run(self, job: Job, items: Iterable[dict[str, Any]], run_dir: str,
+            on_summary: Callable[[dict[str, Any], PoolStats], None] | None = None,
+            execution: ExecutionConfig | None = None) -> PoolStats:
+        """Run `job` over `items`, writing rows into `run_dir`. Returns counters."""
+        ex = execution or self.execution
+        stats = PoolStats()
+
+        def note(summary: dict[str, Any]) -> None:
+            stats.add(summary)
+            if on_summary:
+                on_summary(summary, stats)
+
+        job_id = f"job-{next(self._jobs)}-{os.getpid()}"
+        if ex.executor == "local":
+            if self._local is None:
+                self._local = _Worker()
+            asyncio.run(_run_local(self._local, job_id, job, items, run_dir, ex, note))
+        else:
+            self._ensure_workers()
+            _run_ray(self.workers, job_id, job, items, run_dir, ex, note)
         return stats
-    _run_ray(job, items, run_dir, execution, note)
-    return stats
+
+    def close(self) -> None:
+        if self._local is not None:
+            asyncio.run(self._local.close())
+            self._local = None
+        if self.workers:
+            import ray
+
+            try:
+                ray.get([w.close.remote() for w in self.workers], timeout=120)
+            except Exception as e:  # noqa: BLE001 - a dead worker has nothing left to close
+                log.warning("closing workers: %s", e)
+            for w in self.workers:
+                ray.kill(w)
+            self.workers = []
 
 
-async def _run_local(job, items, run_dir, execution, note) -> None:
-    core = _WorkerCore(job, run_dir, execution)
-    await core.ensure_setup()
-    pending: set[asyncio.Task] = set()
+def run_pool(job: Job, items: Iterable[dict[str, Any]], run_dir: str, execution: ExecutionConfig,
+             on_summary: Callable[[dict[str, Any], PoolStats], None] | None = None,
+             pool: WorkerPool | None = None) -> PoolStats:
+    """Run one job on `pool`, or on a pool made for it and closed after."""
+    if pool is not None:
+        return pool.run(job, items, run_dir, on_summary, execution)
+    with WorkerPool(execution) as own:
+        return own.run(job, items, run_dir, on_summary)
+
+
+async def _run_local(worker: _Worker, job_id, job, items, run_dir, execution, note) -> None:
+    worker.start_job(job_id, job, run_dir, execution)
+    await worker.setup(job_id)
+    core = worker.jobs[job_id]
+    pending: set[asyncio.Future] = set()
     limit = execution.concurrency * 2
     try:
         for item in items:
@@ -206,62 +299,49 @@ async def _run_local(job, items, run_dir, execution, note) -> None:
     finally:
         for t in pending:
             t.cancel()
-        await core.flush()
-        await job.close()
+        await worker.finish_job(job_id)
 
 
-def _run_ray(job, items, run_dir, execution: ExecutionConfig, note) -> None:
+def _run_ray(workers, job_id, job, items, run_dir, execution: ExecutionConfig, note) -> None:
     import ray
 
-    ensure_ray(execution)
-    Worker = _actor_class()
-    opts = dict(num_cpus=execution.num_cpus_per_worker, num_gpus=execution.num_gpus_per_worker,
-                max_restarts=2, max_task_retries=2, max_concurrency=max(64, execution.concurrency * 4),
-                runtime_env={"env_vars": dict(execution.env)})
-    workers = [Worker.options(**opts).remote(job, run_dir, execution) for _ in range(execution.workers)]
+    ray.get([w.start_job.remote(job_id, job, run_dir, execution) for w in workers])
+    setups = [w.setup.remote(job_id) for w in workers]
+    ready, not_ready = ray.wait(setups, num_returns=len(setups), timeout=execution.worker_start_timeout_s)
+    if not_ready:
+        raise TimeoutError(
+            f"{len(not_ready)} of {len(workers)} workers did not set up their models within "
+            f"{execution.worker_start_timeout_s:g} s (engine not starting? see the Ray logs)"
+        )
+    ray.get(ready)  # surface setup errors (bad model name, missing weights) here
+    chunks = chunked(items, execution.chunk_size)
+    per_worker = max(2, -(-execution.concurrency // execution.chunk_size) + 1)
+    in_flight: dict[Any, int] = {}
+    exhausted = False
+
+    def submit(w: int) -> bool:
+        chunk = next(chunks, None)
+        if chunk is None:
+            return False
+        in_flight[workers[w].run_chunk.remote(job_id, chunk)] = w
+        return True
+
     try:
-        setups = [w.setup.remote() for w in workers]
-        ready, not_ready = ray.wait(setups, num_returns=len(setups), timeout=execution.worker_start_timeout_s)
-        if not_ready:
-            raise TimeoutError(
-                f"{len(not_ready)} of {len(workers)} workers did not set up within "
-                f"{execution.worker_start_timeout_s:g} s (engines not starting? see the Ray logs)"
-            )
-        ray.get(ready)  # surface setup errors (bad model name, missing weights) as exceptions here
-        chunks = chunked(items, execution.chunk_size)
-        per_worker = max(2, -(-execution.concurrency // execution.chunk_size) + 1)
-        in_flight: dict[Any, int] = {}
-        load = [0] * len(workers)
-        exhausted = False
-
-        def submit(w: int) -> bool:
-            chunk = next(chunks, None)
-            if chunk is None:
-                return False
-            ref = workers[w].run_chunk.remote(chunk)
-            in_flight[ref] = w
-            load[w] += 1
-            return True
-
         for w in range(len(workers)):
             for _ in range(per_worker):
-                if not submit(w):
+                if exhausted or not submit(w):
                     exhausted = True
                     break
         while in_flight:
             ready, _ = ray.wait(list(in_flight), num_returns=1, timeout=1.0)
             for ref in ready:
                 w = in_flight.pop(ref)
-                load[w] -= 1
                 for summary in ray.get(ref):
                     note(summary)
                 if not exhausted and not submit(w):
                     exhausted = True
     finally:
-        flushes = [w.close.remote() for w in workers]
         try:
-            ray.get(flushes, timeout=120)
+            ray.get([w.finish_job.remote(job_id) for w in workers], timeout=120)
         except Exception as e:  # noqa: BLE001 - a dead worker has nothing left to flush
-            log.warning("closing workers: %s", e)
-        for w in workers:
-            ray.kill(w)
+            log.warning("flushing workers: %s", e)

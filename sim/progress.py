@@ -10,6 +10,8 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from sim.pool import PoolStats
 
 console = Console(stderr=True)
+if not console.is_terminal:  # logs and CI: do not squeeze tables into 80 columns
+    console = Console(stderr=True, width=160)
 
 
 class JobProgress:

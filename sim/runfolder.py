@@ -22,7 +22,7 @@ from sim.records import DIALOGUE_SCHEMA, SCORE_SCHEMA
 SCHEMAS = {"dialogues": DIALOGUE_SCHEMA, "scores": SCORE_SCHEMA}
 
 
-class RunFolderError(Exception):
+class RunFolderError(ValueError):
     pass
 
 

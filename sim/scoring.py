@@ -20,8 +20,8 @@ from typing import Any, Callable, Iterator
 from serve.chat import GenerationParams
 from sim.config import JudgeConfig, ScoringConfig
 from sim.official import official_dialogue_files, read_official_dialogues
-from sim.participants import ModelPool
-from sim.pool import PoolStats, run_pool
+from sim.participants import ModelPool, resolve_spec
+from sim.pool import PoolStats, WorkerPool, run_pool
 from sim.prompts import judge_messages
 from sim.runfolder import RunFolder, now_utc
 from sim.score_parser import LABELS, distribution, parse_score
@@ -73,11 +73,9 @@ class ScoringJob:
 
     def __init__(self, cfg: ScoringConfig):
         self.cfg = cfg
-        self.models: ModelPool | None = None
 
-    async def setup(self) -> None:
-        self.models = ModelPool(self.cfg.execution)
-        self.models.get(self.cfg.judge.model)
+    async def setup(self, models: ModelPool) -> None:
+        self.judge_model = models.get(self.cfg.judge.model, self.cfg.execution)
 
     def after_flush(self, items) -> None:
         pass
@@ -85,15 +83,12 @@ class ScoringJob:
     async def run(self, item: dict[str, Any]) -> tuple[list[dict[str, Any]], dict[str, Any]]:
         judge = self.cfg.judge
         turns = [(t["speaker"], t["text"]) for t in item["turns"]]
-        partial = await score_dialogue(turns, item["language"], judge, self.models.get(judge.model), item["dimensions"])
+        partial = await score_dialogue(turns, item["language"], judge, self.judge_model, item["dimensions"])
         rows = [{"run_id": item["run_id"], "dialogue_id": item["dialogue_id"], "target_model": item["target_model"],
                  "language": item["language"], "judge": judge.judge_id, "scored_at": now_utc(), **r} for r in partial]
         ok = all(r["parse_status"] == "ok" for r in rows)
         return rows, {"ok": ok, "calls": len(rows), "tokens": sum(r["prompt_tokens"] or 0 for r in rows)}
 
-    async def close(self) -> None:
-        if self.models:
-            await self.models.close()
 
 
 def is_run_folder(path: Path) -> bool:
@@ -137,7 +132,8 @@ def iter_scoring_items(run: RunFolder, judge: JudgeConfig, redo_errors: bool = T
 
 def run_scoring(cfg: ScoringConfig, input_path: str | Path, out_dir: str | Path | None = None,
                 on_summary: Callable[[dict[str, Any], PoolStats], None] | None = None,
-                on_start: Callable[[int, int], None] | None = None) -> dict[str, Any]:
+                on_start: Callable[[int, int], None] | None = None, pool: WorkerPool | None = None) -> dict[str, Any]:
+    resolve_spec(cfg.judge.model.model)  # fail on an unknown judge before reading anything
     run = prepare_input(input_path, out_dir)
     n_dialogues = sum(1 for d in run.iter_rows("dialogues", columns=["status"]) if d["status"] == "ok")
     if n_dialogues == 0:
@@ -148,7 +144,10 @@ def run_scoring(cfg: ScoringConfig, input_path: str | Path, out_dir: str | Path 
         on_start(n_dialogues, todo)
     started = time.time()
     run.append_event("scoring_start", todo=todo)
-    stats = run_pool(ScoringJob(cfg), iter_scoring_items(run, cfg.judge), str(run.path), cfg.execution, on_summary=on_summary)
+    stats = PoolStats()
+    if todo:
+        stats = run_pool(ScoringJob(cfg), iter_scoring_items(run, cfg.judge), str(run.path), cfg.execution,
+                         on_summary=on_summary, pool=pool)
     result = {**stats.as_dict(), "dialogues": n_dialogues, "skipped_done": n_dialogues - todo,
               "wall_s": round(time.time() - started, 3), "run_dir": str(run.path)}
     run.append_event("scoring_end", **result)

@@ -18,8 +18,8 @@ from serve.chat import ChatModelError
 from sim.cards import RoleCard, load_cards, sample_cards
 from sim.config import ModelRef, SimulationConfig
 from sim.dialogue import DialogueSetup, Participant, Turn, run_dialogue
-from sim.participants import ModelPool
-from sim.pool import PoolStats, run_pool
+from sim.participants import ModelPool, resolve_spec
+from sim.pool import PoolStats, WorkerPool, run_pool
 from sim.prompts import opener, roleplay_system_prompt, target_system_prompt
 from sim.records import dialogue_id
 from sim.runfolder import RunFolder, _atomic_write_bytes, now_utc
@@ -76,7 +76,6 @@ class SimulationJob:
         self.cfg = cfg
         self.run_dir = run_dir
         self.run_id = run_id
-        self.models: ModelPool | None = None
 
     # -- checkpoints ------------------------------------------------------------------------
     def _ckpt(self, did: str) -> Path:
@@ -100,12 +99,11 @@ class SimulationJob:
             self._ckpt(it["dialogue_id"]).unlink(missing_ok=True)
 
     # -- job --------------------------------------------------------------------------------
-    async def setup(self) -> None:
-        self.models = ModelPool(self.cfg.execution)
+    async def setup(self, models: ModelPool) -> None:
         # Build every model now so a bad name or missing weights fails at start, not mid-run.
-        self.models.get(self.cfg.role)
-        for t in self.cfg.targets:
-            self.models.get(t)
+        ex = self.cfg.execution
+        self.role_model = models.get(self.cfg.role, ex)
+        self.target_models = [models.get(t, ex) for t in self.cfg.targets]
 
     async def run(self, item: dict[str, Any]) -> tuple[list[dict[str, Any]], dict[str, Any]]:
         cfg = self.cfg
@@ -117,8 +115,8 @@ class SimulationJob:
             opener=opener(card.language, item["strategy"]), rounds=cfg.rounds, session_id=did,
         )
         role_params = cfg.role.params.model_copy(update={"seed": item["seed"]}) if cfg.role.params.temperature > 0 else cfg.role.params
-        role = Participant(self.models.get(cfg.role), role_params, adapter=cfg.role.adapter)
-        target = Participant(self.models.get(target_ref), target_ref.params,
+        role = Participant(self.role_model, role_params, adapter=cfg.role.adapter)
+        target = Participant(self.target_models[item["target_index"]], target_ref.params,
                              system_prompt=target_ref.system_prompt or target_system_prompt(card.language),
                              adapter=target_ref.adapter)
         resume = self._load_ckpt(did)
@@ -154,9 +152,6 @@ class SimulationJob:
                    "calls": max(0, len(turns) - max(len(resume), 1)), "dialogue_id": did}
         return [row], summary
 
-    async def close(self) -> None:
-        if self.models:
-            await self.models.close()
 
 
 def versions() -> dict[str, str]:
@@ -173,8 +168,10 @@ def versions() -> dict[str, str]:
 
 def run_simulation(cfg: SimulationConfig, run_dir: str | Path,
                    on_summary: Callable[[dict[str, Any], PoolStats], None] | None = None,
-                   on_start: Callable[[int, int], None] | None = None) -> dict[str, Any]:
+                   on_start: Callable[[int, int], None] | None = None, pool: WorkerPool | None = None) -> dict[str, Any]:
     """Run (or resume) a simulation into `run_dir`. Returns the stats written to the manifest."""
+    for ref in [cfg.role, *cfg.targets]:
+        resolve_spec(ref.model)  # an unknown model fails here, before any worker or engine starts
     run = RunFolder(run_dir)
     cards = select_cards(cfg)
     if not cards:
@@ -190,8 +187,10 @@ def run_simulation(cfg: SimulationConfig, run_dir: str | Path,
         on_start(total, todo)
     started = time.time()
     run.append_event("simulation_start", todo=todo, total=total)
-    stats = run_pool(SimulationJob(cfg, str(run.path), run_id), iter_items(cfg, cards, skip), str(run.path),
-                     cfg.execution, on_summary=on_summary)
+    stats = PoolStats()
+    if todo:  # nothing left: do not start workers and engines just to find that out
+        stats = run_pool(SimulationJob(cfg, str(run.path), run_id), iter_items(cfg, cards, skip), str(run.path),
+                         cfg.execution, on_summary=on_summary, pool=pool)
     result = {**stats.as_dict(), "skipped_done": total - todo, "wall_s": round(time.time() - started, 3)}
     run.append_event("simulation_end", **result)
     run.update_manifest(simulation={"last": result})

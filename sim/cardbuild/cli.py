@@ -43,7 +43,7 @@ def cards_build(
     try:
         cfg = load_build_config(config)
     except CardBuildConfigError as e:
-        console.print(f"[red]{e}")
+        console.print(f"[red]{e}", soft_wrap=True)
         raise typer.Exit(2) from None
     result = build_cards(cfg, show_progress=not quiet)
     console.print(_table("Cards per stage (Table 6 layout)", stage_table(result.counts).to_dict(orient="records")))
@@ -59,12 +59,13 @@ def cards_build(
 
 def cards_stats(
     path: Annotated[Path, typer.Argument(help="A card file (ours or official JSON) or a build folder.")],
-    out: Annotated[Optional[Path], typer.Option("--out", help="Folder for the CSV tables, stats.json and the chart.")] = None,
+    out: Annotated[Optional[Path], typer.Option("--out", help="Folder for the CSV tables, stats.json and the chart (default: <folder>/stats or ./<file>_stats).")] = None,
 ) -> None:
     """Card statistics: stage counts (Table 6), categories x tier (Table 9), distribution chart (Figure 5)."""
     from sim.cardbuild.stats import write_stats
 
-    target = out or ((path if path.is_dir() else path.parent) / "stats")
+    # default: <build folder>/stats, or ./<file stem>_stats (never beside a shared input file)
+    target = out or (path / "stats" if path.is_dir() else Path.cwd() / f"{path.stem}_stats")
     result = write_stats(path, target)
     s = result["summary"]
     console.print(f"{s['cards']} cards from {result['source']}: by language {s['by_language']}, quality {s['by_quality']}")
@@ -83,7 +84,7 @@ def cards_validate(
     try:
         console.print_json(json.dumps(validate_cards(path), ensure_ascii=False))
     except CardError as e:
-        console.print(f"[red]{e}")
+        console.print(f"[red]{e}", soft_wrap=True)
         raise typer.Exit(1) from None
 
 

@@ -108,6 +108,17 @@ def normalize_gender(value: str, language: str) -> tuple[str, str | None]:
     return GENDER_VOCAB[language][None], f"gender {value!r} not one of male/female: set to not mentioned"
 
 
+def repeated_clause(text: str, times: int = 3) -> str | None:
+    """A clause (3+ words, or 6+ CJK characters) repeated `times` or more: a generation loop."""
+    clauses = [c.strip().lower() for c in re.split(r"[,.;!?，。；！？\n]+", text)]
+    counts: dict[str, int] = {}
+    for c in clauses:
+        if len(c.split()) >= 3 or len(c) >= 6 and re.search(r"[\u4e00-\u9fff]", c):
+            counts[c] = counts.get(c, 0) + 1
+    worst = max(counts.items(), key=lambda kv: kv[1], default=(None, 0))
+    return worst[0] if worst[1] >= times else None
+
+
 def _clean_reply(reply: str) -> str:
     text = reply.replace("\\n", "\n")  # literal backslash-n, as the prompts print them
     text = re.sub(r"[*#`]+", "", text)  # markdown emphasis/headers around labels
@@ -129,6 +140,9 @@ def parse_card_fields(reply: str, language: str) -> CardFields:
     problem = problem.strip("'\"“”")
     if _is_not_mentioned(problem) or len(problem) < (8 if language == "zh" else 15):
         raise CardFieldsError(f"problem text too short or empty ({problem!r})")
+    loop = repeated_clause(problem)
+    if loop:
+        raise CardFieldsError(f"problem text is degenerate (repeats {loop!r})")
     notes = []
     age, note = normalize_age(fields["age"], language)
     notes += [note] if note else []

@@ -95,7 +95,6 @@ async def run_llm_stages(cfg: CardBuildConfig, items: list[SourceItem], out: Pat
     """Extract, filter, dedup and classify, each checkpointed under out/stages/. Returns timings."""
     stages = out / "stages"
     timings: dict[str, Any] = {}
-    by_id = {it.id: it for it in items}
 
     def need_model() -> ChatModel:
         nonlocal model
@@ -188,7 +187,6 @@ async def run_llm_stages(cfg: CardBuildConfig, items: list[SourceItem], out: Pat
                                           concurrency=cfg.concurrency, show_progress=show_progress)
     if model is not None:
         timings["model"] = getattr(model, "name", cfg.model.spec)
-    _ = by_id
     return timings
 
 

