@@ -283,8 +283,8 @@ def _register_optional() -> None:
         (serve_app, "write-config", "serve.cli", "serve_write_config"),
         (train_app, "role", "train.cli", "train_role"),
         (train_app, "rank", "train.cli", "train_rank"),
-        (bench_app, "sim", "sim.bench", "bench_sim"),
-        (bench_app, "score", "sim.bench", "bench_score"),
+        (bench_app, "sim", "sim.bench_sim", "bench_sim"),
+        (bench_app, "score", "sim.bench_score", "bench_score"),
     ]
     import importlib
 

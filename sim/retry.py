@@ -33,20 +33,31 @@ class RetryingChatModel(ChatModel):
         exc = state.outcome.exception() if state.outcome else None
         wait = state.next_action.sleep if state.next_action else 0.0
         log.warning("%s: attempt %d of %d failed: %s; retrying in %.1f s",
-                    self.name, state.attempt_number, self.max_attempts, exc, wait)
+                    self.name, state.attempt_number + 1, self.max_attempts, exc, wait)
 
     async def _once(self, messages, params, adapter, session_id) -> ChatResult:
         coro = self.inner.chat(messages, params, adapter=adapter, session_id=session_id)
         if self.timeout_s is None:
             return await coro
         try:
-            return await asyncio.wait_for(coro, self.timeout_s)
-        except asyncio.TimeoutError:
+            # asyncio.timeout, unlike wait_for, does not wrap the call in a new task (calls/s matter).
+            async with asyncio.timeout(self.timeout_s):
+                return await coro
+        except TimeoutError:
             raise ChatModelError(f"{self.name}: no answer within {self.timeout_s:g} s", kind="timeout") from None
 
     async def chat(self, messages, params: GenerationParams | None = None, *, adapter=None, session_id=None) -> ChatResult:
+        try:  # fast path: most calls succeed at once, and building a retry loop per call costs
+            return await self._once(messages, params, adapter, session_id)
+        except Exception as e:  # noqa: BLE001
+            if not is_retryable(e) or self.max_attempts <= 1:
+                raise
+            first = e
+        log.warning("%s: attempt 1 of %d failed: %s; retrying in %.1f s", self.name, self.max_attempts, first,
+                    self.initial_wait_s)
+        await asyncio.sleep(self.initial_wait_s)
         retrying = AsyncRetrying(
-            stop=stop_after_attempt(self.max_attempts),
+            stop=stop_after_attempt(self.max_attempts - 1),
             wait=wait_exponential_jitter(multiplier=self.initial_wait_s, max=self.max_wait_s, jitter=self.initial_wait_s),
             retry=retry_if_exception(is_retryable),
             before_sleep=self._before_sleep,

@@ -60,13 +60,14 @@ def cards_build(
 def cards_stats(
     path: Annotated[Path, typer.Argument(help="A card file (ours or official JSON) or a build folder.")],
     out: Annotated[Optional[Path], typer.Option("--out", help="Folder for the CSV tables, stats.json and the chart (default: <folder>/stats or ./<file>_stats).")] = None,
+    assume_quality: Annotated[Optional[str], typer.Option("--assume-quality", help="Tier for cards without one (official card_high_*.json: high).")] = None,
 ) -> None:
     """Card statistics: stage counts (Table 6), categories x tier (Table 9), distribution chart (Figure 5)."""
     from sim.cardbuild.stats import write_stats
 
     # default: <build folder>/stats, or ./<file stem>_stats (never beside a shared input file)
     target = out or (path / "stats" if path.is_dir() else Path.cwd() / f"{path.stem}_stats")
-    result = write_stats(path, target)
+    result = write_stats(path, target, assume_quality=assume_quality)
     s = result["summary"]
     console.print(f"{s['cards']} cards from {result['source']}: by language {s['by_language']}, quality {s['by_quality']}")
     if "table6" in result:

@@ -42,6 +42,11 @@ _GENDER_WORDS = [
 ]
 
 
+# where a reply starts echoing the prompt (the dialogue, the format line, the input header)
+_ECHO_RE = re.compile(r"\b(?:seeker|supporter)\s*:|Please only directly output|Please only output|The following is|"
+                      r"求助者[:：]|支持者[:：]|请只直接输出|以下是", re.IGNORECASE)
+
+
 class CardFieldsError(ValueError):
     """The reply lacks a required field or has no usable problem text; the message says which."""
 
@@ -135,7 +140,8 @@ def parse_card_fields(reply: str, language: str) -> CardFields:
     missing = [f for f in REQUIRED if not fields.get(f, "").strip()]
     if missing:
         raise CardFieldsError(f"reply lacks field(s) {', '.join(missing)}")
-    problem = re.sub(r"\s+", " ", fields["problem"]).strip()
+    problem = _ECHO_RE.split(fields["problem"], maxsplit=1)[0]  # the model went on echoing the prompt
+    problem = re.sub(r"\s+", " ", problem).strip()
     problem = re.sub(r"(?<=[\u3000-\u9fff\uff00-\uffef]) (?=[\u3000-\u9fff\uff00-\uffef])", "", problem)  # CJK wraps
     problem = problem.strip("'\"“”")
     if _is_not_mentioned(problem) or len(problem) < (8 if language == "zh" else 15):

@@ -130,10 +130,18 @@ def resolve_cards_path(path: str | Path) -> tuple[Path, dict[str, Any] | None]:
     return path, None
 
 
-def write_stats(path: str | Path, out: str | Path) -> dict[str, Any]:
-    """Compute every table for a card file or build folder and write them under `out`."""
+def write_stats(path: str | Path, out: str | Path, assume_quality: str | None = None) -> dict[str, Any]:
+    """Compute every table for a card file or build folder and write them under `out`.
+
+    assume_quality: the tier of cards that carry none (the official card_high_*.json files hold
+    only high-quality cards but no quality field: pass "high").
+    """
+    if assume_quality not in (None, "high", "middle"):
+        raise ValueError(f"assume_quality must be high or middle, got {assume_quality!r}")
     cards_path, manifest = resolve_cards_path(path)
     cards = load_cards(cards_path)
+    if assume_quality:
+        cards = [c if c.quality else c.model_copy(update={"quality": assume_quality}) for c in cards]
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     result: dict[str, Any] = {"source": str(cards_path), "summary": card_summary(cards)}

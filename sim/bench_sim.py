@@ -1,0 +1,175 @@
+"""`esc-eval bench sim`: throughput of the simulation engine, printed as JSON.
+
+(a) fake: a fixed-latency fake backend through the Ray actor pool: model calls/s and the ratio of
+    wall time to the critical path (2 x rounds x latency: every dialogue in flight at once).
+(b) embedded: our engine (Ray pool, one shared vLLM engine, many dialogues in flight) against the
+    official release's loop (one dialogue at a time, sequential HF generate) on the same model,
+    prompts and max new tokens, both measured in this run -> dialogues/hour ratio.
+(c) memory: driver RSS while a stream of trivial items passes through the pool.
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+import resource
+import tempfile
+import time
+from pathlib import Path
+from typing import Any, Optional
+
+import typer
+
+from serve.chat import GenerationParams
+from sim.cards import RoleCard, load_cards, sample_cards, write_cards
+from sim.config import ExecutionConfig, ModelRef, SimulationConfig
+from sim.pool import WorkerPool
+from sim.simulation import run_simulation
+
+
+def _rss_mb() -> float:
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def synthetic_cards(n: int) -> list[RoleCard]:
+    base = sample_cards(language="en")
+    return [base[i % len(base)].model_copy(update={"id": f"bench-{i}", "problem": f"{base[i % len(base)].problem} (case {i})"})
+            for i in range(n)]
+
+
+def bench_fake(dialogues: int, latency: float, workers: int, rounds: int = 5) -> dict[str, Any]:
+    tmp = Path(tempfile.mkdtemp(prefix="esc-bench-fake-"))
+    cards_file = write_cards(synthetic_cards(dialogues), tmp / "cards.json")
+    per_worker = math.ceil(dialogues / workers)
+    ex = ExecutionConfig(workers=workers, concurrency=per_worker, chunk_size=max(64, per_worker // 8),
+                         num_cpus_per_worker=max(0.1, 2 / workers - 0.1), max_attempts=1, flush_rows=5000,
+                         flush_seconds=30, turn_checkpoints=False, log_to_driver=False)
+    cfg = SimulationConfig(cards=str(cards_file), rounds=rounds, role=ModelRef(model=f"fake/seeker?latency={latency}"),
+                           targets=[ModelRef(model=f"fake/fixed?latency={latency}&reply=I hear you, tell me more.")],
+                           execution=ex)
+    with WorkerPool(ex) as pool:
+        warm = cfg.model_copy(update={"cards": str(write_cards(synthetic_cards(workers * 2), tmp / "warm.json"))})
+        run_simulation(warm, tmp / "warm", pool=pool)  # actors up and models built before the clock starts
+        t0 = time.perf_counter()
+        res = run_simulation(cfg, tmp / "run", pool=pool)
+        wall = time.perf_counter() - t0
+    critical = 2 * rounds * latency
+    return {"dialogues": res["items"], "failed": res["failed"], "model_calls": res["model_calls"], "latency_s": latency,
+            "workers": workers, "in_flight": dialogues, "wall_s": round(wall, 3),
+            "critical_path_s": critical, "critical_path_ratio": round(wall / critical, 3),
+            "fake_calls_per_s": round(res["model_calls"] / wall, 1), "turn_checkpoints": False,
+            "path": "Ray actor pool -> RetryingChatModel -> fake backend in-process (no DeploymentHandle)"}
+
+
+class _StreamJob:
+    kind = "dialogues"
+
+    async def setup(self, models):
+        pass
+
+    async def run(self, item):
+        return [], {"ok": True, "calls": 0}
+
+    def after_flush(self, items):
+        pass
+
+
+def bench_memory(items: int, workers: int) -> dict[str, Any]:
+    tmp = Path(tempfile.mkdtemp(prefix="esc-bench-mem-"))
+    ex = ExecutionConfig(workers=workers, concurrency=256, chunk_size=512, num_cpus_per_worker=0.5, log_to_driver=False)
+    samples: list[float] = []
+
+    def note(summary, stats):
+        if stats.done % max(1, items // 20) == 0:
+            samples.append(_rss_mb())
+
+    with WorkerPool(ex) as pool:
+        pool.run(_StreamJob(), ({"n": i} for i in range(1000)), str(tmp))  # warm-up
+        rss0 = _rss_mb()
+        t0 = time.perf_counter()
+        stats = pool.run(_StreamJob(), ({"n": i, "pad": "x" * 200} for i in range(items)), str(tmp), on_summary=note)
+        wall = time.perf_counter() - t0
+    return {"items": stats.done, "driver_rss_start_mb": round(rss0, 1), "driver_rss_peak_mb": round(max(samples + [rss0]), 1),
+            "driver_rss_end_mb": round(_rss_mb(), 1), "rss_samples_mb": [round(s, 1) for s in samples], "wall_s": round(wall, 2)}
+
+
+def _bench_cards(n: int, shared: Path | None) -> tuple[list[RoleCard], str]:
+    if shared and (shared / "card_high_en.json").exists():
+        return load_cards(shared / "card_high_en.json")[:n], "official high-quality English cards"
+    cards = synthetic_cards(n)
+    return cards, "shipped English sample cards (numbered variants)"
+
+
+def bench_embedded(dialogues: int, reference_dialogues: int, max_tokens: int, concurrency: int,
+                   shared_cards: Path | None) -> dict[str, Any]:
+    from serve.embedded import embedded_model_path
+    from sim.reference_loop import HFReference
+
+    cards, card_source = _bench_cards(max(dialogues, reference_dialogues), shared_cards)
+    tmp = Path(tempfile.mkdtemp(prefix="esc-bench-emb-"))
+    # ours: the Ray pool, one worker with one vLLM engine shared by role and target
+    ex = ExecutionConfig(workers=1, concurrency=concurrency, chunk_size=8, log_to_driver=False)
+    params = GenerationParams(max_tokens=max_tokens)
+    cfg = SimulationConfig(cards=str(write_cards(cards[:dialogues], tmp / "cards.json")),
+                           role=ModelRef(model="vllm/embedded", params=params),
+                           targets=[ModelRef(model="vllm/embedded", params=params)], execution=ex)
+    with WorkerPool(ex) as pool:
+        warm = cfg.model_copy(update={"cards": str(write_cards(cards[:1], tmp / "warm.json")), "rounds": 1})
+        run_simulation(warm, tmp / "warm", pool=pool)  # engine started before the clock
+        t0 = time.perf_counter()
+        res = run_simulation(cfg, tmp / "ours", pool=pool)
+        ours_wall = time.perf_counter() - t0
+    ours_dph = res["items"] / ours_wall * 3600
+    # reference: the release's loop, in this process, after our engine is gone
+    ref = HFReference(str(embedded_model_path()), max_new_tokens=max_tokens, threads=os.cpu_count())
+    ref_runs = [ref.dialogue(c.text, c.language) for c in cards[:reference_dialogues]]
+    ref_wall = sum(r["seconds"] for r in ref_runs)
+    ref_dph = len(ref_runs) / ref_wall * 3600
+    return {"model": "SmolLM2-135M-Instruct (embedded)", "cards": card_source, "max_new_tokens": max_tokens,
+            "ours": {"dialogues": res["items"], "failed": res["failed"], "in_flight": min(concurrency, dialogues),
+                     "wall_s": round(ours_wall, 1), "dialogues_per_hour": round(ours_dph, 1),
+                     "generated_tokens_per_s": round(res["tokens"] / ours_wall, 1)},
+            "reference": {"dialogues": len(ref_runs), "wall_s": round(ref_wall, 1), "dialogues_per_hour": round(ref_dph, 2),
+                          "generated_tokens_per_s": round(sum(r["generated_tokens"] for r in ref_runs) / ref_wall, 1),
+                          "structure": "evaluate.py: one dialogue at a time, sequential HF generate, greedy"},
+            "speedup_vs_reference": round(ours_dph / ref_dph, 2)}
+
+
+def bench_sim(
+    out: Optional[Path] = typer.Option(None, "--out", "-o", help="Also write the JSON here."),
+    fake_dialogues: int = typer.Option(8500, help="(a) dialogues through the fixed-latency fake backend."),
+    fake_latency: float = typer.Option(1.0, help="(a) seconds per fake model call."),
+    workers: int = typer.Option(2, help="(a, c) worker actors."),
+    memory_items: int = typer.Option(100_000, help="(c) items streamed to check driver memory (0 = skip)."),
+    embedded_dialogues: int = typer.Option(64, help="(b) dialogues in flight on the embedded model (0 = skip)."),
+    reference_dialogues: int = typer.Option(1, help="(b) dialogues through the reference loop."),
+    max_tokens: int = typer.Option(512, help="(b) max new tokens per turn, both sides (the release: 512)."),
+    concurrency: int = typer.Option(64, help="(b) dialogues in flight in our engine."),
+    shared_cards: Optional[Path] = typer.Option(None, help="(b) folder with the official card_high_en.json (default: ../shared/data/esc-eval/cards if present)."),
+) -> None:
+    """Simulation throughput: fake backend, embedded model vs the release's loop, driver memory."""
+    from sim.pool import ensure_ray
+
+    os.environ.setdefault("RAY_AUTH_MODE", "disabled")
+    ensure_ray(ExecutionConfig(log_to_driver=False))
+    result: dict[str, Any] = {"machine": {"cpus": os.cpu_count()}}
+    result["fake"] = bench_fake(fake_dialogues, fake_latency, workers)
+    result["fake_calls_per_s"] = result["fake"]["fake_calls_per_s"]
+    result["critical_path_ratio"] = result["fake"]["critical_path_ratio"]
+    if memory_items:
+        result["memory"] = bench_memory(memory_items, workers)
+    if embedded_dialogues:
+        if shared_cards is None:
+            guess = Path(__file__).resolve().parents[2] / "shared/data/esc-eval/cards"
+            shared_cards = guess if guess.is_dir() else None
+        result["embedded"] = bench_embedded(embedded_dialogues, reference_dialogues, max_tokens, concurrency, shared_cards)
+        result["speedup_vs_reference"] = result["embedded"]["speedup_vs_reference"]
+    text = json.dumps(result, indent=2)
+    if out:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(text)
+    print(text)
