@@ -78,17 +78,20 @@ class FakeChatModel(ChatModel):
         params = params or GenerationParams()
         started = time.perf_counter()
         self.calls += 1
-        key = _digest(self.seed, session_id, [(m.role, m.content) for m in messages], adapter)
-        attempt = self._attempts.get(key, 0)
-        self._attempts[key] = attempt + 1
-        # Fault injection is a pure function of (seed, request, attempt): reruns reproduce it.
-        rng = random.Random(_digest(key, attempt))
-        draw = rng.random()
-        if draw < self.timeout_rate:
-            await asyncio.sleep(self.timeout)
-            raise ChatModelError(f"{self.name}: injected timeout", kind="timeout")
-        if draw < self.timeout_rate + self.error_rate:
-            raise ChatModelError(f"{self.name}: injected transient error", kind="transient")
+        key = 0
+        if self.error_rate or self.timeout_rate or self.script == "judge":
+            # Hashing the conversation costs; only faults and judge scores need it.
+            key = _digest(self.seed, session_id, [(m.role, m.content) for m in messages], adapter)
+        if self.error_rate or self.timeout_rate:
+            attempt = self._attempts.get(key, 0)
+            self._attempts[key] = attempt + 1
+            # Fault injection is a pure function of (seed, request, attempt): reruns reproduce it.
+            draw = random.Random(_digest(key, attempt)).random()
+            if draw < self.timeout_rate:
+                await asyncio.sleep(self.timeout)
+                raise ChatModelError(f"{self.name}: injected timeout", kind="timeout")
+            if draw < self.timeout_rate + self.error_rate:
+                raise ChatModelError(f"{self.name}: injected transient error", kind="transient")
         if self.latency:
             await asyncio.sleep(self.latency)
         text, top = self._answer(messages, params, key)

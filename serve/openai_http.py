@@ -24,6 +24,8 @@ log = logging.getLogger("esc_eval.serve.openai_http")
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 SESSION_HEADER = "x-session-id"
 StructuredMode = Literal["vllm", "guided_choice", "none"]
+# 5xx answers that will never succeed on retry (ray.serve.llm reports LoRA misuse as HTTP 500)
+PERMANENT_5XX = ("no adapter found", "lora config is not set", "must setup lora config")
 
 
 def _httpx():
@@ -221,6 +223,8 @@ class OpenAIChatModel(ChatModel):
         if resp.status_code == 429:
             raise _Retryable(f"HTTP 429 rate limited: {detail}", "rate_limit",
                              parse_retry_after(resp.headers.get("retry-after")))
+        if resp.status_code >= 500 and any(p in detail.lower() for p in PERMANENT_5XX):
+            raise ChatModelError(f"HTTP {resp.status_code} from {self.base_url} for model {body['model']!r}: {detail}", kind="fatal")
         if resp.status_code >= 500 or resp.status_code in (408, 409):
             raise _Retryable(f"HTTP {resp.status_code}: {detail}", "transient",
                              parse_retry_after(resp.headers.get("retry-after")))

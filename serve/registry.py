@@ -286,3 +286,30 @@ def resolve_spec(name_or_spec: str, registry: Registry | None = None) -> str:
     if sep and rest and backend in BACKENDS:
         return name_or_spec
     return (registry or default_registry()).resolve_spec(name_or_spec)
+
+
+def backend_options(entry: ModelEntry) -> dict[str, Any]:
+    """Options the entry implies for its backend's factory (only those the backend is known to take)."""
+    backend = entry.spec.partition("/")[0]
+    if backend == "openai":
+        opts: dict[str, Any] = {"default_params": entry.generation}
+        if entry.api_key_env:
+            opts["api_key_env"] = entry.api_key_env
+        if entry.base_url:
+            opts["base_url"] = entry.base_url
+        return opts
+    if backend == "serve":
+        return {"default_params": entry.generation}
+    return {}
+
+
+def build_chat_model(name_or_spec: str, registry: Registry | None = None, **options: Any):
+    """get_chat_model for a registry name or a spec; registry-implied options are overridden by `options`."""
+    from serve.chat import get_chat_model, parse_spec
+
+    backend, _, rest = name_or_spec.partition("/")
+    if rest and backend in BACKENDS:
+        parse_spec(name_or_spec)
+        return get_chat_model(name_or_spec, **options)
+    entry = (registry or default_registry()).get(name_or_spec)
+    return get_chat_model(entry.resolved_spec(), **{**backend_options(entry), **options})

@@ -19,10 +19,10 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from serve.registry import Registry, RegistryError, load_registry
+from serve.registry import Registry, load_registry
 
-CONSISTENT_HASH_ROUTER = "ray.serve.experimental.consistent_hash_router:ConsistentHashRouter"
-PREFIX_CACHE_ROUTER = "ray.serve.llm.request_router:PrefixCacheAffinityRouter"
+CONSISTENT_HASH_ROUTER = "ray.serve.experimental.consistent_hash_router.ConsistentHashRouter"
+PREFIX_CACHE_ROUTER = "ray.serve.llm.request_router.PrefixCacheAffinityRouter"
 LORA_SERVER_CLS = "serve.serve_lora:LocalLoraLLMServer"
 OPENAI_APP_IMPORT_PATH = "ray.serve.llm:build_openai_app"
 SESSION_HEADER = "x-session-id"
@@ -190,14 +190,7 @@ def build_llm_config(m: ServeModelConfig, cfg: ServeConfig, registry: Registry) 
 
 def build_llm_configs(cfg: ServeConfig, registry: Registry | None = None) -> list[dict[str, Any]]:
     registry = registry or cfg.registry()
-    try:
-        return [build_llm_config(m, cfg, registry) for m in cfg.models]
-    except RegistryError:
-        raise
-    except ValueError as exc:
-        if isinstance(exc, ServeConfigError):
-            raise
-        raise ServeConfigError(str(exc)) from exc
+    return [build_llm_config(m, cfg, registry) for m in cfg.models]
 
 
 def build_app_args(cfg: ServeConfig, registry: Registry | None = None) -> dict[str, Any]:
@@ -243,3 +236,17 @@ def write_serve_config(cfg: ServeConfig, path: str | Path, registry: Registry | 
     tmp.write_text(yaml.safe_dump(serve_config_dict(cfg, registry), sort_keys=False), encoding="utf-8")
     tmp.replace(path)
     return path
+
+
+def main(argv: list[str] | None = None) -> None:
+    """python -m serve.serve_app <ServeConfig.yaml> <out serve-config.yaml>"""
+    import sys
+
+    args = sys.argv[1:] if argv is None else argv
+    if len(args) != 2:
+        raise SystemExit("usage: python -m serve.serve_app <ServeConfig yaml> <output Serve config yaml>")
+    print(write_serve_config(ServeConfig.from_yaml(args[0]), args[1]))
+
+
+if __name__ == "__main__":
+    main()

