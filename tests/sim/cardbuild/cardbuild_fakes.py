@@ -34,7 +34,13 @@ class ScriptedCardModel(ChatModel):
             body = prompt.split("\n", 1)[1]
             if "EMPTY-CARD" in body:
                 return ChatResult(text="Age: young\nProblem: unclear")
-            text = re.sub(r"\s+", " ", body.split("：", 1)[-1] if zh else body.split(":", 1)[-1])[:160].strip(' "“”')
+            seeker = re.findall(r"(?m)^(?:seeker: |求助者：)(.*)$", body)
+            if seeker:  # a dialogue: the seeker's lines
+                text = " ".join(seeker)
+            else:  # a post: the quoted text
+                m = re.search(r"[\"“](.*)[\"”]", body, re.S)
+                text = m.group(1) if m else body
+            text = re.sub(r"\s+", " ", text)[:160].strip()
             if zh:
                 return ChatResult(text=f"年龄：25岁 性别：女 职业：未提及\n问题：{text}")
             return ChatResult(text=f"Age: in his 40s Gender: Male. Occupation: not mentioned\nProblem: {text}")

@@ -79,3 +79,11 @@ def test_markdown_and_literal_newlines_are_tolerated():
 def test_unusable_replies_are_rejected_with_the_reason(reply, message):
     with pytest.raises(CardFieldsError, match=message.replace("(", r"\(").replace(")", r"\)")):
         parse_card_fields(reply, "en")
+
+
+def test_prompt_echo_after_the_problem_is_cut():
+    f = parse_card_fields("Age: not mentioned Gender: female Occupation: clerk\nProblem: Struggling after a breakup by text. "
+                          "Supporter: I'm so sorry. seeker: Five years. Please only output the user's role card", "en")
+    assert f.problem == "Struggling after a breakup by text."
+    g = parse_card_fields("年龄：青年 性别：女 职业：学生\n问题：妈妈手术后需要照顾，导师不准假。求助者：是的，我爸累病了", "zh")
+    assert g.problem == "妈妈手术后需要照顾，导师不准假。"

@@ -65,3 +65,6 @@ def test_stats_on_the_655_official_cards(tmp_path):
     assert {r["Category 1"]: int(r["Total"]) for r in rows} == {"Family and Life": 215, "Work and Study": 72,
                                                                 "Social interaction and Others": 37}
     assert not (tmp_path / "zh" / "table6_stages.csv").exists()  # a plain card file has no stage counts
+    cards_stats(CARDS / "card_high_en.json", tmp_path / "en", assume_quality="high")  # card_high = Table 6 High
+    rows = list(csv.DictReader((tmp_path / "en" / "categories_top.csv").open(encoding="utf-8")))
+    assert sum(int(r["High"]) for r in rows) == 331 and sum(int(r["Middle"]) for r in rows) == 0
