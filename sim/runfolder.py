@@ -26,7 +26,8 @@ class RunFolderError(ValueError):
     pass
 
 
-def _atomic_write_bytes(path: Path, data: bytes) -> None:
+def atomic_write_bytes(path: Path, data: bytes) -> None:
+    """Write via a temp file + fsync + rename: readers never see half a file."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
@@ -83,7 +84,7 @@ class RunFolder:
                 manifest[key] = value
         manifest.setdefault("created_at", now_utc().isoformat())
         manifest["updated_at"] = now_utc().isoformat()
-        _atomic_write_bytes(
+        atomic_write_bytes(
             self.manifest_path, json.dumps(manifest, indent=2, ensure_ascii=False, default=str).encode("utf-8")
         )
         return manifest
@@ -111,7 +112,7 @@ class RunFolder:
         target = self.part_dir(kind) / name
         sink = pa.BufferOutputStream()
         pq.write_table(table, sink, compression="zstd")
-        _atomic_write_bytes(target, sink.getvalue().to_pybytes())
+        atomic_write_bytes(target, sink.getvalue().to_pybytes())
         return target
 
     def parts(self, kind: str) -> list[Path]:

@@ -22,7 +22,7 @@ from sim.participants import ModelPool, resolve_spec
 from sim.pool import PoolStats, WorkerPool, run_pool
 from sim.prompts import opener, roleplay_system_prompt, target_system_prompt
 from sim.records import dialogue_id
-from sim.runfolder import RunFolder, _atomic_write_bytes, now_utc
+from sim.runfolder import RunFolder, atomic_write_bytes, now_utc
 
 log = logging.getLogger("esc_eval.simulation")
 
@@ -92,7 +92,7 @@ class SimulationJob:
 
     def _save_ckpt(self, did: str, turns: list[Turn]) -> None:
         data = json.dumps({"dialogue_id": did, "turns": [asdict(t) for t in turns]}, ensure_ascii=False)
-        _atomic_write_bytes(self._ckpt(did), data.encode("utf-8"))
+        atomic_write_bytes(self._ckpt(did), data.encode("utf-8"))
 
     def after_flush(self, items: list[dict[str, Any]]) -> None:
         for it in items:

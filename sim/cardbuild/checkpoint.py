@@ -7,24 +7,15 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 from pathlib import Path
 from typing import Any, Iterable
 
+from sim.runfolder import atomic_write_bytes
+
 
 def atomic_write_text(path: Path, text: str) -> Path:
-    """Write text to path via a temp file + fsync + rename (readers never see half a file)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    """Write text to path atomically (readers never see half a file)."""
+    atomic_write_bytes(path, text.encode("utf-8"))
     return path
 
 
