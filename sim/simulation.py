@@ -14,7 +14,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
-from serve.chat import ChatModelError
+from serve.chat import BACKENDS, ChatModelError
 from sim.cards import RoleCard, load_cards, sample_cards
 from sim.config import ModelRef, SimulationConfig
 from sim.dialogue import DialogueSetup, Participant, Turn, run_dialogue
@@ -58,6 +58,20 @@ def iter_items(cfg: SimulationConfig, cards: list[RoleCard], skip: set[str]) -> 
 
 def count_items(cfg: SimulationConfig, cards: list[RoleCard]) -> int:
     return len(cfg.seeds) * len(cfg.strategies) * len(cfg.targets) * len(cards)
+
+
+def registry_system_prompt(ref: ModelRef) -> str | None:
+    """The system prompt a registry entry asks for: None = the release's default for the card's
+    language, "" = no system message (templates without a system role)."""
+    backend = ref.model.partition("/")[0]
+    if "/" in ref.model and backend in BACKENDS:
+        return None
+    from serve.registry import default_registry
+
+    entry = default_registry().get(ref.model)
+    if entry.system_prompt == target_system_prompt("en"):
+        return None
+    return entry.system_prompt or ""
 
 
 def classify_failure(exc: BaseException) -> str:
@@ -104,6 +118,7 @@ class SimulationJob:
         ex = self.cfg.execution
         self.role_model = models.get(self.cfg.role, ex)
         self.target_models = [models.get(t, ex) for t in self.cfg.targets]
+        self.target_systems = [registry_system_prompt(t) for t in self.cfg.targets]
 
     async def run(self, item: dict[str, Any]) -> tuple[list[dict[str, Any]], dict[str, Any]]:
         cfg = self.cfg
@@ -116,8 +131,13 @@ class SimulationJob:
         )
         role_params = cfg.role.params.model_copy(update={"seed": item["seed"]}) if cfg.role.params.temperature > 0 else cfg.role.params
         role = Participant(self.role_model, role_params, adapter=cfg.role.adapter)
+        system = target_ref.system_prompt
+        if system is None:
+            system = self.target_systems[item["target_index"]]
+        if system is None:
+            system = target_system_prompt(card.language)
         target = Participant(self.target_models[item["target_index"]], target_ref.params,
-                             system_prompt=target_ref.system_prompt or target_system_prompt(card.language),
+                             system_prompt=system or None,
                              adapter=target_ref.adapter)
         resume = self._load_ckpt(did)
         started = now_utc()

@@ -151,3 +151,14 @@ def test_ray_pool_with_fake_models(tmp_path, ray_local):
     parts = RunFolder(tmp_path).parts("dialogues")
     rows = [r for p in parts for r in pq.read_table(p).to_pylist()]
     assert len(rows) == 12 and len({r["dialogue_id"] for r in rows}) == 12
+
+
+def test_registry_targets_bring_their_system_prompt():
+    from serve.registry import default_registry
+    from sim.simulation import registry_system_prompt
+
+    assert registry_system_prompt(ModelRef(model="fake/echo")) is None  # plain spec: release default
+    no_system = [e.name for e in default_registry().models.values() if e.system_prompt is None]
+    assert no_system, "the registry marks models whose templates have no system role"
+    assert registry_system_prompt(ModelRef(model=no_system[0])) == ""
+    assert registry_system_prompt(ModelRef(model="embedded")) is None
