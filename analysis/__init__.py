@@ -1,24 +1,61 @@
-"""analysis: everything that reads results — leaderboards (Table 2), judge agreement (Table 4),
-correlations (Tables 3, 13-15), text metrics, inter-annotator agreement, role-play fidelity,
-confidence intervals, plots and the HTML/Markdown report."""
-from analysis.leaderboard import build_leaderboard, leaderboard_markdown, write_leaderboard
+"""analysis: everything that reads results — leaderboards (Table 2), judge accuracy (Table 4),
+correlations (Tables 3, 13-15), paired model comparisons, text metrics, human annotation and
+inter-annotator agreement, role-play evaluation (Table 1, Figure 3, fidelity checks), plots and
+the HTML/Markdown report. Command functions for the main CLI are in analysis.cli."""
+from analysis.annotation import (
+    AnnotationError,
+    agreement_markdown,
+    agreement_summary,
+    export_annotation_sheets,
+    import_annotations,
+    krippendorff_alpha,
+    pairwise_kappa,
+    quadratic_weighted_kappa,
+)
+from analysis.compare import holm, paired_comparison, pairwise_comparisons
+from analysis.correlation import correlate, correlation_markdown, correlation_table, scores_wide
+from analysis.judge_accuracy import accuracy_markdown, judge_accuracy, write_accuracy
+from analysis.leaderboard import build_leaderboard, format_cell, leaderboard_markdown, write_leaderboard
 from analysis.loaders import (
     AnalysisInputError,
+    is_official_json,
+    official_kind,
     load_dialogues,
     load_manifests,
     load_official_dialogues,
     load_official_scores,
     load_scores,
 )
+from analysis.roleplay import (
+    character_breaks,
+    emotion_trajectories,
+    fidelity_summary,
+    negativity,
+    roleplay_markdown,
+    roleplay_table,
+    win_rates,
+)
+from analysis.text_metrics import corpus_text_metrics, dialogue_text_metrics, distinct_n, text_metrics, tokenize
+
+
+
+def __getattr__(name: str):
+    # report/plots import matplotlib and jinja2 (slow): load them on first use.
+    if name in ("write_report", "registry_groups"):
+        from analysis import report
+
+        return getattr(report, name)
+    raise AttributeError(f"module 'analysis' has no attribute {name!r}")
+
 
 __all__ = [
-    "AnalysisInputError",
-    "build_leaderboard",
-    "leaderboard_markdown",
-    "load_dialogues",
-    "load_manifests",
-    "load_official_dialogues",
-    "load_official_scores",
-    "load_scores",
-    "write_leaderboard",
+    "AnalysisInputError", "AnnotationError",
+    "accuracy_markdown", "agreement_markdown", "agreement_summary", "build_leaderboard", "character_breaks",
+    "corpus_text_metrics", "correlate", "correlation_markdown", "correlation_table", "dialogue_text_metrics",
+    "distinct_n", "emotion_trajectories", "export_annotation_sheets", "fidelity_summary", "format_cell", "holm",
+    "import_annotations", "is_official_json", "official_kind", "judge_accuracy", "krippendorff_alpha", "leaderboard_markdown",
+    "load_dialogues", "load_manifests", "load_official_dialogues", "load_official_scores", "load_scores",
+    "negativity", "paired_comparison", "pairwise_comparisons", "pairwise_kappa", "quadratic_weighted_kappa",
+    "roleplay_markdown", "roleplay_table", "scores_wide", "text_metrics", "tokenize", "win_rates",
+    "write_accuracy", "write_leaderboard", "write_report", "registry_groups",
 ]

@@ -71,8 +71,12 @@ def correlation_table(
     level: Level = "sample",
     group: str = "target_model",
     methods: tuple[str, ...] = ("spearman", "pearson", "kendall"),
+    pairing: str = "cross",
+    label: str | None = None,
 ) -> pd.DataFrame:
-    """Correlate every metric column with every human column.
+    """Correlate every metric column with every human column (pairing "cross", Tables 13-15), or
+    each metric column with the human column of the same name (pairing "matched": the ESC-Eval
+    row of Table 3, judge fluency vs human fluency, ...; `label` names that row, e.g. "ESC-Eval").
 
     metrics, human: wide frames with an `on` column (e.g. scores_wide(...) of the judge and of
     human annotations, or text metrics per dialogue). At level "dataset" both are first averaged
@@ -97,13 +101,21 @@ def correlation_table(
         if group not in joined.columns:
             raise AnalysisInputError(f"dataset level needs a {group!r} column in metrics or human")
         joined = joined.groupby(group)[metric_columns + list(hcols.values())].mean().reset_index()
+    if pairing == "cross":
+        pairs = [(mc, hc) for mc in metric_columns for hc in hcols]
+    elif pairing == "matched":
+        pairs = [(hc, hc) for hc in hcols if hc in metric_columns]
+        if not pairs:
+            raise AnalysisInputError(f"no column name is shared by metrics {metric_columns} and human {human_columns}")
+    else:
+        raise ValueError(f"pairing must be 'cross' or 'matched', got {pairing!r}")
     rows = []
-    for mc in metric_columns:
-        for hc, col in hcols.items():
-            for method in methods:
-                r, p, n, note = correlate(joined[mc], joined[col], method)
-                rows.append({"metric": mc, "human": hc, "method": method, "level": level, "r": r, "p": p, "n": n,
-                             "note": note})
+    for mc, hc in pairs:
+        for method in methods:
+            r, p, n, note = correlate(joined[mc], joined[hcols[hc]], method)
+            name = label if (pairing == "matched" and label) else mc
+            rows.append({"metric": name, "human": hc, "method": method, "level": level, "r": r, "p": p, "n": n,
+                         "note": note})
     return pd.DataFrame(rows)
 
 

@@ -21,6 +21,8 @@ GROUP_ORDER = {"close": 0, "open": 1, "domain": 2}
 UNASSIGNED_GROUP = "unassigned"
 REQUIRED_SCORE_COLUMNS = {"dialogue_id", "target_model", "language", "dimension", "score"}
 KEY_COLUMNS = ["language", "group", "model", "judge"]
+# Below this many dialogues a percentile bootstrap under-covers: say so beside the CI.
+SMALL_N = 10
 
 
 def leaderboard_columns() -> list[str]:
@@ -123,6 +125,8 @@ def build_leaderboard(
         else:
             scored = m[m.notna().any(axis=1)].to_numpy(dtype=float)
             lo, hi = bootstrap_table_ci(scored, n_boot=n_boot, seed=seed, confidence=confidence)
+            if n_scored < SMALL_N:
+                notes.append(f"only {n_scored} dialogues: the bootstrap interval is rough (too narrow at this size)")
         if mixed_judges:
             notes.append(f"scores from several judges in this table; this row is judge {judge}")
         row = {"language": language, "group": groups.get(model, UNASSIGNED_GROUP), "model": model,

@@ -19,7 +19,7 @@ import pandas as pd
 
 from sim.dimensions import DIMENSION_NAMES, OFFICIAL_TO_PAPER, to_paper_dimension
 from sim.records import DIALOGUE_SCHEMA, SCORE_SCHEMA
-from sim.runfolder import RunFolder
+from sim.runfolder import RunFolder, RunFolderError
 
 PathLike = str | os.PathLike[str]
 SCORE_KEY = ["run_id", "dialogue_id", "dimension", "judge"]
@@ -41,12 +41,15 @@ def _as_paths(run_dirs: PathLike | Iterable[PathLike]) -> list[Path]:
     return paths
 
 
-def _read_kind(path: Path, kind: str) -> pd.DataFrame:
+def _open(path: Path) -> RunFolder:
     try:
-        folder = RunFolder(path, create=False)
-    except Exception as e:  # RunFolderError: say which folder
+        return RunFolder(path, create=False)
+    except RunFolderError as e:  # "run folder ... does not exist"
         raise AnalysisInputError(str(e)) from e
-    df = folder.read(kind).to_pandas()
+
+
+def _read_kind(path: Path, kind: str) -> pd.DataFrame:
+    df = _open(path).read(kind).to_pandas()
     df["run_dir"] = str(path)
     # Row order within a run = part order (part names start with a UTC stamp); keep it as a
     # tie-breaker for rows that carry the same timestamp.
@@ -63,6 +66,9 @@ def _empty(schema) -> pd.DataFrame:
 def load_scores(run_dirs: PathLike | Iterable[PathLike]) -> pd.DataFrame:
     """Score rows of one or more run folders, latest row per (run_id, dialogue_id, dimension, judge).
 
+    A path that is a file or folder of official score JSON (Qwen_7B_en.json, ...) is read with
+    load_official_scores instead, so the leaderboard also works on the paper's released scores.
+
     A re-score appends new parts; the latest `scored_at` wins (ties: the later part). `score` is
     a float with NaN where the judge gave no usable answer (parse failure or error): those rows
     are kept so that parse-failure rates can be reported. `dimension` is normalised to the
@@ -71,11 +77,50 @@ def load_scores(run_dirs: PathLike | Iterable[PathLike]) -> pd.DataFrame:
     """
     paths = _as_paths(run_dirs)
     frames = []
+    official = []
     for i, p in enumerate(paths):
+        if is_official_json(p):
+            files = [f for f in _json_files(p) if official_kind(f) == "scores"]
+            if files:
+                # run_dir = the path as given, so per-run summaries find these rows.
+                official.append(pd.concat([load_official_scores(f) for f in files]).assign(run_dir=str(p)))
+            continue
         df = _read_kind(p, "scores")
         df["_folder"] = i
         frames.append(df)
+    frames = [f for f in frames if not f.empty]
     df = pd.concat(frames, ignore_index=True) if frames else _empty(SCORE_SCHEMA)
+    if official:
+        # Official files carry only these columns; they are final (no re-scores to dedupe).
+        off = pd.concat(official, ignore_index=True)
+        if df.empty:
+            return off.sort_values(["language", "target_model", "dialogue_id", "dimension"]).reset_index(drop=True)
+        return pd.concat([_finish_scores(df, [p for p in paths if not is_official_json(p)]), off],
+                         ignore_index=True)
+    return _finish_scores(df, paths)
+
+
+def is_official_json(path: PathLike) -> bool:
+    """A file or folder of official ESC-Eval JSON (scores or dialogues) rather than a run folder."""
+    p = Path(path)
+    if p.is_file():
+        return p.suffix == ".json"
+    return (p.is_dir() and not (p / "manifest.json").exists() and not (p / "scores").is_dir()
+            and not (p / "dialogues").is_dir() and any(p.glob("*.json")))
+
+
+def official_kind(path: PathLike) -> str:
+    """'scores' ({"0": {"fluency": 3, ...}}), 'dialogues' ({"0": ["AI assistant：...", ...]}) or
+    'unknown', from the first entry of an official JSON file."""
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise AnalysisInputError(f"{path}: not readable as JSON ({e})") from e
+    first = next(iter(data.values()), None) if isinstance(data, dict) else None
+    return "scores" if isinstance(first, dict) else "dialogues" if isinstance(first, list) else "unknown"
+
+
+def _finish_scores(df: pd.DataFrame, paths: list[Path]) -> pd.DataFrame:
     if df.empty:
         out = _empty(SCORE_SCHEMA)
         out["card_id"] = pd.Series(dtype="object")
@@ -106,7 +151,7 @@ def load_scores(run_dirs: PathLike | Iterable[PathLike]) -> pd.DataFrame:
 def _card_ids(paths: list[Path]) -> pd.DataFrame:
     frames = []
     for p in paths:
-        t = RunFolder(p, create=False).read("dialogues", columns=["dialogue_id", "card_id"])
+        t = _open(p).read("dialogues", columns=["dialogue_id", "card_id"])
         frames.append(t.to_pandas())
     if not frames:
         return pd.DataFrame(columns=["dialogue_id", "card_id"])
@@ -114,7 +159,8 @@ def _card_ids(paths: list[Path]) -> pd.DataFrame:
 
 
 def load_dialogues(run_dirs: PathLike | Iterable[PathLike]) -> pd.DataFrame:
-    """Dialogue rows of one or more run folders, one per dialogue_id.
+    """Dialogue rows of one or more run folders, one per dialogue_id (paths of official dialogue
+    JSON are read with load_official_dialogues).
 
     A dialogue id is a stable hash of its inputs, so retries and re-runs write it again: keep an
     ok row over a failed one, then the latest `finished_at` (ties: the later part).
@@ -122,9 +168,16 @@ def load_dialogues(run_dirs: PathLike | Iterable[PathLike]) -> pd.DataFrame:
     paths = _as_paths(run_dirs)
     frames = []
     for i, p in enumerate(paths):
-        df = _read_kind(p, "dialogues")
+        if is_official_json(p):
+            files = [f for f in _json_files(p) if official_kind(f) == "dialogues"]
+            df = (pd.concat([load_official_dialogues(f) for f in files], ignore_index=True).assign(run_dir=str(p))
+                  if files else _empty(DIALOGUE_SCHEMA))
+            df["_order"] = range(len(df))
+        else:
+            df = _read_kind(p, "dialogues")
         df["_folder"] = i
         frames.append(df)
+    frames = [f for f in frames if not f.empty]
     df = pd.concat(frames, ignore_index=True) if frames else _empty(DIALOGUE_SCHEMA)
     if df.empty:
         return _empty(DIALOGUE_SCHEMA)
@@ -139,7 +192,13 @@ def load_dialogues(run_dirs: PathLike | Iterable[PathLike]) -> pd.DataFrame:
 
 def load_manifests(run_dirs: PathLike | Iterable[PathLike]) -> dict[str, dict]:
     """manifest.json of each run folder, keyed by the folder path ({} when absent)."""
-    return {str(p): RunFolder(p, create=False).read_manifest() for p in _as_paths(run_dirs)}
+    out = {}
+    for p in _as_paths(run_dirs):
+        try:
+            out[str(p)] = _open(p).read_manifest()
+        except RunFolderError as e:  # manifest.json is not valid JSON
+            raise AnalysisInputError(str(e)) from e
+    return out
 
 
 _STEM = re.compile(r"^(?P<model>.+)_(?P<lang>[A-Za-z]{2})$")
@@ -254,6 +313,7 @@ def load_official_dialogues(path: PathLike, *, model: str | None = None, languag
                 turns.append({"index": i, "speaker": _OFFICIAL_SPEAKERS[speaker.strip()], "text": text})
             rows.append(
                 {
+                    **{name: None for name in DIALOGUE_SCHEMA.names},
                     "run_id": f"official:{f.stem}",
                     "dialogue_id": f"{m}_{lang}:{key}",
                     "card_id": str(key),
@@ -267,4 +327,7 @@ def load_official_dialogues(path: PathLike, *, model: str | None = None, languag
                     "run_dir": str(f),
                 }
             )
-    return pd.DataFrame(rows)
+    df = pd.DataFrame(rows, columns=DIALOGUE_SCHEMA.names + ["run_dir"])
+    for c in ("started_at", "finished_at"):
+        df[c] = pd.to_datetime(df[c], utc=True)  # all empty: the official files carry no times
+    return df

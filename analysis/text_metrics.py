@@ -10,6 +10,8 @@ Chinese BLEU. Scores are on 0-100.
   analysis.wordnet_data for why it needs a prepared folder). If WordNet is missing, METEOR is
   computed with exact and stem matches only and the result says so (`meteor_wordnet` False).
   For Chinese, WordNet synonyms never apply (characters), so METEOR is exact matching there.
+  (nltk quirk: its synonym stage compares against the Porter stems of unmatched reference
+  words, so a synonym whose stem differs from the word, e.g. happy -> "happi", is not matched.)
 - Distinct-n: distinct n-grams / all n-grams of the responses (Li et al., 2016).
 """
 from __future__ import annotations

@@ -5,10 +5,13 @@ Can nltk read Debian's WordNet files offline? Not as shipped, for two reasons, b
    refuses files that resolve (e.g. through a symlink) outside the root: /usr/share/wordnet
    cannot be used in place, nor linked to.
 2. Debian's wordnet-base (WordNet 3.0 database: data.*, index.*, *.exc) does not ship the
-   `lexnames` file that nltk's WordNetCorpusReader opens when it starts.
+   `lexnames` file that nltk's WordNetCorpusReader opens when it starts, nor `index.sense`, which
+   nltk 3.10's reader reads at start to map a non-default WordNet onto the nltk_data "wordnet"
+   corpus (for the multilingual OMW data) — and then looks that corpus up in nltk_data.
 So we copy the database files once into a cache folder, write `lexnames` there (the fixed
 WordNet 3.0 table, the same as the lexnames(5WN) man page of that package), add the folder to
-nltk.data.path and open it with WordNetCorpusReader. No nltk_data download, no network.
+nltk.data.path and open it with a WordNetCorpusReader whose version mapping is switched off (it
+is WordNet 3.0 already; English only). No nltk_data download, no network.
 """
 from __future__ import annotations
 
@@ -73,6 +76,13 @@ def wordnet_reader(source: str = str(DEBIAN_WORDNET), cache_dir: str | None = No
     root = prepare_wordnet_dir(Path(source), Path(cache_dir) if cache_dir else None)
     if str(root) not in nltk.data.path:
         nltk.data.path.append(str(root))  # the nltk path sandbox only reads under these roots
+    class _EnglishWordNet30(WordNetCorpusReader):
+        def map_wn(self, version="wordnet"):
+            # nltk maps a non-default WordNet onto its own "wordnet" corpus (through index.sense,
+            # not in wordnet-base) for multilingual OMW lookups. This database IS WordNet 3.0
+            # and we use English only, so there is nothing to map.
+            return None
+
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # "multilingual functions are not available": we need English only
-        return WordNetCorpusReader(str(root), None)
+        return _EnglishWordNet30(str(root), None)

@@ -22,10 +22,12 @@ cards_app = typer.Typer(no_args_is_help=True, help="Role cards: validate, build 
 serve_app = typer.Typer(no_args_is_help=True, help="Ray Serve deployments of the models (vLLM, OpenAI routes).")
 train_app = typer.Typer(no_args_is_help=True, help="LoRA SFT of ESC-Role and ESC-RANK on Ray Train + DeepSpeed.")
 bench_app = typer.Typer(no_args_is_help=True, help="Benchmarks printing JSON.")
+analysis_app = typer.Typer(no_args_is_help=True, help="Analysis: model comparison, judge accuracy, annotation sheets and agreement, role-play fidelity.")
 app.add_typer(cards_app, name="cards")
 app.add_typer(serve_app, name="serve")
 app.add_typer(train_app, name="train")
 app.add_typer(bench_app, name="bench")
+app.add_typer(analysis_app, name="analysis")
 
 _STATE = {"debug": False, "verbose": False}
 
@@ -288,6 +290,14 @@ def _register_optional() -> None:
     ]
     import importlib
 
+    try:
+        from analysis.cli import COMMANDS
+
+        for name, fn in COMMANDS.items():
+            if name not in ("report", "leaderboard"):  # those two are top-level commands
+                analysis_app.command(name)(fn)
+    except ImportError:
+        pass
     for group, name, module, func in optional:
         try:
             fn = getattr(importlib.import_module(module), func)

@@ -1,4 +1,4 @@
-"""Hand-made rows and run folders for the analysis tests (written with the real RunFolder writer)."""
+"""Hand-made dialogue and score rows for the analysis tests (the make_run fixture in conftest.py writes them)."""
 from __future__ import annotations
 
 import datetime as dt
@@ -7,7 +7,6 @@ from pathlib import Path
 import pytest
 
 from sim.dimensions import DIMENSION_NAMES
-from sim.runfolder import RunFolder
 
 SHARED = Path(__file__).resolve().parents[2].parent / "shared"
 ESC_DATA = SHARED / "data" / "esc-eval"

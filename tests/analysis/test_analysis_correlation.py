@@ -70,3 +70,17 @@ def test_scores_wide_average():
     df["score"] = df["score"].astype(float)
     w = scores_wide(df)
     assert w.loc[0, "average"] == pytest.approx(1.0) and w.loc[0, "target_model"] == "A"
+
+
+def test_matched_pairing_gives_the_esc_eval_row_of_table_3():
+    rng = np.random.default_rng(4)
+    ids = [f"d{i}" for i in range(20)]
+    human = pd.DataFrame({"dialogue_id": ids, "fluency": rng.integers(0, 5, 20), "overall": rng.integers(0, 5, 20)})
+    judge = pd.DataFrame({"dialogue_id": ids, "fluency": human["fluency"] + rng.normal(0, 1, 20),
+                          "overall": rng.normal(size=20), "empathy": rng.normal(size=20)})
+    t = correlation_table(judge, human, pairing="matched", label="ESC-Eval", methods=("spearman",))
+    assert t[["metric", "human"]].values.tolist() == [["ESC-Eval", "fluency"], ["ESC-Eval", "overall"]]
+    want = stats.spearmanr(judge["fluency"], human["fluency"]).statistic
+    assert t.set_index("human").loc["fluency", "r"] == pytest.approx(want)
+    with pytest.raises(AnalysisInputError, match="no column name is shared"):
+        correlation_table(judge[["dialogue_id", "empathy"]], human, pairing="matched")

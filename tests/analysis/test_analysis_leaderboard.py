@@ -141,3 +141,10 @@ def test_official_samples_give_hand_computed_x25_values():
             assert row[VALUE_COLUMNS[DIMENSION_NAMES.index(paper)]] == pytest.approx(expected)
         assert row["Average"] == pytest.approx(sum(per_dim) / 7)
         assert row["n_dialogues"] == len(raw)
+
+
+def test_small_samples_get_a_rough_ci_note():
+    small = build_leaderboard(frame(*[score_rows(f"d{i}", "A", [i % 5] * 7) for i in range(3)]), n_boot=50).iloc[0]
+    big = build_leaderboard(frame(*[score_rows(f"d{i}", "A", [i % 5] * 7) for i in range(12)]), n_boot=50).iloc[0]
+    assert "rough" in small["notes"] and not math.isnan(small["Fluency_lo"])
+    assert big["notes"] == ""

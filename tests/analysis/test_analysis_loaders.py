@@ -123,3 +123,25 @@ def test_load_official_dialogues_shared_sample():
     turns = df.iloc[0]["turns"]
     assert turns[0]["speaker"] == "assistant" and turns[1]["speaker"] == "seeker"
     assert not turns[1]["text"].startswith("ESC-Role")
+
+
+def test_load_scores_reads_official_json_paths_beside_run_folders(make_run, tmp_path):
+    off = tmp_path / "official"
+    off.mkdir()
+    (off / "M_zh.json").write_text(json.dumps({"0": {"fluency": 4}, "1": {"fluency": -1}}))
+    run = make_run("r", scores=score_rows("d1", "A", [2] * 7))
+    df = load_scores([run, off])
+    assert sorted(df["target_model"].unique()) == ["A", "M"]
+    m = df[df.target_model == "M"]
+    assert m["score"].isna().sum() == 1 and m["language"].tolist() == ["zh", "zh"]
+    only = load_scores(off / "M_zh.json")
+    assert len(only) == 2
+
+
+@needs_shared_data()
+def test_official_dialogue_and_score_folders_load_side_by_side():
+    dialogues = load_dialogues([ESC_DATA / "dialogues", ESC_DATA / "scores"])
+    scores = load_scores([ESC_DATA / "dialogues", ESC_DATA / "scores"])
+    assert len(dialogues) == 12 and set(dialogues["status"]) == {"ok"}
+    assert len(scores) == 12 * 7
+    assert set(scores["dialogue_id"]) == set(dialogues["dialogue_id"])  # same ids: scores join their dialogues

@@ -1,0 +1,260 @@
+"""Human annotation: export dialogues to CSV sheets, import filled sheets, inter-annotator agreement.
+
+A sheet has one row per dialogue and one score column per dimension (paper names, 0-4), the
+dialogue rendered as text, and a comment column. The model under test is not shown (blind
+annotation); rows are shuffled per annotator. Beside the sheets: rubric.csv and README.md with
+the scoring rules of the paper's Table 16. Agreement: quadratic-weighted Cohen's kappa per
+annotator pair and Krippendorff's alpha (ordinal, `krippendorff` package) over all annotators.
+"""
+from __future__ import annotations
+
+import csv
+import itertools
+import math
+from pathlib import Path
+from typing import Iterable
+
+import numpy as np
+import pandas as pd
+
+from analysis.loaders import AnalysisInputError
+from analysis.rubric import RUBRIC, rubric_text
+from sim.dimensions import DIMENSION_NAMES, DIMENSION_TITLES, to_paper_dimension
+
+META_COLUMNS = ["item", "dialogue_id", "annotator", "language", "dialogue", "comment"]
+SHEET_PREFIX = "annotate_"
+SPEAKER_LABELS = {"assistant": "AI assistant", "seeker": "Seeker"}
+
+
+class AnnotationError(AnalysisInputError):
+    """A filled sheet has bad rows; the message lists each as file:line: problem."""
+
+
+def render_dialogue(turns: Iterable[dict]) -> str:
+    return "\n\n".join(f"{SPEAKER_LABELS.get(t['speaker'], t['speaker'])}: {t['text']}" for t in turns)
+
+
+def export_annotation_sheets(
+    dialogues: pd.DataFrame,
+    out_dir: str | Path,
+    annotators: list[str] | int = 2,
+    dimensions: list[str] | None = None,
+    seed: int = 0,
+) -> dict[str, Path]:
+    """Write annotate_<annotator>.csv per annotator, rubric.csv and README.md; returns their paths.
+
+    Only dialogues with status ok are exported (a failed dialogue has nothing to judge).
+    """
+    if isinstance(annotators, int):
+        if annotators < 1:
+            raise ValueError("at least one annotator")
+        annotators = [f"a{i + 1}" for i in range(annotators)]
+    if len(set(annotators)) != len(annotators) or any(not a or "/" in a for a in annotators):
+        raise ValueError(f"annotator names must be unique, non-empty file-name parts: {annotators}")
+    dims = [to_paper_dimension(d) for d in (dimensions or DIMENSION_NAMES)]
+    ok = dialogues[dialogues["status"] == "ok"] if "status" in dialogues.columns else dialogues
+    if ok.empty:
+        raise AnalysisInputError("no dialogue with status ok to annotate")
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    paths: dict[str, Path] = {}
+    base = pd.DataFrame({
+        "dialogue_id": ok["dialogue_id"].to_numpy(),
+        "language": ok["language"].to_numpy() if "language" in ok.columns else "",
+        "dialogue": [render_dialogue(t) for t in ok["turns"]],
+    })
+    for k, name in enumerate(annotators):
+        # Each annotator sees a different order so that order effects do not line up.
+        sheet = base.sample(frac=1.0, random_state=seed + k).reset_index(drop=True)
+        sheet.insert(0, "item", range(1, len(sheet) + 1))
+        sheet.insert(2, "annotator", name)
+        for d in dims:
+            sheet[d] = ""
+        sheet["comment"] = ""
+        p = out / f"{SHEET_PREFIX}{name}.csv"
+        sheet.to_csv(p, index=False, encoding="utf-8-sig", quoting=csv.QUOTE_NONNUMERIC)  # BOM: Excel reads UTF-8
+        paths[name] = p
+    rub = pd.DataFrame([{"dimension": d, "table16_name": RUBRIC[d][0], "explanation": RUBRIC[d][1], "score": s,
+                         "description": text} for d in dims for s, text in sorted(RUBRIC[d][2].items())])
+    paths["rubric"] = out / "rubric.csv"
+    rub.to_csv(paths["rubric"], index=False, encoding="utf-8-sig")
+    readme = ["# Annotation instructions", "",
+              "Read each dialogue and give every dimension column an integer score 0-4 following the",
+              "rules below (the paper's Table 16). Leave a cell empty only if you cannot judge it.",
+              "Do not edit the item, dialogue_id or annotator columns.", ""]
+    for d in dims:
+        readme += [f"## {DIMENSION_TITLES[d]} (column `{d}`)", "", *[f"- {ln}" for ln in rubric_text(d).splitlines()[1:]], ""]
+    paths["readme"] = out / "README.md"
+    paths["readme"].write_text("\n".join(readme), encoding="utf-8")
+    return paths
+
+
+def _parse_score(raw) -> float | None | str:
+    """None for an empty cell, the score as float, or an error message."""
+    if raw is None or (isinstance(raw, float) and math.isnan(raw)):
+        return None
+    text = str(raw).strip()
+    if text == "":
+        return None
+    try:
+        value = float(text)
+    except ValueError:
+        return f"score {text!r} is not a number"
+    if not value.is_integer() or not 0 <= value <= 4:
+        return f"score {text!r} outside the integers 0-4"
+    return value
+
+
+def import_annotations(paths: str | Path | Iterable[str | Path]) -> pd.DataFrame:
+    """Filled sheets (wide, as exported; or long with dimension/score columns) -> long rows
+    annotator, dialogue_id, dimension, score, comment, source. Empty score cells are skipped.
+    Every bad row is reported at once: unknown dimension, score not an integer 0-4, missing
+    dialogue id or annotator, the same item scored twice by one annotator."""
+    if isinstance(paths, (str, Path)):
+        p = Path(paths)
+        paths = sorted(p.glob(f"{SHEET_PREFIX}*.csv")) if p.is_dir() else [p]
+    paths = [Path(p) for p in paths]
+    if not paths:
+        raise AnnotationError("no annotation sheet given (expected annotate_<name>.csv files)")
+    rows, errors = [], []
+    for path in paths:
+        try:
+            df = pd.read_csv(path, dtype=str, keep_default_na=False, encoding="utf-8-sig")
+        except (OSError, pd.errors.ParserError, UnicodeDecodeError) as e:
+            raise AnnotationError(f"{path}: cannot read as CSV ({e})") from e
+        default_annotator = path.stem[len(SHEET_PREFIX):] if path.stem.startswith(SHEET_PREFIX) else ""
+        long_format = {"dimension", "score"} <= set(df.columns)
+        if "dialogue_id" not in df.columns:
+            errors.append(f"{path}: no dialogue_id column")
+            continue
+        dim_cols = []
+        for c in ([] if long_format else [c for c in df.columns if c not in META_COLUMNS]):
+            try:
+                to_paper_dimension(c)
+                dim_cols.append(c)
+            except ValueError:
+                errors.append(f"{path}: unknown dimension column {c!r}; expected {DIMENSION_NAMES}")
+        for i, r in df.iterrows():
+            line = i + 2  # header is line 1
+            annotator = (r.get("annotator") or default_annotator).strip()
+            did = str(r["dialogue_id"]).strip()
+            if not did:
+                errors.append(f"{path}:{line}: empty dialogue_id")
+                continue
+            if not annotator:
+                errors.append(f"{path}:{line}: no annotator (column or annotate_<name>.csv file name)")
+                continue
+            cells = [(r["dimension"], r["score"])] if long_format else [(c, r[c]) for c in dim_cols]
+            for dim_raw, raw in cells:
+                try:
+                    dim = to_paper_dimension(str(dim_raw))
+                except ValueError:
+                    errors.append(f"{path}:{line}: unknown dimension {dim_raw!r}")
+                    continue
+                value = _parse_score(raw)
+                if isinstance(value, str):
+                    errors.append(f"{path}:{line}: {dim}: {value}")
+                elif value is not None:
+                    rows.append({"annotator": annotator, "dialogue_id": did, "dimension": dim, "score": value,
+                                 "comment": r.get("comment", ""), "source": f"{path}:{line}"})
+    out = pd.DataFrame(rows, columns=["annotator", "dialogue_id", "dimension", "score", "comment", "source"])
+    dup = out[out.duplicated(["annotator", "dialogue_id", "dimension"], keep=False)]
+    for (a, d, dim), g in dup.groupby(["annotator", "dialogue_id", "dimension"]):
+        errors.append(f"annotator {a} scored dialogue {d} {dim} more than once: {', '.join(g['source'])}")
+    if errors:
+        shown = errors[:50]
+        more = f"\n... and {len(errors) - 50} more" if len(errors) > 50 else ""
+        raise AnnotationError(f"{len(errors)} problem(s) in annotation sheets:\n" + "\n".join(shown) + more)
+    return out
+
+
+def quadratic_weighted_kappa(a: Iterable[float], b: Iterable[float], categories: int = 5) -> float:
+    """Cohen's kappa with quadratic weights for scores 0..categories-1:
+    1 - sum(w * observed) / sum(w * expected), w_ij = (i - j)^2. NaN when expected disagreement
+    is zero (both raters gave one and the same constant score: agreement is undefined)."""
+    a, b = np.asarray(list(a), dtype=int), np.asarray(list(b), dtype=int)
+    if a.shape != b.shape or a.size == 0:
+        raise ValueError("kappa needs two equally long, non-empty score lists")
+    if a.min() < 0 or b.min() < 0 or a.max() >= categories or b.max() >= categories:
+        raise ValueError(f"scores must lie in 0..{categories - 1}")
+    observed = np.zeros((categories, categories))
+    np.add.at(observed, (a, b), 1.0)
+    observed /= a.size
+    expected = np.outer(observed.sum(axis=1), observed.sum(axis=0))
+    i, j = np.indices((categories, categories))
+    w = (i - j) ** 2
+    denom = float((w * expected).sum())
+    return float("nan") if denom == 0 else 1.0 - float((w * observed).sum()) / denom
+
+
+def pairwise_kappa(annotations: pd.DataFrame, by_dimension: bool = True) -> pd.DataFrame:
+    """Quadratic-weighted kappa for every annotator pair on the items both scored, per dimension
+    and pooled over dimensions ("all"). Columns: annotator_a, annotator_b, dimension, n, kappa, note."""
+    rows = []
+    names = sorted(annotations["annotator"].unique())
+    wide = annotations.pivot_table(index=["dialogue_id", "dimension"], columns="annotator", values="score",
+                                   aggfunc="first")
+    scopes = (["all"] + [d for d in DIMENSION_NAMES if d in set(annotations["dimension"])]) if by_dimension else ["all"]
+    for x, y in itertools.combinations(names, 2):
+        for scope in scopes:
+            sub = wide if scope == "all" else wide[wide.index.get_level_values("dimension") == scope]
+            both = sub[[x, y]].dropna()
+            note = ""
+            if len(both) < 2:
+                kappa, note = float("nan"), f"{len(both)} item(s) scored by both"
+            else:
+                kappa = quadratic_weighted_kappa(both[x], both[y])
+                if math.isnan(kappa):
+                    note = "both annotators gave one constant score: kappa undefined"
+            rows.append({"annotator_a": x, "annotator_b": y, "dimension": scope, "n": int(len(both)),
+                         "kappa": kappa, "note": note})
+    return pd.DataFrame(rows, columns=["annotator_a", "annotator_b", "dimension", "n", "kappa", "note"])
+
+
+def krippendorff_alpha(annotations: pd.DataFrame, dimension: str | None = None, level: str = "ordinal") -> tuple[float, str]:
+    """Krippendorff's alpha over all annotators (items = dialogue x dimension, or one dimension).
+    Returns (alpha, note); NaN and a note when it cannot be computed."""
+    import krippendorff
+
+    sub = annotations if dimension in (None, "all") else annotations[annotations["dimension"] == dimension]
+    data = sub.pivot_table(index="annotator", columns=["dialogue_id", "dimension"], values="score", aggfunc="first")
+    if data.shape[0] < 2:
+        return float("nan"), "fewer than 2 annotators"
+    pairable = int((data.notna().sum(axis=0) >= 2).sum())
+    if pairable == 0:
+        return float("nan"), "no item scored by 2 or more annotators"
+    values = data.to_numpy(dtype=float)
+    if np.unique(values[~np.isnan(values)]).size < 2:
+        return float("nan"), "every score is the same value: alpha undefined"
+    alpha = krippendorff.alpha(reliability_data=values, level_of_measurement=level, value_domain=[0, 1, 2, 3, 4])
+    return float(alpha), ""
+
+
+def agreement_summary(annotations: pd.DataFrame) -> pd.DataFrame:
+    """Per dimension and overall: n annotators, items, mean pairwise kappa, Krippendorff's alpha."""
+    kap = pairwise_kappa(annotations)
+    rows = []
+    for scope in ["all"] + [d for d in DIMENSION_NAMES if d in set(annotations["dimension"])]:
+        sub = annotations if scope == "all" else annotations[annotations["dimension"] == scope]
+        alpha, note = krippendorff_alpha(annotations, scope)
+        k = kap[kap["dimension"] == scope]["kappa"]
+        rows.append({"dimension": scope, "n_annotators": int(sub["annotator"].nunique()),
+                     "n_items": int(sub.groupby(["dialogue_id", "dimension"]).ngroups),
+                     "mean_pairwise_kappa": float(k.mean()) if k.notna().any() else float("nan"),
+                     "krippendorff_alpha": alpha, "note": note})
+    return pd.DataFrame(rows)
+
+
+def agreement_markdown(summary: pd.DataFrame, pairs: pd.DataFrame | None = None) -> str:
+    fmt = lambda v: "n/a" if v is None or (isinstance(v, float) and math.isnan(v)) else f"{v:.3f}"  # noqa: E731
+    lines = ["| Dimension | Annotators | Items | Mean pairwise kappa (quadratic) | Krippendorff alpha (ordinal) | Note |",
+             "|---|---:|---:|---:|---:|---|"]
+    for _, r in summary.iterrows():
+        title = "All" if r["dimension"] == "all" else DIMENSION_TITLES[r["dimension"]]
+        lines.append(f"| {title} | {r['n_annotators']} | {r['n_items']} | {fmt(r['mean_pairwise_kappa'])} | "
+                     f"{fmt(r['krippendorff_alpha'])} | {r['note']} |")
+    if pairs is not None and not pairs.empty:
+        lines += ["", "| Pair | Dimension | n | kappa | Note |", "|---|---|---:|---:|---|"]
+        for _, r in pairs.iterrows():
+            lines.append(f"| {r['annotator_a']} / {r['annotator_b']} | {r['dimension']} | {r['n']} | {fmt(r['kappa'])} | {r['note']} |")
+    return "\n".join(lines) + "\n"

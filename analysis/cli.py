@@ -1,0 +1,156 @@
+"""Command functions of the analysis package, for the main `esc-eval` typer app to register.
+
+Plain functions with typer annotations (no app here): e.g.
+    from analysis import cli as acli
+    app.command("report")(acli.report)
+    analysis_app.command("judge-accuracy")(acli.judge_accuracy)
+Each prints what it wrote (JSON) and raises AnalysisInputError (a ValueError) on bad input.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from analysis.loaders import AnalysisInputError
+
+RunDirs = Annotated[list[Path], typer.Argument(help="Run folders (or folders of official score JSON).")]
+Out = Annotated[Optional[Path], typer.Option("--out", "-o", help="Output folder (default <first run>/report).")]
+
+
+def _echo(obj) -> None:
+    typer.echo(json.dumps(obj, indent=2, ensure_ascii=False, default=str))
+
+
+def report(
+    run_dirs: RunDirs,
+    out: Out = None,
+    n_boot: Annotated[int, typer.Option("--n-boot", help="Bootstrap resamples for the CIs (0 = none).")] = 1000,
+    seed: Annotated[int, typer.Option("--seed", help="Bootstrap seed.")] = 0,
+    samples: Annotated[int, typer.Option("--samples", help="Sample dialogues shown in the report.")] = 3,
+) -> None:
+    """Self-contained report.html + report.md (leaderboard, plots, failures, throughput, samples)."""
+    from analysis.report import write_report
+
+    paths = write_report(run_dirs, out, n_boot=n_boot, seed=seed, n_samples=samples)
+    _echo({k: str(v) for k, v in paths.items()})
+
+
+def leaderboard(
+    run_dirs: RunDirs,
+    out: Out = None,
+    n_boot: Annotated[int, typer.Option("--n-boot", help="Bootstrap resamples for the CIs (0 = none).")] = 1000,
+    seed: Annotated[int, typer.Option("--seed", help="Bootstrap seed.")] = 0,
+) -> None:
+    """The paper's Table 2 with bootstrap 95% CIs: prints Markdown, writes leaderboard.md/.csv."""
+    from analysis.leaderboard import build_leaderboard, leaderboard_markdown, write_leaderboard
+    from analysis.loaders import load_scores
+    from analysis.report import registry_groups
+
+    scores = load_scores(run_dirs)
+    table = build_leaderboard(scores, groups=registry_groups(sorted(scores["target_model"].dropna().unique())),
+                              n_boot=n_boot, seed=seed)
+    paths = write_leaderboard(table, out or Path(run_dirs[0]) / "report")
+    typer.echo(leaderboard_markdown(table))
+    _echo({k: str(v) for k, v in paths.items()})
+
+
+def compare(
+    run_dirs: RunDirs,
+    model_a: Annotated[str, typer.Option("--a", help="First model (target_model as in the scores).")],
+    model_b: Annotated[str, typer.Option("--b", help="Second model.")],
+    dimension: Annotated[str, typer.Option("--dimension", help="A paper dimension name or 'average'.")] = "average",
+    method: Annotated[str, typer.Option("--method", help="permutation | bootstrap (p-value).")] = "permutation",
+    n_resamples: Annotated[int, typer.Option("--n-resamples", help="Resamples for the test and CI.")] = 10000,
+    seed: Annotated[int, typer.Option("--seed", help="Random seed.")] = 0,
+) -> None:
+    """Paired comparison of two models on shared role cards: A - B, 95% CI and p-value."""
+    from analysis.compare import paired_comparison
+    from analysis.loaders import load_scores
+
+    _echo(paired_comparison(load_scores(run_dirs), model_a, model_b, dimension, method, n_resamples, seed))
+
+
+def judge_accuracy(
+    pred: Annotated[list[Path], typer.Argument(help="Run folders (or official score JSON) of the judge to check.")],
+    human: Annotated[Path, typer.Option("--human", help="Filled annotation sheet(s): a CSV or a folder of annotate_*.csv.")],
+    judge: Annotated[Optional[str], typer.Option("--judge", help="Judge id to check when the runs hold several.")] = None,
+    out: Out = None,
+) -> None:
+    """Table 4: ACC and ACC_soft of a judge against human scores (mean over annotators, rounded)."""
+    from analysis.annotation import import_annotations
+    from analysis.judge_accuracy import accuracy_markdown, write_accuracy
+    from analysis.judge_accuracy import judge_accuracy as _acc
+    from analysis.loaders import load_scores
+
+    scores = load_scores(pred)
+    judges = sorted(scores["judge"].dropna().unique())
+    if judge is None and len(judges) > 1:
+        raise AnalysisInputError(f"scores from several judges {judges}: pick one with --judge")
+    if judge is not None:
+        scores = scores[scores["judge"] == judge]
+    name = judge or (judges[0] if judges else "judge")
+    ref = import_annotations(human)
+    # Several annotators: the reference is their mean, rounded half up (scores are integers).
+    ref = (ref.groupby(["dialogue_id", "dimension"], as_index=False)["score"].mean()
+           .assign(score=lambda d: (d["score"] + 0.5).apply(int).astype(float)))
+    acc = _acc(scores, ref)
+    typer.echo(accuracy_markdown(acc, name))
+    paths = write_accuracy(acc, out or Path(pred[0]) / "report", judge=name)
+    _echo({k: str(v) for k, v in paths.items()})
+
+
+def annotate_export(
+    run_dirs: RunDirs,
+    out: Annotated[Path, typer.Option("--out", "-o", help="Folder for the sheets.")],
+    annotators: Annotated[int, typer.Option("--annotators", help="Number of annotators (sheets a1..aN).")] = 2,
+    seed: Annotated[int, typer.Option("--seed", help="Shuffle seed.")] = 0,
+) -> None:
+    """Annotation sheets (CSV, one per annotator) with the scoring rules of the paper's Table 16."""
+    from analysis.annotation import export_annotation_sheets
+    from analysis.loaders import load_dialogues
+
+    paths = export_annotation_sheets(load_dialogues(run_dirs), out, annotators=annotators, seed=seed)
+    _echo({k: str(v) for k, v in paths.items()})
+
+
+def annotate_agreement(
+    sheets: Annotated[list[Path], typer.Argument(help="Filled sheets, or a folder of annotate_*.csv.")],
+    out: Annotated[Optional[Path], typer.Option("--out", "-o", help="Write agreement.md/.json here.")] = None,
+) -> None:
+    """Inter-annotator agreement: quadratic-weighted Cohen's kappa per pair, Krippendorff's alpha."""
+    from analysis.annotation import agreement_markdown, agreement_summary, import_annotations, pairwise_kappa
+
+    files = sheets[0] if len(sheets) == 1 and sheets[0].is_dir() else sheets
+    ann = import_annotations(files)
+    summary, pairs = agreement_summary(ann), pairwise_kappa(ann)
+    md = agreement_markdown(summary, pairs)
+    typer.echo(md)
+    if out:
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "agreement.md").write_text("# Inter-annotator agreement\n\n" + md, encoding="utf-8")
+        (out / "agreement.json").write_text(json.dumps({
+            "summary": json.loads(summary.to_json(orient="records")),
+            "pairs": json.loads(pairs.to_json(orient="records"))}, indent=2), encoding="utf-8")
+
+
+def roleplay_fidelity(run_dirs: RunDirs) -> None:
+    """Character breaks and emotional drift of the role model, per role model and language."""
+    from analysis.loaders import load_dialogues
+    from analysis.roleplay import fidelity_summary
+
+    _echo(json.loads(fidelity_summary(load_dialogues(run_dirs)).to_json(orient="records")))
+
+
+# name -> function, for registering them in a loop
+COMMANDS = {
+    "report": report,
+    "leaderboard": leaderboard,
+    "compare": compare,
+    "judge-accuracy": judge_accuracy,
+    "annotate-export": annotate_export,
+    "annotate-agreement": annotate_agreement,
+    "roleplay-fidelity": roleplay_fidelity,
+}
