@@ -36,7 +36,7 @@ SCRIPTS = ("echo", "seeker", "judge", "fixed")
 
 
 def _tokens(text: str) -> int:
-    return max(1, len(text.split()))
+    return len(text) // 4 + 1  # a fake needs a plausible count, not a tokenizer
 
 
 def _digest(*parts: Any) -> int:
@@ -95,10 +95,9 @@ class FakeChatModel(ChatModel):
         if self.latency:
             await asyncio.sleep(self.latency)
         text, top = self._answer(messages, params, key)
-        words = text.split()
         finish = "stop"
-        if len(words) > params.max_tokens:
-            text, finish = " ".join(words[: params.max_tokens]), "length"
+        if len(text) // 4 + 1 > params.max_tokens:
+            text, finish = text[: 4 * params.max_tokens], "length"
         prompt_tokens = sum(_tokens(m.content) for m in messages)
         return ChatResult(
             text=text, prompt_tokens=prompt_tokens, completion_tokens=_tokens(text) if text else 0,

@@ -7,7 +7,7 @@ round is one seeker turn and one assistant turn: 1 + 2 x rounds messages in all.
 """
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Awaitable, Callable
 
 from serve.chat import ChatMessage, ChatModel, GenerationParams
@@ -24,7 +24,10 @@ class Turn:
     finish_reason: str = "stop"
 
     def to_row(self) -> dict:
-        return asdict(self)
+        # dataclasses.asdict deep-copies; this runs per turn at thousands of dialogues per second
+        return {"index": self.index, "speaker": self.speaker, "text": self.text, "prompt_tokens": self.prompt_tokens,
+                "completion_tokens": self.completion_tokens, "latency_s": self.latency_s,
+                "finish_reason": self.finish_reason}
 
 
 @dataclass
@@ -81,19 +84,23 @@ async def run_dialogue(
     if not turns:
         turns.append(Turn(index=0, speaker="assistant", text=setup.opener))
     total = 1 + 2 * setup.rounds
+    # Both views are built once and then grown by one message per turn (not rebuilt per call).
+    role_msgs = role_view(turns, setup.role_system_prompt)
+    target_msgs = target_view(turns, target.system_prompt)
+    role_sid = f"{setup.session_id}:role" if setup.session_id else None
+    target_sid = f"{setup.session_id}:target" if setup.session_id else None
     while len(turns) < total:
         seeker_next = turns[-1].speaker == "assistant"
-        if seeker_next:
-            part, messages, sid = role, role_view(turns, setup.role_system_prompt), f"{setup.session_id}:role"
-        else:
-            part, messages, sid = target, target_view(turns, target.system_prompt), f"{setup.session_id}:target"
-        result = await part.model.chat(messages, part.params, adapter=part.adapter,
-                                       session_id=sid if setup.session_id else None)
+        part, messages, sid = (role, role_msgs, role_sid) if seeker_next else (target, target_msgs, target_sid)
+        result = await part.model.chat(list(messages), part.params, adapter=part.adapter, session_id=sid)
+        text = result.text.strip()
         turns.append(Turn(
-            index=len(turns), speaker="seeker" if seeker_next else "assistant", text=result.text.strip(),
+            index=len(turns), speaker="seeker" if seeker_next else "assistant", text=text,
             prompt_tokens=result.prompt_tokens, completion_tokens=result.completion_tokens,
             latency_s=result.latency_s, finish_reason=result.finish_reason,
         ))
+        role_msgs.append(ChatMessage(role="assistant" if seeker_next else "user", content=text))
+        target_msgs.append(ChatMessage(role="user" if seeker_next else "assistant", content=text))
         if on_turn is not None:
             maybe = on_turn(turns)
             if maybe is not None:

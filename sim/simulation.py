@@ -10,7 +10,6 @@ import os
 import platform
 import time
 import traceback
-from dataclasses import asdict
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
@@ -105,7 +104,7 @@ class SimulationJob:
             return []  # a torn checkpoint just means starting the dialogue over
 
     def _save_ckpt(self, did: str, turns: list[Turn]) -> None:
-        data = json.dumps({"dialogue_id": did, "turns": [asdict(t) for t in turns]}, ensure_ascii=False)
+        data = json.dumps({"dialogue_id": did, "turns": [t.to_row() for t in turns]}, ensure_ascii=False)
         atomic_write_bytes(self._ckpt(did), data.encode("utf-8"))
 
     def after_flush(self, items: list[dict[str, Any]]) -> None:
@@ -163,7 +162,7 @@ class SimulationJob:
             "card_source": card.source, "target_model": target_name(target_ref), "role_model": cfg.role.model,
             "strategy": item["strategy"], "seed": item["seed"],
             "target_params": target_ref.params.model_dump_json(), "role_params": role_params.model_dump_json(),
-            "turns": [asdict(t) for t in turns], "n_turns": len(turns), "status": status,
+            "turns": [t.to_row() for t in turns], "n_turns": len(turns), "status": status,
             "termination_reason": reason, "error": error, "attempts": cfg.execution.max_attempts if status != "ok" else 1,
             "prompt_tokens": sum(t.prompt_tokens for t in turns), "completion_tokens": sum(t.completion_tokens for t in turns),
             "started_at": started, "finished_at": now_utc(),
