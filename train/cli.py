@@ -100,10 +100,11 @@ def train_rank(config: ConfigOption) -> None:
                             info=f"loss {rec['loss']:.4f}  {rec['step_time_s']:.1f} s/step")
 
         def scored() -> None:
-            progress.update(scoring[0], advance=1, info="scoring")
+            if scoring:
+                progress.update(scoring[0], advance=1, info="scoring")
 
         try:
-            summary = run_rank_job(cfg, on_step=step, on_prepared=prepared, on_scored=scored if scoring else None)
+            summary = run_rank_job(cfg, on_step=step, on_prepared=prepared, on_scored=scored)
         except (TrainConfigError, TrainInputError) as e:
             _fail(e)
     _summary("ESC-RANK training", summary)

@@ -41,7 +41,7 @@ class TrainConfig(_Strict):
     lora: LoraSettings = Field(default_factory=LoraSettings, description="LoRA adapter settings.")
     learning_rate: float = Field(2e-4, gt=0.0, description="Peak learning rate (AdamW).")
     weight_decay: float = Field(0.0, ge=0.0, description="AdamW weight decay.")
-    warmup_steps: int = Field(0, ge=0, description="Linear warm-up optimizer steps, then linear decay to 0.")
+    warmup_steps: int = Field(0, ge=0, description="0: constant learning rate; N > 0: linear warm-up over N optimizer steps, then linear decay to 0.")
     max_steps: int | None = Field(None, ge=1, description="Optimizer steps to train; overrides epochs when set.")
     epochs: float = Field(1.0, gt=0.0, description="Passes over the training split (when max_steps is unset).")
     micro_batch_size: int = Field(1, ge=1, description="Examples per worker per forward pass.")
@@ -192,7 +192,8 @@ def format_validation_error(e: ValidationError) -> str:
 
 
 def load_job_config(path: str | Path, kind: type[BaseModel]) -> Any:
-    """Read a YAML job config and validate it; relative paths resolve against the YAML's folder."""
+    """Read a YAML job config and validate it; relative data paths resolve against the YAML's
+    folder, output_dir against the working directory."""
     path = Path(path)
     if not path.exists():
         raise TrainConfigError(f"{path}: config file not found")
@@ -209,11 +210,17 @@ def load_job_config(path: str | Path, kind: type[BaseModel]) -> Any:
     return _resolve_paths(cfg, path.parent.resolve())
 
 
+_CWD_RELATIVE = {"output_dir", "torch_extensions_dir"}
+
+
 def _resolve_paths(cfg: Any, base: Path) -> Any:
-    """Relative paths in the config are relative to the config file's folder."""
+    """Relative data paths are relative to the config file's folder; output_dir and
+    torch_extensions_dir stay relative to the working directory."""
     if isinstance(cfg, BaseModel):
         for name in type(cfg).model_fields:
             value = getattr(cfg, name)
+            if name in _CWD_RELATIVE:
+                continue
             if isinstance(value, Path) and not value.is_absolute():
                 object.__setattr__(cfg, name, (base / value.expanduser()).resolve()
                                    if not str(value).startswith("~") else value.expanduser())

@@ -63,11 +63,15 @@ def build_deepspeed_config(cfg: TrainConfig, steps: int) -> dict[str, Any]:
         "bf16": {"enabled": cfg.precision == "bf16"},
         "fp16": {"enabled": cfg.precision == "fp16", "loss_scale": 0, "initial_scale_power": 16},
         "optimizer": {"type": "AdamW", "params": optimizer_params},
+        # WarmupDecayLR needs >= 1 warm-up step: warmup_steps 0 = constant lr (min = max);
+        # N > 0 = linear warm-up from 0 over N steps, then linear decay to 0.
         "scheduler": {
             "type": "WarmupDecayLR",
             "params": {
-                "warmup_min_lr": 0.0, "warmup_max_lr": cfg.learning_rate,
-                "warmup_num_steps": min(cfg.warmup_steps, max(steps - 1, 0)), "total_num_steps": max(steps, 1),
+                "warmup_min_lr": 0.0 if cfg.warmup_steps else cfg.learning_rate,
+                "warmup_max_lr": cfg.learning_rate,
+                "warmup_num_steps": max(1, min(cfg.warmup_steps, steps - 1)) if cfg.warmup_steps else 1,
+                "total_num_steps": max(steps, 2),
                 "warmup_type": "linear",
             },
         },
@@ -106,3 +110,10 @@ def local_resources(cfg: TrainConfig) -> dict[str, float]:
     import torch
 
     return {"CPU": float(os.cpu_count() or 1), "GPU": float(torch.cuda.device_count() if torch.cuda.is_available() else 0)}
+
+
+def preflight(cfg: TrainConfig) -> None:
+    """Cheap checks before any data is prepared: a local run must fit this machine (GPUs asked on
+    a CPU-only machine fail here). A cluster run (ray_address set) is checked once Ray is joined."""
+    if cfg.ray_address is None:
+        check_resources(cfg, local_resources(cfg))

@@ -12,7 +12,7 @@ suffix for the English judges (fluency_en, ...): `adapter_name(dimension, langua
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Iterable, Literal, Mapping, Sequence
 
 from sim.dimensions import DIMENSIONS, to_paper_dimension
@@ -83,9 +83,11 @@ def _shortened(turns: Sequence[tuple[str, str]], max_chars: int) -> list[tuple[s
     return [(s, t if len(t) <= max_chars else t[:max_chars].rstrip() + " ...") for s, t in turns]
 
 
-def tokenize_judge(tokenizer, example: JudgeExample, max_length: int, overflow: Overflow = "shorten",
-                   rubric: str = "official", rendering: str = "official") -> TokenizedExample | None:
-    """Prompt + score digit, loss on the digit (and end-of-turn). None when dropped."""
+def fit_judge_example(tokenizer, example: JudgeExample, max_length: int, overflow: Overflow = "shorten",
+                      rubric: str = "official", rendering: str = "official") -> tuple[JudgeExample, TokenizedExample] | None:
+    """The example with its dialogue turns trimmed so that prompt + answer fit max_length (the
+    rubric and the question are never cut), and its tokens; None when dropped. Scoring uses the
+    fitted example, so a judge is evaluated on the same prompt shape it was trained on."""
     answer = {"role": "assistant", "content": str(example.score)}
     turns = list(example.turns)
     budget = max((len(t) for _, t in turns), default=0)
@@ -94,7 +96,7 @@ def tokenize_judge(tokenizer, example: JudgeExample, max_length: int, overflow: 
         tok = tokenize_chat(tokenizer, msgs, max_length, target_role="assistant", truncation="drop")
         if tok is not None:
             tok.truncated = turns != list(example.turns)
-            return tok
+            return (replace(example, turns=turns) if tok.truncated else example), tok
         if overflow == "error":
             raise TrainInputError(
                 f"judge example {example.dialogue_id}/{example.dimension} does not fit in {max_length} tokens")
@@ -102,6 +104,13 @@ def tokenize_judge(tokenizer, example: JudgeExample, max_length: int, overflow: 
         if overflow == "drop" or budget < 16:
             return None
         turns = _shortened(example.turns, budget)
+
+
+def tokenize_judge(tokenizer, example: JudgeExample, max_length: int, overflow: Overflow = "shorten",
+                   rubric: str = "official", rendering: str = "official") -> TokenizedExample | None:
+    """Prompt + score digit, loss on the digit (and end-of-turn). None when dropped."""
+    fitted = fit_judge_example(tokenizer, example, max_length, overflow, rubric, rendering)
+    return fitted[1] if fitted else None
 
 
 def prompt_text(tokenizer, example: JudgeExample, rubric: str = "official", rendering: str = "official") -> str:

@@ -14,7 +14,7 @@ from train.annotations import Annotation, aggregate_annotations, load_annotation
 from train.chat_tokens import TokenizedExample
 from train.config import RankJobConfig
 from train.errors import TrainInputError
-from train.judge_data import JudgeExample, adapter_name, join_annotations, tokenize_judge
+from train.judge_data import JudgeExample, adapter_name, fit_judge_example, join_annotations
 from train.role_job import load_sources, load_tokenizer, pad_token_id
 from train.splits import split_annotations
 
@@ -63,15 +63,20 @@ def prepare_rank_data(cfg: RankJobConfig, tokenizer) -> RankData:
     stats: dict[str, Any] = {k: len(v) for k, v in splits.items()}
     stats.update(shortened=0, dropped=0)
     groups: dict[str, tuple[list, list]] = defaultdict(lambda: ([], []))
-    for split, slot in (("train", 0), ("validation", 1)):
+    for split, slot in (("train", 0), ("validation", 1), ("test", None)):
+        kept = []
         for ex in splits[split]:
-            tok = tokenize_judge(tokenizer, ex, cfg.train.max_seq_len, cfg.data.overflow, cfg.data.rubric,
-                                 cfg.data.rendering)
-            if tok is None:
+            fitted = fit_judge_example(tokenizer, ex, cfg.train.max_seq_len, cfg.data.overflow, cfg.data.rubric,
+                                       cfg.data.rendering)
+            if fitted is None:
                 stats["dropped"] += 1
                 continue
+            ex, tok = fitted
             stats["shortened"] += int(tok.truncated)
-            groups[group_of(cfg, ex)][slot].append(tok)
+            kept.append(ex)
+            if slot is not None:
+                groups[group_of(cfg, ex)][slot].append(tok)
+        splits[split] = kept  # test prompts are scored exactly as fitted for training
     empty = [g for g, (tr, _) in groups.items() if not tr]
     if not groups or empty:
         raise TrainInputError(f"no training example fits max_seq_len={cfg.train.max_seq_len} for adapter(s) "
@@ -113,6 +118,9 @@ def run_rank_job(cfg: RankJobConfig, on_step: Callable[[str, dict], None] | None
     from train.job import ray_session, run_training
     from train.judge_eval import write_evaluation
 
+    from train.deepspeed_config import preflight
+
+    preflight(cfg.train)
     model_path = cfg.train.resolved_model_path()
     tokenizer = load_tokenizer(model_path)
     data = prepare_rank_data(cfg, tokenizer)

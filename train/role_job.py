@@ -83,6 +83,9 @@ def run_role_job(cfg: RoleJobConfig, on_step: Callable[[dict], None] | None = No
     from train.deepspeed_config import total_steps
     from train.job import run_training
 
+    from train.deepspeed_config import preflight
+
+    preflight(cfg.train)
     model_path = cfg.train.resolved_model_path()
     tokenizer = load_tokenizer(model_path)
     data = prepare_role_data(cfg, tokenizer)

@@ -1,8 +1,9 @@
 """Seeded train/validation/test splits of judge annotations (paper 3.4: 7:1:2 at random).
 
 Units are (dialogue_id, dimension) pairs, so the annotators of one label never straddle splits.
-- `split_annotations(..., group="annotation")`: within each dimension the units are shuffled
-  with a seed derived from (seed, dimension) and cut 7:1:2 -> every dimension keeps the ratio.
+- `split_annotations(..., group="annotation")`: within each dimension (and language, when the
+  items carry one: the official judges are per dimension and language) the units are shuffled
+  with a seed derived from (seed, stratum) and cut 7:1:2 -> every dimension keeps the ratio.
 - `group="dialogue"`: whole dialogues are assigned (all their dimensions together), so a test
   dialogue's text is never seen in training; the cut is stratified by the dialogues' first
   annotated dimension (every dimension still gets ~7:1:2 when dialogues carry all seven).
@@ -81,12 +82,11 @@ def split_annotations(annotations: Iterable, seed: int = 0, ratios: Sequence[flo
     annotations = list(annotations)
     if group == "annotation":
         key = lambda a: f"{a.dialogue_id}\x00{a.dimension}"  # noqa: E731
-        stratum = lambda a: a.dimension  # noqa: E731
     elif group == "dialogue":
         key = lambda a: a.dialogue_id  # noqa: E731
-        stratum = lambda a: a.dimension  # noqa: E731
     else:
         raise TrainInputError(f"unknown split group {group!r} (annotation | dialogue)")
+    stratum = lambda a: f"{a.dimension}/{getattr(a, 'language', '')}"  # noqa: E731
     test_filter = None
     if holdout_model is not None:
         def model(a) -> str:

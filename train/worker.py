@@ -144,7 +144,7 @@ def train_loop_per_worker(cfg: dict[str, Any]) -> None:
             loss = engine(**batch).loss
             engine.backward(loss)
             engine.step()
-            losses.append(float(loss))
+            losses.append(float(loss.detach()))
         done = step + 1
         metrics: dict[str, Any] = {
             "step": done, "total_steps": steps, "loss": sum(losses) / len(losses),
@@ -152,7 +152,7 @@ def train_loop_per_worker(cfg: dict[str, Any]) -> None:
             "tokens_per_s": n_tokens * world / max(time.time() - t0, 1e-9), "setup_s": setup_s,
         }
         is_last = done == steps
-        if val_shard and (is_last or (cfg.get("eval_every") and done % cfg["eval_every"] == 0)):
+        if val_all and (is_last or (cfg.get("eval_every") and done % cfg["eval_every"] == 0)):
             metrics["val_loss"] = _evaluate(engine, val_shard, cfg, pad_id)
         if metrics_file is not None:
             with metrics_file.open("a", encoding="utf-8") as f:
