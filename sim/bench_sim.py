@@ -141,7 +141,7 @@ def bench_embedded(dialogues: int, reference_dialogues: int, max_tokens: int, co
 
 def bench_sim(
     out: Optional[Path] = typer.Option(None, "--out", "-o", help="Also write the JSON here."),
-    fake_dialogues: int = typer.Option(8500, help="(a) dialogues through the fixed-latency fake backend."),
+    fake_dialogues: int = typer.Option(8500, help="(a) dialogues through the fixed-latency fake backend (0 = skip)."),
     fake_latency: float = typer.Option(1.0, help="(a) seconds per fake model call."),
     workers: int = typer.Option(2, help="(a, c) worker actors."),
     memory_items: int = typer.Option(100_000, help="(c) items streamed to check driver memory (0 = skip)."),
@@ -157,9 +157,10 @@ def bench_sim(
     os.environ.setdefault("RAY_AUTH_MODE", "disabled")
     ensure_ray(ExecutionConfig(log_to_driver=False))
     result: dict[str, Any] = {"machine": {"cpus": os.cpu_count()}}
-    result["fake"] = bench_fake(fake_dialogues, fake_latency, workers)
-    result["fake_calls_per_s"] = result["fake"]["fake_calls_per_s"]
-    result["critical_path_ratio"] = result["fake"]["critical_path_ratio"]
+    if fake_dialogues:
+        result["fake"] = bench_fake(fake_dialogues, fake_latency, workers)
+        result["fake_calls_per_s"] = result["fake"]["fake_calls_per_s"]
+        result["critical_path_ratio"] = result["fake"]["critical_path_ratio"]
     if memory_items:
         result["memory"] = bench_memory(memory_items, workers)
     if embedded_dialogues:
