@@ -8,6 +8,7 @@ asyncio.run, a test) just await `chat`. `vllm/embedded` is SmolLM2-135M-Instruct
 from __future__ import annotations
 
 import asyncio
+import atexit
 import logging
 import os
 import threading
@@ -111,6 +112,8 @@ def _host_for(model_path: str, adapters: dict[str, str], engine_kwargs: dict[str
     with _HOSTS_LOCK:
         host = _HOSTS.get(key)
         if host is None:
+            if not _HOSTS:
+                atexit.register(shutdown_engines)  # stop engine processes before the interpreter tears down
             host = _HOSTS[key] = _EngineHost(model_path, adapters, engine_kwargs)
         return host
 
