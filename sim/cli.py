@@ -139,7 +139,27 @@ def score(
         result = run_scoring(cfg, input, out, on_summary=jp.on_summary, on_start=jp.on_start)
     if official_out:
         result["official_files"] = [str(p) for p in _write_official(Path(result["run_dir"]), official_out, cfg.judge.judge_id)]
+    result["parse_failures"] = _report_parse_failures(Path(result["run_dir"]), cfg.judge.judge_id)
     _emit(result)
+
+
+def _report_parse_failures(run_dir: Path, judge_id: str) -> list[dict[str, Any]]:
+    """(Target model, dimension) pairs whose answers did not all become scores: a table on
+    stderr and the same rows in the JSON result (an empty list when every answer parsed)."""
+    from rich.table import Table
+
+    from sim.parse_failures import parse_failure_report
+
+    report = parse_failure_report(run_dir, judge=judge_id)
+    failing = report[report["failure_rate"] > 0]
+    if not failing.empty:
+        t = Table(title=f"Unscored answers of {judge_id} (null scores, never zeros)", pad_edge=False)
+        for c in ("Model", "Dimension", "n", "Parse failures", "Errors", "Rate"):
+            t.add_column(c, justify="left" if c in ("Model", "Dimension") else "right")
+        for r in failing.itertuples():
+            t.add_row(r.target_model, r.dimension, str(r.n_scores), str(r.parse_failures), str(r.errors), f"{r.failure_rate:.0%}")
+        console.print(t)
+    return failing.to_dict(orient="records")
 
 
 def _write_official(run_dir: Path, out_dir: Path, judge_id: str) -> list[Path]:

