@@ -115,8 +115,25 @@ def _load_score_config(config, judge, method, parser, rubric, address):
     o: dict[str, Any] = {"judge.model.model": judge, "judge.method": method, "judge.parser": parser,
                          "judge.rubric": rubric, "execution.ray_address": address}
     cfg = load_config(config, ScoringConfig, o)
+    if judge and _registry_adapters(judge):
+        # A registry judge with adapters (ESC-RANK): one engine, one LoRA per dimension.
+        from sim.judges import judge_from_registry
+
+        cfg.judge = judge_from_registry(judge, method=cfg.judge.method, rubric=cfg.judge.rubric,
+                                        dimensions=cfg.judge.dimensions)
+        cfg.judge.parser = parser or cfg.judge.parser
     _console_env(cfg.execution)
     return cfg
+
+
+def _registry_adapters(name: str) -> bool:
+    from serve.chat import BACKENDS
+
+    if name.partition("/")[0] in BACKENDS and "/" in name:
+        return False
+    from serve.registry import default_registry
+
+    return bool(default_registry().get(name).adapters)
 
 
 @app.command()

@@ -83,3 +83,12 @@ def test_existing_run_is_not_corrupted_by_a_failing_rerun(tmp_path):
     bad = cli("simulate", "--config", str(cfg), "--out", str(out), "--target", "no-such-model")
     assert bad.returncode != 0
     assert sorted(p.read_bytes() for p in (out / "dialogues").glob("*.parquet")) == before
+
+
+def test_registry_judge_without_local_adapters_says_how_to_give_them(tmp_path):
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text("limit: 1\nrole: {model: fake/seeker}\ntargets: [{model: fake/echo}]\nexecution: {executor: local}\n")
+    assert cli("simulate", "--config", str(cfg), "--out", str(tmp_path / "run")).returncode == 0
+    proc = cli("score", "--input", str(tmp_path / "run"), "--judge", "esc-rank")
+    assert_one_line_error(proc, "esc-rank", "ESC_EVAL_MODEL_PATHS")
+    assert not (tmp_path / "run" / "scores").exists()
