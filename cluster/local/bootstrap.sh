@@ -12,10 +12,13 @@ command -v "$py" >/dev/null || py=python3
 stamp="$venv/.esc-eval-installed"
 want="$(cat "$root/pyproject.toml" "$root/cluster/local/bootstrap.sh" | sha256sum | cut -d' ' -f1)"
 
+# pip warns once per package about this machine kind's unused local index folders; keep real errors.
+pip_quiet() { "$@" 2> >(grep -v "is ignored: it is neither a file nor a directory" >&2); }
+
 if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
   echo "[esc-eval] setting up $venv (first run takes several minutes)" >&2
   [ -x "$venv/bin/python" ] || "$py" -m venv "$venv"
-  pip=("$venv/bin/python" -m pip install --disable-pip-version-check -q)
+  pip=(pip_quiet "$venv/bin/python" -m pip install --disable-pip-version-check -q)
   # 1. CPU torch first: otherwise deepspeed's sdist and vllm pull a CUDA build of several GB.
   #    Off this machine kind, torch CPU wheels come from PyTorch's CPU index.
   "${pip[@]}" "torch==2.13.0" ${ESC_EVAL_TORCH_INDEX:+--extra-index-url "$ESC_EVAL_TORCH_INDEX"}
