@@ -1,4 +1,4 @@
-"""Session-wide fixtures: the shared data folder, a local Ray, the embedded vLLM engine.
+"""Shared fixtures: the shared data folder, a local Ray, the embedded vLLM engine.
 
 Engines and Ray start once per test session (an engine start costs ~25-45 s on CPU).
 """
@@ -26,16 +26,21 @@ def shared_data() -> Path:
     return path
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture
 def ray_local():
-    """One local Ray for the session (2 CPUs, no dashboard)."""
+    """A local Ray (2 CPUs, no dashboard) for one test, shut down after it: other tests check
+    that bad input fails before Ray starts, so none may be left running in this process."""
     import ray
 
+    started = False
     if not ray.is_initialized():
-        ray.init(num_cpus=2, include_dashboard=False, ignore_reinit_error=True,
+        # address="local": a fresh instance, never a cluster another test left behind
+        ray.init(address="local", num_cpus=2, include_dashboard=False,
                  runtime_env={"env_vars": {"VLLM_CPU_KVCACHE_SPACE": "2", "VLLM_LOGGING_LEVEL": "WARNING"}})
+        started = True
     yield ray
-    # left running for other session fixtures; ray shuts down at interpreter exit
+    if started:
+        ray.shutdown()
 
 
 @pytest.fixture(scope="session")
