@@ -127,20 +127,24 @@ def describe_validation_error(e: ValidationError, where: str) -> str:
     return f"{where}: field '{loc}': {err.get('msg')}"
 
 
+def read_yaml_mapping(path: str | Path, error: type[Exception] = ConfigError) -> dict[str, Any]:
+    """A YAML file whose top level is a mapping; `error` names the file on every failure."""
+    p = Path(path)
+    if not p.exists():
+        raise error(f"{p}: config file not found")
+    try:
+        data = yaml.safe_load(p.read_text(encoding="utf-8")) or {}
+    except yaml.YAMLError as e:
+        raise error(f"{p}: not valid YAML ({str(e).splitlines()[0]})") from None
+    if not isinstance(data, dict):
+        raise error(f"{p}: expected a mapping at the top level")
+    return data
+
+
 def load_config(path: str | Path | None, cls: type[T], overrides: dict[str, Any] | None = None) -> T:
     """Load a YAML config into `cls`; errors name the file and the field."""
-    data: dict[str, Any] = {}
     where = str(path) if path else "config"
-    if path is not None:
-        p = Path(path)
-        if not p.exists():
-            raise ConfigError(f"{p}: config file not found")
-        try:
-            data = yaml.safe_load(p.read_text(encoding="utf-8")) or {}
-        except yaml.YAMLError as e:
-            raise ConfigError(f"{p}: malformed YAML ({str(e).splitlines()[0]})") from None
-        if not isinstance(data, dict):
-            raise ConfigError(f"{p}: expected a mapping at the top level")
+    data: dict[str, Any] = read_yaml_mapping(path) if path is not None else {}
     for key, value in (overrides or {}).items():
         if value is not None:
             _set_path(data, key, value)

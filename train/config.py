@@ -9,7 +9,6 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from train.errors import TrainConfigError
@@ -194,15 +193,10 @@ def format_validation_error(e: ValidationError) -> str:
 def load_job_config(path: str | Path, kind: type[BaseModel]) -> Any:
     """Read a YAML job config and validate it; relative data paths resolve against the YAML's
     folder, output_dir against the working directory."""
+    from sim.config import read_yaml_mapping
+
     path = Path(path)
-    if not path.exists():
-        raise TrainConfigError(f"{path}: config file not found")
-    try:
-        raw = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
-    except yaml.YAMLError as e:
-        raise TrainConfigError(f"{path}: not valid YAML ({str(e).splitlines()[0]})") from None
-    if not isinstance(raw, dict):
-        raise TrainConfigError(f"{path}: expected a mapping at the top level")
+    raw = read_yaml_mapping(path, TrainConfigError)
     try:
         cfg = kind.model_validate(raw)
     except ValidationError as e:
