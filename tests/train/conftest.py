@@ -23,3 +23,15 @@ def esc_samples() -> Path:
     if not (SHARED_DATA / "esc-eval").is_dir():
         pytest.skip(f"shared sample data not found at {SHARED_DATA} (the ESC-Eval release samples live outside the repo)")
     return SHARED_DATA
+
+
+@pytest.fixture(autouse=True)
+def no_ray_left_from_other_tests():
+    """Several tests here check that bad input fails before Ray starts; a Ray another package's
+    test left initialised in this pytest process would make that unobservable."""
+    import sys
+
+    ray = sys.modules.get("ray")
+    if ray is not None and ray.is_initialized():
+        ray.shutdown()
+    yield
