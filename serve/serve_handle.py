@@ -170,6 +170,13 @@ class ServeHandleChatModel(ChatModel):
                                  kind=getattr(last, "kind", "transient")) from None
         return parse_response(data, time.perf_counter() - start)
 
+    async def close(self) -> None:
+        """Stop this handle's router. A router left running keeps a background thread pushing
+        metrics; after ray.shutdown() that thread's ray.wait would silently start a new local Ray."""
+        handle, self._handle = self._handle, None
+        if handle is not None and handle.is_initialized:
+            await handle.shutdown_async()
+
 
 def make_serve_model(name: str, **options: Any) -> ChatModel:
     """Factory for spec `serve/<model id>`; options are ServeHandleChatModel keyword arguments."""

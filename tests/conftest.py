@@ -15,6 +15,9 @@ SHARED = REPO.parent / "shared"
 os.environ.setdefault("RAY_AUTH_MODE", "disabled")
 os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "2")
 os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")
+# Our code always calls ray.init explicitly; without this, a background thread left by one test
+# (a Serve handle's metrics pusher) can silently start a new local Ray under a later test.
+os.environ.setdefault("RAY_ENABLE_AUTO_CONNECT", "0")
 
 
 @pytest.fixture(scope="session")

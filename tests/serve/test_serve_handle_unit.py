@@ -47,3 +47,20 @@ def test_serve_up_rejects_unknown_model_before_touching_ray():
 
     with pytest.raises(UnknownModelError, match="did you mean.*esc-rank"):
         serve_up(models=["esc-rnk"])
+
+
+async def test_close_shuts_the_handle_router_down_once():
+    calls = []
+
+    class Handle:
+        is_initialized = True
+
+        async def shutdown_async(self):
+            calls.append("shutdown")
+
+    m = ServeHandleChatModel("esc-rank")
+    await m.close()  # never used: nothing to stop
+    m._handle = Handle()
+    await m.close()
+    await m.close()
+    assert calls == ["shutdown"] and m._handle is None

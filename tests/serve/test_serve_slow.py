@@ -95,6 +95,10 @@ def test_sticky_routing_two_replicas(cluster):
             per_session[sid] = collections.Counter(
                 [(await model.chat(MSGS, session_id=sid)).text for _ in range(10)])
         no_session = collections.Counter([(await model.chat(MSGS)).text for _ in range(20)])
+        metrics = model._handle._router._asyncio_router._metrics_manager
+        await model.close()
+        # a router left running would restart a local Ray from its metrics thread after ray.shutdown()
+        assert metrics._shutdown and model._handle is None
         return per_session, no_session
 
     per_session, no_session = asyncio.run(run())
@@ -115,7 +119,15 @@ def test_kill_a_replica_under_load(cluster, caplog):
         return ServeHandleChatModel("tiny", app_name="tiny", max_attempts=6, backoff_initial_s=0.2)
 
     model_factory = model
-    first = asyncio.run(model().chat(MSGS)).text
+
+    async def first_reply():
+        m = model_factory()
+        try:
+            return (await m.chat(MSGS)).text
+        finally:
+            await m.close()
+
+    first = asyncio.run(first_reply())
     victim = ray.get_actor(first, namespace="serve")
 
     async def load():
@@ -123,7 +135,10 @@ def test_kill_a_replica_under_load(cluster, caplog):
         tasks = [asyncio.create_task(model.chat(MSGS, session_id=f"d{i}")) for i in range(30)]
         await asyncio.sleep(0.4)
         ray.kill(victim, no_restart=True)
-        return await asyncio.gather(*tasks, return_exceptions=True)
+        try:
+            return await asyncio.gather(*tasks, return_exceptions=True)
+        finally:
+            await model.close()
 
     t0 = time.monotonic()
     with caplog.at_level(logging.WARNING, logger="esc_eval.serve.serve_handle"):
@@ -191,6 +206,7 @@ def test_llm_app_embedded_end_to_end(cluster):
         out["serve_handle_tokens"] = res2.completion_tokens
         # greedy: both paths see the same model and prompt
         out["same_text_both_paths"] = res2.text == res.text
+        await handle.close()
         return out
 
     measurements["embedded"] = asyncio.run(calls())
