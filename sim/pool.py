@@ -315,31 +315,37 @@ def _run_ray(workers, job_id, job, items, run_dir, execution: ExecutionConfig, n
         )
     ray.get(ready)  # surface setup errors (bad model name, missing weights) here
     chunks = chunked(items, execution.chunk_size)
-    per_worker = max(2, -(-execution.concurrency // execution.chunk_size) + 1)
-    in_flight: dict[Any, int] = {}
+    # Each worker holds at most `concurrency` running items plus one chunk queued behind them, so it
+    # never idles between chunks; a new chunk goes to the least-loaded worker. Items sent beyond a
+    # worker's concurrency wait there for a whole dialogue, so the fill must be balanced.
+    cap = max(execution.concurrency + execution.chunk_size, 2 * execution.chunk_size)
+    load = [0] * len(workers)
+    in_flight: dict[Any, tuple[int, int]] = {}
     exhausted = False
 
-    def submit(w: int) -> bool:
-        chunk = next(chunks, None)
-        if chunk is None:
-            return False
-        in_flight[workers[w].run_chunk.remote(job_id, chunk)] = w
-        return True
+    def fill() -> None:
+        nonlocal exhausted
+        while not exhausted:
+            w = min(range(len(workers)), key=load.__getitem__)
+            if load[w] + execution.chunk_size > cap and load[w] > 0:
+                return
+            chunk = next(chunks, None)
+            if chunk is None:
+                exhausted = True
+                return
+            in_flight[workers[w].run_chunk.remote(job_id, chunk)] = (w, len(chunk))
+            load[w] += len(chunk)
 
     try:
-        for w in range(len(workers)):
-            for _ in range(per_worker):
-                if exhausted or not submit(w):
-                    exhausted = True
-                    break
+        fill()
         while in_flight:
             ready, _ = ray.wait(list(in_flight), num_returns=1, timeout=1.0)
             for ref in ready:
-                w = in_flight.pop(ref)
+                w, n = in_flight.pop(ref)
+                load[w] -= n
                 for summary in ray.get(ref):
                     note(summary)
-                if not exhausted and not submit(w):
-                    exhausted = True
+            fill()
     finally:
         try:
             ray.get([w.finish_job.remote(job_id) for w in workers], timeout=120)

@@ -9,6 +9,7 @@ import logging
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_after_attempt, wait_exponential_jitter
 
 from serve.chat import ChatModel, ChatModelError, ChatResult, GenerationParams
+from sim.deadlines import call_timeout
 
 log = logging.getLogger("esc_eval.retry")
 
@@ -40,8 +41,8 @@ class RetryingChatModel(ChatModel):
         if self.timeout_s is None:
             return await coro
         try:
-            # asyncio.timeout, unlike wait_for, does not wrap the call in a new task (calls/s matter).
-            async with asyncio.timeout(self.timeout_s):
+            # Not wait_for (a new task per call) nor asyncio.timeout (a timer per call): calls/s matter.
+            async with call_timeout(self.timeout_s):
                 return await coro
         except TimeoutError:
             raise ChatModelError(f"{self.name}: no answer within {self.timeout_s:g} s", kind="timeout") from None

@@ -95,8 +95,10 @@ class SimulationJob:
         return Path(self.run_dir) / "checkpoints" / f"{did}.json"
 
     def _load_ckpt(self, did: str) -> list[Turn]:
+        if not self.cfg.execution.turn_checkpoints:
+            return []
         p = self._ckpt(did)
-        if not self.cfg.execution.turn_checkpoints or not p.exists():
+        if not p.exists():
             return []
         try:
             return [Turn(**t) for t in json.loads(p.read_text(encoding="utf-8"))["turns"]]
