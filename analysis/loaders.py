@@ -18,6 +18,7 @@ from typing import Iterable
 import pandas as pd
 
 from sim.dimensions import DIMENSION_NAMES, OFFICIAL_TO_PAPER, to_paper_dimension
+from sim.official import parse_official_line
 from sim.records import DIALOGUE_SCHEMA, SCORE_SCHEMA
 from sim.runfolder import RunFolder, RunFolderError
 
@@ -283,8 +284,8 @@ def load_official_scores(
     ).astype({"score": "float64"})
 
 
-# The official dialogue files prefix each turn with the speaker (full-width colon).
-_OFFICIAL_SPEAKERS = {"AI assistant": "assistant", "ESC-Role": "seeker"}
+# The official dialogue files prefix each turn with the speaker (one parser: sim.official).
+_OFFICIAL_SPEAKERS = ("AI assistant", "ESC-Role")
 
 
 def load_official_dialogues(path: PathLike, *, model: str | None = None, language: str | None = None) -> pd.DataFrame:
@@ -304,13 +305,13 @@ def load_official_dialogues(path: PathLike, *, model: str | None = None, languag
         for key, utterances in data.items():
             turns = []
             for i, u in enumerate(utterances):
-                speaker, sep, text = str(u).partition("：")
-                if not sep or speaker.strip() not in _OFFICIAL_SPEAKERS:
+                parsed = parse_official_line(u)
+                if parsed is None:
                     raise AnalysisInputError(
                         f"{f}: dialogue {key!r} turn {i} does not start with one of "
                         f"{[s + '：' for s in _OFFICIAL_SPEAKERS]}: {str(u)[:40]!r}"
                     )
-                turns.append({"index": i, "speaker": _OFFICIAL_SPEAKERS[speaker.strip()], "text": text})
+                turns.append({"index": i, "speaker": parsed[0], "text": parsed[1]})
             rows.append(
                 {
                     **{name: None for name in DIALOGUE_SCHEMA.names},

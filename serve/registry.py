@@ -101,6 +101,10 @@ class ModelEntry(BaseModel):
         None, description="How a judge sees the dialogue: official (score.py history pairs), paper "
         "(the appendix prompt), clean (one user message); None for non-judges."
     )
+    judge_prompt_order: Literal["rubric_first", "dialogue_first"] = Field(
+        "rubric_first", description="A judge's prompt order: the paper's (rubric, then dialogue) or dialogue first "
+        "(judges trained with train.rank prompt_order=dialogue_first; the seven prompts share a cached prefix)."
+    )
     local_path: str | None = Field(None, description="Local weights folder; overrides source when set.")
     max_model_len: int | None = Field(None, ge=256, description="Context length to serve with (None = model's).")
     note: str = Field("", description="Provenance and open questions (what is unknown is said here).")

@@ -56,6 +56,9 @@ class ServeModelConfig(BaseModel):
         "session", description="session: ConsistentHashRouter keyed by session id (sticky dialogues); "
         "prefix_cache: PrefixCacheAffinityRouter; default: Serve's power-of-two choices."
     )
+    replica_cpus: float | None = Field(
+        None, gt=0, description="CPUs Ray reserves per replica (engine and server together); None = ray.serve.llm's "
+        "default (on CPU: 1 for the engine + 1 for the server actor). Fractions pack several replicas on a small node.")
     max_loras: int = Field(2, ge=1, description="LoRA adapters resident in the engine at once (models with adapters).")
     max_lora_rank: int = Field(16, ge=1, description="Largest LoRA rank to support.")
     engine_kwargs: dict[str, Any] = Field(default_factory=dict, description="Extra vLLM engine kwargs (override the defaults).")
@@ -77,7 +80,8 @@ class ServeConfig(BaseModel):
     route_prefix: str = Field("/", description="HTTP route prefix of the OpenAI ingress.")
     host: str = Field("127.0.0.1", description="HTTP bind address; 0.0.0.0 only on a trusted network.")
     port: int = Field(8000, ge=1, le=65535, description="HTTP port.")
-    kv_cache_gib: float = Field(2, gt=0, description="VLLM_CPU_KVCACHE_SPACE in GiB (CPU): leave memory for the rest.")
+    kv_cache_gib: int = Field(2, ge=1, description="VLLM_CPU_KVCACHE_SPACE in whole GiB (vLLM reads an integer) per "
+                              "CPU replica: leave memory for the rest.")
     env_vars: dict[str, str] = Field(default_factory=dict, description="Extra environment variables for the replicas (never secrets).")
     ingress_num_cpus: float | None = Field(
         None, ge=0, description="CPUs reserved by the ingress; None = 0 when every model is on CPU, else Ray's default."
@@ -150,7 +154,7 @@ def build_llm_config(m: ServeModelConfig, cfg: ServeConfig, registry: Registry) 
         engine["tensor_parallel_size"] = m.tensor_parallel_size
     env = {**cfg.env_vars}
     if m.accelerator == "cpu":
-        env["VLLM_CPU_KVCACHE_SPACE"] = f"{cfg.kv_cache_gib:g}"
+        env["VLLM_CPU_KVCACHE_SPACE"] = str(cfg.kv_cache_gib)
     autoscaling: dict[str, Any] = {
         "min_replicas": m.min_replicas,
         "max_replicas": m.max_replicas,
@@ -166,11 +170,16 @@ def build_llm_config(m: ServeModelConfig, cfg: ServeConfig, registry: Registry) 
         }
     elif m.routing == "prefix_cache":
         deployment["request_router_config"] = {"request_router_class": PREFIX_CACHE_ROUTER}
+    if m.replica_cpus is not None:
+        # ray.serve.llm adds the server actor's num_cpus to the engine bundle: all of it in the bundle
+        deployment["ray_actor_options"] = {"num_cpus": 0}
     out: dict[str, Any] = {
         "model_loading_config": {"model_id": m.name, "model_source": _model_source(m, registry)},
         "engine_kwargs": engine,
         "deployment_config": deployment,
     }
+    if m.replica_cpus is not None:
+        out["placement_group_config"] = {"bundles": [{"CPU": m.replica_cpus}]}
     if m.accelerator == "cpu":
         out["accelerator_config"] = {"kind": "cpu"}
     elif m.accelerator_type:

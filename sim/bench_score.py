@@ -16,6 +16,9 @@ Measured in one process on one vLLM model (default: the embedded SmolLM2 judge):
                         official first-digit rule. It decodes hundreds of tokens per call, so it
                         runs on `reference_dialogues` dialogues (the ones nearest the median
                         prompt length) and the speedup compares seconds per dialogue.
+Every phase uses the judge prompt order given by --prompt-order: rubric_first (the paper's) or
+dialogue_first (a dialogue's seven prompts share the dialogue as a cached prefix; ours sends one
+first and the other six after it).
 The references run on a separate engine instance with prefix caching disabled (engines are keyed
 by their kwargs), so caching is one of the things that differ. Engine start and a one-token
 warm-up per engine are excluded from every timing.
@@ -188,7 +191,8 @@ async def _sequential(model, judge: JudgeConfig, rows, indices: list[int],
                 (x,) = await score_dialogue(_turns(r), r["language"], judge, model, [dim])
                 results.append(dict(x, dialogue=i, completion_tokens=1, finish_reason="length"))
                 continue
-            messages = judge_messages(dim, _turns(r), r["language"], rubric=judge.rubric, rendering=judge.rendering)
+            messages = judge_messages(dim, _turns(r), r["language"], rubric=judge.rubric, rendering=judge.rendering,
+                                      order=judge.prompt_order)
             res = await model.chat(messages, GenerationParams(temperature=0.0, max_tokens=generate_tokens))
             parsed = parse_score(res.text, "compat")
             results.append({"dialogue": i, "dimension": dim, "score": parsed.score, "parse_status": parsed.status,
@@ -219,20 +223,21 @@ def _agreement(a: list[dict[str, Any]], b: list[dict[str, Any]]) -> float | None
 
 
 def run_bench(dialogues: int = 12, source: Path | None = None, reference_dialogues: int = 2,
-              max_new_tokens: int = OFFICIAL_MAX_NEW_TOKENS, model: str = "embedded") -> dict[str, Any]:
+              max_new_tokens: int = OFFICIAL_MAX_NEW_TOKENS, model: str = "embedded",
+              prompt_order: str = "rubric_first") -> dict[str, Any]:
     """The measurement behind `bench_score` (a plain function: no printing)."""
     if dialogues < 1:
         raise ValueError("--dialogues must be at least 1")
     rows, src = load_bench_dialogues(dialogues, source)
     n = len(rows)
     k = n if reference_dialogues <= 0 else min(reference_dialogues, n)
-    judge = JudgeConfig(model=ModelRef(model=f"vllm/{model}"))
+    judge = JudgeConfig(model=ModelRef(model=f"vllm/{model}"), prompt_order=prompt_order)
     Counting = _counting_model_class()
     ours_model = Counting(model)  # default engine kwargs: prefix caching on
     ref_model = Counting(model, enable_prefix_caching=False)  # a distinct engine (keyed by kwargs)
     out: dict[str, Any] = {"bench": "score", "model": f"vllm/{model}", "source": src,
                            "judge": {"method": judge.method, "rubric": judge.rubric, "rendering": judge.rendering,
-                                     "dimensions": len(judge.dimensions)}}
+                                     "prompt_order": judge.prompt_order, "dimensions": len(judge.dimensions)}}
     out["engine_start_s"] = {"ours": round(_start(ours_model), 1), "reference": round(_start(ref_model), 1)}
 
     async def main() -> None:
@@ -292,9 +297,12 @@ def bench_score(
     reference_dialogues: int = typer.Option(2, "--reference-dialogues", help="Dialogues the generating reference runs on (it decodes up to 512 tokens per call); 0 = all."),
     max_new_tokens: int = typer.Option(OFFICIAL_MAX_NEW_TOKENS, "--max-new-tokens", help="Generation cap of the reference (the release: 512)."),
     model: str = typer.Option("embedded", "--model", help="vLLM model folder, or 'embedded'."),
+    prompt_order: str = typer.Option("rubric_first", "--prompt-order", help="Judge prompt order for every phase: "
+                                     "rubric_first (the paper's) or dialogue_first (a dialogue's prompts share a prefix)."),
 ) -> dict[str, Any]:
     """Scoring throughput: ours (batched logprob, prefix cache) vs the official score.py loop; prints JSON."""
-    result = run_bench(_value(dialogues), _value(source), _value(reference_dialogues), _value(max_new_tokens), _value(model))
+    result = run_bench(_value(dialogues), _value(source), _value(reference_dialogues), _value(max_new_tokens), _value(model),
+                       _value(prompt_order))
     text = json.dumps(result, indent=2, ensure_ascii=False)
     print(text)
     target = _value(out)

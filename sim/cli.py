@@ -324,6 +324,7 @@ def _register_optional() -> None:
         (train_app, "rank", "train.cli", "train_rank"),
         (bench_app, "sim", "sim.bench_sim", "bench_sim"),
         (bench_app, "score", "sim.bench_score", "bench_score"),
+        (bench_app, "routing", "sim.bench_routing", "bench_routing"),
     ]
     import importlib
 

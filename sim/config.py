@@ -90,6 +90,9 @@ class JudgeConfig(_Strict):
     parser: Literal["strict", "compat"] = Field("strict", description="'strict': the answer must be one score 0-4; 'compat': the official first-digit rule.")
     rubric: Literal["official", "paper"] = Field("official", description="Rubric texts: the release's score.py or the paper's Figures 12-19.")
     rendering: Literal["official", "clean"] = Field("official", description="Dialogue rendering the judge reads.")
+    prompt_order: Literal["rubric_first", "dialogue_first"] = Field(
+        "rubric_first", description="'rubric_first': the paper's prompt; 'dialogue_first': the dialogue before the "
+        "rubric, so a dialogue's seven prompts share a cached prefix (only for judges trained that way).")
     dimensions: list[str] = Field(default_factory=lambda: list(DIMENSION_NAMES), description="Dimensions to score (paper names or official keys).")
     adapters: dict[str, str] | None = Field(None, description="LoRA adapter per dimension (multi-LoRA judge, official layout).")
     name: str | None = Field(None, description="Judge id written into score rows (default: the model string).")

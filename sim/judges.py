@@ -96,6 +96,7 @@ def multi_lora_judge(
     method: Literal["logprob", "generate"] = "logprob",
     rubric: Literal["official", "paper"] = "official",
     rendering: Literal["official", "clean"] = "official",
+    prompt_order: Literal["rubric_first", "dialogue_first"] = "rubric_first",
     name: str | None = None,
     engine_options: Mapping[str, Any] | None = None,
 ) -> JudgeConfig:
@@ -138,7 +139,7 @@ def multi_lora_judge(
     }
     return JudgeConfig(
         model=ModelRef(model=base_model, options=options), method=method, rubric=rubric, rendering=rendering,
-        dimensions=dims, adapters=mapping, name=name or f"{base_model}+lora:{method}:{rubric}",
+        prompt_order=prompt_order, dimensions=dims, adapters=mapping, name=name or f"{base_model}+lora:{method}:{rubric}",
     )
 
 
@@ -169,5 +170,6 @@ def judge_from_registry(name: str = "esc-rank", registry=None, **kwargs: Any) ->
         kwargs.setdefault("rendering", "clean")
     elif entry.judge_rendering == "paper":
         kwargs.setdefault("rubric", "paper")
+    kwargs.setdefault("prompt_order", entry.judge_prompt_order)
     return multi_lora_judge({a: str(Path(p).expanduser()) for a, p in entry.adapters.items()}, spec,
                             languages=entry.languages, name=kwargs.pop("name", name), engine_options=engine, **kwargs)

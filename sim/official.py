@@ -13,11 +13,21 @@ from sim.prompts import official_lines
 from sim.records import stable_id
 from sim.runfolder import now_utc
 
+# The release writes "AI assitant：" (sic) in evaluate.py and "AI assistant：" elsewhere.
 _PREFIX = re.compile(r"^\s*(AI assistant|AI assitant|ESC-Role)\s*[：:]\s*", re.S)
 
 
 class OfficialFormatError(ValueError):
     pass
+
+
+def parse_official_line(line: Any) -> tuple[str, str] | None:
+    """'AI assistant：text' -> ('assistant', 'text'); 'ESC-Role：text' -> ('seeker', 'text');
+    None when the line has neither prefix (callers raise their own error naming the file)."""
+    m = _PREFIX.match(line) if isinstance(line, str) else None
+    if not m:
+        return None
+    return ("seeker" if m.group(1) == "ESC-Role" else "assistant"), line[m.end():]
 
 
 def _language_from_name(name: str) -> str:
@@ -47,11 +57,11 @@ def read_official_dialogues(path: str | Path, run_id: str | None = None) -> list
     for key, lines in data.items():
         turns = []
         for i, line in enumerate(lines):
-            m = _PREFIX.match(line if isinstance(line, str) else "")
-            if not m:
+            parsed = parse_official_line(line)
+            if parsed is None:
                 raise OfficialFormatError(f"{path}: dialogue {key!r} line {i} has no 'AI assistant：'/'ESC-Role：' prefix")
-            speaker = "seeker" if m.group(1) == "ESC-Role" else "assistant"
-            turns.append({"index": i, "speaker": speaker, "text": line[m.end():], "prompt_tokens": 0,
+            speaker, text = parsed
+            turns.append({"index": i, "speaker": speaker, "text": text, "prompt_tokens": 0,
                           "completion_tokens": 0, "latency_s": 0.0, "finish_reason": "stop"})
         complete = len(turns) == 11
         rows.append({

@@ -17,6 +17,7 @@ from sim.dimensions import to_paper_dimension
 
 RubricVariant = Literal["official", "paper"]
 Rendering = Literal["official", "clean"]
+PromptOrder = Literal["rubric_first", "dialogue_first"]
 # Speaker prefixes of the official dialogue JSON (full-width colon).
 OFFICIAL_ASSISTANT_PREFIX = "AI assistant："
 OFFICIAL_SEEKER_PREFIX = "ESC-Role："
@@ -100,6 +101,7 @@ def judge_messages(
     language: str,
     rubric: RubricVariant = "official",
     rendering: Rendering = "official",
+    order: PromptOrder = "rubric_first",
 ) -> list[ChatMessage]:
     """The chat messages asking a judge for one dimension's 0-4 score.
 
@@ -108,17 +110,30 @@ def judge_messages(
     + '\\n' + 'Based on the rules, give your <ask> score (The number only) to the Dialogue.'
     rubric="paper" follows Figures 12-19: system 'You are a helpful assistant!', the figure's
     instruction, the input header, the dialogue and the figure's question.
+    order="dialogue_first" (not in the paper; for judges trained with it) puts the dialogue before
+    the rubric, so the seven prompts of a dialogue share their longest part as a prefix and an
+    engine with prefix caching computes it once; the texts are the same, only their order moves.
     """
+    if order not in ("rubric_first", "dialogue_first"):
+        raise ValueError(f"unknown prompt order {order!r} (rubric_first | dialogue_first)")
     data = _load("rubrics")
     name = to_paper_dimension(dimension)
     dim = data["dimensions"][name]
     dialogue = render_dialogue(turns, rendering)
     if rubric == "official":
         question = data["question"].replace("{ask}", dim["ask"]["official"])
-        body = rubric_text(name, language, "official") + "Dialogue between user and AI assistant: \n" + dialogue.strip() + "\n" + question
+        rules = rubric_text(name, language, "official")
+        if order == "dialogue_first":
+            body = "Dialogue between user and AI assistant: \n" + dialogue.strip() + "\n\n" + rules + question
+        else:
+            body = rules + "Dialogue between user and AI assistant: \n" + dialogue.strip() + "\n" + question
         return [ChatMessage(role="user", content=body)]
     question = data["question"].replace("{ask}", dim["ask"]["paper"])
-    body = rubric_text(name, language, "paper").rstrip() + "\n" + data["input_header"] + "\n" + dialogue.strip() + "\n" + question
+    rules = rubric_text(name, language, "paper").rstrip()
+    if order == "dialogue_first":
+        body = data["input_header"] + "\n" + dialogue.strip() + "\n\n" + rules + "\n" + question
+    else:
+        body = rules + "\n" + data["input_header"] + "\n" + dialogue.strip() + "\n" + question
     return [ChatMessage(role="system", content=data["system"]), ChatMessage(role="user", content=body)]
 
 

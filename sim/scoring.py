@@ -7,7 +7,8 @@ Two methods, per judge config:
 - generate (API judges): a free answer parsed strictly (or with the official compat rule).
 A call that still fails after retries, or an answer that does not parse, is a row with a null
 score and its reason — never a silent zero. All seven prompts of a dialogue go out at once so
-the engine batches them (and their shared dialogue text hits the prefix cache).
+the engine batches them; with prompt_order="dialogue_first" one goes first and the rest reuse its
+cached dialogue prefix.
 """
 from __future__ import annotations
 
@@ -36,7 +37,8 @@ async def score_dialogue(turns: list[tuple[str, str]], language: str, judge_cfg:
     dims = dimensions or judge_cfg.dimensions
 
     async def one(dim: str) -> dict[str, Any]:
-        messages = judge_messages(dim, turns, language, rubric=judge_cfg.rubric, rendering=judge_cfg.rendering)
+        messages = judge_messages(dim, turns, language, rubric=judge_cfg.rubric, rendering=judge_cfg.rendering,
+                                  order=judge_cfg.prompt_order)
         adapter = select_adapter(judge_cfg, dim, language)
         row: dict[str, Any] = {"dimension": dim, "score": None, "probs": None, "expected": None, "raw": None,
                                "parse_status": "error", "method": judge_cfg.method, "parser": judge_cfg.parser,
@@ -66,7 +68,21 @@ async def score_dialogue(turns: list[tuple[str, str]], language: str, judge_cfg:
             row.update(score=parsed.score, parse_status=parsed.status)
         return row
 
-    return list(await asyncio.gather(*(one(d) for d in dims)))
+    if judge_cfg.prompt_order != "dialogue_first" or len(dims) < 2:
+        return list(await asyncio.gather(*(one(d) for d in dims)))
+    # Dialogue first: the prompts of one adapter share the dialogue as a prefix (a LoRA's KV is its
+    # own, so only prompts on the same adapter share). Sent together they would all compute it in
+    # the same engine step; the first one alone fills the prefix cache, then the rest reuse it.
+    groups: dict[str | None, list[str]] = {}
+    for d in dims:
+        groups.setdefault(select_adapter(judge_cfg, d, language), []).append(d)
+
+    async def staggered(group: list[str]) -> list[dict[str, Any]]:
+        first = await one(group[0])
+        return [first, *await asyncio.gather(*(one(d) for d in group[1:]))]
+
+    by_dim = {r["dimension"]: r for rs in await asyncio.gather(*(staggered(g) for g in groups.values())) for r in rs}
+    return [by_dim[d] for d in dims]
 
 
 class ScoringJob:

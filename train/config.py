@@ -137,6 +137,9 @@ class RankDataConfig(_Strict):
     dimensions: list[str] | None = Field(None, description="Train only these dimensions (paper names or official keys).")
     rubric: Literal["official", "paper"] = Field("official", description="Judge rubric variant (sim.prompts).")
     rendering: Literal["official", "clean"] = Field("official", description="Dialogue rendering in the judge prompt.")
+    prompt_order: Literal["rubric_first", "dialogue_first"] = Field(
+        "rubric_first", description="Judge prompt order: the paper's, or the dialogue first so that scoring shares "
+        "a cached prefix across dimensions (serve the result with judge prompt_order=dialogue_first).")
     overflow: Literal["shorten", "drop", "error"] = Field("shorten", description="Prompt longer than max_seq_len: "
                                                           "trim the dialogue turns, drop the example, or fail.")
 

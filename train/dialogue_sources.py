@@ -30,8 +30,6 @@ from train.errors import TrainInputError
 Speaker = Literal["assistant", "seeker"]
 SourceKind = Literal["auto", "run", "official", "esconv"]
 
-OFFICIAL_PREFIXES: dict[str, Speaker] = {"AI assistant": "assistant", "ESC-Role": "seeker"}
-_OFFICIAL_RE = re.compile(r"^\s*(AI assistant|ESC-Role)\s*[：:]\s?", re.DOTALL)
 ESCONV_SPEAKERS: dict[str, Speaker] = {
     "seeker": "seeker", "usr": "seeker", "speaker": "seeker",
     "supporter": "assistant", "sys": "assistant", "listener": "assistant",
@@ -91,12 +89,14 @@ def _read_json(path: Path) -> Any:
 # -- official -----------------------------------------------------------------------------------
 def parse_official_line(line: str, where: str) -> tuple[Speaker, str]:
     """'AI assistant：text' -> ('assistant', 'text'); 'ESC-Role：text' -> ('seeker', 'text')."""
+    from sim.official import parse_official_line as parse
+
     if not isinstance(line, str):
         raise TrainInputError(f"{where}: expected a string, got {type(line).__name__}")
-    m = _OFFICIAL_RE.match(line)
-    if not m:
+    parsed = parse(line)
+    if parsed is None:
         raise TrainInputError(f"{where}: line does not start with 'AI assistant：' or 'ESC-Role：': {line[:60]!r}")
-    return OFFICIAL_PREFIXES[m.group(1)], line[m.end():]
+    return parsed  # type: ignore[return-value]
 
 
 def load_official_dialogues(path: str | Path, cards: str | Path | None = None,

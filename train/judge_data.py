@@ -43,12 +43,12 @@ class JudgeExample:
     annotator: str = "annotator"
 
     def messages(self, rubric: str = "official", rendering: str = "official",
-                 turns: Sequence[tuple[str, str]] | None = None) -> list[dict[str, str]]:
+                 turns: Sequence[tuple[str, str]] | None = None, order: str = "rubric_first") -> list[dict[str, str]]:
         """The judge prompt (without the answer)."""
         from sim.prompts import judge_messages
 
         msgs = judge_messages(self.dimension, list(turns if turns is not None else self.turns), self.language,
-                              rubric=rubric, rendering=rendering)
+                              rubric=rubric, rendering=rendering, order=order)
         return [{"role": m.role, "content": m.content} for m in msgs]
 
     @property
@@ -84,7 +84,8 @@ def _shortened(turns: Sequence[tuple[str, str]], max_chars: int) -> list[tuple[s
 
 
 def fit_judge_example(tokenizer, example: JudgeExample, max_length: int, overflow: Overflow = "shorten",
-                      rubric: str = "official", rendering: str = "official") -> tuple[JudgeExample, TokenizedExample] | None:
+                      rubric: str = "official", rendering: str = "official",
+                      order: str = "rubric_first") -> tuple[JudgeExample, TokenizedExample] | None:
     """The example with its dialogue turns trimmed so that prompt + answer fit max_length (the
     rubric and the question are never cut), and its tokens; None when dropped. Scoring uses the
     fitted example, so a judge is evaluated on the same prompt shape it was trained on."""
@@ -92,7 +93,7 @@ def fit_judge_example(tokenizer, example: JudgeExample, max_length: int, overflo
     turns = list(example.turns)
     budget = max((len(t) for _, t in turns), default=0)
     while True:
-        msgs = example.messages(rubric, rendering, turns) + [answer]
+        msgs = example.messages(rubric, rendering, turns, order) + [answer]
         tok = tokenize_chat(tokenizer, msgs, max_length, target_role="assistant", truncation="drop")
         if tok is not None:
             tok.truncated = turns != list(example.turns)
@@ -107,12 +108,15 @@ def fit_judge_example(tokenizer, example: JudgeExample, max_length: int, overflo
 
 
 def tokenize_judge(tokenizer, example: JudgeExample, max_length: int, overflow: Overflow = "shorten",
-                   rubric: str = "official", rendering: str = "official") -> TokenizedExample | None:
+                   rubric: str = "official", rendering: str = "official",
+                   order: str = "rubric_first") -> TokenizedExample | None:
     """Prompt + score digit, loss on the digit (and end-of-turn). None when dropped."""
-    fitted = fit_judge_example(tokenizer, example, max_length, overflow, rubric, rendering)
+    fitted = fit_judge_example(tokenizer, example, max_length, overflow, rubric, rendering, order)
     return fitted[1] if fitted else None
 
 
-def prompt_text(tokenizer, example: JudgeExample, rubric: str = "official", rendering: str = "official") -> str:
+def prompt_text(tokenizer, example: JudgeExample, rubric: str = "official", rendering: str = "official",
+                order: str = "rubric_first") -> str:
     """The rendered judge prompt with the generation prompt (what the scorer sends)."""
-    return tokenizer.apply_chat_template(example.messages(rubric, rendering), tokenize=False, add_generation_prompt=True)
+    return tokenizer.apply_chat_template(example.messages(rubric, rendering, None, order), tokenize=False,
+                                         add_generation_prompt=True)

@@ -64,7 +64,8 @@ def strict_parse(text: str) -> int | None:
 async def score_examples(model, examples: Sequence[JudgeExample], judge: str,
                          adapter_for: Callable[[JudgeExample], str | None] = lambda e: None,
                          method: str = "logprob", rubric: str = "official", rendering: str = "official",
-                         max_concurrency: int = 16, on_done: Callable[[], None] | None = None) -> list[JudgePrediction]:
+                         max_concurrency: int = 16, on_done: Callable[[], None] | None = None,
+                         order: str = "rubric_first") -> list[JudgePrediction]:
     """Score every example with `model` (a serve.chat.ChatModel); adapter_for picks the LoRA."""
     from serve.chat import ChatMessage, GenerationParams
 
@@ -77,7 +78,7 @@ async def score_examples(model, examples: Sequence[JudgeExample], judge: str,
     sem = asyncio.Semaphore(max_concurrency)
 
     async def one(ex: JudgeExample) -> JudgePrediction:
-        msgs = [ChatMessage(**m) for m in ex.messages(rubric, rendering)]
+        msgs = [ChatMessage(**m) for m in ex.messages(rubric, rendering, None, order)]
         async with sem:
             try:
                 res = await model.chat(msgs, params, adapter=adapter_for(ex))

@@ -67,7 +67,7 @@ def prepare_rank_data(cfg: RankJobConfig, tokenizer) -> RankData:
         kept = []
         for ex in splits[split]:
             fitted = fit_judge_example(tokenizer, ex, cfg.train.max_seq_len, cfg.data.overflow, cfg.data.rubric,
-                                       cfg.data.rendering)
+                                       cfg.data.rendering, cfg.data.prompt_order)
             if fitted is None:
                 stats["dropped"] += 1
                 continue
@@ -100,10 +100,11 @@ def evaluate_judges(cfg: RankJobConfig, model_path: Path, adapters: dict[str, Pa
             preds = []
             if ev.include_base:
                 preds += await score_examples(model, test, BASE_JUDGE, lambda e: None, ev.method, cfg.data.rubric,
-                                              cfg.data.rendering, ev.max_concurrency, on_done)
+                                              cfg.data.rendering, ev.max_concurrency, on_done, cfg.data.prompt_order)
             preds += await score_examples(model, test, cfg.data.adapter_name,
                                           lambda e: group_of(cfg, e) if group_of(cfg, e) in adapters else None,
-                                          ev.method, cfg.data.rubric, cfg.data.rendering, ev.max_concurrency, on_done)
+                                          ev.method, cfg.data.rubric, cfg.data.rendering, ev.max_concurrency, on_done,
+                                          cfg.data.prompt_order)
             return preds
         finally:
             await model.close()

@@ -125,3 +125,21 @@ def test_unknown_registry_model_is_named():
 
     with pytest.raises(UnknownModelError, match="'qwen-7b'.*did you mean"):
         build_llm_configs(ServeConfig(models=[ServeModelConfig(name="qwen-7b")]))
+
+
+def test_replica_cpus_sets_the_whole_reservation_in_one_bundle():
+    (c,) = build_llm_configs(_cfg(replica_cpus=0.5))
+    lc = llm.LLMConfig.model_validate(c)
+    # the engine bundle carries it all; the server actor adds nothing (ray.serve.llm merges the two)
+    assert lc.placement_group_config == {"bundles": [{"CPU": 0.5}]}
+    assert lc.deployment_config["ray_actor_options"] == {"num_cpus": 0}
+    (default,) = build_llm_configs(_cfg())
+    assert "placement_group_config" not in default and "ray_actor_options" not in default["deployment_config"]
+
+
+def test_kv_cache_space_is_a_whole_number_of_gib():
+    # vLLM parses VLLM_CPU_KVCACHE_SPACE with int(): "0.5" failed every replica at start
+    with pytest.raises(ValueError):
+        ServeConfig(kv_cache_gib=0.5, models=[ServeModelConfig(name="embedded")])
+    (c,) = build_llm_configs(ServeConfig(kv_cache_gib=3, models=[ServeModelConfig(name="embedded", model_source="/m")]))
+    assert c["runtime_env"]["env_vars"]["VLLM_CPU_KVCACHE_SPACE"] == "3"

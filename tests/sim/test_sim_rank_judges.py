@@ -1,4 +1,5 @@
 """The multi-LoRA judge builder (sim/judges.py) and per-language adapter selection, on fakes."""
+import asyncio
 import json
 
 import pytest
@@ -130,3 +131,36 @@ async def test_single_adapter_judge_still_uses_the_model_adapter():
     model = RecordingJudge()
     await score_dialogue([("assistant", "Hi")], "en", judge, model, ["fluency"])
     assert model.adapters == ["my-judge"] and select_adapter(judge, "fluency", "en") == "my-judge"
+
+
+class EventJudge:
+    """Records when each request starts and ends (after a short await), with its adapter."""
+
+    def __init__(self):
+        self.events = []
+
+    async def chat(self, messages, params=None, *, adapter=None, session_id=None):
+        self.events.append(("start", adapter))
+        await asyncio.sleep(0.01)
+        self.events.append(("end", adapter))
+        return ChatResult(text="3", prompt_tokens=10, top_logprobs=[{"3": -0.1, "2": -2.4}])
+
+
+async def test_dialogue_first_sends_one_prompt_then_the_rest_per_adapter(adapter_dir):
+    turns = [("assistant", "Hi"), ("seeker", "I feel low")]
+    model = EventJudge()
+    judge = JudgeConfig(model=ModelRef(model="vllm/embedded"), prompt_order="dialogue_first")
+    rows = await score_dialogue(turns, "en", judge, model)
+    assert [r["dimension"] for r in rows] == DIMENSION_NAMES and [r["score"] for r in rows] == [3] * 7
+    # one engine prefix: the first request finishes (its prefix cached) before the other six start
+    assert model.events[:3] == [("start", None), ("end", None), ("start", None)]
+    assert [e for e, _ in model.events[2:8]] == ["start"] * 6
+    # the paper's order: all seven at once
+    model = EventJudge()
+    await score_dialogue(turns, "en", JudgeConfig(model=ModelRef(model="vllm/embedded")), model)
+    assert [e for e, _ in model.events[:7]] == ["start"] * 7
+    # per-dimension adapters have separate KV caches: nothing to wait for, all seven at once
+    model = EventJudge()
+    lora = multi_lora_judge(adapter_dir, "vllm/embedded", prompt_order="dialogue_first")
+    await score_dialogue(turns, "en", lora, model)
+    assert [e for e, _ in model.events[:7]] == ["start"] * 7

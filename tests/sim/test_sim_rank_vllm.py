@@ -12,7 +12,7 @@ from sim.dimensions import DIMENSION_NAMES, DIMENSIONS
 from sim.judges import multi_lora_judge, official_adapter_name, select_adapter
 from sim.official import read_official_dialogues, write_official_scores
 from sim.parse_failures import parse_failure_report
-from sim.prompts import judge_messages
+from sim.prompts import judge_messages, render_dialogue
 from sim.runfolder import RunFolder
 from sim.score_parser import LABELS, distribution
 from sim.scoring import run_scoring, score_dialogue
@@ -169,3 +169,25 @@ def test_bench_score_runs_on_one_short_dialogue(embedded_model, tmp_path):
     assert 1 <= phases["reference"]["decoded_tokens_mean"] <= 8
     assert result["speedup_vs_reference"] > 0 and result["speedup_vs_prefill_reference"] > 0
     assert result["score_agreement"]["ours_vs_dimension_major"] is not None
+
+
+def test_dialogue_first_order_computes_the_dialogue_once(embedded_model):
+    from sim.bench_score import _counting_model_class
+
+    model = _counting_model_class()("embedded")
+    assert model.host is embedded_model.host  # same engine kwargs: the session's engine
+    turns = SHORT_TURNS * 6  # ~18 turns: the dialogue spans several KV blocks
+
+    def score(order):
+        asyncio.run_coroutine_threadsafe(model.host.engine.reset_prefix_cache(), model.host.loop).result()
+        before = model.cached_tokens
+        rows = asyncio.run(score_dialogue(turns, "en", JudgeConfig(model=ModelRef(), prompt_order=order), model))
+        assert all(r["parse_status"] == "ok" for r in rows)
+        return model.cached_tokens - before, rows
+
+    cached_first, rows = score("dialogue_first")
+    cached_paper, _ = score("rubric_first")
+    dialogue_tokens = len(model.host.tokenizer.encode(render_dialogue(turns, "official")))
+    # six of the seven prompts reuse the first one's dialogue (up to a KV block at its end)
+    assert cached_first >= 6 * (dialogue_tokens - 128), (cached_first, dialogue_tokens)
+    assert cached_first > 3 * cached_paper

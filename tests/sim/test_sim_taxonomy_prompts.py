@@ -1,3 +1,5 @@
+import os
+
 import pytest
 
 from sim.dimensions import DIMENSION_NAMES, DIMENSIONS
@@ -72,3 +74,21 @@ def test_all_dimensions_have_all_rubrics():
         for variant in ("official", "paper"):
             for lang in ("en", "zh"):
                 assert "0:" in rubric_text(key, lang, variant) and "4:" in rubric_text(dim, lang, variant)
+
+
+@pytest.mark.parametrize("rubric", ["official", "paper"])
+def test_dialogue_first_order_moves_the_dialogue_ahead_of_the_same_rubric(rubric):
+    first = [judge_messages(d, TURNS, "en", rubric=rubric, rendering="clean", order="dialogue_first")
+             for d in DIMENSION_NAMES]
+    paper_order = judge_messages("empathy", TURNS, "en", rubric=rubric, rendering="clean")
+    bodies = [m[-1].content for m in first]
+    dialogue = render_dialogue(TURNS, "clean").strip()
+    # the seven prompts share everything up to the end of the dialogue: one cached prefix
+    shared = os.path.commonprefix(bodies)
+    assert dialogue + "\n\n" in shared and shared.index(dialogue) < 60
+    empathy = bodies[DIMENSION_NAMES.index("empathy")]
+    assert sorted(empathy) == sorted(paper_order[-1].content + "\n")  # the same text, reordered
+    assert empathy.endswith("\n" + paper_order[-1].content.rsplit("\n", 1)[-1])  # the question stays last
+    assert [m.role for m in first[0]] == [m.role for m in paper_order]
+    with pytest.raises(ValueError, match="unknown prompt order"):
+        judge_messages("empathy", TURNS, "en", order="dialogue_last")

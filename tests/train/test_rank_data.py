@@ -58,3 +58,17 @@ def test_annotation_for_a_missing_dialogue_fails_before_training(tmp_path, token
     (tmp_path / "ann.json").write_text(json.dumps(rows))
     with pytest.raises(TrainInputError, match="'mA_en:99'"):
         prepare_rank_data(cfg, tokenizer)
+
+
+def test_dialogue_first_prompt_order_reaches_the_training_tokens(tmp_path, tokenizer):
+    cfg = job(tmp_path, layout="multitask", n=10)
+    cfg = cfg.model_copy(update={"data": cfg.data.model_copy(update={"prompt_order": "dialogue_first"})})
+    data = prepare_rank_data(cfg, tokenizer)
+    tr, _ = data.groups["esc-rank"]
+    text = tokenizer.decode(tr[0].input_ids)
+    # the dialogue comes before the rubric in what the judge is trained on
+    assert text.index("Dialogue between user and AI assistant") < text.index("The total score")
+    (tmp_path / "paper").mkdir()
+    base = prepare_rank_data(job(tmp_path / "paper", layout="multitask", n=10), tokenizer)
+    base_text = tokenizer.decode(base.groups["esc-rank"][0][0].input_ids)
+    assert base_text.index("The total score") < base_text.index("Dialogue between user and AI assistant")
