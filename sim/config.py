@@ -50,6 +50,10 @@ class ExecutionConfig(_Strict):
     worker_start_timeout_s: float = Field(900.0, gt=0, description="Give up if a worker has not set up its models in this time.")
     log_to_driver: bool = Field(True, description="Show worker logs (engines, retries) on the driver's console.")
     env: dict[str, str] = Field(default_factory=lambda: {"VLLM_CPU_KVCACHE_SPACE": "2"}, description="Environment of the worker actors (Ray runtime_env env_vars).")
+    cpu_bind: Literal["auto", "per_worker"] = Field(
+        "auto", description="vLLM-CPU thread binding of the workers' engines: 'auto' = vLLM's default (every engine on "
+        "the first core); 'per_worker' = worker i's engine on core i (mod the cores): several CPU engines on one "
+        "machine use all its cores. Ignored by GPU engines.")
 
 
 def _default_role() -> ModelRef:

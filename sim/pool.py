@@ -186,6 +186,15 @@ def chunked(items: Iterable[dict[str, Any]], size: int) -> Iterator[list[dict[st
         yield chunk
 
 
+def worker_env(execution: ExecutionConfig, index: int) -> dict[str, str]:
+    """Environment of worker `index`: the configured env, plus its core binding under cpu_bind=per_worker
+    (vLLM-CPU pins every engine to the first core by default; the front-ends mostly wait)."""
+    env = dict(execution.env)
+    if execution.cpu_bind == "per_worker":
+        env.setdefault("VLLM_CPU_OMP_THREADS_BIND", str(index % (os.cpu_count() or 1)))
+    return env
+
+
 def ensure_ray(execution: ExecutionConfig) -> None:
     import ray
 
@@ -227,9 +236,9 @@ class WorkerPool:
         ensure_ray(ex)
         Worker = _actor_class()
         opts = dict(num_cpus=ex.num_cpus_per_worker, num_gpus=ex.num_gpus_per_worker, max_restarts=2,
-                    max_task_retries=2, max_concurrency=max(64, ex.concurrency * 4),
-                    runtime_env={"env_vars": dict(ex.env)})
-        self.workers = [Worker.options(**opts).remote() for _ in range(ex.workers)]
+                    max_task_retries=2, max_concurrency=max(64, ex.concurrency * 4))
+        self.workers = [Worker.options(**opts, runtime_env={"env_vars": worker_env(ex, i)}).remote()
+                        for i in range(ex.workers)]
 
     def run(self, job: Job, items: Iterable[dict[str, Any]], run_dir: str,
             on_summary: Callable[[dict[str, Any], PoolStats], None] | None = None,

@@ -162,3 +162,16 @@ def test_registry_targets_bring_their_system_prompt():
     assert no_system, "the registry marks models whose templates have no system role"
     assert registry_system_prompt(ModelRef(model=no_system[0])) == ""
     assert registry_system_prompt(ModelRef(model="embedded")) is None
+
+
+def test_per_worker_cpu_binding_gives_each_engine_its_own_core(monkeypatch):
+    from sim.pool import worker_env
+
+    monkeypatch.setattr("os.cpu_count", lambda: 2)
+    ex = ExecutionConfig(workers=3, cpu_bind="per_worker", env={"VLLM_CPU_KVCACHE_SPACE": "4"})
+    envs = [worker_env(ex, i) for i in range(3)]
+    assert [e["VLLM_CPU_OMP_THREADS_BIND"] for e in envs] == ["0", "1", "0"]
+    assert all(e["VLLM_CPU_KVCACHE_SPACE"] == "4" for e in envs)
+    assert "VLLM_CPU_OMP_THREADS_BIND" not in worker_env(ExecutionConfig(workers=2), 1)  # default: vLLM's own
+    explicit = ExecutionConfig(cpu_bind="per_worker", env={"VLLM_CPU_OMP_THREADS_BIND": "nobind"})
+    assert worker_env(explicit, 1)["VLLM_CPU_OMP_THREADS_BIND"] == "nobind"  # the user's setting wins
