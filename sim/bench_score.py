@@ -222,16 +222,28 @@ def _agreement(a: list[dict[str, Any]], b: list[dict[str, Any]]) -> float | None
     return round(sum(p == q for p, q in pairs) / len(pairs), 3) if pairs else None
 
 
+def registry_prompt_order(model: str) -> str:
+    """The judge prompt order the registry declares for `model` (rubric_first when it is not there)."""
+    from serve.registry import default_registry
+
+    from serve.chat import UnknownModelError
+
+    try:
+        return default_registry().get(model).judge_prompt_order
+    except UnknownModelError:  # a model folder, not a registry name
+        return "rubric_first"
+
+
 def run_bench(dialogues: int = 12, source: Path | None = None, reference_dialogues: int = 2,
               max_new_tokens: int = OFFICIAL_MAX_NEW_TOKENS, model: str = "embedded",
-              prompt_order: str = "rubric_first") -> dict[str, Any]:
+              prompt_order: str | None = None) -> dict[str, Any]:
     """The measurement behind `bench_score` (a plain function: no printing)."""
     if dialogues < 1:
         raise ValueError("--dialogues must be at least 1")
     rows, src = load_bench_dialogues(dialogues, source)
     n = len(rows)
     k = n if reference_dialogues <= 0 else min(reference_dialogues, n)
-    judge = JudgeConfig(model=ModelRef(model=f"vllm/{model}"), prompt_order=prompt_order)
+    judge = JudgeConfig(model=ModelRef(model=f"vllm/{model}"), prompt_order=prompt_order or registry_prompt_order(model))
     Counting = _counting_model_class()
     ours_model = Counting(model)  # default engine kwargs: prefix caching on
     ref_model = Counting(model, enable_prefix_caching=False)  # a distinct engine (keyed by kwargs)
@@ -297,8 +309,9 @@ def bench_score(
     reference_dialogues: int = typer.Option(2, "--reference-dialogues", help="Dialogues the generating reference runs on (it decodes up to 512 tokens per call); 0 = all."),
     max_new_tokens: int = typer.Option(OFFICIAL_MAX_NEW_TOKENS, "--max-new-tokens", help="Generation cap of the reference (the release: 512)."),
     model: str = typer.Option("embedded", "--model", help="vLLM model folder, or 'embedded'."),
-    prompt_order: str = typer.Option("rubric_first", "--prompt-order", help="Judge prompt order for every phase: "
-                                     "rubric_first (the paper's) or dialogue_first (a dialogue's prompts share a prefix)."),
+    prompt_order: Optional[str] = typer.Option(None, "--prompt-order", help="Judge prompt order for every phase: "
+                                               "rubric_first (the paper's) or dialogue_first (a dialogue's prompts share "
+                                               "a prefix); default: the model's registry entry (embedded: dialogue_first)."),
 ) -> dict[str, Any]:
     """Scoring throughput: ours (batched logprob, prefix cache) vs the official score.py loop; prints JSON."""
     result = run_bench(_value(dialogues), _value(source), _value(reference_dialogues), _value(max_new_tokens), _value(model),

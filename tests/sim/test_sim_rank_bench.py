@@ -39,3 +39,11 @@ def test_median_subset_and_option_defaults():
     rows = [{}] * 5
     assert _median_subset(rows, 2, [100, 900, 500, 480, 10]) == [2, 3]
     assert _value(typer.Option(12, "--dialogues")) == 12 and _value(3) == 3
+
+
+def test_bench_prompt_order_defaults_to_the_registry_entry():
+    from sim.bench_score import registry_prompt_order
+
+    assert registry_prompt_order("embedded") == "dialogue_first"  # our stand-in judge reads dialogue first
+    assert registry_prompt_order("esc-rank") == "rubric_first"  # the paper's judge keeps the paper's prompt
+    assert registry_prompt_order("/models/my-judge") == "rubric_first"
