@@ -95,6 +95,15 @@ def wait_until_healthy(app_name: str, timeout_s: float, models: dict[str, str] |
         time.sleep(poll_s)
 
 
+def deploy_app(cfg: ServeConfig, timeout_s: float, app: Any = None) -> None:
+    """Deploy `cfg` on the running Serve instance and wait (bounded) until it is healthy."""
+    _, serve = _ray()
+    # _run(_blocking=False): deploy without serve.run's unbounded wait; we poll with a timeout.
+    serve._run(app if app is not None else build_app(cfg), _blocking=False, name=cfg.app_name,
+               route_prefix=cfg.route_prefix)
+    wait_until_healthy(cfg.app_name, timeout_s, _deployment_models(cfg))
+
+
 def serve_up(
     config: Annotated[Optional[Path], typer.Option(help="Serve config YAML (ServeConfig); overrides --model.")] = None,
     models: Annotated[Optional[list[str]], typer.Option("--model", "-m", help="Registry model(s) to serve.")] = None,
@@ -119,9 +128,7 @@ def serve_up(
     connect(address, start_local=True)
     _, serve = _ray()
     serve.start(http_options={"host": cfg.host, "port": cfg.port})
-    # _run(_blocking=False): deploy without serve.run's unbounded wait; we poll with a timeout.
-    serve._run(app, _blocking=False, name=cfg.app_name, route_prefix=cfg.route_prefix)
-    wait_until_healthy(cfg.app_name, timeout_s, _deployment_models(cfg))
+    deploy_app(cfg, timeout_s, app)
     info = {
         "app": cfg.app_name,
         "url": f"http://{cfg.host}:{cfg.port}{cfg.route_prefix.rstrip('/')}/v1",

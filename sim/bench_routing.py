@@ -38,10 +38,8 @@ def _free_port() -> int:
 
 
 def _deploy(routing: str, replicas: int, kv_cache_gib: int, max_num_seqs: int, timeout_s: float) -> str:
-    from ray import serve
-
-    from serve.cli import wait_until_healthy
-    from serve.serve_app import ServeConfig, ServeModelConfig, build_app
+    from serve.cli import deploy_app
+    from serve.serve_app import ServeConfig, ServeModelConfig
 
     cfg = ServeConfig(
         app_name=f"bench-{routing}", route_prefix=f"/bench-{routing}", kv_cache_gib=kv_cache_gib,
@@ -52,8 +50,7 @@ def _deploy(routing: str, replicas: int, kv_cache_gib: int, max_num_seqs: int, t
         models=[ServeModelConfig(name="embedded", min_replicas=replicas, max_replicas=replicas, routing=routing,
                                  max_num_seqs=max_num_seqs, max_ongoing_requests=max(64, max_num_seqs * 2),
                                  replica_cpus=0.5)])
-    serve._run(build_app(cfg), _blocking=False, name=cfg.app_name, route_prefix=cfg.route_prefix)
-    wait_until_healthy(cfg.app_name, timeout_s, {":embedded": "embedded"})
+    deploy_app(cfg, timeout_s)
     return cfg.app_name
 
 
