@@ -79,6 +79,8 @@ class _EngineHost:
         log.info("vLLM engine for %s started in %.1f s", self.model_path, time.perf_counter() - started)
 
     def ensure_started(self) -> None:
+        if self.loop.is_closed():
+            raise ChatModelError(f"the vLLM engine for {self.model_path} was shut down; create a new chat model", kind="fatal")
         with self._lock:
             if self._started is None:
                 self._started = asyncio.run_coroutine_threadsafe(asyncio.to_thread(self._start_sync), self.loop)
@@ -94,13 +96,30 @@ class _EngineHost:
         lora_id = self._lora_ids.setdefault(adapter, len(self._lora_ids) + 1)
         return LoRARequest(adapter, lora_id, self.adapters[adapter])
 
-    def shutdown(self) -> None:
+    async def _shutdown_on_loop(self) -> None:
+        # On the engine's own loop, so the cancellations AsyncLLM.shutdown schedules (its output
+        # handler, the core client's output queue) actually run before the loop stops; stopping
+        # with them pending left half-cancelled tasks to be torn down at interpreter exit.
         if self.engine is not None:
+            self.engine.shutdown()
+        current = asyncio.current_task()
+        pending = [t for t in asyncio.all_tasks() if t is not current]
+        for task in pending:
+            task.cancel()
+        await asyncio.gather(*pending, return_exceptions=True)
+
+    def shutdown(self, timeout_s: float = 60.0) -> None:
+        """Stop the engine (its core process included), drain its tasks, stop and close the loop."""
+        if self.thread.is_alive():
             try:
-                self.engine.shutdown()
-            except Exception:  # noqa: BLE001 - best effort at exit
-                pass
-        self.loop.call_soon_threadsafe(self.loop.stop)
+                asyncio.run_coroutine_threadsafe(self._shutdown_on_loop(), self.loop).result(timeout_s)
+            except Exception as e:  # noqa: BLE001 - best effort: a failed engine still gets its loop stopped
+                log.warning("vLLM engine shutdown for %s: %s: %s", self.model_path, type(e).__name__, e)
+            self.loop.call_soon_threadsafe(self.loop.stop)
+            self.thread.join(timeout_s)
+        if not self.thread.is_alive() and not self.loop.is_closed():
+            self.loop.close()
+        self.engine = None
 
 
 _HOSTS: dict[tuple, _EngineHost] = {}
@@ -207,6 +226,8 @@ class VLLMChatModel(ChatModel):
         host = self._host
         if host.engine is None:
             await asyncio.to_thread(host.ensure_started)
+            if host.engine is None:  # shut down while we waited
+                raise ChatModelError(f"the vLLM engine for {self.model_path} was shut down", kind="fatal")
         started = time.perf_counter()
         prompt_ids = self.render(messages)
         sp = self._sampling_params(params, len(prompt_ids))

@@ -45,3 +45,29 @@ async def test_context_overflow_is_a_fatal_error(embedded_model):
     with pytest.raises(ChatModelError) as e:
         await embedded_model.chat([ChatMessage(role="user", content=long)], GenerationParams(max_tokens=4))
     assert e.value.kind == "fatal" and "context_overflow" in str(e.value)
+
+
+
+def test_a_process_using_the_engine_exits_cleanly(tmp_path):
+    """Start, chat, shut down, exit: no half-cancelled engine tasks left for interpreter teardown
+    (CI once crashed with SIGSEGV at exit after such warnings), exit status 0."""
+    import os
+    import subprocess
+    import sys
+
+    script = tmp_path / "use_engine.py"
+    script.write_text(
+        "import asyncio\n"
+        "from serve.vllm_engine import VLLMChatModel, shutdown_engines\n"
+        "if __name__ == '__main__':  # vLLM spawns its engine-core process\n"
+        "    m = VLLMChatModel('embedded')\n"
+        "    r = asyncio.run(m.chat([{'role': 'user', 'content': 'Hi'}]))\n"
+        "    assert r.completion_tokens > 0\n"
+        "    shutdown_engines()\n"
+        "    print('done')\n")
+    env = {**os.environ, "PYTHONFAULTHANDLER": "1"}
+    proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300, env=env,
+                          cwd=os.path.dirname(os.path.dirname(os.path.dirname(__file__))))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "done" in proc.stdout
+    assert "Task was destroyed but it is pending" not in proc.stderr, proc.stderr[-3000:]
