@@ -304,7 +304,25 @@ def backend_options(entry: ModelEntry) -> dict[str, Any]:
         return opts
     if backend == "serve":
         return {"default_params": entry.generation}
+    if backend == "vllm":
+        return vllm_engine_options(entry)
     return {}
+
+
+def vllm_engine_options(entry: ModelEntry) -> dict[str, Any]:
+    """What a vLLM engine needs from the entry: remote code, context length and the chat-template
+    quirks (the override template's path, and whether a system message must be folded)."""
+    opts: dict[str, Any] = {}
+    if entry.trust_remote_code:
+        opts["trust_remote_code"] = True
+    if entry.max_model_len:
+        opts["max_model_len"] = entry.max_model_len
+    template = entry.template.template_path()
+    if template is not None:
+        opts["chat_template"] = str(template)
+    if not entry.template.supports_system:
+        opts["supports_system"] = False
+    return opts
 
 
 def build_chat_model(name_or_spec: str, registry: Registry | None = None, **options: Any):

@@ -148,6 +148,10 @@ def build_llm_config(m: ServeModelConfig, cfg: ServeConfig, registry: Registry) 
     }
     if entry.trust_remote_code:
         engine["trust_remote_code"] = True
+    template = entry.template.template_path()
+    if template is not None:
+        # vLLM's frontend takes the template text itself: no path that must exist on every node
+        engine["chat_template"] = template.read_text(encoding="utf-8")
     if m.accelerator == "cpu":
         engine.update(enforce_eager=True, dtype="bfloat16")
     else:

@@ -144,15 +144,38 @@ def shutdown_engines() -> None:
         _HOSTS.clear()
 
 
+def fold_system(conv: list[dict[str, str]]) -> list[dict[str, str]]:
+    """Put a leading system message in front of the first user turn (for templates without a system role)."""
+    if not conv or conv[0]["role"] != "system":
+        return conv
+    system, rest = conv[0]["content"], list(conv[1:])
+    if rest and rest[0]["role"] == "user":
+        rest[0] = {"role": "user", "content": f"{system}\n\n{rest[0]['content']}"}
+    else:
+        rest.insert(0, {"role": "user", "content": system})
+    return rest
+
+
 class VLLMChatModel(ChatModel):
     """Chat over an in-process vLLM engine; the prompt is built with the model's chat template."""
 
     def __init__(self, model: str | Path = "embedded", *, adapters: dict[str, str | Path] | None = None,
-                 system_fallback: str = "merge", **engine_kwargs: Any):
+                 system_fallback: str = "merge", chat_template: str | Path | None = None,
+                 supports_system: bool = True, **engine_kwargs: Any):
+        """chat_template: a Jinja file replacing the tokenizer's template (registry `template.chat_template`);
+        supports_system=False folds a system message into the first user turn before rendering;
+        system_fallback="merge" does the same only when a template refuses the system role."""
         self.name = f"vllm/{model}"
         self.model_path = resolve_model_path(model)
         self.adapters = {k: str(v) for k, v in (adapters or {}).items()}
         self.system_fallback = system_fallback
+        self.supports_system = supports_system
+        self.chat_template: str | None = None
+        if chat_template is not None:
+            try:
+                self.chat_template = Path(chat_template).read_text(encoding="utf-8")
+            except OSError as e:
+                raise ChatModelError(f"chat template {chat_template}: {e}", kind="fatal") from e
         self._host = _host_for(self.model_path, self.adapters, engine_kwargs)
 
     @property
@@ -162,16 +185,16 @@ class VLLMChatModel(ChatModel):
     def render(self, messages: list[ChatMessage]) -> list[int]:
         tok = self._host.tokenizer
         conv = [{"role": m.role, "content": m.content} for m in messages]
+        if not self.supports_system:
+            conv = fold_system(conv)
+        template = {"chat_template": self.chat_template} if self.chat_template else {}
         try:
-            text = tok.apply_chat_template(conv, tokenize=False, add_generation_prompt=True)
+            text = tok.apply_chat_template(conv, tokenize=False, add_generation_prompt=True, **template)
         except Exception:
             # Some templates (Gemma, older Mistral) refuse a system role: fold it into the first turn.
             if self.system_fallback != "merge" or not conv or conv[0]["role"] != "system":
                 raise
-            system = conv.pop(0)["content"]
-            if conv and conv[0]["role"] == "user":
-                conv[0] = {"role": "user", "content": f"{system}\n\n{conv[0]['content']}"}
-            text = tok.apply_chat_template(conv, tokenize=False, add_generation_prompt=True)
+            text = tok.apply_chat_template(fold_system(conv), tokenize=False, add_generation_prompt=True, **template)
         return tok.encode(text, add_special_tokens=False)
 
     def _sampling_params(self, params: GenerationParams, prompt_len: int):

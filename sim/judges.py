@@ -150,7 +150,7 @@ def judge_from_registry(name: str = "esc-rank", registry=None, **kwargs: Any) ->
     time, so each must be overridden by a local folder (ESC_EVAL_MODEL_PATHS=
     'esc-rank=/models/internlm2-chat-7b,esc-rank:fluency=/lora/fluency,...').
     """
-    from serve.registry import default_registry
+    from serve.registry import default_registry, vllm_engine_options
 
     entry = (registry or default_registry()).get(name)
     if not entry.adapters:
@@ -161,11 +161,7 @@ def judge_from_registry(name: str = "esc-rank", registry=None, **kwargs: Any) ->
             f"{name}: adapter(s) {', '.join(not_local)} are not local folders; set "
             f"ESC_EVAL_MODEL_PATHS='{name}:{not_local[0]}=/path/to/{not_local[0]},...'")
     spec = entry.resolved_spec()
-    engine: dict[str, Any] = dict(kwargs.pop("engine_options", None) or {})
-    if entry.trust_remote_code:
-        engine.setdefault("trust_remote_code", True)
-    if entry.max_model_len:
-        engine.setdefault("max_model_len", entry.max_model_len)
+    engine: dict[str, Any] = {**vllm_engine_options(entry), **(kwargs.pop("engine_options", None) or {})}
     if entry.judge_rendering == "clean":
         kwargs.setdefault("rendering", "clean")
     elif entry.judge_rendering == "paper":

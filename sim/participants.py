@@ -21,13 +21,7 @@ def resolve_spec(model: str) -> tuple[str, dict[str, Any]]:
     from serve.registry import backend_options, default_registry
 
     entry = default_registry().get(model)
-    options: dict[str, Any] = backend_options(entry)
-    if entry.resolved_spec().startswith("vllm/"):
-        if entry.trust_remote_code:
-            options["trust_remote_code"] = True
-        if entry.max_model_len:
-            options["max_model_len"] = entry.max_model_len
-    return entry.resolved_spec(), options
+    return entry.resolved_spec(), backend_options(entry)
 
 
 class ModelPool:

@@ -179,3 +179,18 @@ def test_build_chat_model_passes_registry_options(reg, monkeypatch):
     assert (m.api_key_env, m.base_url, m.default_params.max_tokens) == ("MY_KEY_VAR", "http://127.0.0.1:9/v1", 99)
     assert build_chat_model("gpt-4", r, max_attempts=2).max_attempts == 2
     assert build_chat_model("openai/x", r).model == "x"
+
+
+def test_vllm_entries_carry_their_template_quirks(reg):
+    from serve.registry import backend_options
+    from sim.participants import resolve_spec
+
+    vicuna = backend_options(reg.get("vicuna-7b-v1.5"))
+    assert vicuna["chat_template"].endswith("vicuna_v1.1.jinja") and "supports_system" not in vicuna
+    soul = backend_options(reg.get("soulchat"))
+    assert soul["chat_template"].endswith("soulchat.jinja") and soul["supports_system"] is False
+    assert backend_options(reg.get("mechat")) == {"trust_remote_code": True, "supports_system": False}
+    assert "chat_template" not in backend_options(reg.get("embedded"))
+    # the simulation's participants get the same options from the default registry
+    spec, options = resolve_spec("vicuna-7b-v1.5")
+    assert spec == "vllm/lmsys/vicuna-7b-v1.5" and options == vicuna

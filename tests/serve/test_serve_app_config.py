@@ -143,3 +143,12 @@ def test_kv_cache_space_is_a_whole_number_of_gib():
         ServeConfig(kv_cache_gib=0.5, models=[ServeModelConfig(name="embedded")])
     (c,) = build_llm_configs(ServeConfig(kv_cache_gib=3, models=[ServeModelConfig(name="embedded", model_source="/m")]))
     assert c["runtime_env"]["env_vars"]["VLLM_CPU_KVCACHE_SPACE"] == "3"
+
+
+def test_template_override_reaches_vllm_frontend_as_text():
+    (c,) = build_llm_configs(ServeConfig(models=[ServeModelConfig(name="vicuna-7b-v1.5", model_source="/models/v")]))
+    assert "USER:" in c["engine_kwargs"]["chat_template"]  # the text, so no node needs the package path
+    lc = llm.LLMConfig.model_validate(c)
+    assert lc.engine_kwargs["chat_template"].startswith("{#- FastChat")
+    (plain,) = build_llm_configs(_cfg())
+    assert "chat_template" not in plain["engine_kwargs"]

@@ -71,3 +71,24 @@ def test_a_process_using_the_engine_exits_cleanly(tmp_path):
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "done" in proc.stdout
     assert "Task was destroyed but it is pending" not in proc.stderr, proc.stderr[-3000:]
+
+
+async def test_registry_template_and_system_folding_shape_the_prompt(embedded_model):
+    from serve.registry import default_registry
+    from serve.vllm_engine import VLLMChatModel
+
+    tok = embedded_model.host.tokenizer
+    msgs = [ChatMessage(role="system", content="SYSTEM-X"), ChatMessage(role="user", content="I feel alone.")]
+    vicuna = VLLMChatModel("embedded", chat_template=default_registry().get("vicuna-7b-v1.5").template.template_path())
+    assert vicuna.host is embedded_model.host  # same engine: the template is a per-model rendering choice
+    text = tok.decode(vicuna.render(msgs))
+    assert text == f"{tok.bos_token}SYSTEM-X USER: I feel alone. ASSISTANT:"  # FastChat's format, not ChatML
+    folded = tok.decode(VLLMChatModel("embedded", supports_system=False).render(msgs))
+    assert "<|im_start|>user\nSYSTEM-X\n\nI feel alone." in folded
+    assert "<|im_start|>system\nSYSTEM-X" not in folded
+    default = tok.decode(embedded_model.render(msgs))
+    assert "<|im_start|>system\nSYSTEM-X" in default
+    r = await vicuna.chat(msgs, GenerationParams(max_tokens=4))  # the engine serves the override prompt
+    assert r.prompt_tokens == len(vicuna.render(msgs)) and r.completion_tokens > 0
+    with pytest.raises(ChatModelError, match="chat template"):
+        VLLMChatModel("embedded", chat_template="/nonexistent/template.jinja")
