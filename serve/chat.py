@@ -59,14 +59,23 @@ class ChatResult:
 
 
 class ChatModelError(Exception):
-    """A model call failed. `kind` drives retries: rate_limit and transient retry, fatal not."""
+    """A model call failed. `kind` drives retries: rate_limit and transient retry, fatal not.
 
-    def __init__(self, message: str, kind: Literal["rate_limit", "transient", "fatal", "timeout"] = "transient"):
+    `exhausted` marks a backend that already ran its own retries (HTTP, Serve handle) and gave up:
+    the batch layer records the failure instead of multiplying those attempts by its own."""
+
+    def __init__(self, message: str, kind: Literal["rate_limit", "transient", "fatal", "timeout"] = "transient",
+                 *, exhausted: bool = False):
         super().__init__(message)
         self.kind = kind
+        self.exhausted = exhausted
 
     def __reduce__(self):  # must pickle across Ray actor boundaries
-        return (type(self), (str(self), self.kind))
+        return (_rebuild_chat_model_error, (type(self), str(self), self.kind, self.exhausted))
+
+
+def _rebuild_chat_model_error(cls, message: str, kind: str, exhausted: bool) -> "ChatModelError":
+    return cls(message, kind, exhausted=exhausted)
 
 
 class ChatModel(abc.ABC):

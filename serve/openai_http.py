@@ -262,7 +262,7 @@ class OpenAIChatModel(ChatModel):
             last = err.last_attempt.exception()
             raise ChatModelError(
                 f"{self.model}: gave up after {self.max_attempts} attempts: {last}",
-                kind=getattr(last, "kind", "transient"),
+                kind=getattr(last, "kind", "transient"), exhausted=True,
             ) from None
         return parse_response(data, time.perf_counter() - start)
 

@@ -167,7 +167,7 @@ class ServeHandleChatModel(ChatModel):
         except RetryError as err:
             last = err.last_attempt.exception()
             raise ChatModelError(f"{self.model_id}: gave up after {self.max_attempts} attempts: {last}",
-                                 kind=getattr(last, "kind", "transient")) from None
+                                 kind=getattr(last, "kind", "transient"), exhausted=True) from None
         return parse_response(data, time.perf_counter() - start)
 
     async def close(self) -> None:

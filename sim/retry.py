@@ -16,7 +16,8 @@ log = logging.getLogger("esc_eval.retry")
 
 def is_retryable(exc: BaseException) -> bool:
     if isinstance(exc, ChatModelError):
-        return exc.kind != "fatal"
+        # a backend that gave up after its own retries is not retried again (no attempts x attempts)
+        return exc.kind != "fatal" and not exc.exhausted
     return isinstance(exc, (asyncio.TimeoutError, ConnectionError, OSError))
 
 

@@ -132,7 +132,7 @@ async def test_5xx_retries_with_backoff_then_transient(server):
     with pytest.raises(ChatModelError, match="gave up after 3 attempts") as ei:
         await m.chat(MSGS)
     await m.close()
-    assert ei.value.kind == "transient" and len(server.requests) == 3
+    assert ei.value.kind == "transient" and ei.value.exhausted and len(server.requests) == 3
 
 
 async def test_5xx_then_success(server):

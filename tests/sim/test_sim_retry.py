@@ -54,4 +54,18 @@ def test_errors_pickle_across_ray_boundaries():
     import pickle
 
     e = pickle.loads(pickle.dumps(ChatModelError("x", kind="rate_limit")))
-    assert e.kind == "rate_limit" and str(e) == "x"
+    assert e.kind == "rate_limit" and str(e) == "x" and not e.exhausted
+    e = pickle.loads(pickle.dumps(ChatModelError("y", kind="transient", exhausted=True)))
+    assert (e.kind, str(e), e.exhausted) == ("transient", "y", True)
+
+
+async def test_a_backend_that_already_gave_up_is_not_retried_again():
+    class GaveUp(Flaky):
+        async def chat(self, messages, params=None, *, adapter=None, session_id=None):
+            self.calls += 1
+            raise ChatModelError("gave up after 5 attempts", kind="rate_limit", exhausted=True)
+
+    inner = GaveUp("rate_limit", failures=1)
+    with pytest.raises(ChatModelError, match="gave up after 5") as e:
+        await wrap(inner).chat([])
+    assert inner.calls == 1 and e.value.exhausted
