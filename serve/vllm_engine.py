@@ -199,6 +199,7 @@ class VLLMChatModel(ChatModel):
 
     def _sampling_params(self, params: GenerationParams, prompt_len: int):
         from vllm import SamplingParams
+        from vllm.sampling_params import RequestOutputKind
 
         host = self._host
         room = host.max_model_len - prompt_len
@@ -207,7 +208,10 @@ class VLLMChatModel(ChatModel):
                 f"context_overflow: prompt of {prompt_len} tokens leaves no room in max_model_len {host.max_model_len}",
                 kind="fatal",
             )
-        kw: dict[str, Any] = dict(temperature=params.temperature, top_p=params.top_p, max_tokens=min(params.max_tokens, room))
+        # FINAL_ONLY: chat() returns whole answers, so the front end need not build a cumulative
+        # output per request per step (quadratic in answer length, on the cores the engine uses)
+        kw: dict[str, Any] = dict(temperature=params.temperature, top_p=params.top_p, max_tokens=min(params.max_tokens, room),
+                                  output_kind=RequestOutputKind.FINAL_ONLY)
         if params.seed is not None:
             kw["seed"] = params.seed
         if params.stop:

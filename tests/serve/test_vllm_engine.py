@@ -92,3 +92,21 @@ async def test_registry_template_and_system_folding_shape_the_prompt(embedded_mo
     assert r.prompt_tokens == len(vicuna.render(msgs)) and r.completion_tokens > 0
     with pytest.raises(ChatModelError, match="chat template"):
         VLLMChatModel("embedded", chat_template="/nonexistent/template.jinja")
+
+
+async def test_one_output_per_request_not_one_per_step(embedded_model):
+    """chat() wants whole answers: the engine must not build a cumulative output every step."""
+    import uuid
+
+    from vllm.inputs import TokensPrompt
+
+    model = embedded_model
+    ids = model.render([ChatMessage(role="user", content="Tell me about the sea.")])
+    sp = model._sampling_params(GenerationParams(max_tokens=16), len(ids))
+
+    async def count():
+        outs = [o async for o in model.host.engine.generate(TokensPrompt(prompt_token_ids=ids), sp, request_id=uuid.uuid4().hex)]
+        return len(outs), len(outs[-1].outputs[0].token_ids)
+
+    n, tokens = await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(count(), model.host.loop))
+    assert tokens > 1 and n == 1
