@@ -71,11 +71,7 @@ class ChatModelError(Exception):
         self.exhausted = exhausted
 
     def __reduce__(self):  # must pickle across Ray actor boundaries
-        return (_rebuild_chat_model_error, (type(self), str(self), self.kind, self.exhausted))
-
-
-def _rebuild_chat_model_error(cls, message: str, kind: str, exhausted: bool) -> "ChatModelError":
-    return cls(message, kind, exhausted=exhausted)
+        return (type(self), (str(self), self.kind), {"exhausted": self.exhausted})
 
 
 class ChatModel(abc.ABC):
