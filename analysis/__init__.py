@@ -1,8 +1,12 @@
 """analysis: everything that reads results — leaderboards (Table 2), judge accuracy (Table 4),
 correlations (Tables 3, 13-15), paired model comparisons, text metrics, human annotation and
 inter-annotator agreement, role-play evaluation (Table 1, Figure 3, fidelity checks), plots and
-the HTML/Markdown report. Command functions for the main CLI are in analysis.cli."""
-from analysis.annotation import (
+the HTML/Markdown report. The `esc-eval report|leaderboard|analysis` commands are in cli/.
+
+Layer: reads results only. analysis may import sim's data definitions (dimensions, record
+schemas, the official-format adapter, run folders); it never imports serve, train or cli, so
+whatever needs the model registry (e.g. Table 2 groups) is passed in by the caller."""
+from esc_eval.analysis.annotation import (
     AnnotationError,
     agreement_markdown,
     agreement_summary,
@@ -12,11 +16,11 @@ from analysis.annotation import (
     pairwise_kappa,
     quadratic_weighted_kappa,
 )
-from analysis.compare import holm, paired_comparison, pairwise_comparisons
-from analysis.correlation import correlate, correlation_markdown, correlation_table, scores_wide
-from analysis.judge_accuracy import accuracy_markdown, judge_accuracy, write_accuracy
-from analysis.leaderboard import build_leaderboard, format_cell, leaderboard_markdown, write_leaderboard
-from analysis.loaders import (
+from esc_eval.analysis.compare import holm, paired_comparison, pairwise_comparisons
+from esc_eval.analysis.correlation import correlate, correlation_markdown, correlation_table, scores_wide
+from esc_eval.analysis.judge_accuracy import accuracy_markdown, judge_accuracy, write_accuracy
+from esc_eval.analysis.leaderboard import build_leaderboard, format_cell, leaderboard_markdown, write_leaderboard
+from esc_eval.analysis.loaders import (
     AnalysisInputError,
     is_official_json,
     official_kind,
@@ -26,7 +30,7 @@ from analysis.loaders import (
     load_official_scores,
     load_scores,
 )
-from analysis.roleplay import (
+from esc_eval.analysis.roleplay import (
     character_breaks,
     emotion_trajectories,
     fidelity_summary,
@@ -35,14 +39,14 @@ from analysis.roleplay import (
     roleplay_table,
     win_rates,
 )
-from analysis.text_metrics import corpus_text_metrics, dialogue_text_metrics, distinct_n, text_metrics, tokenize
+from esc_eval.analysis.text_metrics import corpus_text_metrics, dialogue_text_metrics, distinct_n, text_metrics, tokenize
 
 
 
 def __getattr__(name: str):
     # report/plots import matplotlib and jinja2 (slow): load them on first use.
-    if name in ("write_report", "registry_groups"):
-        from analysis import report
+    if name == "write_report":
+        from esc_eval.analysis import report
 
         return getattr(report, name)
     raise AttributeError(f"module 'analysis' has no attribute {name!r}")
@@ -57,5 +61,5 @@ __all__ = [
     "load_dialogues", "load_manifests", "load_official_dialogues", "load_official_scores", "load_scores",
     "negativity", "paired_comparison", "pairwise_comparisons", "pairwise_kappa", "quadratic_weighted_kappa",
     "roleplay_markdown", "roleplay_table", "scores_wide", "text_metrics", "tokenize", "win_rates",
-    "write_accuracy", "write_leaderboard", "write_report", "registry_groups",
+    "write_accuracy", "write_leaderboard", "write_report",
 ]

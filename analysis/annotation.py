@@ -17,9 +17,9 @@ from typing import Iterable
 import numpy as np
 import pandas as pd
 
-from analysis.loaders import AnalysisInputError
-from analysis.rubric import RUBRIC, rubric_text
-from sim.dimensions import DIMENSION_NAMES, DIMENSION_TITLES, to_paper_dimension
+from esc_eval.analysis.loaders import AnalysisInputError
+from esc_eval.analysis.rubric import RUBRIC, rubric_text
+from esc_eval.sim.dimensions import DIMENSION_NAMES, DIMENSION_TITLES, to_paper_dimension
 
 META_COLUMNS = ["item", "dialogue_id", "annotator", "language", "dialogue", "comment"]
 SHEET_PREFIX = "annotate_"

@@ -15,9 +15,9 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from analysis.correlation import scores_wide
-from analysis.loaders import AnalysisInputError
-from sim.dimensions import DIMENSION_NAMES, TABLE_SCALE
+from esc_eval.analysis.correlation import scores_wide
+from esc_eval.analysis.loaders import AnalysisInputError
+from esc_eval.sim.dimensions import DIMENSION_NAMES, TABLE_SCALE
 
 Method = Literal["permutation", "bootstrap"]
 

@@ -14,8 +14,8 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from analysis.loaders import AnalysisInputError
-from sim.dimensions import DIMENSION_NAMES
+from esc_eval.analysis.loaders import AnalysisInputError
+from esc_eval.sim.dimensions import DIMENSION_NAMES
 
 METHODS = {"spearman": stats.spearmanr, "pearson": stats.pearsonr, "kendall": stats.kendalltau}
 SHORT = {"spearman": "Spear.", "pearson": "Pear.", "kendall": "Kend."}

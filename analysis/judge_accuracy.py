@@ -13,8 +13,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from analysis.loaders import AnalysisInputError
-from sim.dimensions import DIMENSION_NAMES, DIMENSION_TITLES, to_paper_dimension
+from esc_eval.analysis.loaders import AnalysisInputError
+from esc_eval.sim.dimensions import DIMENSION_NAMES, DIMENSION_TITLES, to_paper_dimension
 
 AVERAGE = "average"
 

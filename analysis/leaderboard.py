@@ -11,8 +11,8 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from analysis.loaders import AnalysisInputError
-from sim.dimensions import DIMENSION_NAMES, DIMENSION_TITLES, TABLE_SCALE
+from esc_eval.analysis.loaders import AnalysisInputError
+from esc_eval.sim.dimensions import DIMENSION_NAMES, DIMENSION_TITLES, TABLE_SCALE
 
 # The paper's column order; "Average" is the mean of the seven dimension columns.
 TITLES = [DIMENSION_TITLES[d] for d in DIMENSION_NAMES]

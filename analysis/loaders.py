@@ -17,10 +17,10 @@ from typing import Iterable
 
 import pandas as pd
 
-from sim.dimensions import DIMENSION_NAMES, OFFICIAL_TO_PAPER, to_paper_dimension
-from sim.official import parse_official_line
-from sim.records import DIALOGUE_SCHEMA, SCORE_SCHEMA
-from sim.runfolder import RunFolder, RunFolderError
+from esc_eval.sim.dimensions import DIMENSION_NAMES, OFFICIAL_TO_PAPER, to_paper_dimension
+from esc_eval.sim.official import parse_official_line
+from esc_eval.sim.records import DIALOGUE_SCHEMA, SCORE_SCHEMA
+from esc_eval.sim.runfolder import RunFolder, RunFolderError
 
 PathLike = str | os.PathLike[str]
 SCORE_KEY = ["run_id", "dialogue_id", "dimension", "judge"]

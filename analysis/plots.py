@@ -16,9 +16,9 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from analysis.leaderboard import TITLES  # noqa: E402
-from analysis.loaders import AnalysisInputError  # noqa: E402
-from sim.dimensions import DIMENSION_NAMES, DIMENSION_TITLES  # noqa: E402
+from esc_eval.analysis.leaderboard import TITLES  # noqa: E402
+from esc_eval.analysis.loaders import AnalysisInputError  # noqa: E402
+from esc_eval.sim.dimensions import DIMENSION_NAMES, DIMENSION_TITLES  # noqa: E402
 
 DPI = 110
 # CJK glyphs for Chinese category names when a CJK font is installed; DejaVu otherwise.

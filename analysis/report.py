@@ -15,10 +15,10 @@ from typing import Any
 
 import pandas as pd
 
-from analysis.compare import pairwise_comparisons
-from analysis.leaderboard import VALUE_COLUMNS, build_leaderboard, format_cell, write_leaderboard
-from analysis.loaders import AnalysisInputError, load_dialogues, load_manifests, load_scores
-from analysis.plots import (
+from esc_eval.analysis.compare import pairwise_comparisons
+from esc_eval.analysis.leaderboard import VALUE_COLUMNS, build_leaderboard, format_cell, write_leaderboard
+from esc_eval.analysis.loaders import AnalysisInputError, load_dialogues, load_manifests, load_scores
+from esc_eval.analysis.plots import (
     NothingToPlot,
     card_categories,
     dimension_bars,
@@ -26,29 +26,11 @@ from analysis.plots import (
     score_distributions,
     throughput_plot,
 )
-from analysis.roleplay import character_breaks, fidelity_summary
-from sim.dimensions import DIMENSION_NAMES, DIMENSION_TITLES, TABLE_SCALE
+from esc_eval.analysis.roleplay import character_breaks, fidelity_summary
+from esc_eval.sim.dimensions import DIMENSION_NAMES, DIMENSION_TITLES, TABLE_SCALE
 
 TEMPLATE = Path(__file__).with_name("report.html.jinja")
 PAPER_GROUPS = ("close", "open", "domain")
-
-
-def registry_groups(models: list[str]) -> dict[str, str]:
-    """model -> close | open | domain from the model registry (serve.registry), where known.
-    A model name may carry ':adapter' or be a spec ('vllm/embedded'); unknown models are left out."""
-    try:
-        from serve.registry import default_registry
-
-        reg = default_registry()
-    except Exception:  # the registry is optional for a report: models then show as "unassigned"
-        return {}
-    by_spec = {e.spec: e for e in reg.models.values()}
-    out = {}
-    for m in models:
-        entry = reg.models.get(str(m).split(":")[0].lower()) or by_spec.get(m)
-        if entry is not None and entry.group in PAPER_GROUPS:
-            out[m] = entry.group
-    return out
 
 
 # --- building blocks ----------------------------------------------------------------------
@@ -102,7 +84,7 @@ def _summary(paths: list[Path], manifests: dict, dialogues: pd.DataFrame, scores
         if d.empty:
             s["notices"].append(_notice(f"{p}: no dialogue rows.", "error"))
         if sc.empty:
-            s["notices"].append(_notice(f"{p}: no scores yet — score it (esc-eval score {p}) to fill the leaderboard.",
+            s["notices"].append(_notice(f"{p}: no scores yet — score it (esc-eval score -i {p}) to fill the leaderboard.",
                                         "error"))
     s["blocks"].append(_table(["Run folder", "Run id", "Dialogues", "ok", "failed", "Score rows", "Judges"], rows,
                               {0, 1, 6}, id="runs"))
@@ -347,10 +329,10 @@ def render_html(context: dict) -> str:
 
 
 def write_report(run_dirs: list[Path], out_dir: Path | None = None, *, groups: dict[str, str] | None = None,
-                 n_boot: int = 1000, seed: int = 0, n_samples: int = 3, n_resamples: int = 2000,
+                 leaderboard: pd.DataFrame | None = None, n_boot: int = 1000, seed: int = 0, n_samples: int = 3, n_resamples: int = 2000,
                  title: str = "ESC-Eval report") -> dict[str, Path]:
     """Write report.html, report.md, leaderboard.md/.csv and figures/*.png; default out_dir is
-    <first run>/report/. groups: model -> close/open/domain (default: from the model registry).
+    <first run>/report/. groups: model -> close/open/domain (the CLI passes the registry's; unknown models show as unassigned).
     Returns the written paths by name ("html", "markdown", "leaderboard_md", "leaderboard_csv",
     "figure:<name>")."""
     paths = [Path(p) for p in ([run_dirs] if isinstance(run_dirs, (str, Path)) else run_dirs)]
@@ -361,9 +343,8 @@ def write_report(run_dirs: list[Path], out_dir: Path | None = None, *, groups: d
     manifests = load_manifests(paths)
     dialogues = load_dialogues(paths)
     scores = load_scores(paths)
-    models = sorted(set(scores["target_model"].dropna()) | set(dialogues.get("target_model", pd.Series()).dropna()))
-    groups = registry_groups(models) if groups is None else groups
-    lb = build_leaderboard(scores, groups=groups, n_boot=n_boot, seed=seed)
+    # leaderboard: the caller's Table 2 (built once, with its grouping rule); else built here.
+    lb = leaderboard if leaderboard is not None else build_leaderboard(scores, groups=groups or {}, n_boot=n_boot, seed=seed)
     written: dict[str, Path] = {}
     lb_paths = write_leaderboard(lb, out)
     written["leaderboard_md"], written["leaderboard_csv"] = lb_paths["markdown"], lb_paths["csv"]

@@ -20,7 +20,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from analysis.loaders import AnalysisInputError
+from esc_eval.analysis.loaders import AnalysisInputError
 
 ROLEPLAY_METRICS = {
     "coherence": "Cohe.", "fluency": "Flue.", "thematic_consistency": "Them.", "completeness": "Comp.",

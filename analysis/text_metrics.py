@@ -22,7 +22,7 @@ from functools import lru_cache
 
 import pandas as pd
 
-from analysis.loaders import AnalysisInputError
+from esc_eval.analysis.loaders import AnalysisInputError
 
 METRIC_NAMES = ["bleu1", "bleu2", "bleu4", "distinct1", "distinct2", "rouge_l", "meteor"]
 _HAN = r"\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
@@ -75,7 +75,7 @@ def _rouge():
 
 
 def _wordnet():
-    from analysis.wordnet_data import WordNetUnavailable, wordnet_reader
+    from esc_eval.analysis.wordnet_data import WordNetUnavailable, wordnet_reader
 
     try:
         return wordnet_reader()

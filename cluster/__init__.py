@@ -1,0 +1,4 @@
+"""cluster: Ray cluster definitions as files — the local bootstrap, a cluster-launcher YAML for GPU
+clouds, KubeRay RayService/RayJob manifests and Serve config files (validated by tests/cluster).
+
+Layer: data only; it imports no other esc_eval package."""

@@ -1,7 +1,11 @@
 """serve: model hosting. The chat-model seam every caller uses (`ChatModel.chat`), its backends
 picked by spec string (vllm/, serve/, openai/, fake/), the Ray Serve LLM app and the model
-registry. Backends import their heavy dependencies lazily."""
-from serve.chat import (
+registry. Backends import their heavy dependencies lazily.
+
+Layer: the bottom. serve imports nothing of sim, train, analysis or cli (checked by import-linter,
+pyproject.toml); everything that calls a model goes through it, including the one retry policy
+(serve/retry.py) and the one name-or-spec resolver (serve/registry.py: `resolve`, `is_spec`)."""
+from esc_eval.serve.chat import (
     BACKENDS,
     ChatMessage,
     ChatModel,
@@ -12,7 +16,7 @@ from serve.chat import (
     get_chat_model,
     parse_spec,
 )
-from serve.registry import ModelEntry, Registry, build_chat_model, default_registry, load_registry, resolve_spec
+from esc_eval.serve.registry import ModelEntry, Registry, build_chat_model, default_registry, load_registry, resolve_spec
 
 __all__ = [
     "BACKENDS", "ChatMessage", "ChatModel", "ChatModelError", "ChatResult", "GenerationParams", "ModelEntry",

@@ -104,10 +104,10 @@ def as_messages(messages: list[ChatMessage] | list[dict[str, Any]]) -> list[Chat
 
 # backend prefix -> "module:factory"; the factory takes (name, **options) and returns a ChatModel
 BACKENDS: dict[str, str] = {
-    "vllm": "serve.vllm_engine:make_vllm_model",
-    "fake": "serve.fake:make_fake_model",
-    "openai": "serve.openai_http:make_openai_model",
-    "serve": "serve.serve_handle:make_serve_model",
+    "vllm": "esc_eval.serve.vllm_engine:make_vllm_model",
+    "fake": "esc_eval.serve.fake:make_fake_model",
+    "openai": "esc_eval.serve.openai_http:make_openai_model",
+    "serve": "esc_eval.serve.serve_handle:make_serve_model",
 }
 
 

@@ -23,7 +23,7 @@ import time
 from typing import Any
 from urllib.parse import parse_qsl
 
-from serve.chat import ChatMessage, ChatModel, ChatModelError, ChatResult, GenerationParams
+from esc_eval.serve.chat import ChatMessage, ChatModel, ChatModelError, ChatResult, GenerationParams
 
 SEEKER_LINES = [
     "Hi. I don't really know where to start, things have been rough lately.",

@@ -17,7 +17,7 @@ import os
 import time
 from typing import Any, Literal
 
-from serve.chat import ChatMessage, ChatModel, ChatModelError, ChatResult, GenerationParams, as_messages
+from esc_eval.serve.chat import ChatMessage, ChatModel, ChatModelError, ChatResult, GenerationParams, as_messages
 
 log = logging.getLogger("esc_eval.serve.openai_http")
 

@@ -21,7 +21,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from serve.chat import BACKENDS, GenerationParams, UnknownModelError
+from esc_eval.serve.chat import BACKENDS, GenerationParams, UnknownModelError
 
 DEFAULT_REGISTRY_PATH = Path(__file__).parent / "data" / "registry.yaml"
 TEMPLATES_DIR = Path(__file__).parent / "data" / "templates"
@@ -177,10 +177,7 @@ class Registry(BaseModel):
 
     def resolve_spec(self, name_or_spec: str) -> str:
         """A spec with a known backend prefix passes through; anything else is a registry name."""
-        backend, sep, rest = name_or_spec.partition("/")
-        if sep and rest and backend in BACKENDS:
-            return name_or_spec
-        return self.get(name_or_spec).resolved_spec()
+        return resolve(name_or_spec, self)[0]
 
 
 def _format_validation_error(err: ValidationError, where: str) -> str:
@@ -284,12 +281,48 @@ def default_registry() -> Registry:
     return _DEFAULT
 
 
+def is_spec(name_or_spec: str) -> bool:
+    """True for a backend spec such as 'openai/gpt-4' or 'fake/echo'; False for a registry name."""
+    backend, sep, rest = str(name_or_spec).partition("/")
+    return bool(sep and rest and backend in BACKENDS)
+
+
+def resolve(name_or_spec: str, registry: Registry | None = None) -> tuple[str, dict[str, Any]]:
+    """The one resolver: a registry name or a spec -> (spec, backend options the entry implies).
+
+    'openai/gpt-4' passes through with no options; 'qwen1.5-7b-chat' becomes
+    ('vllm/Qwen/Qwen1.5-7B-Chat', {...engine options from its entry...})."""
+    if is_spec(name_or_spec):
+        return name_or_spec, {}
+    entry = (registry or default_registry()).get(name_or_spec)
+    return entry.resolved_spec(), backend_options(entry)
+
+
 def resolve_spec(name_or_spec: str, registry: Registry | None = None) -> str:
-    """'openai/gpt-4' passes through; 'qwen1.5-7b-chat' becomes 'vllm/Qwen/Qwen1.5-7B-Chat'."""
-    backend, sep, rest = name_or_spec.partition("/")
-    if sep and rest and backend in BACKENDS:
-        return name_or_spec
-    return (registry or default_registry()).resolve_spec(name_or_spec)
+    """resolve() without the options: the concrete spec of a name or spec."""
+    return resolve(name_or_spec, registry)[0]
+
+
+PAPER_GROUPS = ("close", "open", "domain")
+
+
+def model_groups(models: list[str], registry: Registry | None = None) -> dict[str, str]:
+    """model -> close | open | domain (the paper's Table 2 groups) for the models the registry
+    knows: by registry name (an ':adapter' suffix ignored, any case), by spec, or by resolved spec.
+    Unknown models are left out (reports show them as unassigned)."""
+    reg = registry or default_registry()
+    by_spec: dict[str, ModelEntry] = {}
+    for e in reg.models.values():
+        by_spec.setdefault(e.spec, e)
+        if e.weights or "{path}" not in e.spec:
+            by_spec.setdefault(e.resolved_spec(), e)
+    out = {}
+    for m in models:
+        m = str(m)
+        entry = reg.models.get(m.split(":")[0].lower()) or by_spec.get(m)
+        if entry is not None and entry.group in PAPER_GROUPS:
+            out[m] = entry.group
+    return out
 
 
 def backend_options(entry: ModelEntry) -> dict[str, Any]:
@@ -327,11 +360,7 @@ def vllm_engine_options(entry: ModelEntry) -> dict[str, Any]:
 
 def build_chat_model(name_or_spec: str, registry: Registry | None = None, **options: Any):
     """get_chat_model for a registry name or a spec; registry-implied options are overridden by `options`."""
-    from serve.chat import get_chat_model, parse_spec
+    from esc_eval.serve.chat import get_chat_model
 
-    backend, _, rest = name_or_spec.partition("/")
-    if rest and backend in BACKENDS:
-        parse_spec(name_or_spec)
-        return get_chat_model(name_or_spec, **options)
-    entry = (registry or default_registry()).get(name_or_spec)
-    return get_chat_model(entry.resolved_spec(), **{**backend_options(entry), **options})
+    spec, implied = resolve(name_or_spec, registry)
+    return get_chat_model(spec, **{**implied, **options})

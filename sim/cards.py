@@ -16,7 +16,7 @@ from typing import Any, Iterable, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from sim.taxonomy import load_taxonomy
+from esc_eval.sim.taxonomy import load_taxonomy
 
 Language = Literal["en", "zh"]
 Quality = Literal["high", "middle", "invalid"]
@@ -222,7 +222,7 @@ def write_cards(cards: Iterable[RoleCard], path: str | Path, fmt: Literal["esc-e
 
 
 def sample_cards_path() -> Path:
-    return Path(str(resources.files("sim").joinpath("data/sample_cards.json")))
+    return Path(str(resources.files("esc_eval.sim").joinpath("data/sample_cards.json")))
 
 
 def sample_cards(language: str | None = None, limit: int | None = None) -> list[RoleCard]:

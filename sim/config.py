@@ -7,8 +7,8 @@ from typing import Any, Literal, TypeVar
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from serve.chat import GenerationParams
-from sim.dimensions import DIMENSION_NAMES, to_paper_dimension
+from esc_eval.serve.chat import GenerationParams
+from esc_eval.sim.dimensions import DIMENSION_NAMES, to_paper_dimension
 
 
 class ConfigError(ValueError):
@@ -77,7 +77,7 @@ class SimulationConfig(_Strict):
     @field_validator("strategies")
     @classmethod
     def _strategies(cls, v: list[str]) -> list[str]:
-        from sim.prompts import strategies
+        from esc_eval.sim.prompts import strategies
 
         known = strategies()
         bad = [s for s in v if s not in known]

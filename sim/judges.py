@@ -20,8 +20,8 @@ import json
 from pathlib import Path
 from typing import Any, Iterable, Literal, Mapping
 
-from sim.config import JudgeConfig, ModelRef
-from sim.dimensions import DIMENSION_NAMES, DIMENSIONS, to_paper_dimension
+from esc_eval.sim.config import JudgeConfig, ModelRef
+from esc_eval.sim.dimensions import DIMENSION_NAMES, DIMENSIONS, to_paper_dimension
 
 # The release's layout: '<official key>' for Chinese, '<official key>_en' for English.
 LANGUAGE_SUFFIX: dict[str, str] = {"zh": "", "en": "_en"}
@@ -150,7 +150,7 @@ def judge_from_registry(name: str = "esc-rank", registry=None, **kwargs: Any) ->
     time, so each must be overridden by a local folder (ESC_EVAL_MODEL_PATHS=
     'esc-rank=/models/internlm2-chat-7b,esc-rank:fluency=/lora/fluency,...').
     """
-    from serve.registry import default_registry, vllm_engine_options
+    from esc_eval.serve.registry import default_registry, vllm_engine_options
 
     entry = (registry or default_registry()).get(name)
     if not entry.adapters:

@@ -8,10 +8,10 @@ import re
 from pathlib import Path
 from typing import Any
 
-from sim.dimensions import DIMENSIONS
-from sim.prompts import official_lines
-from sim.records import stable_id
-from sim.runfolder import now_utc
+from esc_eval.sim.dimensions import DIMENSIONS
+from esc_eval.sim.prompts import official_lines
+from esc_eval.sim.records import stable_id
+from esc_eval.sim.runfolder import now_utc
 
 # The release writes "AI assitant：" (sic) in evaluate.py and "AI assistant：" elsewhere.
 _PREFIX = re.compile(r"^\s*(AI assistant|AI assitant|ESC-Role)\s*[：:]\s*", re.S)

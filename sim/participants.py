@@ -6,22 +6,11 @@ model share one engine (and its batching and prefix cache).
 from __future__ import annotations
 
 import json
-from typing import Any
 
-from serve.chat import BACKENDS, ChatModel, UnknownModelError, get_chat_model
-from sim.config import ExecutionConfig, ModelRef
-from sim.retry import RetryingChatModel
-
-
-def resolve_spec(model: str) -> tuple[str, dict[str, Any]]:
-    """A backend spec passes through; anything else is looked up in the model registry."""
-    backend = model.partition("/")[0]
-    if "/" in model and backend in BACKENDS:
-        return model, {}
-    from serve.registry import backend_options, default_registry
-
-    entry = default_registry().get(model)
-    return entry.resolved_spec(), backend_options(entry)
+from esc_eval.serve.chat import ChatModel, get_chat_model
+from esc_eval.serve.registry import resolve
+from esc_eval.sim.config import ExecutionConfig, ModelRef
+from esc_eval.sim.retry import RetryingChatModel
 
 
 class ModelPool:
@@ -31,7 +20,7 @@ class ModelPool:
         self._models: dict[str, ChatModel] = {}
 
     def raw(self, ref: ModelRef) -> ChatModel:
-        spec, registry_options = resolve_spec(ref.model)
+        spec, registry_options = resolve(ref.model)
         options = {**registry_options, **ref.options}
         key = spec + "|" + json.dumps(options, sort_keys=True, default=str)
         if key not in self._models:

@@ -18,9 +18,9 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Iterator, Protocol
 
-from sim.config import ExecutionConfig
-from sim.participants import ModelPool
-from sim.runfolder import RunFolder
+from esc_eval.sim.config import ExecutionConfig
+from esc_eval.sim.participants import ModelPool
+from esc_eval.sim.runfolder import RunFolder
 
 log = logging.getLogger("esc_eval.pool")
 

@@ -12,8 +12,8 @@ from typing import Any, Iterable, Literal, Sequence
 
 import yaml
 
-from serve.chat import ChatMessage
-from sim.dimensions import to_paper_dimension
+from esc_eval.serve.chat import ChatMessage
+from esc_eval.sim.dimensions import to_paper_dimension
 
 RubricVariant = Literal["official", "paper"]
 Rendering = Literal["official", "clean"]
@@ -25,7 +25,7 @@ OFFICIAL_SEEKER_PREFIX = "ESC-Role："
 
 @lru_cache(maxsize=None)
 def _load(name: str) -> dict[str, Any]:
-    text = resources.files("sim").joinpath(f"data/prompts/{name}.yaml").read_text(encoding="utf-8")
+    text = resources.files("esc_eval.sim").joinpath(f"data/prompts/{name}.yaml").read_text(encoding="utf-8")
     return yaml.safe_load(text)
 
 

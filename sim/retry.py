@@ -8,8 +8,8 @@ import logging
 
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_after_attempt, wait_exponential_jitter
 
-from serve.chat import ChatModel, ChatModelError, ChatResult, GenerationParams
-from sim.deadlines import call_timeout
+from esc_eval.serve.chat import ChatModel, ChatModelError, ChatResult, GenerationParams
+from esc_eval.sim.deadlines import call_timeout
 
 log = logging.getLogger("esc_eval.retry")
 

@@ -17,7 +17,7 @@ from typing import Any, Iterable
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from sim.records import DIALOGUE_SCHEMA, SCORE_SCHEMA
+from esc_eval.sim.records import DIALOGUE_SCHEMA, SCORE_SCHEMA
 
 SCHEMAS = {"dialogues": DIALOGUE_SCHEMA, "scores": SCORE_SCHEMA}
 

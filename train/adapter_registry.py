@@ -40,7 +40,7 @@ class AdapterRegistryEntry(BaseModel):
 
     def chat_model(self, **engine_kwargs: Any):
         """A vLLM ChatModel serving the base with every adapter (`chat(..., adapter=name)`)."""
-        from serve.chat import get_chat_model
+        from esc_eval.serve.chat import get_chat_model
 
         adapters = {k: Path(v) for k, v in self.adapters.items()}
         return get_chat_model(self.chat_model_spec(), adapters=adapters,

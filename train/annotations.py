@@ -27,8 +27,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Literal
 
-from sim.dimensions import to_paper_dimension
-from train.errors import TrainInputError
+from esc_eval.sim.dimensions import to_paper_dimension
+from esc_eval.train.errors import TrainInputError
 
 REQUIRED_COLUMNS = ("dialogue_id", "dimension", "score")
 Aggregate = Literal["median", "each"]

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Sequence
 
-from train.errors import TrainInputError
+from esc_eval.train.errors import TrainInputError
 
 IGNORE_INDEX = -100
 

@@ -11,7 +11,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from train.errors import TrainConfigError
+from esc_eval.train.errors import TrainConfigError
 
 EMBEDDED = "embedded"
 
@@ -76,7 +76,7 @@ class TrainConfig(_Strict):
     def resolved_model_path(self) -> Path:
         """The base model folder ('embedded' -> the converted SmolLM2 folder)."""
         if self.model == EMBEDDED:
-            from serve.embedded import embedded_model_path
+            from esc_eval.serve.embedded import embedded_model_path
 
             return Path(embedded_model_path())
         path = Path(self.model).expanduser()
@@ -148,7 +148,7 @@ class RankDataConfig(_Strict):
     def _dims(cls, v: list[str] | None) -> list[str] | None:
         if v is None:
             return v
-        from sim.dimensions import to_paper_dimension
+        from esc_eval.sim.dimensions import to_paper_dimension
 
         return [to_paper_dimension(d) for d in v]
 
@@ -196,7 +196,7 @@ def format_validation_error(e: ValidationError) -> str:
 def load_job_config(path: str | Path, kind: type[BaseModel]) -> Any:
     """Read a YAML job config and validate it; relative data paths resolve against the YAML's
     folder, output_dir against the working directory."""
-    from sim.config import read_yaml_mapping
+    from esc_eval.sim.config import read_yaml_mapping
 
     path = Path(path)
     raw = read_yaml_mapping(path, TrainConfigError)

@@ -10,8 +10,8 @@ from __future__ import annotations
 import math
 from typing import Any, Mapping
 
-from train.config import TrainConfig
-from train.errors import TrainConfigError
+from esc_eval.train.config import TrainConfig
+from esc_eval.train.errors import TrainConfigError
 
 
 def global_batch_size(cfg: TrainConfig) -> int:

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Literal
 
-from train.errors import TrainInputError
+from esc_eval.train.errors import TrainInputError
 
 Speaker = Literal["assistant", "seeker"]
 SourceKind = Literal["auto", "run", "official", "esconv"]
@@ -72,7 +72,7 @@ def _card_texts(cards: str | Path | None) -> list[tuple[str, str]]:
     """(card id, card text) of a cards file, in file order."""
     if cards is None:
         return []
-    from sim.cards import load_cards
+    from esc_eval.sim.cards import load_cards
 
     return [(c.id, c.text) for c in load_cards(cards)]
 
@@ -89,7 +89,7 @@ def _read_json(path: Path) -> Any:
 # -- official -----------------------------------------------------------------------------------
 def parse_official_line(line: str, where: str) -> tuple[Speaker, str]:
     """'AI assistant：text' -> ('assistant', 'text'); 'ESC-Role：text' -> ('seeker', 'text')."""
-    from sim.official import parse_official_line as parse
+    from esc_eval.sim.official import parse_official_line as parse
 
     if not isinstance(line, str):
         raise TrainInputError(f"{where}: expected a string, got {type(line).__name__}")
@@ -172,7 +172,7 @@ def load_esconv_dialogues(path: str | Path, cards: str | Path | None = None, lan
 # -- run folder ---------------------------------------------------------------------------------
 def load_run_dialogues(path: str | Path, cards: str | Path | None = None) -> list[SourceDialogue]:
     """Rows of a run folder with status 'ok' (see module doc)."""
-    from sim.runfolder import RunFolder, RunFolderError
+    from esc_eval.sim.runfolder import RunFolder, RunFolderError
 
     try:
         rows = RunFolder(path, create=False).read("dialogues").to_pylist()

@@ -18,13 +18,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence
 
-from train.chat_tokens import TokenizedExample
-from train.config import TrainConfig
-from train.deepspeed_config import (
+from esc_eval.train.chat_tokens import TokenizedExample
+from esc_eval.train.config import TrainConfig
+from esc_eval.train.deepspeed_config import (
     build_deepspeed_config, check_resources, local_resources, scaling_config_kwargs, torch_backend, total_steps,
 )
-from train.errors import TrainConfigError, TrainInputError
-from train.worker import ADAPTER_DIR, train_loop_per_worker
+from esc_eval.train.errors import TrainConfigError, TrainInputError
+from esc_eval.train.worker import ADAPTER_DIR, train_loop_per_worker
 
 DEFAULT_EXTENSIONS_DIR = Path.home() / ".cache" / "esc-eval" / "torch_extensions"
 

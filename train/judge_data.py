@@ -15,11 +15,11 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Iterable, Literal, Mapping, Sequence
 
-from sim.dimensions import DIMENSIONS, to_paper_dimension
-from train.annotations import Annotation
-from train.chat_tokens import TokenizedExample, tokenize_chat
-from train.dialogue_sources import SourceDialogue
-from train.errors import TrainInputError
+from esc_eval.sim.dimensions import DIMENSIONS, to_paper_dimension
+from esc_eval.train.annotations import Annotation
+from esc_eval.train.chat_tokens import TokenizedExample, tokenize_chat
+from esc_eval.train.dialogue_sources import SourceDialogue
+from esc_eval.train.errors import TrainInputError
 
 Overflow = Literal["shorten", "drop", "error"]
 
@@ -45,7 +45,7 @@ class JudgeExample:
     def messages(self, rubric: str = "official", rendering: str = "official",
                  turns: Sequence[tuple[str, str]] | None = None, order: str = "rubric_first") -> list[dict[str, str]]:
         """The judge prompt (without the answer)."""
-        from sim.prompts import judge_messages
+        from esc_eval.sim.prompts import judge_messages
 
         msgs = judge_messages(self.dimension, list(turns if turns is not None else self.turns), self.language,
                               rubric=rubric, rendering=rendering, order=order)

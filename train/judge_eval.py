@@ -16,8 +16,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 
-from sim.dimensions import DIMENSION_NAMES, DIMENSION_TITLES, SCORE_LABELS
-from train.judge_data import JudgeExample
+from esc_eval.sim.dimensions import DIMENSION_NAMES, DIMENSION_TITLES, SCORE_LABELS
+from esc_eval.train.judge_data import JudgeExample
 
 _STRICT = re.compile(r"^\s*([0-4])\s*[.。]?\s*$")
 
@@ -67,7 +67,7 @@ async def score_examples(model, examples: Sequence[JudgeExample], judge: str,
                          max_concurrency: int = 16, on_done: Callable[[], None] | None = None,
                          order: str = "rubric_first") -> list[JudgePrediction]:
     """Score every example with `model` (a serve.chat.ChatModel); adapter_for picks the LoRA."""
-    from serve.chat import ChatMessage, GenerationParams
+    from esc_eval.serve.chat import ChatMessage, GenerationParams
 
     if method == "logprob":
         params = GenerationParams(max_tokens=1, logprobs=20, choices=list(SCORE_LABELS), temperature=0.0)

@@ -9,14 +9,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from train.adapter_registry import AdapterRegistryEntry, write_registry_entry
-from train.annotations import Annotation, aggregate_annotations, load_annotations, load_official_scores
-from train.chat_tokens import TokenizedExample
-from train.config import RankJobConfig
-from train.errors import TrainInputError
-from train.judge_data import JudgeExample, adapter_name, fit_judge_example, join_annotations
-from train.role_job import load_sources, load_tokenizer, pad_token_id
-from train.splits import split_annotations
+from esc_eval.train.adapter_registry import AdapterRegistryEntry, write_registry_entry
+from esc_eval.train.annotations import Annotation, aggregate_annotations, load_annotations, load_official_scores
+from esc_eval.train.chat_tokens import TokenizedExample
+from esc_eval.train.config import RankJobConfig
+from esc_eval.train.errors import TrainInputError
+from esc_eval.train.judge_data import JudgeExample, adapter_name, fit_judge_example, join_annotations
+from esc_eval.train.role_job import load_sources, load_tokenizer, pad_token_id
+from esc_eval.train.splits import split_annotations
 
 BASE_JUDGE = "base"
 
@@ -87,9 +87,9 @@ def prepare_rank_data(cfg: RankJobConfig, tokenizer) -> RankData:
 def evaluate_judges(cfg: RankJobConfig, model_path: Path, adapters: dict[str, Path], test: list[JudgeExample],
                     on_done: Callable[[], None] | None = None) -> list:
     """Score the test split with the base model and with the trained adapters (one vLLM engine)."""
-    from serve.chat import get_chat_model
-    from train.adapter_registry import vllm_lora_rank
-    from train.judge_eval import score_examples
+    from esc_eval.serve.chat import get_chat_model
+    from esc_eval.train.adapter_registry import vllm_lora_rank
+    from esc_eval.train.judge_eval import score_examples
 
     ev = cfg.evaluation
     model = get_chat_model(f"vllm/{model_path}", adapters=adapters, max_lora_rank=vllm_lora_rank(cfg.train.lora.r),
@@ -116,10 +116,10 @@ def run_rank_job(cfg: RankJobConfig, on_step: Callable[[str, dict], None] | None
                  on_prepared: Callable[[RankData], None] | None = None,
                  on_scored: Callable[[], None] | None = None) -> dict[str, Any]:
     """Train every adapter of the layout, evaluate (Table 4), write the registry entry."""
-    from train.job import ray_session, run_training
-    from train.judge_eval import write_evaluation
+    from esc_eval.train.job import ray_session, run_training
+    from esc_eval.train.judge_eval import write_evaluation
 
-    from train.deepspeed_config import preflight
+    from esc_eval.train.deepspeed_config import preflight
 
     preflight(cfg.train)
     model_path = cfg.train.resolved_model_path()

@@ -6,12 +6,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from train.adapter_registry import AdapterRegistryEntry, write_registry_entry
-from train.chat_tokens import TokenizedExample
-from train.config import RoleJobConfig
-from train.dialogue_sources import SourceDialogue, load_dialogues
-from train.errors import TrainInputError
-from train.roleplay_data import RolePlayExample, build_roleplay_examples, tokenize_roleplay
+from esc_eval.train.adapter_registry import AdapterRegistryEntry, write_registry_entry
+from esc_eval.train.chat_tokens import TokenizedExample
+from esc_eval.train.config import RoleJobConfig
+from esc_eval.train.dialogue_sources import SourceDialogue, load_dialogues
+from esc_eval.train.errors import TrainInputError
+from esc_eval.train.roleplay_data import RolePlayExample, build_roleplay_examples, tokenize_roleplay
 
 
 @dataclass
@@ -80,10 +80,10 @@ def prepare_role_data(cfg: RoleJobConfig, tokenizer) -> PreparedData:
 def run_role_job(cfg: RoleJobConfig, on_step: Callable[[dict], None] | None = None,
                  on_prepared: Callable[[PreparedData, int], None] | None = None) -> dict[str, Any]:
     """Train the ESC-Role adapter; write the registry entry; return a summary dict."""
-    from train.deepspeed_config import total_steps
-    from train.job import run_training
+    from esc_eval.train.deepspeed_config import total_steps
+    from esc_eval.train.job import run_training
 
-    from train.deepspeed_config import preflight
+    from esc_eval.train.deepspeed_config import preflight
 
     preflight(cfg.train)
     model_path = cfg.train.resolved_model_path()

@@ -12,9 +12,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
-from train.chat_tokens import TokenizedExample, tokenize_chat
-from train.dialogue_sources import SourceDialogue
-from train.errors import TrainInputError
+from esc_eval.train.chat_tokens import TokenizedExample, tokenize_chat
+from esc_eval.train.dialogue_sources import SourceDialogue
+from esc_eval.train.errors import TrainInputError
 
 
 @dataclass
@@ -31,7 +31,7 @@ class RolePlayExample:
 def roleplay_messages(dialogue: SourceDialogue, strategy: str = "official",
                       card_text: str | None = None) -> list[dict[str, str]]:
     """The role model's chat for one dialogue (see the module docstring)."""
-    from sim.prompts import opener, roleplay_system_prompt
+    from esc_eval.sim.prompts import opener, roleplay_system_prompt
 
     card = card_text or dialogue.card_text
     if not card:

@@ -17,7 +17,7 @@ import random
 from collections import defaultdict
 from typing import Callable, Iterable, Literal, Sequence, TypeVar
 
-from train.errors import TrainInputError
+from esc_eval.train.errors import TrainInputError
 
 T = TypeVar("T")
 Split = Literal["train", "validation", "test"]

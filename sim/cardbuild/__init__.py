@@ -2,7 +2,7 @@
 cards with an LLM (Figures 6/7), filter (Figure 8), remove near-duplicates, classify into the
 Table 9 taxonomy, run the two-annotator + reviewer correction rules (A.2), and report the
 paper's statistics (Tables 6 and 9, Figure 5)."""
-from sim.cardbuild.annotation import (
+from esc_eval.sim.cardbuild.annotation import (
     AnnotationOutcome,
     CardDecision,
     SheetError,
@@ -17,7 +17,7 @@ from sim.cardbuild.annotation import (
     read_reviewer_sheet,
     resolve_leaf,
 )
-from sim.cardbuild.classify import (
+from esc_eval.sim.cardbuild.classify import (
     Classification,
     classification_messages,
     classify_reply,
@@ -25,23 +25,23 @@ from sim.cardbuild.classify import (
     leaves_for,
     parse_category_reply,
 )
-from sim.cardbuild.cli import cards_build, cards_export, cards_stats, cards_validate
-from sim.cardbuild.config import CardBuildConfig, CardBuildConfigError, load_build_config, parse_build_config
-from sim.cardbuild.dedup import Duplicate, find_near_duplicates, jaccard, shingles
-from sim.cardbuild.extraction import extraction_messages, render_dialogue
-from sim.cardbuild.fields import CardFields, CardFieldsError, age_band, normalize_age, normalize_gender, parse_card_fields
-from sim.cardbuild.filtering import FilterVerdict, filter_choices, filter_messages, parse_filter_reply, render_card
-from sim.cardbuild.items import OFFICIAL_SOURCE_NAMES, Rejection, SourceItem, Turn, canonical_dataset
-from sim.cardbuild.pipeline import BuildResult, build_cards, build_cards_async, read_sources
-from sim.cardbuild.sources import READERS, ReadResult, detect_dataset, read_source
-from sim.cardbuild.stats import card_summary, category_table, plot_distribution, stage_table, write_stats
+
+from esc_eval.sim.cardbuild.config import CardBuildConfig, CardBuildConfigError, load_build_config, parse_build_config
+from esc_eval.sim.cardbuild.dedup import Duplicate, find_near_duplicates, jaccard, shingles
+from esc_eval.sim.cardbuild.extraction import extraction_messages, render_dialogue
+from esc_eval.sim.cardbuild.fields import CardFields, CardFieldsError, age_band, normalize_age, normalize_gender, parse_card_fields
+from esc_eval.sim.cardbuild.filtering import FilterVerdict, filter_choices, filter_messages, parse_filter_reply, render_card
+from esc_eval.sim.cardbuild.items import OFFICIAL_SOURCE_NAMES, Rejection, SourceItem, Turn, canonical_dataset
+from esc_eval.sim.cardbuild.pipeline import BuildResult, build_cards, build_cards_async, read_sources
+from esc_eval.sim.cardbuild.sources import READERS, ReadResult, detect_dataset, read_source
+from esc_eval.sim.cardbuild.stats import card_summary, category_table, plot_distribution, stage_table, write_stats
 
 __all__ = [
     "AnnotationOutcome", "BuildResult", "CardBuildConfig", "CardBuildConfigError", "CardDecision", "CardFields",
     "CardFieldsError", "Classification", "Duplicate", "FilterVerdict", "OFFICIAL_SOURCE_NAMES", "READERS",
     "ReadResult", "Rejection", "SheetError", "SourceItem", "Turn", "Vote", "age_band", "agreement",
     "apply_correction_rules", "build_cards", "build_cards_async", "canonical_dataset", "card_summary",
-    "cards_build", "cards_export", "cards_stats", "cards_validate", "category_table", "classification_messages",
+    "category_table", "classification_messages",
     "classify_reply", "cohen_kappa", "detect_dataset", "export_annotation_sheets", "export_reviewer_sheet",
     "extraction_messages", "filter_choices", "filter_messages", "finalize_cards", "find_near_duplicates",
     "jaccard", "keyword_category", "leaves_for", "load_build_config", "normalize_age", "normalize_gender",

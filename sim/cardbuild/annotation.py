@@ -26,9 +26,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Literal
 
-from sim.cardbuild.checkpoint import atomic_write_text
-from sim.cards import RoleCard
-from sim.taxonomy import load_taxonomy
+from esc_eval.sim.cardbuild.checkpoint import atomic_write_text
+from esc_eval.sim.cards import RoleCard
+from esc_eval.sim.taxonomy import load_taxonomy
 
 TIERS = ("high", "middle", "invalid")
 _TIER_ALIASES = {

@@ -17,8 +17,8 @@ from importlib import resources
 
 import yaml
 
-from serve.chat import ChatMessage
-from sim.taxonomy import Category, load_taxonomy
+from esc_eval.serve.chat import ChatMessage
+from esc_eval.sim.taxonomy import Category, load_taxonomy
 
 INSTRUCTION = {
     "en": ("You need to classify a help seeker's role card into exactly one category of the list below, "
@@ -86,7 +86,7 @@ def parse_category_reply(reply: str, leaves: list[Category]) -> str | None:
 
 @lru_cache(maxsize=1)
 def _keywords() -> dict[str, list[str]]:
-    text = resources.files("sim.cardbuild").joinpath("data/category_keywords.yaml").read_text(encoding="utf-8")
+    text = resources.files("esc_eval.sim.cardbuild").joinpath("data/category_keywords.yaml").read_text(encoding="utf-8")
     return {k: [str(w).lower() for w in v] for k, v in yaml.safe_load(text).items()}
 
 

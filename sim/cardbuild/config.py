@@ -11,7 +11,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from sim.cardbuild.items import canonical_dataset
+from esc_eval.sim.cardbuild.items import canonical_dataset
 
 
 class CardBuildConfigError(ValueError):

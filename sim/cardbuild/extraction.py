@@ -6,9 +6,9 @@ example as a user/assistant pair, then the instruction + this item's input as th
 """
 from __future__ import annotations
 
-from sim.cardbuild.items import SourceItem
-from sim.prompts import card_prompts
-from serve.chat import ChatMessage
+from esc_eval.sim.cardbuild.items import SourceItem
+from esc_eval.sim.prompts import card_prompts
+from esc_eval.serve.chat import ChatMessage
 
 SPEAKER_LABELS = {"en": {"seeker": "seeker", "supporter": "supporter"}, "zh": {"seeker": "求助者", "supporter": "支持者"}}
 NO_SITUATION = {"en": "(no summary given)", "zh": "（无概述）"}

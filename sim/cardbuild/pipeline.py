@@ -32,20 +32,20 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from serve.chat import ChatModel, GenerationParams, get_chat_model
-from sim.cardbuild import annotation as ann
-from sim.cardbuild.checkpoint import StageLog, atomic_write_text, read_jsonl, write_jsonl
-from sim.cardbuild.classify import classification_messages, classify_reply, keyword_category, leaf_label, leaves_for
-from sim.cardbuild.config import CardBuildConfig
-from sim.cardbuild.dedup import find_near_duplicates
-from sim.cardbuild.extraction import extraction_messages
-from sim.cardbuild.fields import CardFieldsError, parse_card_fields
-from sim.cardbuild.filtering import filter_choices, filter_messages, parse_filter_reply, render_card
-from sim.cardbuild.items import Rejection, SourceItem
-from sim.cardbuild.runner import chat_with_retries, run_stage
-from sim.cardbuild.sources import ReadResult, read_source
-from sim.cards import RoleCard, write_cards
-from sim.taxonomy import load_taxonomy
+from esc_eval.serve.chat import ChatModel, GenerationParams, get_chat_model
+from esc_eval.sim.cardbuild import annotation as ann
+from esc_eval.sim.cardbuild.checkpoint import StageLog, atomic_write_text, read_jsonl, write_jsonl
+from esc_eval.sim.cardbuild.classify import classification_messages, classify_reply, keyword_category, leaf_label, leaves_for
+from esc_eval.sim.cardbuild.config import CardBuildConfig
+from esc_eval.sim.cardbuild.dedup import find_near_duplicates
+from esc_eval.sim.cardbuild.extraction import extraction_messages
+from esc_eval.sim.cardbuild.fields import CardFieldsError, parse_card_fields
+from esc_eval.sim.cardbuild.filtering import filter_choices, filter_messages, parse_filter_reply, render_card
+from esc_eval.sim.cardbuild.items import Rejection, SourceItem
+from esc_eval.sim.cardbuild.runner import chat_with_retries, run_stage
+from esc_eval.sim.cardbuild.sources import ReadResult, read_source
+from esc_eval.sim.cards import RoleCard, write_cards
+from esc_eval.sim.taxonomy import load_taxonomy
 
 STAGES = ("extract", "filter", "classify")
 

@@ -14,8 +14,8 @@ from typing import Any, Awaitable, Callable, Sequence, TypeVar
 
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from serve.chat import ChatMessage, ChatModel, ChatModelError, ChatResult, GenerationParams
-from sim.cardbuild.checkpoint import StageLog
+from esc_eval.serve.chat import ChatMessage, ChatModel, ChatModelError, ChatResult, GenerationParams
+from esc_eval.sim.cardbuild.checkpoint import StageLog
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from sim.cardbuild.items import (
+from esc_eval.sim.cardbuild.items import (
     DATASET_KIND,
     DATASET_LANGUAGE,
     Rejection,
@@ -29,7 +29,7 @@ from sim.cardbuild.items import (
     canonical_dataset,
     item_id,
 )
-from sim.records import stable_id
+from esc_eval.sim.records import stable_id
 
 SUFFIXES = (".json", ".jsonl", ".csv")
 

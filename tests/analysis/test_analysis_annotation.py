@@ -5,7 +5,7 @@ import pandas as pd
 import pytest
 
 import krippendorff
-from analysis.annotation import (
+from esc_eval.analysis.annotation import (
     AnnotationError,
     agreement_markdown,
     agreement_summary,
@@ -15,8 +15,8 @@ from analysis.annotation import (
     pairwise_kappa,
     quadratic_weighted_kappa,
 )
-from analysis.loaders import load_dialogues
-from sim.dimensions import DIMENSION_NAMES
+from esc_eval.analysis.loaders import load_dialogues
+from esc_eval.sim.dimensions import DIMENSION_NAMES
 
 from analysis_testdata import dialogue_row
 

@@ -3,8 +3,8 @@ import pandas as pd
 import pytest
 from scipy import stats
 
-from analysis.compare import holm, paired_comparison, pairwise_comparisons
-from analysis.loaders import AnalysisInputError
+from esc_eval.analysis.compare import holm, paired_comparison, pairwise_comparisons
+from esc_eval.analysis.loaders import AnalysisInputError
 
 from analysis_testdata import score_rows
 

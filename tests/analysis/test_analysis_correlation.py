@@ -3,8 +3,8 @@ import pandas as pd
 import pytest
 from scipy import stats
 
-from analysis.correlation import correlate, correlation_markdown, correlation_table, scores_wide
-from analysis.loaders import AnalysisInputError
+from esc_eval.analysis.correlation import correlate, correlation_markdown, correlation_table, scores_wide
+from esc_eval.analysis.loaders import AnalysisInputError
 
 from analysis_testdata import score_rows
 

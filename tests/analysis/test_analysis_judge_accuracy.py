@@ -3,8 +3,8 @@ import json
 import pandas as pd
 import pytest
 
-from analysis.judge_accuracy import accuracy_markdown, judge_accuracy, write_accuracy
-from analysis.loaders import AnalysisInputError
+from esc_eval.analysis.judge_accuracy import accuracy_markdown, judge_accuracy, write_accuracy
+from esc_eval.analysis.loaders import AnalysisInputError
 
 
 def long(rows):

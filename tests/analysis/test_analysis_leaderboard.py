@@ -5,15 +5,15 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from analysis.leaderboard import (
+from esc_eval.analysis.leaderboard import (
     VALUE_COLUMNS,
     build_leaderboard,
     format_cell,
     leaderboard_markdown,
     write_leaderboard,
 )
-from analysis.loaders import AnalysisInputError, load_official_scores, load_scores
-from sim.dimensions import DIMENSION_NAMES, DIMENSIONS
+from esc_eval.analysis.loaders import AnalysisInputError, load_official_scores, load_scores
+from esc_eval.sim.dimensions import DIMENSION_NAMES, DIMENSIONS
 
 from analysis_testdata import ESC_DATA, needs_shared_data, score_rows
 

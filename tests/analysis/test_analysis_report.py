@@ -6,8 +6,8 @@ import subprocess
 import pandas as pd
 import pytest
 
-from analysis.loaders import AnalysisInputError
-from analysis.report import write_report
+from esc_eval.analysis.loaders import AnalysisInputError
+from esc_eval.analysis.report import write_report
 
 from analysis_testdata import T0, dialogue_row, score_rows
 
@@ -88,26 +88,22 @@ def test_report_needs_a_run(tmp_path):
         write_report([tmp_path / "missing"])
 
 
-def test_cli_functions_register_on_a_typer_app(make_run, tmp_path):
-    import typer
+def test_analysis_commands_through_the_root_cli(make_run, tmp_path):
     from typer.testing import CliRunner
 
-    from analysis.cli import COMMANDS
+    from esc_eval.cli.app import app
 
-    app = typer.Typer()
-    for name, fn in COMMANDS.items():
-        app.command(name)(fn)
     run = build_run(make_run, "clirun")
     runner = CliRunner()
     res = runner.invoke(app, ["leaderboard", str(run), "--n-boot", "20"])
     assert res.exit_code == 0, res.output
     assert "| model-a |" in res.output.replace("| en | unassigned ", "| ").replace("| en | open ", "| ") or "model-a" in res.output
-    res = runner.invoke(app, ["compare", str(run), "--a", "model-a", "--b", "model-b", "--n-resamples", "200"])
+    res = runner.invoke(app, ["analysis", "compare", str(run), "--a", "model-a", "--b", "model-b", "--n-resamples", "200"])
     assert res.exit_code == 0, res.output
     assert json.loads(res.output)["n_pairs"] == 4
-    res = runner.invoke(app, ["annotate-export", str(run), "--out", str(tmp_path / "sheets"), "--annotators", "2"])
+    res = runner.invoke(app, ["analysis", "annotate-export", str(run), "--out", str(tmp_path / "sheets"), "--annotators", "2"])
     assert res.exit_code == 0 and (tmp_path / "sheets" / "annotate_a2.csv").exists()
-    res = runner.invoke(app, ["roleplay-fidelity", str(run)])
+    res = runner.invoke(app, ["analysis", "roleplay-fidelity", str(run)])
     assert res.exit_code == 0 and json.loads(res.output)[0]["break_rate"] > 0
 
 

@@ -3,8 +3,8 @@ import math
 import pandas as pd
 import pytest
 
-from analysis.loaders import AnalysisInputError, load_dialogues, load_official_dialogues
-from analysis.roleplay import (
+from esc_eval.analysis.loaders import AnalysisInputError, load_dialogues, load_official_dialogues
+from esc_eval.analysis.roleplay import (
     character_breaks,
     emotion_trajectories,
     fidelity_summary,

@@ -6,7 +6,7 @@ import pandas as pd
 import pytest
 from sacrebleu.metrics import BLEU
 
-from analysis.text_metrics import (
+from esc_eval.analysis.text_metrics import (
     corpus_text_metrics,
     dialogue_text_metrics,
     distinct_n,
@@ -14,7 +14,7 @@ from analysis.text_metrics import (
     text_metrics,
     tokenize,
 )
-from analysis.wordnet_data import DEBIAN_WORDNET, LEXNAMES, prepare_wordnet_dir, wordnet_reader
+from esc_eval.analysis.wordnet_data import DEBIAN_WORDNET, LEXNAMES, prepare_wordnet_dir, wordnet_reader
 
 from analysis_testdata import SHARED, dialogue_row
 
@@ -75,7 +75,7 @@ def test_meteor_uses_synonyms():
     # words: "car" has the WordNet synonym "auto" (stem "auto").
     with_wn = text_metrics(["i bought a car today"], ["i bought an auto today"])
     assert bool(with_wn["meteor_wordnet"].iloc[0])
-    from analysis.text_metrics import meteor
+    from esc_eval.analysis.text_metrics import meteor
     no_syn = meteor(tokenize("i bought a car today"), tokenize("i bought an auto today"), wordnet=None)
     assert with_wn["meteor"].iloc[0] > no_syn > 0
 

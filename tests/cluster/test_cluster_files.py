@@ -52,7 +52,7 @@ def _check_serve_config(data: dict) -> None:
 
 
 def test_serve_config_file_validates_and_is_generated_from_gpu_models():
-    from serve.serve_app import ServeConfig, serve_config_dict
+    from esc_eval.serve.serve_app import ServeConfig, serve_config_dict
 
     data = _load("serve/esc-eval-serve.yaml")
     _check_serve_config(data)
@@ -62,7 +62,7 @@ def test_serve_config_file_validates_and_is_generated_from_gpu_models():
     assert set(configs) == {"qwen1.5-7b-chat", "esc-role", "esc-rank"}
     assert configs["esc-role"]["engine_kwargs"]["tensor_parallel_size"] == 2
     assert all(c["accelerator_type"] == "A10G" and "accelerator_config" not in c for c in configs.values())
-    assert configs["esc-rank"]["server_cls"] == "serve.serve_lora:LocalLoraLLMServer"
+    assert configs["esc-rank"]["server_cls"] == "esc_eval.serve.serve_lora:LocalLoraLLMServer"
 
 
 # ---------------------------------------------------------------- KubeRay (fields we use)

@@ -9,8 +9,8 @@ import time
 import pytest
 from aiohttp import web
 
-from serve.chat import ChatMessage, ChatModelError, GenerationParams, get_chat_model
-from serve.openai_http import OpenAIChatModel, parse_retry_after
+from esc_eval.serve.chat import ChatMessage, ChatModelError, GenerationParams, get_chat_model
+from esc_eval.serve.openai_http import OpenAIChatModel, parse_retry_after
 
 MSGS = [ChatMessage(role="system", content="be kind"), ChatMessage(role="user", content="I feel low")]
 

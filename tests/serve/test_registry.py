@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import pytest
 
-from serve.chat import UnknownModelError
-from serve.registry import (
+from esc_eval.serve.chat import UnknownModelError
+from esc_eval.serve.registry import (
     PATHS_ENV,
     ModelEntry,
     RegistryError,
@@ -169,8 +169,8 @@ def test_bad_backend_and_unparseable_yaml(tmp_path):
 
 
 def test_build_chat_model_passes_registry_options(reg, monkeypatch):
-    from serve.openai_http import OpenAIChatModel
-    from serve.registry import build_chat_model
+    from esc_eval.serve.openai_http import OpenAIChatModel
+    from esc_eval.serve.registry import build_chat_model
 
     r = load_registry(overrides={"gpt-4": {"api_key_env": "MY_KEY_VAR", "base_url": "http://127.0.0.1:9/v1",
                                            "generation": {"max_tokens": 99}}}, env={})
@@ -182,8 +182,8 @@ def test_build_chat_model_passes_registry_options(reg, monkeypatch):
 
 
 def test_vllm_entries_carry_their_template_quirks(reg):
-    from serve.registry import backend_options
-    from sim.participants import resolve_spec
+    from esc_eval.serve.registry import backend_options
+    from esc_eval.serve.registry import resolve
 
     vicuna = backend_options(reg.get("vicuna-7b-v1.5"))
     assert vicuna["chat_template"].endswith("vicuna_v1.1.jinja") and "supports_system" not in vicuna
@@ -191,6 +191,6 @@ def test_vllm_entries_carry_their_template_quirks(reg):
     assert soul["chat_template"].endswith("soulchat.jinja") and soul["supports_system"] is False
     assert backend_options(reg.get("mechat")) == {"trust_remote_code": True, "supports_system": False}
     assert "chat_template" not in backend_options(reg.get("embedded"))
-    # the simulation's participants get the same options from the default registry
-    spec, options = resolve_spec("vicuna-7b-v1.5")
+    # the one resolver (used by simulation, scoring, card building) gives the same options
+    spec, options = resolve("vicuna-7b-v1.5")
     assert spec == "vllm/lmsys/vicuna-7b-v1.5" and options == vicuna

@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from serve.serve_app import (
+from esc_eval.serve.serve_app import (
     CONSISTENT_HASH_ROUTER,
     PREFIX_CACHE_ROUTER,
     ServeConfig,
@@ -121,7 +121,7 @@ def test_serve_config_yaml_errors_name_the_field(tmp_path):
 
 
 def test_unknown_registry_model_is_named():
-    from serve.chat import UnknownModelError
+    from esc_eval.serve.chat import UnknownModelError
 
     with pytest.raises(UnknownModelError, match="'qwen-7b'.*did you mean"):
         build_llm_configs(ServeConfig(models=[ServeModelConfig(name="qwen-7b")]))

@@ -5,8 +5,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from serve.chat import ChatModelError, UnknownModelError, get_chat_model
-from serve.serve_handle import ServeHandleChatModel, classify_exception, find_deployment
+from esc_eval.serve.chat import ChatModelError, UnknownModelError, get_chat_model
+from esc_eval.serve.serve_handle import ServeHandleChatModel, classify_exception, find_deployment
 
 
 def _status(apps):
@@ -43,7 +43,7 @@ def test_spec_builds_handle_model_lazily():
 
 
 def test_serve_up_rejects_unknown_model_before_touching_ray():
-    from serve.cli import serve_up
+    from esc_eval.cli.serve import serve_up
 
     with pytest.raises(UnknownModelError, match="did you mean.*esc-rank"):
         serve_up(models=["esc-rnk"])

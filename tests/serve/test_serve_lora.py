@@ -7,7 +7,7 @@ import pytest
 
 pytest.importorskip("ray.serve.llm")
 
-from serve.serve_lora import (  # noqa: E402
+from esc_eval.serve.serve_lora import (  # noqa: E402
     ADAPTERS_ENV,
     LocalLoraLoader,
     UnknownAdapterError,

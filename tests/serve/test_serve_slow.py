@@ -24,11 +24,12 @@ pytestmark = pytest.mark.slow
 ray = pytest.importorskip("ray")
 serve = pytest.importorskip("ray.serve")
 
-from serve.chat import ChatMessage, ChatModelError, GenerationParams  # noqa: E402
-from serve.cli import ServeStartError, serve_down, serve_status, serve_up, wait_until_healthy  # noqa: E402
-from serve.openai_http import OpenAIChatModel  # noqa: E402
-from serve.serve_app import CONSISTENT_HASH_ROUTER  # noqa: E402
-from serve.serve_handle import ServeHandleChatModel  # noqa: E402
+from esc_eval.serve.chat import ChatMessage, ChatModelError, GenerationParams  # noqa: E402
+from esc_eval.cli.serve import serve_down, serve_status, serve_up  # noqa: E402
+from esc_eval.serve.deploy import ServeStartError, wait_until_healthy  # noqa: E402
+from esc_eval.serve.openai_http import OpenAIChatModel  # noqa: E402
+from esc_eval.serve.serve_app import CONSISTENT_HASH_ROUTER  # noqa: E402
+from esc_eval.serve.serve_handle import ServeHandleChatModel  # noqa: E402
 
 MEASURE = os.environ.get("ESC_EVAL_MEASUREMENTS", "/tmp/esc-eval-serve-measurements.json")
 MSGS = [ChatMessage(role="user", content="I failed my exam and feel awful. What should I do?")]
@@ -169,7 +170,7 @@ def test_replica_that_never_becomes_healthy_fails_in_bounded_time(cluster):
 
 
 def test_routing_bench_sticky_vs_default_on_two_llm_replicas(cluster):
-    from sim.bench_routing import run_routing_bench
+    from esc_eval.sim.bench.routing import run_routing_bench
 
     out = run_routing_bench(dialogues=4, rounds=2, max_tokens=16, replicas=2, kv_cache_gib=1, timeout_s=600)
     for mode in ("session", "default"):

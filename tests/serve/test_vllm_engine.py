@@ -4,9 +4,9 @@ import math
 
 import pytest
 
-from serve.chat import ChatMessage, ChatModelError, GenerationParams
-from sim.prompts import judge_messages
-from sim.score_parser import LABELS, distribution
+from esc_eval.serve.chat import ChatMessage, ChatModelError, GenerationParams
+from esc_eval.sim.prompts import judge_messages
+from esc_eval.sim.score_parser import LABELS, distribution
 
 pytestmark = pytest.mark.slow
 
@@ -74,8 +74,8 @@ def test_a_process_using_the_engine_exits_cleanly(tmp_path):
 
 
 async def test_registry_template_and_system_folding_shape_the_prompt(embedded_model):
-    from serve.registry import default_registry
-    from serve.vllm_engine import VLLMChatModel
+    from esc_eval.serve.registry import default_registry
+    from esc_eval.serve.vllm_engine import VLLMChatModel
 
     tok = embedded_model.host.tokenizer
     msgs = [ChatMessage(role="system", content="SYSTEM-X"), ChatMessage(role="user", content="I feel alone.")]

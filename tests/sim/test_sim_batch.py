@@ -4,11 +4,11 @@ import json
 import pyarrow.parquet as pq
 import pytest
 
-from sim.config import ExecutionConfig, JudgeConfig, ModelRef, ScoringConfig, SimulationConfig
-from sim.pool import PoolStats, run_pool
-from sim.runfolder import RunFolder
-from sim.scoring import run_scoring
-from sim.simulation import SimulationJob, iter_items, run_simulation, select_cards
+from esc_eval.sim.config import ExecutionConfig, JudgeConfig, ModelRef, ScoringConfig, SimulationConfig
+from esc_eval.sim.pool import PoolStats, run_pool
+from esc_eval.sim.runfolder import RunFolder
+from esc_eval.sim.scoring import run_scoring
+from esc_eval.sim.simulation import SimulationJob, iter_items, run_simulation, select_cards
 
 
 def sim_cfg(**kw):
@@ -78,7 +78,7 @@ def test_turn_checkpoint_resumes_a_half_finished_dialogue(tmp_path):
     cfg = sim_cfg(limit=1, targets=[ModelRef(model="fake/echo")])
     job = SimulationJob(cfg, str(tmp_path), "run-x")
     item = next(iter_items(cfg, select_cards(cfg), set()))
-    from sim.dialogue import Turn
+    from esc_eval.sim.dialogue import Turn
 
     done = [Turn(0, "assistant", "opener"), Turn(1, "seeker", "CHECKPOINTED SEEKER TURN")]
     job._save_ckpt(item["dialogue_id"], done)
@@ -154,8 +154,8 @@ def test_ray_pool_with_fake_models(tmp_path, ray_local):
 
 
 def test_registry_targets_bring_their_system_prompt():
-    from serve.registry import default_registry
-    from sim.simulation import registry_system_prompt
+    from esc_eval.serve.registry import default_registry
+    from esc_eval.sim.simulation import registry_system_prompt
 
     assert registry_system_prompt(ModelRef(model="fake/echo")) is None  # plain spec: release default
     no_system = [e.name for e in default_registry().models.values() if e.system_prompt is None]
@@ -165,7 +165,7 @@ def test_registry_targets_bring_their_system_prompt():
 
 
 def test_per_worker_cpu_binding_gives_each_engine_its_own_core(monkeypatch):
-    from sim.pool import worker_env
+    from esc_eval.sim.pool import worker_env
 
     monkeypatch.setattr("os.cpu_count", lambda: 2)
     ex = ExecutionConfig(workers=3, cpu_bind="per_worker", env={"VLLM_CPU_KVCACHE_SPACE": "4"})

@@ -5,7 +5,7 @@ import json
 
 from typer.testing import CliRunner
 
-from sim.cli import app
+from esc_eval.cli.app import app
 
 
 def test_bench_sim_fake_and_memory_print_the_contract_keys(ray_local, tmp_path):

@@ -12,7 +12,7 @@ REPO = Path(__file__).resolve().parents[2]
 
 def cli(*args, cwd=REPO):
     env = {**os.environ, "RAY_AUTH_MODE": "disabled"}
-    return subprocess.run([sys.executable, "-m", "sim.cli", *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=120)
+    return subprocess.run([sys.executable, "-m", "esc_eval.cli", *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=120)
 
 
 def assert_one_line_error(proc, *needles):

@@ -20,8 +20,8 @@ role: {{model: "fake/seeker?latency=0.02"}}
 targets: [{{model: "fake/echo?latency=0.02"}}]
 execution: {{executor: {executor}, workers: 1, concurrency: 16, chunk_size: 4, flush_rows: 8, flush_seconds: 0.5}}
 """)
-    from sim.bench_sim import synthetic_cards
-    from sim.cards import write_cards
+    from esc_eval.sim.bench.simulation import synthetic_cards
+    from esc_eval.sim.cards import write_cards
 
     write_cards(synthetic_cards(120), tmp_path / "cards.json")
     return cfg
@@ -29,7 +29,7 @@ execution: {{executor: {executor}, workers: 1, concurrency: 16, chunk_size: 4, f
 
 def start(cfg, out):
     env = {**os.environ, "RAY_AUTH_MODE": "disabled"}
-    return subprocess.Popen([sys.executable, "-m", "sim.cli", "simulate", "--config", str(cfg), "--out", str(out)],
+    return subprocess.Popen([sys.executable, "-m", "esc_eval.cli", "simulate", "--config", str(cfg), "--out", str(out)],
                             cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
 
 
@@ -48,7 +48,7 @@ def test_kill_driver_then_resume_exactly_once(tmp_path, executor):
     proc.wait()
     partial = rows(out)
     assert 0 < len(partial) < 120, "kill should land mid-run"
-    done = subprocess.run([sys.executable, "-m", "sim.cli", "simulate", "--config", str(cfg), "--out", str(out)],
+    done = subprocess.run([sys.executable, "-m", "esc_eval.cli", "simulate", "--config", str(cfg), "--out", str(out)],
                           cwd=REPO, env={**os.environ, "RAY_AUTH_MODE": "disabled"}, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
     final = rows(out)

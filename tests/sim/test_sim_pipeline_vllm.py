@@ -9,12 +9,12 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from serve.chat import GenerationParams
-from sim.cards import sample_cards
-from sim.config import JudgeConfig, ModelRef
-from sim.dialogue import DialogueSetup, Participant, run_dialogue
-from sim.prompts import opener, roleplay_system_prompt, target_system_prompt
-from sim.scoring import score_dialogue
+from esc_eval.serve.chat import GenerationParams
+from esc_eval.sim.cards import sample_cards
+from esc_eval.sim.config import JudgeConfig, ModelRef
+from esc_eval.sim.dialogue import DialogueSetup, Participant, run_dialogue
+from esc_eval.sim.prompts import opener, roleplay_system_prompt, target_system_prompt
+from esc_eval.sim.scoring import score_dialogue
 
 pytestmark = pytest.mark.slow
 REPO = Path(__file__).resolve().parents[2]
@@ -38,7 +38,7 @@ async def test_one_full_dialogue_and_seven_scores(embedded_model):
 
 def run_cli(*args, cwd, timeout=900):
     env = {**os.environ, "RAY_AUTH_MODE": "disabled", "VLLM_CPU_KVCACHE_SPACE": "2"}
-    return subprocess.run([sys.executable, "-m", "sim.cli", *args], cwd=cwd, env=env, capture_output=True,
+    return subprocess.run([sys.executable, "-m", "esc_eval.cli", *args], cwd=cwd, env=env, capture_output=True,
                           text=True, timeout=timeout)
 
 

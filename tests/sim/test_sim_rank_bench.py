@@ -1,10 +1,9 @@
 """bench_score's dialogue sources and helpers (the measurement itself is in the slow tests)."""
 import pytest
-import typer
 
-from sim.bench_score import _median_subset, _value, load_bench_dialogues
-from sim.config import ExecutionConfig, ModelRef, SimulationConfig
-from sim.simulation import run_simulation
+from esc_eval.sim.bench.scoring import _median_subset, load_bench_dialogues
+from esc_eval.sim.config import ExecutionConfig, ModelRef, SimulationConfig
+from esc_eval.sim.simulation import run_simulation
 
 
 def test_fake_dialogues_when_asked_for_a_run_folder(tmp_path):
@@ -21,7 +20,7 @@ def test_official_samples_by_default_when_present(shared_data):
 
 
 def test_fake_generated_dialogues():
-    from sim.bench_score import _fake_dialogues
+    from esc_eval.sim.bench.scoring import _fake_dialogues
 
     rows = _fake_dialogues(2)
     assert len(rows) == 2 and all(r["status"] == "ok" and len(r["turns"]) == 11 for r in rows)
@@ -35,14 +34,13 @@ def test_bad_sources(tmp_path):
         load_bench_dialogues(2, tmp_path)
 
 
-def test_median_subset_and_option_defaults():
+def test_median_subset():
     rows = [{}] * 5
     assert _median_subset(rows, 2, [100, 900, 500, 480, 10]) == [2, 3]
-    assert _value(typer.Option(12, "--dialogues")) == 12 and _value(3) == 3
 
 
 def test_bench_prompt_order_defaults_to_the_registry_entry():
-    from sim.bench_score import registry_prompt_order
+    from esc_eval.sim.bench.scoring import registry_prompt_order
 
     assert registry_prompt_order("embedded") == "dialogue_first"  # our stand-in judge reads dialogue first
     assert registry_prompt_order("esc-rank") == "rubric_first"  # the paper's judge keeps the paper's prompt

@@ -4,13 +4,13 @@ import json
 
 import pytest
 
-from serve.chat import ChatResult
-from serve.registry import load_registry
-from sim.config import JudgeConfig, ModelRef, ScoringConfig
-from sim.dimensions import DIMENSION_NAMES, DIMENSIONS
-from sim.judges import (JudgeBuildError, judge_from_registry, multi_lora_judge, official_adapter_name, scan_adapter_folder,
+from esc_eval.serve.chat import ChatResult
+from esc_eval.serve.registry import load_registry
+from esc_eval.sim.config import JudgeConfig, ModelRef, ScoringConfig
+from esc_eval.sim.dimensions import DIMENSION_NAMES, DIMENSIONS
+from esc_eval.sim.judges import (JudgeBuildError, judge_from_registry, multi_lora_judge, official_adapter_name, scan_adapter_folder,
                         select_adapter, vllm_max_lora_rank)
-from sim.scoring import score_dialogue
+from esc_eval.sim.scoring import score_dialogue
 
 OFFICIAL = list(DIMENSIONS.values())
 
@@ -53,7 +53,7 @@ def test_multi_lora_judge_from_a_folder_in_the_official_layout(adapter_dir):
         assert select_adapter(judge, dim, "en") == official_adapter_name(dim, "en")
         assert select_adapter(judge, dim, "zh") == official_adapter_name(dim)
     # the options are what VLLMChatModel(model, adapters=..., **engine_kwargs) takes
-    from serve.vllm_engine import VLLMChatModel
+    from esc_eval.serve.vllm_engine import VLLMChatModel
     import inspect
 
     assert "adapters" in inspect.signature(VLLMChatModel).parameters

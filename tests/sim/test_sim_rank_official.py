@@ -11,12 +11,12 @@ from pathlib import Path
 
 import pytest
 
-from sim.config import ExecutionConfig, JudgeConfig, ModelRef, ScoringConfig
-from sim.dimensions import DIMENSIONS
-from sim.official import OfficialFormatError, read_official_dialogues, write_official_scores
-from sim.parse_failures import parse_failure_report
-from sim.runfolder import RunFolder
-from sim.scoring import run_scoring
+from esc_eval.sim.config import ExecutionConfig, JudgeConfig, ModelRef, ScoringConfig
+from esc_eval.sim.dimensions import DIMENSIONS
+from esc_eval.sim.official import OfficialFormatError, read_official_dialogues, write_official_scores
+from esc_eval.sim.parse_failures import parse_failure_report
+from esc_eval.sim.runfolder import RunFolder
+from esc_eval.sim.scoring import run_scoring
 
 REPO = Path(__file__).resolve().parents[2]
 OFFICIAL_KEYS = set(DIMENSIONS.values())
@@ -120,7 +120,7 @@ def test_not_json_and_empty_folder_are_clear_errors(tmp_path):
 def test_cli_rejects_a_file_in_neither_format_with_one_line(tmp_path):
     src = official_file(tmp_path / "in" / "m_en.json", {"0": {"fluency": 3}})
     env = {**os.environ, "RAY_AUTH_MODE": "disabled"}
-    proc = subprocess.run([sys.executable, "-m", "sim.cli", "score", "-i", str(src.parent), "-o", str(tmp_path / "run"),
+    proc = subprocess.run([sys.executable, "-m", "esc_eval.cli", "score", "-i", str(src.parent), "-o", str(tmp_path / "run"),
                            "--judge", "fake/judge"], cwd=REPO, env=env, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2
     lines = [l for l in proc.stderr.splitlines() if l.strip()]
@@ -157,7 +157,7 @@ def test_cli_score_reports_parse_failures_per_model_and_dimension(tmp_path):
     cfg = tmp_path / "local.yaml"
     cfg.write_text("execution: {executor: local}\n")
     env = {**os.environ, "RAY_AUTH_MODE": "disabled"}
-    proc = subprocess.run([sys.executable, "-m", "sim.cli", "score", "-c", str(cfg), "-i", str(src.parent), "-o",
+    proc = subprocess.run([sys.executable, "-m", "esc_eval.cli", "score", "-c", str(cfg), "-i", str(src.parent), "-o",
                            str(tmp_path / "run"), "--judge", "fake/fixed?reply=no digit", "--method", "generate"],
                           cwd=REPO, env=env, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr

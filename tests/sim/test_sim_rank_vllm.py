@@ -6,16 +6,16 @@ import math
 
 import pytest
 
-from serve.chat import ChatMessage, GenerationParams
-from sim.config import ExecutionConfig, JudgeConfig, ModelRef, ScoringConfig
-from sim.dimensions import DIMENSION_NAMES, DIMENSIONS
-from sim.judges import multi_lora_judge, official_adapter_name, select_adapter
-from sim.official import read_official_dialogues, write_official_scores
-from sim.parse_failures import parse_failure_report
-from sim.prompts import judge_messages, render_dialogue
-from sim.runfolder import RunFolder
-from sim.score_parser import LABELS, distribution
-from sim.scoring import run_scoring, score_dialogue
+from esc_eval.serve.chat import ChatMessage, GenerationParams
+from esc_eval.sim.config import ExecutionConfig, JudgeConfig, ModelRef, ScoringConfig
+from esc_eval.sim.dimensions import DIMENSION_NAMES, DIMENSIONS
+from esc_eval.sim.judges import multi_lora_judge, official_adapter_name, select_adapter
+from esc_eval.sim.official import read_official_dialogues, write_official_scores
+from esc_eval.sim.parse_failures import parse_failure_report
+from esc_eval.sim.prompts import judge_messages, render_dialogue
+from esc_eval.sim.runfolder import RunFolder
+from esc_eval.sim.score_parser import LABELS, distribution
+from esc_eval.sim.scoring import run_scoring, score_dialogue
 
 pytestmark = pytest.mark.slow
 OFFICIAL_KEYS = set(DIMENSIONS.values())
@@ -92,7 +92,7 @@ def lora_folder(tmp_path_factory):
     from peft import LoraConfig, get_peft_model
     from transformers import AutoModelForCausalLM
 
-    from serve.embedded import embedded_model_path
+    from esc_eval.serve.embedded import embedded_model_path
 
     root = tmp_path_factory.mktemp("esc-rank-tiny")
     base = AutoModelForCausalLM.from_pretrained(str(embedded_model_path()), dtype=torch.float32)
@@ -109,7 +109,7 @@ def lora_folder(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def lora_judge(lora_folder):
-    from serve.chat import get_chat_model
+    from esc_eval.serve.chat import get_chat_model
 
     judge = multi_lora_judge(lora_folder, "vllm/embedded", name="tiny-lora")
     model = get_chat_model(judge.model.model, **judge.model.options)
@@ -148,9 +148,9 @@ async def test_scoring_routes_each_dimension_to_its_adapter(lora_judge):
 
 
 def test_bench_score_runs_on_one_short_dialogue(embedded_model, tmp_path):
-    from sim.bench_score import bench_score
-    from sim.config import SimulationConfig
-    from sim.simulation import run_simulation
+    from esc_eval.sim.bench.scoring import bench_score
+    from esc_eval.sim.config import SimulationConfig
+    from esc_eval.sim.simulation import run_simulation
 
     # a short fake-model dialogue in a run folder: the bench's path, not its numbers, is tested here
     run_simulation(SimulationConfig(cards="sample", languages=["en"], limit=1, role=ModelRef(model="fake/seeker"),
@@ -172,7 +172,7 @@ def test_bench_score_runs_on_one_short_dialogue(embedded_model, tmp_path):
 
 
 def test_dialogue_first_order_computes_the_dialogue_once(embedded_model):
-    from sim.bench_score import _counting_model_class
+    from esc_eval.sim.bench.scoring import _counting_model_class
 
     model = _counting_model_class()("embedded")
     assert model.host is embedded_model.host  # same engine kwargs: the session's engine

@@ -2,8 +2,8 @@ import asyncio
 
 import pytest
 
-from serve.chat import ChatModel, ChatModelError, ChatResult
-from sim.retry import RetryingChatModel
+from esc_eval.serve.chat import ChatModel, ChatModelError, ChatResult
+from esc_eval.sim.retry import RetryingChatModel
 
 
 class Flaky(ChatModel):

@@ -2,10 +2,10 @@ import os
 
 import pytest
 
-from sim.dimensions import DIMENSION_NAMES, DIMENSIONS
-from sim.prompts import (judge_messages, opener, render_dialogue, roleplay_system_prompt, rubric_text, strategies,
+from esc_eval.sim.dimensions import DIMENSION_NAMES, DIMENSIONS
+from esc_eval.sim.prompts import (judge_messages, opener, render_dialogue, roleplay_system_prompt, rubric_text, strategies,
                          target_system_prompt)
-from sim.taxonomy import load_taxonomy
+from esc_eval.sim.taxonomy import load_taxonomy
 
 TURNS = [("assistant", "Hello, I'm your personal assistant."), ("seeker", "I lost my job."),
          ("assistant", "I'm sorry. As an AI assistant I can help.")]

@@ -10,12 +10,12 @@ from collections import Counter
 import pandas as pd
 import pytest
 
-from sim.dimensions import DIMENSION_NAMES
-from train.annotations import aggregate_annotations, load_annotations, load_official_scores, validate_rows
-from train.dialogue_sources import SourceDialogue
-from train.errors import TrainInputError
-from train.judge_data import adapter_name, join_annotations, tokenize_judge
-from train.splits import split_annotations
+from esc_eval.sim.dimensions import DIMENSION_NAMES
+from esc_eval.train.annotations import aggregate_annotations, load_annotations, load_official_scores, validate_rows
+from esc_eval.train.dialogue_sources import SourceDialogue
+from esc_eval.train.errors import TrainInputError
+from esc_eval.train.judge_data import adapter_name, join_annotations, tokenize_judge
+from esc_eval.train.splits import split_annotations
 
 
 def table(n_dialogues=70, models=("m1", "m2")):
@@ -94,7 +94,7 @@ def test_median_aggregation_and_each():
 def test_official_scores_as_annotations(esc_samples):
     anns = load_official_scores(esc_samples / "esc-eval" / "scores" / "llama3_en.json")
     assert len(anns) == 21 and anns[0].dialogue_id == "llama3_en:0"
-    from train.dialogue_sources import load_dialogues
+    from esc_eval.train.dialogue_sources import load_dialogues
 
     ex = join_annotations(anns, load_dialogues(esc_samples / "esc-eval" / "dialogues" / "llama3_en.json"))
     assert {e.target_model for e in ex} == {"llama3"} and {e.language for e in ex} == {"en"}

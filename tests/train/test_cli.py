@@ -5,19 +5,15 @@ from __future__ import annotations
 import json
 
 import pytest
-import typer
 import yaml
 from typer.testing import CliRunner
 
-from train.cli import train_rank, train_role
+from esc_eval.cli.train import app as train_app
 
 
 @pytest.fixture
 def app():
-    app = typer.Typer()
-    app.command("role")(train_role)
-    app.command("rank")(train_rank)
-    return app
+    return train_app
 
 
 def test_bad_field_exits_2_naming_it(app, tmp_path):

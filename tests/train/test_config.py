@@ -6,11 +6,11 @@ from pathlib import Path
 import pytest
 import yaml
 
-from train.config import RankJobConfig, RoleJobConfig, TrainConfig, load_rank_config, load_role_config
-from train.deepspeed_config import (
+from esc_eval.train.config import RankJobConfig, RoleJobConfig, TrainConfig, load_rank_config, load_role_config
+from esc_eval.train.deepspeed_config import (
     build_deepspeed_config, check_resources, global_batch_size, scaling_config_kwargs, torch_backend, total_steps,
 )
-from train.errors import TrainConfigError
+from esc_eval.train.errors import TrainConfigError
 
 CONFIGS = Path(__file__).resolve().parents[2] / "train" / "configs"
 
@@ -114,7 +114,7 @@ def test_gpu_job_on_this_machine_fails_before_ray_starts(tmp_path):
     """The whole job refuses a GPU config on a CPU-only machine before any worker starts."""
     import ray
 
-    from train.job import ray_session
+    from esc_eval.train.job import ray_session
 
     _skip_with_gpus()
     cfg = TrainConfig(use_gpu=True, model=str(tmp_path))
@@ -156,8 +156,8 @@ def test_gpu_role_job_fails_before_data_is_read(tmp_path):
     """run_role_job on this CPU-only machine with use_gpu: the first thing checked, no Ray, no data read."""
     import ray
 
-    from train.config import DialogueSourceConfig, RoleDataConfig
-    from train.role_job import run_role_job
+    from esc_eval.train.config import DialogueSourceConfig, RoleDataConfig
+    from esc_eval.train.role_job import run_role_job
 
     _skip_with_gpus()
     cfg = RoleJobConfig(train=TrainConfig(use_gpu=True, model=str(tmp_path)),

@@ -8,11 +8,11 @@ import math
 
 import pytest
 
-from serve.chat import ChatModel, ChatResult
-from train.dialogue_sources import SourceDialogue
-from train.judge_data import join_annotations
-from train.annotations import validate_rows
-from train.judge_eval import (
+from esc_eval.serve.chat import ChatModel, ChatResult
+from esc_eval.train.dialogue_sources import SourceDialogue
+from esc_eval.train.judge_data import join_annotations
+from esc_eval.train.annotations import validate_rows
+from esc_eval.train.judge_eval import (
     JudgePrediction, accuracy_metrics, digit_probs, score_examples, strict_parse, table4_markdown, write_evaluation,
 )
 

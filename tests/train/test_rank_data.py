@@ -6,9 +6,9 @@ import json
 
 import pytest
 
-from sim.dimensions import DIMENSION_NAMES
-from train.config import AnnotationSourceConfig, DialogueSourceConfig, RankDataConfig, RankJobConfig, TrainConfig
-from train.rank_job import prepare_rank_data
+from esc_eval.sim.dimensions import DIMENSION_NAMES
+from esc_eval.train.config import AnnotationSourceConfig, DialogueSourceConfig, RankDataConfig, RankJobConfig, TrainConfig
+from esc_eval.train.rank_job import prepare_rank_data
 
 
 def job(tmp_path, layout="per_dimension", max_seq_len=100000, n=20):
@@ -50,7 +50,7 @@ def test_multitask_layout_and_fitted_test_prompts(tmp_path, tokenizer):
 
 
 def test_annotation_for_a_missing_dialogue_fails_before_training(tmp_path, tokenizer):
-    from train.errors import TrainInputError
+    from esc_eval.train.errors import TrainInputError
 
     cfg = job(tmp_path)
     rows = json.loads((tmp_path / "ann.json").read_text()) + [{"dialogue_id": "mA_en:99", "dimension": "overall",

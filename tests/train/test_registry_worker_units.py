@@ -3,12 +3,12 @@ from __future__ import annotations
 
 import pytest
 
-from train.adapter_registry import AdapterRegistryEntry, load_registry_entry, vllm_lora_rank, write_registry_entry
-from train.worker import collate, micro_batch
+from esc_eval.train.adapter_registry import AdapterRegistryEntry, load_registry_entry, vllm_lora_rank, write_registry_entry
+from esc_eval.train.worker import collate, micro_batch
 
 
 def test_registry_entry_roundtrip_and_serve_override_format(tmp_path):
-    from serve.registry import load_registry
+    from esc_eval.serve.registry import load_registry
 
     entry = AdapterRegistryEntry(name="esc-rank", kind="judge", base="/models/base",
                                  adapters={"fluency_en": "/out/fluency_en/adapter", "empathic": "/out/empathic/adapter"},

@@ -3,11 +3,11 @@ from __future__ import annotations
 
 import pytest
 
-from sim.prompts import opener
-from train.chat_tokens import IGNORE_INDEX, tokenize_chat
-from train.dialogue_sources import SourceDialogue
-from train.errors import TrainInputError
-from train.roleplay_data import RolePlayExample, build_roleplay_examples, roleplay_messages, tokenize_roleplay
+from esc_eval.sim.prompts import opener
+from esc_eval.train.chat_tokens import IGNORE_INDEX, tokenize_chat
+from esc_eval.train.dialogue_sources import SourceDialogue
+from esc_eval.train.errors import TrainInputError
+from esc_eval.train.roleplay_data import RolePlayExample, build_roleplay_examples, roleplay_messages, tokenize_roleplay
 
 CARD = "Age: young\nGender: female\nOccupation: student\nProblem: exam stress"
 
@@ -98,7 +98,7 @@ def test_truncation_keeps_complete_leading_turns(tokenizer):
 
 
 def test_esconv_shared_sample_masks(tokenizer, esc_samples):
-    from train.dialogue_sources import load_dialogues
+    from esc_eval.train.dialogue_sources import load_dialogues
 
     dialogues = load_dialogues(esc_samples / "esconv" / "FailedESConv.json")[:5]
     for ex in build_roleplay_examples(dialogues):

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from train.config import DialogueSourceConfig, RoleDataConfig, RoleJobConfig, TrainConfig
+from esc_eval.train.config import DialogueSourceConfig, RoleDataConfig, RoleJobConfig, TrainConfig
 
 pytestmark = pytest.mark.slow
 
@@ -46,8 +46,8 @@ def test_tiny_llama_trains_checkpoints_and_resumes(tmp_path, tiny_llama_dir):
     from peft import PeftModel
     from transformers import AutoModelForCausalLM
 
-    from train.adapter_registry import load_registry_entry
-    from train.role_job import run_role_job
+    from esc_eval.train.adapter_registry import load_registry_entry
+    from esc_eval.train.role_job import run_role_job
 
     data = RoleDataConfig(sources=[DialogueSourceConfig(path=memorable_esconv(tmp_path / "esconv.json", 6))],
                           validation_fraction=0.2)
@@ -84,9 +84,9 @@ def test_tiny_llama_trains_checkpoints_and_resumes(tmp_path, tiny_llama_dir):
 
 def test_tiny_llama_zero3_judge_multitask(tmp_path, tiny_llama_dir):
     """ZeRO-3 (partitioned LoRA gathered on save) on the judge job, no evaluation."""
-    from train.config import AnnotationSourceConfig, EvalConfig, RankDataConfig, RankJobConfig
-    from train.rank_job import run_rank_job
-    from sim.dimensions import DIMENSION_NAMES
+    from esc_eval.train.config import AnnotationSourceConfig, EvalConfig, RankDataConfig, RankJobConfig
+    from esc_eval.train.rank_job import run_rank_job
+    from esc_eval.sim.dimensions import DIMENSION_NAMES
 
     dialogues = {str(i): ["AI assistant：Hello, tell me.", f"ESC-Role：Problem number {i}.", "AI assistant：I see."]
                  for i in range(10)}
@@ -113,10 +113,10 @@ def test_tiny_llama_zero3_judge_multitask(tmp_path, tiny_llama_dir):
 def test_smollm2_adapter_changes_vllm_output(tmp_path):
     """Train the embedded SmolLM2 for a few steps (Ray Train, DeepSpeed ZeRO-2, 2 CPU workers, bf16)
     on a tiny memorable role-play set, then serve base + adapter in one vLLM engine."""
-    from serve.chat import ChatMessage, GenerationParams
-    from sim.prompts import opener, roleplay_system_prompt
-    from train.adapter_registry import load_registry_entry
-    from train.role_job import run_role_job
+    from esc_eval.serve.chat import ChatMessage, GenerationParams
+    from esc_eval.sim.prompts import opener, roleplay_system_prompt
+    from esc_eval.train.adapter_registry import load_registry_entry
+    from esc_eval.train.role_job import run_role_job
 
     cfg = RoleJobConfig(
         train=TrainConfig(model="embedded", max_steps=6, checkpoint_every=6, max_seq_len=256, num_workers=2,

@@ -5,7 +5,7 @@ import csv
 
 import pytest
 
-from sim.cardbuild import (
+from esc_eval.sim.cardbuild import (
     Vote,
     agreement,
     apply_correction_rules,
@@ -17,7 +17,7 @@ from sim.cardbuild import (
     read_reviewer_sheet,
     resolve_leaf,
 )
-from sim.cards import RoleCard
+from esc_eval.sim.cards import RoleCard
 
 FRIENDS = "friends_relations_general_issues"
 WORK = "work_and_study_performance_issues"

@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from serve.chat import ChatMessage, GenerationParams, get_chat_model
-from sim.cardbuild import build_cards, parse_build_config
-from sim.cards import load_cards
+from esc_eval.serve.chat import ChatMessage, GenerationParams, get_chat_model
+from esc_eval.sim.cardbuild import build_cards, parse_build_config
+from esc_eval.sim.cards import load_cards
 
 pytestmark = pytest.mark.slow
 

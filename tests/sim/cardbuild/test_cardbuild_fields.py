@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from sim.cardbuild import CardFieldsError, age_band, normalize_age, normalize_gender, parse_card_fields
+from esc_eval.sim.cardbuild import CardFieldsError, age_band, normalize_age, normalize_gender, parse_card_fields
 
 
 @pytest.mark.parametrize(

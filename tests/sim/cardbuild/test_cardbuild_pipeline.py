@@ -9,16 +9,14 @@ import pytest
 import yaml
 
 from cardbuild_fakes import ScriptedCardModel
-from sim.cardbuild import (
+from esc_eval.cli.cards import cards_build, cards_export, cards_stats
+from esc_eval.sim.cardbuild import (
     CardBuildConfigError,
     build_cards,
-    cards_build,
-    cards_export,
-    cards_stats,
     load_build_config,
     parse_build_config,
 )
-from sim.cards import load_cards, write_cards
+from esc_eval.sim.cards import load_cards, write_cards
 
 ROOT = Path(__file__).resolve().parents[3]
 SAMPLES = ROOT / "sim" / "cardbuild" / "samples"

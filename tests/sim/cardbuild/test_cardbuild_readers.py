@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from sim.cardbuild import detect_dataset, read_source
-from sim.cardbuild.items import canonical_dataset
+from esc_eval.sim.cardbuild import detect_dataset, read_source
+from esc_eval.sim.cardbuild.items import canonical_dataset
 
 SAMPLES = Path(__file__).resolve().parents[3] / "sim" / "cardbuild" / "samples"
 SHARED = Path(__file__).resolve().parents[3].parent / "shared"

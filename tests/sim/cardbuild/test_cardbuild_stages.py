@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from sim.cardbuild import (
+from esc_eval.sim.cardbuild import (
     SourceItem,
     Turn,
     classification_messages,
@@ -19,7 +19,7 @@ from sim.cardbuild import (
     parse_filter_reply,
     shingles,
 )
-from sim.prompts import card_prompts
+from esc_eval.sim.prompts import card_prompts
 
 
 def _qa(text="My boss fired me after I reported a safety problem.", lang="en"):

@@ -20,13 +20,12 @@ import time
 from pathlib import Path
 from typing import Any, Optional
 
-import typer
 
-from serve.chat import GenerationParams
-from sim.cards import write_cards
-from sim.config import ExecutionConfig, ModelRef, SimulationConfig
-from sim.runfolder import RunFolder
-from sim.simulation import run_simulation
+from esc_eval.serve.chat import GenerationParams
+from esc_eval.sim.cards import write_cards
+from esc_eval.sim.config import ExecutionConfig, ModelRef, SimulationConfig
+from esc_eval.sim.runfolder import RunFolder
+from esc_eval.sim.simulation import run_simulation
 
 MODES = ("session", "default")
 
@@ -38,8 +37,8 @@ def _free_port() -> int:
 
 
 def _deploy(routing: str, replicas: int, kv_cache_gib: int, max_num_seqs: int, timeout_s: float) -> str:
-    from serve.cli import deploy_app
-    from serve.serve_app import ServeConfig, ServeModelConfig
+    from esc_eval.serve.deploy import deploy_app
+    from esc_eval.serve.serve_app import ServeConfig, ServeModelConfig
 
     cfg = ServeConfig(
         app_name=f"bench-{routing}", route_prefix=f"/bench-{routing}", kv_cache_gib=kv_cache_gib,
@@ -78,7 +77,7 @@ def run_routing_bench(dialogues: int = 16, rounds: int = 3, max_tokens: int = 48
     import ray
     from ray import serve
 
-    from sim.bench_sim import synthetic_cards
+    from esc_eval.sim.bench.simulation import synthetic_cards
 
     if dialogues < 1 or replicas < 2:
         raise ValueError("the routing bench needs at least 1 dialogue and 2 replicas")
@@ -112,20 +111,3 @@ def run_routing_bench(dialogues: int = 16, rounds: int = 3, max_tokens: int = 48
             finally:
                 ray.shutdown()
     return out
-
-
-def bench_routing(
-    dialogues: int = typer.Option(16, "--dialogues", "-n", help="Dialogues in flight (ESC-Role and target both served)."),
-    rounds: int = typer.Option(3, help="Rounds per dialogue."),
-    max_tokens: int = typer.Option(48, help="Max new tokens per turn."),
-    replicas: int = typer.Option(2, help="Replicas of the served model (at least 2)."),
-    kv_cache_gib: int = typer.Option(1, help="VLLM_CPU_KVCACHE_SPACE per replica, whole GiB."),
-    out: Optional[Path] = typer.Option(None, "--out", "-o", help="Also write the JSON here."),
-) -> None:
-    """Sticky (session) vs default routing over several Serve replicas of the embedded model; prints JSON."""
-    result = run_routing_bench(dialogues, rounds, max_tokens, replicas, kv_cache_gib)
-    text = json.dumps(result, indent=2)
-    if out:
-        out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(text)
-    print(text)

@@ -33,16 +33,15 @@ import time
 from pathlib import Path
 from typing import Any, Optional
 
-import typer
 
-from serve.chat import ChatMessage, GenerationParams
-from sim.config import JudgeConfig, ModelRef
-from sim.dimensions import DIMENSION_NAMES
-from sim.prompts import judge_messages
-from sim.score_parser import parse_score
-from sim.scoring import score_dialogue
+from esc_eval.serve.chat import ChatMessage, GenerationParams
+from esc_eval.sim.config import JudgeConfig, ModelRef
+from esc_eval.sim.dimensions import DIMENSION_NAMES
+from esc_eval.sim.prompts import judge_messages
+from esc_eval.sim.score_parser import parse_score
+from esc_eval.sim.scoring import score_dialogue
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 SHARED_DIALOGUES = REPO.parent / "shared" / "data" / "esc-eval" / "dialogues"
 DEMO_RUN = REPO / "runs" / "demo"
 # The paper's release caps generation at 512 new tokens (evaluate.py / score.py).
@@ -52,24 +51,19 @@ OFFICIAL_MAX_NEW_TOKENS = 512
 PHASE_PAUSE_S = 2.0
 
 
-def _value(v: Any) -> Any:
-    """typer.Option defaults are OptionInfo objects when the function is called from Python."""
-    return getattr(v, "default", v) if type(v).__name__ == "OptionInfo" else v
-
-
 # -- dialogues --------------------------------------------------------------------------------
 def _ok_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [r for r in rows if r.get("status") == "ok" and r.get("turns")]
 
 
 def _from_run_folder(path: Path) -> list[dict[str, Any]]:
-    from sim.runfolder import RunFolder
+    from esc_eval.sim.runfolder import RunFolder
 
     return _ok_rows(list(RunFolder(path, create=False).iter_rows("dialogues")))
 
 
 def _from_official(path: Path) -> list[dict[str, Any]]:
-    from sim.official import official_dialogue_files, read_official_dialogues
+    from esc_eval.sim.official import official_dialogue_files, read_official_dialogues
 
     rows: list[dict[str, Any]] = []
     for f in official_dialogue_files(path):
@@ -79,8 +73,8 @@ def _from_official(path: Path) -> list[dict[str, Any]]:
 
 def _fake_dialogues(n: int) -> list[dict[str, Any]]:
     """Fresh 5-round dialogues from the scripted fake seeker and target (no engine needed)."""
-    from sim.config import ExecutionConfig, SimulationConfig
-    from sim.simulation import run_simulation
+    from esc_eval.sim.config import ExecutionConfig, SimulationConfig
+    from esc_eval.sim.simulation import run_simulation
 
     with tempfile.TemporaryDirectory(prefix="bench-score-") as tmp:
         cfg = SimulationConfig(cards="sample", languages=["en"], limit=n, role=ModelRef(model="fake/seeker"),
@@ -92,7 +86,7 @@ def _fake_dialogues(n: int) -> list[dict[str, Any]]:
 def load_bench_dialogues(n: int, source: Path | None = None) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """Up to n dialogue rows and where they came from: `source` (run folder or official JSON),
     else the official samples in ../shared, else runs/demo, else fake-model dialogues."""
-    from sim.scoring import is_run_folder
+    from esc_eval.sim.scoring import is_run_folder
 
     if source is not None:
         source = Path(source)
@@ -118,7 +112,7 @@ def load_bench_dialogues(n: int, source: Path | None = None) -> tuple[list[dict[
 
 # -- measurement ------------------------------------------------------------------------------
 def _counting_model_class():
-    from serve.vllm_engine import VLLMChatModel
+    from esc_eval.serve.vllm_engine import VLLMChatModel
 
     class CountingVLLM(VLLMChatModel):
         """VLLMChatModel that also sums the prefix-cache hits vLLM reports per request."""
@@ -224,9 +218,9 @@ def _agreement(a: list[dict[str, Any]], b: list[dict[str, Any]]) -> float | None
 
 def registry_prompt_order(model: str) -> str:
     """The judge prompt order the registry declares for `model` (rubric_first when it is not there)."""
-    from serve.registry import default_registry
+    from esc_eval.serve.registry import default_registry
 
-    from serve.chat import UnknownModelError
+    from esc_eval.serve.chat import UnknownModelError
 
     try:
         return default_registry().get(model).judge_prompt_order
@@ -302,28 +296,15 @@ def run_bench(dialogues: int = 12, source: Path | None = None, reference_dialogu
     return out
 
 
-def bench_score(
-    dialogues: int = typer.Option(12, "--dialogues", "-n", help="Dialogues to score (default: the 12 official samples)."),
-    out: Optional[Path] = typer.Option(None, "--out", "-o", help="Also write the JSON here."),
-    source: Optional[Path] = typer.Option(None, "--source", help="Run folder or official dialogue JSON (default: ../shared samples, else runs/demo, else fake dialogues)."),
-    reference_dialogues: int = typer.Option(2, "--reference-dialogues", help="Dialogues the generating reference runs on (it decodes up to 512 tokens per call); 0 = all."),
-    max_new_tokens: int = typer.Option(OFFICIAL_MAX_NEW_TOKENS, "--max-new-tokens", help="Generation cap of the reference (the release: 512)."),
-    model: str = typer.Option("embedded", "--model", help="vLLM model folder, or 'embedded'."),
-    prompt_order: Optional[str] = typer.Option(None, "--prompt-order", help="Judge prompt order for every phase: "
-                                               "rubric_first (the paper's) or dialogue_first (a dialogue's prompts share "
-                                               "a prefix); default: the model's registry entry (embedded: dialogue_first)."),
-) -> dict[str, Any]:
-    """Scoring throughput: ours (batched logprob, prefix cache) vs the official score.py loop; prints JSON."""
-    result = run_bench(_value(dialogues), _value(source), _value(reference_dialogues), _value(max_new_tokens), _value(model),
-                       _value(prompt_order))
+def bench_score(dialogues: int = 12, out: Path | None = None, source: Path | None = None, reference_dialogues: int = 2,
+                max_new_tokens: int = OFFICIAL_MAX_NEW_TOKENS, model: str = "embedded",
+                prompt_order: str | None = None) -> dict[str, Any]:
+    """Scoring throughput: ours (batched logprob, prefix cache) vs the official score.py loop; the
+    result is printed as JSON (and written to `out`)."""
+    result = run_bench(dialogues, source, reference_dialogues, max_new_tokens, model, prompt_order)
     text = json.dumps(result, indent=2, ensure_ascii=False)
     print(text)
-    target = _value(out)
-    if target is not None:
-        Path(target).parent.mkdir(parents=True, exist_ok=True)
-        Path(target).write_text(text + "\n", encoding="utf-8")
+    if out is not None:
+        Path(out).parent.mkdir(parents=True, exist_ok=True)
+        Path(out).write_text(text + "\n", encoding="utf-8")
     return result
-
-
-if __name__ == "__main__":  # vLLM spawns processes: the engine must be built under this guard
-    typer.run(bench_score)

@@ -1,5 +1,4 @@
-"""`esc-eval cards build|stats|validate|export`: plain functions with typer annotations
-(registered by sim.cli).
+"""`esc-eval cards validate|build|stats|export`: role cards.
 
     esc-eval cards build sim/cardbuild/configs/example.yaml     # run or resume a build
     esc-eval cards stats runs/cards-example --out runs/cards-example/stats
@@ -8,7 +7,6 @@
 """
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -16,9 +14,10 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from sim.cards import load_cards, validate_cards, write_cards
+from esc_eval.sim.cards import load_cards, validate_cards, write_cards
 
 console = Console()
+app = typer.Typer(no_args_is_help=True, help="Role cards: validate, build from source datasets, statistics, export.")
 
 
 def _table(title: str, rows: list[dict]) -> Table:
@@ -31,14 +30,15 @@ def _table(title: str, rows: list[dict]) -> Table:
     return t
 
 
+@app.command("build")
 def cards_build(
     config: Annotated[Path, typer.Argument(help="Card-build YAML config (see sim/cardbuild/configs/example.yaml).")],
     quiet: Annotated[bool, typer.Option("--quiet", help="No progress bars.")] = False,
 ) -> None:
     """Build role cards from source datasets (extract, filter, dedup, classify, annotation sheets); resumable."""
-    from sim.cardbuild.config import CardBuildConfigError, load_build_config
-    from sim.cardbuild.pipeline import build_cards
-    from sim.cardbuild.stats import stage_table
+    from esc_eval.sim.cardbuild.config import CardBuildConfigError, load_build_config
+    from esc_eval.sim.cardbuild.pipeline import build_cards
+    from esc_eval.sim.cardbuild.stats import stage_table
 
     try:
         cfg = load_build_config(config)
@@ -57,13 +57,14 @@ def cards_build(
         console.print(f"annotation sheets: {result.output / 'annotation'} (fill them, then re-run build)")
 
 
+@app.command("stats")
 def cards_stats(
     path: Annotated[Path, typer.Argument(help="A card file (ours or official JSON) or a build folder.")],
     out: Annotated[Optional[Path], typer.Option("--out", help="Folder for the CSV tables, stats.json and the chart (default: <folder>/stats or ./<file>_stats).")] = None,
     assume_quality: Annotated[Optional[str], typer.Option("--assume-quality", help="Tier for cards without one (official card_high_*.json: high).")] = None,
 ) -> None:
     """Card statistics: stage counts (Table 6), categories x tier (Table 9), distribution chart (Figure 5)."""
-    from sim.cardbuild.stats import write_stats
+    from esc_eval.sim.cardbuild.stats import write_stats
 
     # default: <build folder>/stats, or ./<file stem>_stats (never beside a shared input file)
     target = out or (path / "stats" if path.is_dir() else Path.cwd() / f"{path.stem}_stats")
@@ -76,26 +77,22 @@ def cards_stats(
     console.print(f"written to {target} (figure: {result['figure']})")
 
 
-def cards_validate(
-    path: Annotated[Path, typer.Argument(help="A card file to check.")],
-) -> None:
-    """Load and check a card file; prints counts, exits 1 naming the first bad card."""
-    from sim.cards import CardError
+@app.command("validate")
+def cards_validate(path: Annotated[Path, typer.Argument(help="Card file (ours or the official ESC-Eval JSON).")]) -> None:
+    """Load and check a card file; print counts (a bad card exits 2 naming the file and field)."""
+    from esc_eval.cli.common import emit
 
-    try:
-        console.print_json(json.dumps(validate_cards(path), ensure_ascii=False))
-    except CardError as e:
-        console.print(f"[red]{e}", soft_wrap=True)
-        raise typer.Exit(1) from None
+    emit(validate_cards(path))
 
 
+@app.command("export")
 def cards_export(
     path: Annotated[Path, typer.Argument(help="A card file or a build folder (final_cards.json, else cards.json).")],
     out: Annotated[Path, typer.Option("--out", help="Output JSON file.")],
     fmt: Annotated[str, typer.Option("--fmt", help="official (the ESC-Eval release's JSON) or esc-eval.")] = "official",
 ) -> None:
     """Write cards in the official ESC-Eval JSON format (or ours)."""
-    from sim.cardbuild.stats import resolve_cards_path
+    from esc_eval.sim.cardbuild.stats import resolve_cards_path
 
     if fmt not in ("official", "esc-eval"):
         console.print(f"[red]unknown format {fmt!r} (official | esc-eval)")

@@ -1,5 +1,4 @@
-"""CLI functions of the training package, registered by the lead as
-`esc-eval train role --config FILE` and `esc-eval train rank --config FILE`.
+"""`esc-eval train role|rank --config FILE`: LoRA SFT of ESC-Role and ESC-RANK on Ray Train.
 
 Both validate the config and the data before Ray starts (a bad field or a bad annotation row
 exits with code 2 and a message naming it), show a rich progress bar per adapter while Ray
@@ -14,10 +13,11 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from train.config import load_rank_config, load_role_config
-from train.errors import TrainConfigError, TrainInputError
+from esc_eval.train.config import load_rank_config, load_role_config
+from esc_eval.train.errors import TrainConfigError, TrainInputError
 
 console = Console()
+app = typer.Typer(no_args_is_help=True, help="LoRA SFT of ESC-Role and ESC-RANK on Ray Train + DeepSpeed.")
 ConfigOption = Annotated[Path, typer.Option("--config", "-c", help="YAML job config (see train/configs/).",
                                             exists=False, dir_okay=False)]
 
@@ -50,9 +50,10 @@ def _summary(title: str, summary: dict[str, Any]) -> None:
     console.print(f"registry entry: [bold]{summary['registry_entry']}[/bold]")
 
 
+@app.command("role")
 def train_role(config: ConfigOption) -> None:
     """Train ESC-Role (LoRA on the role-play dialogues; loss on the seeker's turns)."""
-    from train.role_job import run_role_job
+    from esc_eval.train.role_job import run_role_job
 
     try:
         cfg = load_role_config(config)
@@ -74,9 +75,10 @@ def train_role(config: ConfigOption) -> None:
     _summary("ESC-Role training", summary)
 
 
+@app.command("rank")
 def train_rank(config: ConfigOption) -> None:
     """Train ESC-RANK (LoRA judges from annotations) and report Table 4 on the test split."""
-    from train.rank_job import run_rank_job
+    from esc_eval.train.rank_job import run_rank_job
 
     try:
         cfg = load_rank_config(config)
@@ -87,7 +89,7 @@ def train_rank(config: ConfigOption) -> None:
         scoring: list = []
 
         def prepared(data) -> None:
-            from train.deepspeed_config import total_steps
+            from esc_eval.train.deepspeed_config import total_steps
 
             for name, (train, _) in data.groups.items():
                 tasks[name] = progress.add_task(name, total=total_steps(cfg.train, len(train)), info="waiting")

@@ -9,7 +9,6 @@
 """
 from __future__ import annotations
 
-import json
 import math
 import os
 import resource
@@ -18,13 +17,11 @@ import time
 from pathlib import Path
 from typing import Any, Optional
 
-import typer
-
-from serve.chat import GenerationParams
-from sim.cards import RoleCard, load_cards, sample_cards, write_cards
-from sim.config import ExecutionConfig, ModelRef, SimulationConfig
-from sim.pool import WorkerPool
-from sim.simulation import run_simulation
+from esc_eval.serve.chat import GenerationParams
+from esc_eval.sim.cards import RoleCard, load_cards, sample_cards, write_cards
+from esc_eval.sim.config import ExecutionConfig, ModelRef, SimulationConfig
+from esc_eval.sim.pool import WorkerPool
+from esc_eval.sim.simulation import run_simulation
 
 
 def _rss_mb() -> float:
@@ -109,8 +106,8 @@ def _bench_cards(n: int, shared: Path | None) -> tuple[list[RoleCard], str]:
 def bench_embedded(dialogues: int, reference_dialogues: int, max_tokens: int, concurrency: int,
                    shared_cards: Path | None, kv_cache_gb: int = 8, engines: int = 1,
                    compiled: bool = False) -> dict[str, Any]:
-    from serve.embedded import embedded_model_path
-    from sim.reference_loop import HFReference
+    from esc_eval.serve.embedded import embedded_model_path
+    from esc_eval.sim.bench.reference_loop import HFReference
 
     cards, card_source = _bench_cards(max(dialogues, reference_dialogues), shared_cards)
     tmp = Path(tempfile.mkdtemp(prefix="esc-bench-emb-"))
@@ -156,24 +153,23 @@ def bench_embedded(dialogues: int, reference_dialogues: int, max_tokens: int, co
             "speedup_vs_reference": round(ours_dph / ref_dph, 2)}
 
 
-def bench_sim(
-    out: Optional[Path] = typer.Option(None, "--out", "-o", help="Also write the JSON here."),
-    fake_dialogues: int = typer.Option(8500, help="(a) dialogues through the fixed-latency fake backend (0 = skip)."),
-    fake_latency: float = typer.Option(1.0, help="(a) seconds per fake model call."),
-    saturation_latency: float = typer.Option(0.05, help="(a) latency of a second fake run that makes the pool CPU-bound; its calls/s is `fake_calls_per_s` (0 = skip)."),
-    workers: int = typer.Option(2, help="(a, c) worker actors."),
-    memory_items: int = typer.Option(100_000, help="(c) items streamed to check driver memory (0 = skip)."),
-    embedded_dialogues: int = typer.Option(64, help="(b) dialogues in flight on the embedded model (0 = skip)."),
-    reference_dialogues: int = typer.Option(1, help="(b) dialogues through the reference loop."),
-    max_tokens: int = typer.Option(512, help="(b) max new tokens per turn, both sides (the release: 512)."),
-    concurrency: int = typer.Option(64, help="(b) dialogues in flight in our engine."),
-    shared_cards: Optional[Path] = typer.Option(None, help="(b) folder with the official card_high_en.json (default: ../shared/data/esc-eval/cards if present)."),
-    kv_cache_gb: int = typer.Option(8, help="(b) VLLM_CPU_KVCACHE_SPACE of our engines together, GiB (split between them, at least 2 each)."),
-    engines: int = typer.Option(0, help="(b) vLLM engines (worker actors), each bound to its own core; 0 = one per core."),
-    compiled: bool = typer.Option(False, help="(b) compiled vLLM engines (slower start, excluded from the timing; faster steps)."),
-) -> None:
-    """Simulation throughput: fake backend, embedded model vs the release's loop, driver memory."""
-    from sim.pool import ensure_ray
+def run_bench_sim(
+    fake_dialogues: int = 8500,
+    fake_latency: float = 1.0,
+    saturation_latency: float = 0.05,
+    workers: int = 2,
+    memory_items: int = 100_000,
+    embedded_dialogues: int = 64,
+    reference_dialogues: int = 1,
+    max_tokens: int = 512,
+    concurrency: int = 64,
+    shared_cards: Optional[Path] = None,
+    kv_cache_gb: int = 8,
+    engines: int = 0,
+    compiled: bool = False,
+) -> dict[str, Any]:
+    """Simulation throughput: (a) fake backend, (b) embedded model vs the release's loop, (c) driver memory."""
+    from esc_eval.sim.pool import ensure_ray
 
     os.environ.setdefault("RAY_AUTH_MODE", "disabled")
     ensure_ray(ExecutionConfig(log_to_driver=False))
@@ -191,13 +187,9 @@ def bench_sim(
         result["memory"] = bench_memory(memory_items, workers)
     if embedded_dialogues:
         if shared_cards is None:
-            guess = Path(__file__).resolve().parents[2] / "shared/data/esc-eval/cards"
+            guess = Path(__file__).resolve().parents[3] / "shared/data/esc-eval/cards"
             shared_cards = guess if guess.is_dir() else None
         result["embedded"] = bench_embedded(embedded_dialogues, reference_dialogues, max_tokens, concurrency, shared_cards,
                                             kv_cache_gb, engines or (os.cpu_count() or 1), compiled)
         result["speedup_vs_reference"] = result["embedded"]["speedup_vs_reference"]
-    text = json.dumps(result, indent=2)
-    if out:
-        out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(text)
-    print(text)
+    return result

@@ -1,7 +1,7 @@
 """Command functions of the analysis package, for the main `esc-eval` typer app to register.
 
 Plain functions with typer annotations (no app here): e.g.
-    from analysis import cli as acli
+    from esc_eval.analysis import cli as acli
     app.command("report")(acli.report)
     analysis_app.command("judge-accuracy")(acli.judge_accuracy)
 Each prints what it wrote (JSON) and raises AnalysisInputError (a ValueError) on bad input.
@@ -14,49 +14,19 @@ from typing import Annotated, Optional
 
 import typer
 
-from analysis.loaders import AnalysisInputError
+from esc_eval.analysis.loaders import AnalysisInputError
 
 RunDirs = Annotated[list[Path], typer.Argument(help="Run folders (or folders of official score JSON).")]
 Out = Annotated[Optional[Path], typer.Option("--out", "-o", help="Output folder (default <first run>/report).")]
+
+app = typer.Typer(no_args_is_help=True, help="Analysis: model comparison, judge accuracy, annotation sheets and agreement, role-play fidelity.")
 
 
 def _echo(obj) -> None:
     typer.echo(json.dumps(obj, indent=2, ensure_ascii=False, default=str))
 
 
-def report(
-    run_dirs: RunDirs,
-    out: Out = None,
-    n_boot: Annotated[int, typer.Option("--n-boot", help="Bootstrap resamples for the CIs (0 = none).")] = 1000,
-    seed: Annotated[int, typer.Option("--seed", help="Bootstrap seed.")] = 0,
-    samples: Annotated[int, typer.Option("--samples", help="Sample dialogues shown in the report.")] = 3,
-) -> None:
-    """Self-contained report.html + report.md (leaderboard, plots, failures, throughput, samples)."""
-    from analysis.report import write_report
-
-    paths = write_report(run_dirs, out, n_boot=n_boot, seed=seed, n_samples=samples)
-    _echo({k: str(v) for k, v in paths.items()})
-
-
-def leaderboard(
-    run_dirs: RunDirs,
-    out: Out = None,
-    n_boot: Annotated[int, typer.Option("--n-boot", help="Bootstrap resamples for the CIs (0 = none).")] = 1000,
-    seed: Annotated[int, typer.Option("--seed", help="Bootstrap seed.")] = 0,
-) -> None:
-    """The paper's Table 2 with bootstrap 95% CIs: prints Markdown, writes leaderboard.md/.csv."""
-    from analysis.leaderboard import build_leaderboard, leaderboard_markdown, write_leaderboard
-    from analysis.loaders import load_scores
-    from analysis.report import registry_groups
-
-    scores = load_scores(run_dirs)
-    table = build_leaderboard(scores, groups=registry_groups(sorted(scores["target_model"].dropna().unique())),
-                              n_boot=n_boot, seed=seed)
-    paths = write_leaderboard(table, out or Path(run_dirs[0]) / "report")
-    typer.echo(leaderboard_markdown(table))
-    _echo({k: str(v) for k, v in paths.items()})
-
-
+@app.command("compare")
 def compare(
     run_dirs: RunDirs,
     model_a: Annotated[str, typer.Option("--a", help="First model (target_model as in the scores).")],
@@ -67,12 +37,13 @@ def compare(
     seed: Annotated[int, typer.Option("--seed", help="Random seed.")] = 0,
 ) -> None:
     """Paired comparison of two models on shared role cards: A - B, 95% CI and p-value."""
-    from analysis.compare import paired_comparison
-    from analysis.loaders import load_scores
+    from esc_eval.analysis.compare import paired_comparison
+    from esc_eval.analysis.loaders import load_scores
 
     _echo(paired_comparison(load_scores(run_dirs), model_a, model_b, dimension, method, n_resamples, seed))
 
 
+@app.command("judge-accuracy")
 def judge_accuracy(
     pred: Annotated[list[Path], typer.Argument(help="Run folders (or official score JSON) of the judge to check.")],
     human: Annotated[Path, typer.Option("--human", help="Filled annotation sheet(s): a CSV or a folder of annotate_*.csv.")],
@@ -80,10 +51,10 @@ def judge_accuracy(
     out: Out = None,
 ) -> None:
     """Table 4: ACC and ACC_soft of a judge against human scores (mean over annotators, rounded)."""
-    from analysis.annotation import import_annotations
-    from analysis.judge_accuracy import accuracy_markdown, write_accuracy
-    from analysis.judge_accuracy import judge_accuracy as _acc
-    from analysis.loaders import load_scores
+    from esc_eval.analysis.annotation import import_annotations
+    from esc_eval.analysis.judge_accuracy import accuracy_markdown, write_accuracy
+    from esc_eval.analysis.judge_accuracy import judge_accuracy as _acc
+    from esc_eval.analysis.loaders import load_scores
 
     scores = load_scores(pred)
     judges = sorted(scores["judge"].dropna().unique())
@@ -102,6 +73,7 @@ def judge_accuracy(
     _echo({k: str(v) for k, v in paths.items()})
 
 
+@app.command("annotate-export")
 def annotate_export(
     run_dirs: RunDirs,
     out: Annotated[Path, typer.Option("--out", "-o", help="Folder for the sheets.")],
@@ -109,19 +81,20 @@ def annotate_export(
     seed: Annotated[int, typer.Option("--seed", help="Shuffle seed.")] = 0,
 ) -> None:
     """Annotation sheets (CSV, one per annotator) with the scoring rules of the paper's Table 16."""
-    from analysis.annotation import export_annotation_sheets
-    from analysis.loaders import load_dialogues
+    from esc_eval.analysis.annotation import export_annotation_sheets
+    from esc_eval.analysis.loaders import load_dialogues
 
     paths = export_annotation_sheets(load_dialogues(run_dirs), out, annotators=annotators, seed=seed)
     _echo({k: str(v) for k, v in paths.items()})
 
 
+@app.command("annotate-agreement")
 def annotate_agreement(
     sheets: Annotated[list[Path], typer.Argument(help="Filled sheets, or a folder of annotate_*.csv.")],
     out: Annotated[Optional[Path], typer.Option("--out", "-o", help="Write agreement.md/.json here.")] = None,
 ) -> None:
     """Inter-annotator agreement: quadratic-weighted Cohen's kappa per pair, Krippendorff's alpha."""
-    from analysis.annotation import agreement_markdown, agreement_summary, import_annotations, pairwise_kappa
+    from esc_eval.analysis.annotation import agreement_markdown, agreement_summary, import_annotations, pairwise_kappa
 
     files = sheets[0] if len(sheets) == 1 and sheets[0].is_dir() else sheets
     ann = import_annotations(files)
@@ -136,21 +109,11 @@ def annotate_agreement(
             "pairs": json.loads(pairs.to_json(orient="records"))}, indent=2), encoding="utf-8")
 
 
+@app.command("roleplay-fidelity")
 def roleplay_fidelity(run_dirs: RunDirs) -> None:
     """Character breaks and emotional drift of the role model, per role model and language."""
-    from analysis.loaders import load_dialogues
-    from analysis.roleplay import fidelity_summary
+    from esc_eval.analysis.loaders import load_dialogues
+    from esc_eval.analysis.roleplay import fidelity_summary
 
     _echo(json.loads(fidelity_summary(load_dialogues(run_dirs)).to_json(orient="records")))
 
-
-# name -> function, for registering them in a loop
-COMMANDS = {
-    "report": report,
-    "leaderboard": leaderboard,
-    "compare": compare,
-    "judge-accuracy": judge_accuracy,
-    "annotate-export": annotate_export,
-    "annotate-agreement": annotate_agreement,
-    "roleplay-fidelity": roleplay_fidelity,
-}

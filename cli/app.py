@@ -1,0 +1,75 @@
+"""The `esc-eval` command: the root typer app and its error handling.
+
+Every command group is a module of this package, imported and registered here statically: a
+command that fails to import is an error at start-up, never a silently missing subcommand.
+
+Errors on bad input exit non-zero with one line naming the file and field; --debug shows the
+traceback.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import sys
+
+import typer
+
+from esc_eval.cli import analysis, bench, cards, demo, report, score, serve, simulate, train
+from esc_eval.cli.common import STATE
+
+app = typer.Typer(add_completion=False, no_args_is_help=True,
+                  help="ESC-Eval on Ray + vLLM: role-played emotional-support dialogues, 7-dimension judging, the paper's tables.")
+
+app.command("demo")(demo.demo)
+app.command("simulate")(simulate.simulate)
+app.command("score")(score.score)
+app.command("report")(report.report)
+app.command("leaderboard")(report.leaderboard)
+app.add_typer(cards.app, name="cards")
+app.add_typer(serve.app, name="serve")
+app.add_typer(train.app, name="train")
+app.add_typer(bench.app, name="bench")
+app.add_typer(analysis.app, name="analysis")
+
+
+@app.callback()
+def _main(debug: bool = typer.Option(False, "--debug", help="Show tracebacks."),
+          verbose: bool = typer.Option(False, "--verbose", "-v", help="Log progress details (retries, engines).")) -> None:
+    STATE["debug"] = debug
+    STATE["verbose"] = verbose
+    logging.basicConfig(level=logging.INFO if verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    # Quiet engines by default; workers inherit this through the Ray runtime env.
+    os.environ.setdefault("VLLM_LOGGING_LEVEL", "INFO" if verbose else "WARNING")
+    os.environ.setdefault("RAY_AUTH_MODE", "disabled")
+    os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "2")
+
+
+KNOWN_ERRORS: tuple[type[BaseException], ...] = (ValueError, FileNotFoundError, PermissionError, TimeoutError, KeyError, OSError)
+
+
+def _unwrap(exc: BaseException) -> BaseException:
+    # Errors raised inside Ray actors arrive wrapped (RayTaskError); show the original.
+    cause = getattr(exc, "cause", None)
+    return cause if isinstance(cause, BaseException) else exc
+
+
+def main() -> None:
+    try:
+        app(standalone_mode=False)
+    except SystemExit:
+        raise
+    except typer.Abort:
+        print("aborted", file=sys.stderr)
+        sys.exit(130)
+    except Exception as exc:  # noqa: BLE001
+        import click
+
+        if isinstance(exc, click.exceptions.ClickException):
+            exc.show()
+            sys.exit(exc.exit_code)
+        if STATE["debug"]:
+            raise
+        err = _unwrap(exc)
+        msg = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        sys.stderr.write(f"error: {msg}\n")
+        sys.exit(2 if isinstance(err, KNOWN_ERRORS) else 1)

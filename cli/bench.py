@@ -1,0 +1,76 @@
+"""`esc-eval bench sim|score|routing`: benchmarks printing JSON (`-o FILE` keeps it).
+
+The measurements live in sim/bench/; these commands only parse options and call them."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Optional
+
+import typer
+
+app = typer.Typer(no_args_is_help=True, help="Benchmarks printing JSON.")
+
+
+def _write(result: dict[str, Any], out: Optional[Path]) -> None:
+    text = json.dumps(result, indent=2, ensure_ascii=False)
+    if out:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(text + "\n", encoding="utf-8")
+    print(text)
+
+
+@app.command("sim")
+def bench_sim(
+    out: Optional[Path] = typer.Option(None, "--out", "-o", help="Also write the JSON here."),
+    fake_dialogues: int = typer.Option(8500, help="(a) dialogues through the fixed-latency fake backend (0 = skip)."),
+    fake_latency: float = typer.Option(1.0, help="(a) seconds per fake model call."),
+    saturation_latency: float = typer.Option(0.05, help="(a) latency of a second fake run that makes the pool CPU-bound; its calls/s is `fake_calls_per_s` (0 = skip)."),
+    workers: int = typer.Option(2, help="(a, c) worker actors."),
+    memory_items: int = typer.Option(100_000, help="(c) items streamed to check driver memory (0 = skip)."),
+    embedded_dialogues: int = typer.Option(64, help="(b) dialogues in flight on the embedded model (0 = skip)."),
+    reference_dialogues: int = typer.Option(1, help="(b) dialogues through the reference loop."),
+    max_tokens: int = typer.Option(512, help="(b) max new tokens per turn, both sides (the release: 512)."),
+    concurrency: int = typer.Option(64, help="(b) dialogues in flight in our engine."),
+    shared_cards: Optional[Path] = typer.Option(None, help="(b) folder with the official card_high_en.json (default: ../shared/data/esc-eval/cards if present)."),
+    kv_cache_gb: int = typer.Option(8, help="(b) VLLM_CPU_KVCACHE_SPACE of our engines together, GiB (split between them, at least 2 each)."),
+    engines: int = typer.Option(0, help="(b) vLLM engines (worker actors), each bound to its own core; 0 = one per core."),
+    compiled: bool = typer.Option(False, help="(b) compiled vLLM engines (slower start, excluded from the timing; faster steps)."),
+) -> None:
+    """Simulation throughput: fake backend, embedded model vs the release's loop, driver memory."""
+    from esc_eval.sim.bench.simulation import run_bench_sim
+
+    _write(run_bench_sim(fake_dialogues=fake_dialogues, fake_latency=fake_latency, saturation_latency=saturation_latency, workers=workers, memory_items=memory_items, embedded_dialogues=embedded_dialogues, reference_dialogues=reference_dialogues, max_tokens=max_tokens, concurrency=concurrency, shared_cards=shared_cards, kv_cache_gb=kv_cache_gb, engines=engines, compiled=compiled), out)
+
+
+@app.command("score")
+def bench_score(
+    dialogues: int = typer.Option(12, "--dialogues", "-n", help="Dialogues to score (default: the 12 official samples)."),
+    out: Optional[Path] = typer.Option(None, "--out", "-o", help="Also write the JSON here."),
+    source: Optional[Path] = typer.Option(None, "--source", help="Run folder or official dialogue JSON (default: ../shared samples, else runs/demo, else fake dialogues)."),
+    reference_dialogues: int = typer.Option(2, "--reference-dialogues", help="Dialogues the generating reference runs on (it decodes up to 512 tokens per call); 0 = all."),
+    max_new_tokens: int = typer.Option(512, "--max-new-tokens", help="Generation cap of the reference (the release: 512)."),
+    model: str = typer.Option("embedded", "--model", help="vLLM model folder, or 'embedded'."),
+    prompt_order: Optional[str] = typer.Option(None, "--prompt-order", help="Judge prompt order for every phase: "
+                                               "rubric_first (the paper's) or dialogue_first (a dialogue's prompts share "
+                                               "a prefix); default: the model's registry entry (embedded: dialogue_first)."),
+) -> None:
+    """Scoring throughput: ours (batched logprob, prefix cache) vs the official score.py loop."""
+    from esc_eval.sim.bench.scoring import bench_score as run
+
+    run(dialogues=dialogues, out=out, source=source, reference_dialogues=reference_dialogues, max_new_tokens=max_new_tokens, model=model, prompt_order=prompt_order)
+
+
+@app.command("routing")
+def bench_routing(
+    dialogues: int = typer.Option(16, "--dialogues", "-n", help="Dialogues in flight (ESC-Role and target both served)."),
+    rounds: int = typer.Option(3, help="Rounds per dialogue."),
+    max_tokens: int = typer.Option(48, help="Max new tokens per turn."),
+    replicas: int = typer.Option(2, help="Replicas of the served model (at least 2)."),
+    kv_cache_gib: int = typer.Option(1, help="VLLM_CPU_KVCACHE_SPACE per replica, whole GiB."),
+    out: Optional[Path] = typer.Option(None, "--out", "-o", help="Also write the JSON here."),
+) -> None:
+    """Sticky (session) vs default routing over several Serve replicas of the embedded model."""
+    from esc_eval.sim.bench.routing import run_routing_bench
+
+    _write(run_routing_bench(dialogues, rounds, max_tokens, replicas, kv_cache_gib), out)

@@ -1,0 +1,36 @@
+"""What every command module shares: the global flags, JSON output, the engine environment."""
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+# --debug / --verbose of the root command (set by cli.app's callback before any command runs).
+STATE = {"debug": False, "verbose": False}
+
+# Environment variables that workers and engines must see as the driver does.
+ENGINE_ENV_KEYS = ("VLLM_CPU_KVCACHE_SPACE", "VLLM_LOGGING_LEVEL", "ESC_EVAL_CACHE", "ESC_EVAL_MODEL_PATHS",
+                   "ESC_EVAL_MODEL_PATHS_FILE", "HF_HUB_OFFLINE")
+
+
+def emit(data: Any, **kw: Any) -> None:
+    """Results go to stdout as JSON (progress and errors go to stderr)."""
+    print(json.dumps(data, indent=2, ensure_ascii=False, default=str, **kw))
+
+
+def exec_env() -> dict[str, str]:
+    return {k: os.environ[k] for k in ENGINE_ENV_KEYS if k in os.environ}
+
+
+def console_env(ex) -> None:
+    """Pass the driver's engine environment to the workers of an ExecutionConfig."""
+    ex.env = {**ex.env, **exec_env()}
+    # Engines are chatty: their logs stay in Ray's log files unless --verbose.
+    ex.log_to_driver = ex.log_to_driver and STATE["verbose"]
+
+
+def default_out(prefix: str) -> Path:
+    from esc_eval.sim.runfolder import now_utc
+
+    return Path("runs") / f"{prefix}-{now_utc().strftime('%Y%m%d-%H%M%S')}"

@@ -1,0 +1,81 @@
+"""`esc-eval report` and `esc-eval leaderboard`: the paper's Table 2 and the HTML/Markdown report.
+
+Both group models (close / open / domain) by one rule, the model registry's
+(`serve.registry.model_groups`), which this layer passes into the analysis functions.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from esc_eval.cli.common import emit
+
+RunDirs = Annotated[list[Path], typer.Argument(help="Run folders (or folders of official score JSON).")]
+Out = Annotated[Optional[Path], typer.Option("--out", "-o", help="Output folder (default <first run>/report).")]
+NBoot = Annotated[int, typer.Option("--n-boot", help="Bootstrap resamples for the CIs (0 = none).")]
+Seed = Annotated[int, typer.Option("--seed", help="Bootstrap seed.")]
+
+
+def registry_groups(models) -> dict[str, str]:
+    """The one grouping rule: the registry's Table 2 group of every model it knows."""
+    from esc_eval.serve.registry import model_groups
+
+    return model_groups(sorted({str(m) for m in models}))
+
+
+def show_leaderboard(table) -> None:
+    """The leaderboard as a terminal table (the CIs are in leaderboard.md)."""
+    from rich.table import Table
+
+    from esc_eval.sim.dimensions import DIMENSION_TITLES
+    from esc_eval.sim.progress import console
+
+    cols = [*DIMENSION_TITLES.values(), "Average"]
+    t = Table(title="Leaderboard: mean score x 25 (CIs in leaderboard.md)", pad_edge=False)
+    for c in ["Lang", "Group", "Model", "n", *[c[:3] for c in cols], "Fail"]:
+        t.add_column(c, justify="right" if c not in ("Lang", "Group", "Model") else "left", overflow="fold")
+    for _, r in table.iterrows():
+        vals = ["-" if r[c] != r[c] else f"{r[c]:.1f}" for c in cols]  # NaN -> "-"
+        t.add_row(r["language"], r["group"], r["model"], str(r["n_dialogues"]), *vals, f"{r['parse_failure_rate']:.0%}")
+    console.print(t)
+
+
+def write_leaderboard_for(run_dirs: list[Path], out: Optional[Path], n_boot: int = 1000, seed: int = 0) -> dict[str, Path]:
+    from esc_eval.analysis import build_leaderboard, load_scores, write_leaderboard
+
+    scores = load_scores(run_dirs)
+    table = build_leaderboard(scores, groups=registry_groups(scores["target_model"].dropna()), n_boot=n_boot, seed=seed)
+    paths = write_leaderboard(table, out or (Path(run_dirs[0]) / "report"))
+    show_leaderboard(table)
+    return paths
+
+
+def write_report_for(run_dirs: list[Path], out: Optional[Path], n_boot: int = 1000, seed: int = 0,
+                     samples: int = 3) -> dict[str, Path]:
+    """The report (which writes the leaderboard once) and the leaderboard on the terminal."""
+    from esc_eval.analysis import build_leaderboard, load_scores
+    from esc_eval.analysis.report import write_report
+
+    scores = load_scores(run_dirs)
+    table = build_leaderboard(scores, groups=registry_groups(scores["target_model"].dropna()), n_boot=n_boot, seed=seed)
+    paths = write_report(run_dirs, out, leaderboard=table, n_boot=n_boot, seed=seed, n_samples=samples)
+    show_leaderboard(table)
+    return paths
+
+
+def leaderboard(run_dirs: RunDirs, out: Out = None, n_boot: NBoot = 1000, seed: Seed = 0) -> None:
+    """The paper's Table 2: mean x 25 per dimension with bootstrap 95% CIs (leaderboard.md/.csv)."""
+    emit({k: str(v) for k, v in write_leaderboard_for(run_dirs, out, n_boot, seed).items()})
+
+
+def report(
+    run_dirs: RunDirs,
+    out: Out = None,
+    n_boot: NBoot = 1000,
+    seed: Seed = 0,
+    samples: Annotated[int, typer.Option("--samples", help="Sample dialogues shown in the report.")] = 3,
+) -> None:
+    """Leaderboard with CIs, plots, failures, throughput, samples: report.html + report.md."""
+    emit({k: str(v) for k, v in write_report_for(run_dirs, out, n_boot, seed, samples).items()})

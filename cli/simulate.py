@@ -1,0 +1,52 @@
+"""`esc-eval simulate`: 5-round dialogues between ESC-Role and the target models into a run folder."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Optional
+
+import typer
+
+from esc_eval.cli.common import console_env, default_out, emit
+
+
+def sim_overrides(cards, target, role, limit, language, address, workers, concurrency) -> dict[str, Any]:
+    o: dict[str, Any] = {"cards": str(cards) if cards else None, "limit": limit,
+                         "languages": [language] if language else None,
+                         "execution.ray_address": address, "execution.workers": workers,
+                         "execution.concurrency": concurrency}
+    if target:
+        o["targets"] = [{"model": t} for t in target]
+    if role:
+        o["role.model"] = role
+    return o
+
+
+def load_sim_config(config: Optional[Path], overrides: dict[str, Any]):
+    from esc_eval.sim.config import SimulationConfig, load_config
+
+    cfg = load_config(config, SimulationConfig, overrides)
+    console_env(cfg.execution)
+    return cfg
+
+
+def simulate(
+    config: Optional[Path] = typer.Option(None, "--config", "-c", help="Simulation YAML (sim.config.SimulationConfig)."),
+    out: Optional[Path] = typer.Option(None, "--out", "-o", help="Run folder (re-running the same folder resumes)."),
+    cards: Optional[Path] = typer.Option(None, "--cards", help="Card file (ours or official JSON); default: shipped samples."),
+    target: Optional[list[str]] = typer.Option(None, "--target", "-t", help="Model under test (registry name or spec); repeatable."),
+    role: Optional[str] = typer.Option(None, "--role", help="Role-play model (registry name or spec)."),
+    limit: Optional[int] = typer.Option(None, "--limit", "-n", help="Use at most N cards."),
+    language: Optional[str] = typer.Option(None, "--language", help="Only cards in this language (en|zh)."),
+    address: Optional[str] = typer.Option(None, "--address", help="Join an existing Ray cluster."),
+    workers: Optional[int] = typer.Option(None, "--workers", help="Worker actors."),
+    concurrency: Optional[int] = typer.Option(None, "--concurrency", help="Dialogues in flight per worker."),
+) -> None:
+    """Run 5-round dialogues between ESC-Role and the target models into a run folder."""
+    from esc_eval.sim.progress import job_progress
+    from esc_eval.sim.simulation import run_simulation
+
+    cfg = load_sim_config(config, sim_overrides(cards, target, role, limit, language, address, workers, concurrency))
+    out = out or default_out("sim")
+    with job_progress("simulate") as jp:
+        result = run_simulation(cfg, out, on_summary=jp.on_summary, on_start=jp.on_start)
+    emit({"run_dir": str(out), **result})
