@@ -9,24 +9,21 @@ dialogues: the DIALOGUE_SCHEMA columns, `turns` as a list of dicts.
 """
 from __future__ import annotations
 
-import json
+import contextlib
 import os
-import re
 from pathlib import Path
 from typing import Iterable
 
 import pandas as pd
 
-from esc_eval.sim.dimensions import DIMENSION_NAMES, OFFICIAL_TO_PAPER, to_paper_dimension
-from esc_eval.sim.official import parse_official_line
+from esc_eval.sim.dimensions import to_paper_dimension
+from esc_eval.sim import official
+from esc_eval.sim.official import KNOWN_LANGUAGES, OFFICIAL_UNPARSED, OfficialFormatError  # noqa: F401 - re-exported
 from esc_eval.sim.records import DIALOGUE_SCHEMA, SCORE_SCHEMA
 from esc_eval.sim.runfolder import RunFolder, RunFolderError
 
 PathLike = str | os.PathLike[str]
 SCORE_KEY = ["run_id", "dialogue_id", "dimension", "judge"]
-KNOWN_LANGUAGES = ("en", "zh")
-# Official score files mark an answer the judge's output could not be parsed into as -1.
-OFFICIAL_UNPARSED = -1
 
 
 class AnalysisInputError(ValueError):
@@ -111,14 +108,9 @@ def is_official_json(path: PathLike) -> bool:
 
 
 def official_kind(path: PathLike) -> str:
-    """'scores' ({"0": {"fluency": 3, ...}}), 'dialogues' ({"0": ["AI assistant：...", ...]}) or
-    'unknown', from the first entry of an official JSON file."""
-    try:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise AnalysisInputError(f"{path}: not readable as JSON ({e})") from e
-    first = next(iter(data.values()), None) if isinstance(data, dict) else None
-    return "scores" if isinstance(first, dict) else "dialogues" if isinstance(first, list) else "unknown"
+    """'scores', 'dialogues' or 'unknown' (sim.official.official_kind, errors as AnalysisInputError)."""
+    with _official_errors():
+        return official.official_kind(path)
 
 
 def _finish_scores(df: pd.DataFrame, paths: list[Path]) -> pd.DataFrame:
@@ -202,19 +194,19 @@ def load_manifests(run_dirs: PathLike | Iterable[PathLike]) -> dict[str, dict]:
     return out
 
 
-_STEM = re.compile(r"^(?P<model>.+)_(?P<lang>[A-Za-z]{2})$")
+@contextlib.contextmanager
+def _official_errors():
+    """The official format is read by sim.official; its errors reach analysis callers as theirs."""
+    try:
+        yield
+    except OfficialFormatError as e:
+        raise AnalysisInputError(str(e)) from None
 
 
 def parse_official_name(path: PathLike) -> tuple[str, str]:
     """'Qwen_7B_en.json' -> ('Qwen_7B', 'en')."""
-    stem = Path(path).stem
-    m = _STEM.match(stem)
-    if not m or m.group("lang").lower() not in KNOWN_LANGUAGES:
-        raise AnalysisInputError(
-            f"{path}: official file names look like <model>_<language>.json with language in "
-            f"{KNOWN_LANGUAGES} (e.g. Qwen_7B_en.json); pass model= and language= explicitly"
-        )
-    return m.group("model"), m.group("lang").lower()
+    with _official_errors():
+        return official.parse_official_name(path)
 
 
 def _json_files(path: Path) -> list[Path]:
@@ -229,106 +221,31 @@ def _json_files(path: Path) -> list[Path]:
 
 
 def load_official_scores(
-    path: PathLike, *, model: str | None = None, language: str | None = None, judge: str = "ESC-RANK (official)"
+    path: PathLike, *, model: str | None = None, language: str | None = None, judge: str = official.OFFICIAL_JUDGE
 ) -> pd.DataFrame:
-    """Official ESC-Eval score JSON (`{"0": {"fluency": 3, "diversity": 3, ...}, ...}`) as score rows.
-
-    `path` is one file or a folder of them. Model and language come from the file name
-    (`Qwen_7B_en.json` -> Qwen_7B, en) unless given. A score of -1 means the judge's answer was
-    not parsed: it becomes NaN with parse_status "parse_failure". The key ("0", "1", ...) is the
-    card's index in the released card file, so it is kept as `card_id` (dialogues of different
-    models on one card can be paired) and the dialogue id is "<model>_<language>:<key>".
-    """
-    rows = []
-    for f in _json_files(Path(path)):
-        if model is None or language is None:
-            m, lang = parse_official_name(f)
-        m, lang = model or m, language or lang
-        try:
-            data = json.loads(f.read_text(encoding="utf-8"))
-        except json.JSONDecodeError as e:
-            raise AnalysisInputError(f"{f}: not valid JSON ({e})") from e
-        if not isinstance(data, dict):
-            raise AnalysisInputError(f"{f}: expected an object keyed by dialogue index, got {type(data).__name__}")
-        for key, dims in data.items():
-            if not isinstance(dims, dict):
-                raise AnalysisInputError(f"{f}: entry {key!r} is not an object of dimension scores")
-            for dim_key, value in dims.items():
-                if dim_key not in OFFICIAL_TO_PAPER and dim_key not in DIMENSION_NAMES:
-                    raise AnalysisInputError(
-                        f"{f}: entry {key!r} has unknown dimension {dim_key!r}; expected {list(OFFICIAL_TO_PAPER)}"
-                    )
-                if isinstance(value, bool) or not isinstance(value, int) or not OFFICIAL_UNPARSED <= value <= 4:
-                    raise AnalysisInputError(
-                        f"{f}: entry {key!r} dimension {dim_key!r} has score {value!r}; expected an integer 0-4 or -1"
-                    )
-                ok = value != OFFICIAL_UNPARSED
-                rows.append(
-                    {
-                        "run_id": f"official:{f.stem}",
-                        "dialogue_id": f"{m}_{lang}:{key}",
-                        "card_id": str(key),
-                        "target_model": m,
-                        "language": lang,
-                        "dimension": to_paper_dimension(dim_key),
-                        "score": float(value) if ok else float("nan"),
-                        "parse_status": "ok" if ok else "parse_failure",
-                        "judge": judge,
-                        "run_dir": str(f),
-                    }
-                )
-    return pd.DataFrame(
-        rows,
-        columns=["run_id", "dialogue_id", "card_id", "target_model", "language", "dimension", "score",
-                 "parse_status", "judge", "run_dir"],
-    ).astype({"score": "float64"})
-
-
-# The official dialogue files prefix each turn with the speaker (one parser: sim.official).
-_OFFICIAL_SPEAKERS = ("AI assistant", "ESC-Role")
+    """Official ESC-Eval score JSON (`{"0": {"fluency": 3, "diversity": 3, ...}, ...}`) as score rows
+    (read by sim.official). `path` is one file or a folder of them; model and language come from
+    the file name (`Qwen_7B_en.json`) unless given. A score of -1 (the judge's answer was not parsed)
+    becomes NaN with parse_status "parse_failure". The key is the card id, so dialogues of different
+    models on one card pair up; the dialogue id is "<file stem>:<key>"."""
+    with _official_errors():
+        rows = [r for f in _json_files(Path(path))
+                for r in official.read_official_scores(f, model=model, language=language, judge=judge)]
+    cols = ["run_id", "dialogue_id", "card_id", "target_model", "language", "dimension", "score", "parse_status",
+            "judge", "run_dir"]
+    df = pd.DataFrame([{**r, "run_dir": r["source"]} for r in rows], columns=cols)
+    return df.astype({"score": "float64"})
 
 
 def load_official_dialogues(path: PathLike, *, model: str | None = None, language: str | None = None) -> pd.DataFrame:
-    """Official dialogue JSON (`{"0": ["AI assistant：...", "ESC-Role：...", ...]}`) as dialogue rows.
-
-    Gives the same `turns` layout as run folders (speaker assistant|seeker, text), so the
-    fidelity checks and text metrics run on the paper's released dialogues too.
-    """
+    """Official dialogue JSON (`{"0": ["AI assistant：...", "ESC-Role：...", ...]}`) as dialogue rows
+    (read by sim.official), in the run folders' `turns` layout, so the fidelity checks and text
+    metrics run on the paper's released dialogues too."""
     rows = []
-    for f in _json_files(Path(path)):
-        if model is None or language is None:
-            m, lang = parse_official_name(f)
-        m, lang = model or m, language or lang
-        data = json.loads(f.read_text(encoding="utf-8"))
-        if not isinstance(data, dict):
-            raise AnalysisInputError(f"{f}: expected an object keyed by dialogue index")
-        for key, utterances in data.items():
-            turns = []
-            for i, u in enumerate(utterances):
-                parsed = parse_official_line(u)
-                if parsed is None:
-                    raise AnalysisInputError(
-                        f"{f}: dialogue {key!r} turn {i} does not start with one of "
-                        f"{[s + '：' for s in _OFFICIAL_SPEAKERS]}: {str(u)[:40]!r}"
-                    )
-                turns.append({"index": i, "speaker": parsed[0], "text": parsed[1]})
-            rows.append(
-                {
-                    **{name: None for name in DIALOGUE_SCHEMA.names},
-                    "run_id": f"official:{f.stem}",
-                    "dialogue_id": f"{m}_{lang}:{key}",
-                    "card_id": str(key),
-                    "language": lang,
-                    "target_model": m,
-                    "role_model": "ESC-Role",
-                    "turns": turns,
-                    "n_turns": len(turns),
-                    "status": "ok",
-                    "termination_reason": "completed",
-                    "run_dir": str(f),
-                }
-            )
+    with _official_errors():
+        for f in _json_files(Path(path)):
+            rows += [{**r, "run_dir": str(f)} for r in official.read_official_dialogues(f, model=model, language=language)]
     df = pd.DataFrame(rows, columns=DIALOGUE_SCHEMA.names + ["run_dir"])
     for c in ("started_at", "finished_at"):
-        df[c] = pd.to_datetime(df[c], utc=True)  # all empty: the official files carry no times
+        df[c] = pd.to_datetime(df[c], utc=True)
     return df

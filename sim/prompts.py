@@ -8,19 +8,17 @@ from __future__ import annotations
 
 from functools import lru_cache
 from importlib import resources
-from typing import Any, Iterable, Literal, Sequence
+from typing import Any, Literal, Sequence
 
 import yaml
 
 from esc_eval.serve.chat import ChatMessage
 from esc_eval.sim.dimensions import to_paper_dimension
+from esc_eval.sim.official import official_lines
 
 RubricVariant = Literal["official", "paper"]
 Rendering = Literal["official", "clean"]
 PromptOrder = Literal["rubric_first", "dialogue_first"]
-# Speaker prefixes of the official dialogue JSON (full-width colon).
-OFFICIAL_ASSISTANT_PREFIX = "AI assistant："
-OFFICIAL_SEEKER_PREFIX = "ESC-Role："
 
 
 @lru_cache(maxsize=None)
@@ -63,15 +61,6 @@ def target_system_prompt(language: str) -> str:
 
 
 # -- judge --------------------------------------------------------------------------------------
-def official_lines(turns: Iterable[tuple[str, str]]) -> list[str]:
-    """Turns as the official dialogue JSON stores them: 'AI assistant：...' / 'ESC-Role：...'."""
-    out = []
-    for speaker, text in turns:
-        prefix = OFFICIAL_ASSISTANT_PREFIX if speaker == "assistant" else OFFICIAL_SEEKER_PREFIX
-        out.append(prefix + text)
-    return out
-
-
 def render_dialogue(turns: Sequence[tuple[str, str]], rendering: Rendering = "official") -> str:
     """The dialogue text a judge reads.
 

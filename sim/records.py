@@ -79,3 +79,29 @@ def stable_id(*parts: Any, length: int = 16) -> str:
 
 def dialogue_id(card_id: str, target_model: str, role_model: str, strategy: str, seed: int) -> str:
     return stable_id("dialogue", card_id, target_model, role_model, strategy, seed)
+
+
+# Columns a row must carry (the rest default to null).
+DIALOGUE_REQUIRED = ("run_id", "dialogue_id", "card_id", "language", "target_model", "turns", "status")
+SCORE_REQUIRED = ("run_id", "dialogue_id", "dimension", "parse_status", "judge")
+
+
+def _row(schema: pa.Schema, required: tuple[str, ...], kind: str, fields: dict[str, Any]) -> dict[str, Any]:
+    unknown = set(fields) - set(schema.names)
+    if unknown:
+        raise ValueError(f"{kind} row: unknown column(s) {sorted(unknown)}; the schema has {schema.names}")
+    missing = [c for c in required if fields.get(c) is None]
+    if missing:
+        raise ValueError(f"{kind} row: missing required column(s) {missing}")
+    return {name: fields.get(name) for name in schema.names}
+
+
+def dialogue_row(fields: dict[str, Any] | None = None, /, **kw: Any) -> dict[str, Any]:
+    """A dialogue row with every DIALOGUE_SCHEMA column, in schema order (optional ones default to
+    null); an unknown column or a missing required one is an error, not a silently different file."""
+    return _row(DIALOGUE_SCHEMA, DIALOGUE_REQUIRED, "dialogue", {**(fields or {}), **kw})
+
+
+def score_row(fields: dict[str, Any] | None = None, /, **kw: Any) -> dict[str, Any]:
+    """A score row with every SCORE_SCHEMA column, in schema order (see dialogue_row)."""
+    return _row(SCORE_SCHEMA, SCORE_REQUIRED, "score", {**(fields or {}), **kw})

@@ -26,6 +26,7 @@ from esc_eval.serve.registry import resolve
 from esc_eval.sim.participants import ModelPool
 from esc_eval.sim.pool import PoolStats, WorkerPool, run_pool
 from esc_eval.sim.prompts import judge_messages
+from esc_eval.sim.records import score_row
 from esc_eval.sim.runfolder import RunFolder, now_utc
 from esc_eval.sim.score_parser import LABELS, distribution, parse_score
 
@@ -102,8 +103,9 @@ class ScoringJob:
         judge = self.cfg.judge
         turns = [(t["speaker"], t["text"]) for t in item["turns"]]
         partial = await score_dialogue(turns, item["language"], judge, self.judge_model, item["dimensions"])
-        rows = [{"run_id": item["run_id"], "dialogue_id": item["dialogue_id"], "target_model": item["target_model"],
-                 "language": item["language"], "judge": judge.judge_id, "scored_at": now_utc(), **r} for r in partial]
+        rows = [score_row({"run_id": item["run_id"], "dialogue_id": item["dialogue_id"], "target_model": item["target_model"],
+                           "language": item["language"], "judge": judge.judge_id, "scored_at": now_utc(), **r})
+                for r in partial]
         ok = all(r["parse_status"] == "ok" for r in rows)
         return rows, {"ok": ok, "calls": len(rows), "tokens": sum(r["prompt_tokens"] or 0 for r in rows)}
 

@@ -21,7 +21,7 @@ from esc_eval.serve.registry import is_spec, resolve
 from esc_eval.sim.participants import ModelPool
 from esc_eval.sim.pool import PoolStats, WorkerPool, run_pool
 from esc_eval.sim.prompts import opener, roleplay_system_prompt, target_system_prompt
-from esc_eval.sim.records import dialogue_id
+from esc_eval.sim.records import dialogue_id, dialogue_row
 from esc_eval.sim.runfolder import RunFolder, atomic_write_bytes, now_utc
 
 log = logging.getLogger("esc_eval.simulation")
@@ -159,7 +159,7 @@ class SimulationJob:
             log.warning("dialogue %s failed after %d turns: %s", did, len(turns), error)
             if not isinstance(e, ChatModelError):
                 log.debug("%s", traceback.format_exc())
-        row = {
+        row = dialogue_row({
             "run_id": self.run_id, "dialogue_id": did, "card_id": card.id, "language": card.language,
             "category_1": card.category_1, "category_2": card.category_2, "category_3": card.category_3,
             "card_source": card.source, "target_model": target_name(target_ref), "role_model": cfg.role.model,
@@ -169,7 +169,7 @@ class SimulationJob:
             "termination_reason": reason, "error": error, "attempts": cfg.execution.max_attempts if status != "ok" else 1,
             "prompt_tokens": sum(t.prompt_tokens for t in turns), "completion_tokens": sum(t.completion_tokens for t in turns),
             "started_at": started, "finished_at": now_utc(),
-        }
+        })
         summary = {"ok": status == "ok", "tokens": row["completion_tokens"],
                    "calls": max(0, len(turns) - max(len(resume), 1)), "dialogue_id": did}
         return [row], summary

@@ -120,15 +120,15 @@ def load_official_scores(path: str | Path, annotator: str = "official") -> list[
     """The release's score JSON {"0": {"fluency": 3, ...}} as annotation rows; dialogue ids are
     "<file stem>:<key>", matching `load_official_dialogues` on the same-named dialogue file.
     Unparsed official scores (-1) are skipped."""
+    from esc_eval.sim.official import OfficialFormatError, read_official_scores
+
     path = Path(path)
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError) as e:
+        scores = read_official_scores(path, model=path.stem, language="-")  # ids only need the stem
+    except OfficialFormatError as e:
         raise TrainInputError(f"{path}: cannot read official scores ({e})") from None
-    if not isinstance(data, dict):
-        raise TrainInputError(f"{path}: expected {{key: {{dimension: score}}}}")
-    rows = [{"dialogue_id": f"{path.stem}:{k}", "dimension": dim, "score": s, "annotator": annotator}
-            for k, dims in data.items() for dim, s in dims.items() if s != -1]
+    rows = [{"dialogue_id": r["dialogue_id"], "dimension": r["dimension"], "score": r["score"], "annotator": annotator}
+            for r in scores if r["score"] is not None]
     return validate_rows(rows, where=str(path))
 
 

@@ -34,7 +34,6 @@ ESCONV_SPEAKERS: dict[str, Speaker] = {
     "seeker": "seeker", "usr": "seeker", "speaker": "seeker",
     "supporter": "assistant", "sys": "assistant", "listener": "assistant",
 }
-_LANG_HINTS = {"en": "en", "english": "en", "zh": "zh", "chinese": "zh", "cn": "zh"}
 
 
 @dataclass
@@ -49,10 +48,6 @@ class SourceDialogue:
     target_model: str = "unknown"
     source: str = ""
     meta: dict[str, Any] = field(default_factory=dict)
-
-
-def _guess_language(text: str) -> str:
-    return "zh" if re.search(r"[\u4e00-\u9fff]", text) else "en"
 
 
 def _merge_turns(turns: Iterable[tuple[Speaker, str]]) -> list[tuple[Speaker, str]]:
@@ -87,45 +82,30 @@ def _read_json(path: Path) -> Any:
 
 
 # -- official -----------------------------------------------------------------------------------
-def parse_official_line(line: str, where: str) -> tuple[Speaker, str]:
-    """'AI assistant：text' -> ('assistant', 'text'); 'ESC-Role：text' -> ('seeker', 'text')."""
-    from esc_eval.sim.official import parse_official_line as parse
-
-    if not isinstance(line, str):
-        raise TrainInputError(f"{where}: expected a string, got {type(line).__name__}")
-    parsed = parse(line)
-    if parsed is None:
-        raise TrainInputError(f"{where}: line does not start with 'AI assistant：' or 'ESC-Role：': {line[:60]!r}")
-    return parsed  # type: ignore[return-value]
-
-
 def load_official_dialogues(path: str | Path, cards: str | Path | None = None,
                             target_model: str | None = None, language: str | None = None) -> list[SourceDialogue]:
-    """The release's `{"0": ["AI assistant：...", "ESC-Role：...", ...]}` file (see module doc)."""
+    """The release's `{"0": ["AI assistant：...", "ESC-Role：...", ...]}` file (see module doc), read by
+    the one official-format adapter (sim.official), so ids match analysis and scoring."""
+    from esc_eval.sim.official import OfficialFormatError, read_official_dialogues
+
     path = Path(path)
-    data = _read_json(path)
-    if not isinstance(data, dict):
-        raise TrainInputError(f"{path}: expected an object of dialogues keyed '0', '1', ..., got {type(data).__name__}")
-    stem_model, _, stem_lang = path.stem.rpartition("_")
-    if stem_lang.lower() not in _LANG_HINTS:
-        stem_model, stem_lang = path.stem, ""
+    try:
+        rows = read_official_dialogues(path, model=target_model, language=language)
+    except OfficialFormatError as e:
+        raise TrainInputError(str(e)) from None
     card_list = _card_texts(cards)
     out = []
-    for key, lines in data.items():
-        where = f"{path} dialogue {key!r}"
-        if not isinstance(lines, list):
-            raise TrainInputError(f"{where}: expected a list of lines, got {type(lines).__name__}")
-        turns = _merge_turns(parse_official_line(line, f"{where} line {i}") for i, line in enumerate(lines))
-        text = " ".join(t for _, t in turns)
+    for row in rows:
+        key = row["card_id"]
         card_text = None
         if card_list:
             if not str(key).isdigit() or int(key) >= len(card_list):
-                raise TrainInputError(f"{where}: no card #{key} in {cards} ({len(card_list)} cards)")
+                raise TrainInputError(f"{path} dialogue {key!r}: no card #{key} in {cards} ({len(card_list)} cards)")
             card_text = card_list[int(key)][1]
-        lang = language or _LANG_HINTS.get(stem_lang.lower()) or _guess_language(text)
         out.append(SourceDialogue(
-            dialogue_id=f"{path.stem}:{key}", language=lang, turns=turns, card_text=card_text,
-            target_model=target_model or stem_model or "unknown", source=str(path),
+            dialogue_id=row["dialogue_id"], language=row["language"],
+            turns=_merge_turns((t["speaker"], t["text"]) for t in row["turns"]), card_text=card_text,
+            target_model=row["target_model"], source=str(path),
         ))
     return out
 
