@@ -56,22 +56,25 @@ class ChatResult:
     # One dict per generated token: {token_text: logprob} of the top-k candidates.
     top_logprobs: list[dict[str, float]] = field(default_factory=list)
     model: str = ""
+    attempts: int = 1  # set by the retry layer (serve/retry.py) when the call needed more than one
 
 
 class ChatModelError(Exception):
-    """A model call failed. `kind` drives retries: rate_limit and transient retry, fatal not.
+    """A model call failed. Backends classify it; the one retry policy (serve/retry.py) acts on it.
 
-    `exhausted` marks a backend that already ran its own retries (HTTP, Serve handle) and gave up:
-    the batch layer records the failure instead of multiplying those attempts by its own."""
+    kind: rate_limit | transient | timeout (retried) or fatal (not retried).
+    retry_after: seconds the server asked to wait (HTTP Retry-After), if it said.
+    attempts: how many attempts were made, set by the retry layer when it gives up."""
 
     def __init__(self, message: str, kind: Literal["rate_limit", "transient", "fatal", "timeout"] = "transient",
-                 *, exhausted: bool = False):
+                 *, retry_after: float | None = None, attempts: int | None = None):
         super().__init__(message)
         self.kind = kind
-        self.exhausted = exhausted
+        self.retry_after = retry_after
+        self.attempts = attempts
 
     def __reduce__(self):  # must pickle across Ray actor boundaries
-        return (type(self), (str(self), self.kind), {"exhausted": self.exhausted})
+        return (type(self), (str(self), self.kind), {"retry_after": self.retry_after, "attempts": self.attempts})
 
 
 class ChatModel(abc.ABC):

@@ -1,12 +1,12 @@
 """`openai/<model>`: any OpenAI-compatible /v1/chat/completions endpoint (OpenAI, vLLM, Ray Serve LLM).
 
-Failures are classified and retried with tenacity:
-  429                      -> rate_limit, waits Retry-After (else exponential backoff)
-  5xx, connection errors   -> transient, exponential backoff with jitter
-  read/connect timeouts    -> retried like transient; reported as kind="timeout" if they exhaust
-  other 4xx                -> fatal, no retry
-Each retry logs "attempt N of M failed: <error>; waiting <s> s". The API key is read from the
-environment variable named by `api_key_env` (default OPENAI_API_KEY) and never logged.
+Failures are classified here and retried by the one retry policy (serve/retry.py), never here:
+  429                      -> rate_limit, with the server's Retry-After (seconds or HTTP date)
+  5xx, 408/409, connection -> transient (with Retry-After when given)
+  read/connect timeouts    -> timeout
+  other 4xx, a 5xx that names an unknown adapter -> fatal
+The API key is read from the environment variable named by `api_key_env` (default
+OPENAI_API_KEY) and never logged.
 """
 from __future__ import annotations
 
@@ -34,15 +34,6 @@ def _httpx():
     except ImportError as exc:  # pragma: no cover - httpx is a core dependency
         raise ImportError("the openai/ backend needs httpx: pip install 'httpx>=0.27'") from exc
     return httpx
-
-
-class _Retryable(Exception):
-    """Internal: a failure tenacity should retry; carries its kind and an optional server wait."""
-
-    def __init__(self, message: str, kind: str, retry_after: float | None = None):
-        super().__init__(message)
-        self.kind = kind
-        self.retry_after = retry_after
 
 
 def parse_retry_after(value: str | None) -> float | None:
@@ -137,26 +128,16 @@ class OpenAIChatModel(ChatModel):
         api_key_env: str = "OPENAI_API_KEY",
         timeout_s: float = 120.0,
         connect_timeout_s: float = 5.0,
-        max_attempts: int = 5,
-        backoff_initial_s: float = 1.0,
-        backoff_max_s: float = 30.0,
-        max_retry_after_s: float = 120.0,
         structured_outputs: StructuredMode = "vllm",
         extra_body: dict[str, Any] | None = None,
         default_params: GenerationParams | None = None,
     ):
-        if max_attempts < 1:
-            raise ValueError("max_attempts must be >= 1")
         self.name = model
         self.model = model
         self.base_url = (base_url or os.environ.get("OPENAI_BASE_URL") or DEFAULT_BASE_URL).rstrip("/")
         self.api_key_env = api_key_env
         self.timeout_s = timeout_s
         self.connect_timeout_s = connect_timeout_s
-        self.max_attempts = max_attempts
-        self.backoff_initial_s = backoff_initial_s
-        self.backoff_max_s = backoff_max_s
-        self.max_retry_after_s = max_retry_after_s
         self.structured_outputs = structured_outputs
         self.extra_body = extra_body
         self.default_params = default_params or GenerationParams()
@@ -188,32 +169,15 @@ class OpenAIChatModel(ChatModel):
             self._client_loop = loop
         return self._client
 
-    def _wait(self, retry_state) -> float:
-        from tenacity import wait_exponential, wait_random
-
-        exc = retry_state.outcome.exception() if retry_state.outcome else None
-        if isinstance(exc, _Retryable) and exc.retry_after is not None:
-            return min(exc.retry_after, self.max_retry_after_s)
-        backoff = wait_exponential(multiplier=self.backoff_initial_s, max=self.backoff_max_s)
-        return backoff(retry_state) + wait_random(0, self.backoff_initial_s)(retry_state)
-
-    def _log_retry(self, retry_state) -> None:
-        exc = retry_state.outcome.exception()
-        wait = retry_state.next_action.sleep if retry_state.next_action else 0.0
-        log.warning(
-            "%s: attempt %d of %d failed: %s; waiting %.2f s",
-            self.model, retry_state.attempt_number, self.max_attempts, exc, wait,
-        )
-
     async def _post_once(self, body: dict[str, Any], headers: dict[str, str]) -> dict[str, Any]:
         httpx = _httpx()
         client = self._get_client()
         try:
             resp = await client.post("/chat/completions", json=body, headers=headers)
         except httpx.TimeoutException as exc:
-            raise _Retryable(f"timeout after {self.timeout_s:g} s ({type(exc).__name__}) at {self.base_url}", "timeout") from exc
+            raise ChatModelError(f"timeout after {self.timeout_s:g} s ({type(exc).__name__}) at {self.base_url}", kind="timeout") from exc
         except httpx.TransportError as exc:
-            raise _Retryable(f"cannot reach {self.base_url}: {type(exc).__name__}: {exc}", "transient") from exc
+            raise ChatModelError(f"cannot reach {self.base_url}: {type(exc).__name__}: {exc}", kind="transient") from exc
         if resp.status_code == 200:
             try:
                 return resp.json()
@@ -221,13 +185,13 @@ class OpenAIChatModel(ChatModel):
                 raise ChatModelError(f"non-JSON 200 response from {self.base_url}: {resp.text[:200]}", kind="fatal") from exc
         detail = resp.text[:500]
         if resp.status_code == 429:
-            raise _Retryable(f"HTTP 429 rate limited: {detail}", "rate_limit",
-                             parse_retry_after(resp.headers.get("retry-after")))
+            raise ChatModelError(f"HTTP 429 rate limited: {detail}", kind="rate_limit",
+                                 retry_after=parse_retry_after(resp.headers.get("retry-after")))
         if resp.status_code >= 500 and any(p in detail.lower() for p in PERMANENT_5XX):
             raise ChatModelError(f"HTTP {resp.status_code} from {self.base_url} for model {body['model']!r}: {detail}", kind="fatal")
         if resp.status_code >= 500 or resp.status_code in (408, 409):
-            raise _Retryable(f"HTTP {resp.status_code}: {detail}", "transient",
-                             parse_retry_after(resp.headers.get("retry-after")))
+            raise ChatModelError(f"HTTP {resp.status_code}: {detail}", kind="transient",
+                                 retry_after=parse_retry_after(resp.headers.get("retry-after")))
         raise ChatModelError(f"HTTP {resp.status_code} from {self.base_url} for model {body['model']!r}: {detail}", kind="fatal")
 
     # -- the interface ----------------------------------------------------------------------
@@ -239,8 +203,6 @@ class OpenAIChatModel(ChatModel):
         adapter: str | None = None,
         session_id: str | None = None,
     ) -> ChatResult:
-        from tenacity import AsyncRetrying, RetryError, retry_if_exception_type, stop_after_attempt
-
         params = params or self.default_params
         body = build_request_body(
             adapter_model_name(self.model, adapter), as_messages(messages), params,
@@ -248,22 +210,7 @@ class OpenAIChatModel(ChatModel):
         )
         headers = self._headers(session_id)
         start = time.perf_counter()
-        try:
-            async for attempt in AsyncRetrying(
-                stop=stop_after_attempt(self.max_attempts),
-                wait=self._wait,
-                retry=retry_if_exception_type(_Retryable),
-                before_sleep=self._log_retry,
-                reraise=False,
-            ):
-                with attempt:
-                    data = await self._post_once(body, headers)
-        except RetryError as err:
-            last = err.last_attempt.exception()
-            raise ChatModelError(
-                f"{self.model}: gave up after {self.max_attempts} attempts: {last}",
-                kind=getattr(last, "kind", "transient"), exhausted=True,
-            ) from None
+        data = await self._post_once(body, headers)
         return parse_response(data, time.perf_counter() - start)
 
     async def close(self) -> None:

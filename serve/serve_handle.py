@@ -7,7 +7,7 @@ The spec names the served model id (the registry name used by serve.serve_app); 
 The request is ray.serve.llm's OpenAI-style ChatCompletionRequest; session_id goes to
 `handle.options(session_id=...)` so the ConsistentHashRouter keeps a dialogue on one replica;
 adapter selects a LoRA via model "base:adapter" and multiplexed_model_id. Replica deaths and
-back-pressure are retried (transient / rate_limit); bad requests are fatal.
+back-pressure are classified transient / rate_limit (retried by serve/retry.py); bad requests fatal.
 """
 from __future__ import annotations
 
@@ -70,9 +70,6 @@ class ServeHandleChatModel(ChatModel):
         address: str | None = "auto",
         namespace: str = "serve",
         timeout_s: float = 300.0,
-        max_attempts: int = 4,
-        backoff_initial_s: float = 0.5,
-        backoff_max_s: float = 10.0,
         default_params: GenerationParams | None = None,
     ):
         self.name = model_id
@@ -81,9 +78,6 @@ class ServeHandleChatModel(ChatModel):
         self.address = address
         self.namespace = namespace
         self.timeout_s = timeout_s
-        self.max_attempts = max_attempts
-        self.backoff_initial_s = backoff_initial_s
-        self.backoff_max_s = backoff_max_s
         self.default_params = default_params or GenerationParams()
         self._handle = None
 
@@ -136,38 +130,17 @@ class ServeHandleChatModel(ChatModel):
 
     async def chat(self, messages, params: GenerationParams | None = None, *, adapter: str | None = None,
                    session_id: str | None = None) -> ChatResult:
-        from tenacity import AsyncRetrying, RetryError, retry_if_exception, stop_after_attempt, wait_exponential
-
         params = params or self.default_params
         body = build_request_body(adapter_model_name(self.model_id, adapter), as_messages(messages), params)
         body["stream"] = False
-
-        def retryable(exc: BaseException) -> bool:
-            return isinstance(exc, ChatModelError) and exc.kind in ("transient", "rate_limit", "timeout")
-
-        def before_sleep(rs) -> None:
-            log.warning("%s: attempt %d of %d failed: %s; waiting %.2f s", self.model_id, rs.attempt_number,
-                        self.max_attempts, rs.outcome.exception(), rs.next_action.sleep)
-
         start = time.perf_counter()
         try:
-            async for attempt in AsyncRetrying(
-                stop=stop_after_attempt(self.max_attempts),
-                wait=wait_exponential(multiplier=self.backoff_initial_s, max=self.backoff_max_s),
-                retry=retry_if_exception(retryable), before_sleep=before_sleep,
-            ):
-                with attempt:
-                    try:
-                        data = await self._call_once(body, session_id, adapter)
-                    except ChatModelError:
-                        raise
-                    except Exception as exc:  # noqa: BLE001 - classified below
-                        kind = classify_exception(exc)
-                        raise ChatModelError(f"{self.model_id}: {type(exc).__name__}: {exc}"[:2000], kind=kind) from exc
-        except RetryError as err:
-            last = err.last_attempt.exception()
-            raise ChatModelError(f"{self.model_id}: gave up after {self.max_attempts} attempts: {last}",
-                                 kind=getattr(last, "kind", "transient"), exhausted=True) from None
+            data = await self._call_once(body, session_id, adapter)
+        except ChatModelError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - classified here, retried by serve/retry.py
+            kind = classify_exception(exc)
+            raise ChatModelError(f"{self.model_id}: {type(exc).__name__}: {exc}"[:2000], kind=kind) from exc
         return parse_response(data, time.perf_counter() - start)
 
     async def close(self) -> None:

@@ -55,6 +55,13 @@ class ExecutionConfig(_Strict):
         "the first core); 'per_worker' = worker i's engine on core i (mod the cores): several CPU engines on one "
         "machine use all its cores. Ignored by GPU engines.")
 
+    def retry_policy(self):
+        """The one retry policy (serve/retry.py) with this job's attempts, backoff and timeout."""
+        from esc_eval.serve.retry import RetryPolicy
+
+        return RetryPolicy(max_attempts=self.max_attempts, initial_wait_s=self.retry_initial_wait_s,
+                           max_wait_s=self.retry_max_wait_s, timeout_s=self.call_timeout_s)
+
 
 def _default_role() -> ModelRef:
     return ModelRef(model="vllm/embedded", params=GenerationParams(max_tokens=512))

@@ -10,7 +10,7 @@ import json
 from esc_eval.serve.chat import ChatModel, get_chat_model
 from esc_eval.serve.registry import resolve
 from esc_eval.sim.config import ExecutionConfig, ModelRef
-from esc_eval.sim.retry import RetryingChatModel
+from esc_eval.serve.retry import RetryingChatModel
 
 
 class ModelPool:
@@ -29,9 +29,7 @@ class ModelPool:
 
     def get(self, ref: ModelRef, execution: ExecutionConfig) -> ChatModel:
         """The model behind `ref`, with the job's timeouts and classified retries."""
-        ex = execution
-        return RetryingChatModel(self.raw(ref), max_attempts=ex.max_attempts, initial_wait_s=ex.retry_initial_wait_s,
-                                 max_wait_s=ex.retry_max_wait_s, timeout_s=ex.call_timeout_s)
+        return RetryingChatModel(self.raw(ref), execution.retry_policy())
 
     async def close(self) -> None:
         for m in self._models.values():

@@ -32,7 +32,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from esc_eval.serve.chat import ChatModel, GenerationParams, get_chat_model
+from esc_eval.serve.chat import ChatModel, GenerationParams
+from esc_eval.serve.registry import build_chat_model
+from esc_eval.serve.retry import RetryingChatModel, RetryPolicy
 from esc_eval.sim.cardbuild import annotation as ann
 from esc_eval.sim.cardbuild.checkpoint import StageLog, atomic_write_text, read_jsonl, write_jsonl
 from esc_eval.sim.cardbuild.classify import classification_messages, classify_reply, keyword_category, leaf_label, leaves_for
@@ -42,7 +44,7 @@ from esc_eval.sim.cardbuild.extraction import extraction_messages
 from esc_eval.sim.cardbuild.fields import CardFieldsError, parse_card_fields
 from esc_eval.sim.cardbuild.filtering import filter_choices, filter_messages, parse_filter_reply, render_card
 from esc_eval.sim.cardbuild.items import Rejection, SourceItem
-from esc_eval.sim.cardbuild.runner import chat_with_retries, run_stage
+from esc_eval.sim.cardbuild.runner import call_model, run_stage
 from esc_eval.sim.cardbuild.sources import ReadResult, read_source
 from esc_eval.sim.cards import RoleCard, write_cards
 from esc_eval.sim.taxonomy import load_taxonomy
@@ -96,17 +98,20 @@ async def run_llm_stages(cfg: CardBuildConfig, items: list[SourceItem], out: Pat
     stages = out / "stages"
     timings: dict[str, Any] = {}
 
+    retrying: ChatModel | None = None
+
     def need_model() -> ChatModel:
-        nonlocal model
-        if model is None:
-            model = get_chat_model(cfg.model.spec, **cfg.model.options)
-        return model
+        """The model (a registry name or a spec), built on first use, behind the one retry policy."""
+        nonlocal model, retrying
+        if retrying is None:
+            model = model if model is not None else build_chat_model(cfg.model.spec, **cfg.model.options)
+            retrying = RetryingChatModel(model, RetryPolicy(max_attempts=cfg.max_attempts, initial_wait_s=cfg.retry_wait_s))
+        return retrying
 
     # -- extract -----------------------------------------------------------------------------
     async def extract(item: SourceItem) -> dict[str, Any]:
         msgs = extraction_messages(item, one_shot=cfg.extraction.one_shot, max_input_chars=cfg.extraction.max_input_chars)
-        res, err, attempts = await chat_with_retries(need_model(), msgs, _params(cfg, cfg.extraction.max_tokens),
-                                                     attempts=cfg.max_attempts, wait_s=cfg.retry_wait_s, what=f"extract {item.id}")
+        res, err, attempts = await call_model(need_model(), msgs, _params(cfg, cfg.extraction.max_tokens))
         rec: dict[str, Any] = {"attempts": attempts, "language": item.language, "dataset": item.dataset}
         if res is None:
             return {**rec, "status": "error", "reason": f"model call failed after {attempts} attempt(s): {err}"}
@@ -127,8 +132,7 @@ async def run_llm_stages(cfg: CardBuildConfig, items: list[SourceItem], out: Pat
         fields = log_x.records[item.id]["fields"]
         msgs = filter_messages(render_card(fields, item.language), item.language, one_shot=cfg.filter.one_shot)
         choices = filter_choices(item.language) if cfg.filter.constrained else None
-        res, err, attempts = await chat_with_retries(need_model(), msgs, _params(cfg, cfg.filter.max_tokens, choices),
-                                                     attempts=cfg.max_attempts, wait_s=cfg.retry_wait_s, what=f"filter {item.id}")
+        res, err, attempts = await call_model(need_model(), msgs, _params(cfg, cfg.filter.max_tokens, choices))
         if res is None:
             return {"status": "error", "attempts": attempts, "reason": f"model call failed after {attempts} attempt(s): {err}"}
         v = parse_filter_reply(res.text, item.language)
@@ -175,8 +179,7 @@ async def run_llm_stages(cfg: CardBuildConfig, items: list[SourceItem], out: Pat
             return {"status": "ok", "category_3": leaf, "method": "keyword-fallback" if leaf else "unclassified"}
         msgs = classification_messages(render_card(fields, item.language), item.language, leaves)
         choices = [leaf_label(leaf, item.language) for leaf in leaves] if cfg.classify.constrained else None
-        res, err, attempts = await chat_with_retries(need_model(), msgs, _params(cfg, cfg.classify.max_tokens, choices),
-                                                     attempts=cfg.max_attempts, wait_s=cfg.retry_wait_s, what=f"classify {item.id}")
+        res, err, attempts = await call_model(need_model(), msgs, _params(cfg, cfg.classify.max_tokens, choices))
         if res is None:
             return {"status": "error", "attempts": attempts, "reason": f"model call failed after {attempts} attempt(s): {err}"}
         c = classify_reply(res.text, fields["problem"], leaves)

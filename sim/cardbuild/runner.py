@@ -2,8 +2,8 @@
 
 `run_stage` calls `work(item)` for every item not yet final in the stage's `StageLog`, at most
 `concurrency` at a time, appends each record the moment it is ready, and shows a rich progress
-bar. `chat_with_retries` retries transient model errors (attempt N of M, error, wait) and turns
-an exhausted retry into an error record instead of an exception.
+bar. `call_model` turns a model call that failed after the retry policy's attempts
+(serve/retry.py) into an error record instead of an exception.
 """
 from __future__ import annotations
 
@@ -21,26 +21,17 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 
-async def chat_with_retries(
-    model: ChatModel, messages: list[ChatMessage], params: GenerationParams, *, attempts: int = 3, wait_s: float = 1.0,
-    what: str = "call",
-) -> tuple[ChatResult | None, str | None, int]:
-    """(result, None, attempts used) or (None, error text, attempts used)."""
-    error = None
-    for attempt in range(1, attempts + 1):
-        try:
-            return await model.chat(messages, params), None, attempt
-        except ChatModelError as e:
-            error = f"{e.kind}: {e}"
-            if e.kind == "fatal" or attempt == attempts:
-                break
-            delay = wait_s * 2 ** (attempt - 1)
-            log.warning("%s: attempt %d of %d failed (%s); retrying in %.1f s", what, attempt, attempts, error, delay)
-            await asyncio.sleep(delay)
-        except Exception as e:  # noqa: BLE001 - a backend bug must not kill the whole stage
-            error = f"{type(e).__name__}: {e}"
-            break
-    return None, error, attempt
+async def call_model(model: ChatModel, messages: list[ChatMessage], params: GenerationParams
+                     ) -> tuple[ChatResult | None, str | None, int]:
+    """One call of a model wrapped in the retry policy (serve/retry.py): (result, None, attempts)
+    or, once it gives up, (None, error text, attempts): a failure is a record, not an exception."""
+    try:
+        result = await model.chat(messages, params)
+        return result, None, result.attempts
+    except ChatModelError as e:
+        return None, f"{e.kind}: {e}", e.attempts or 1
+    except Exception as e:  # noqa: BLE001 - a backend bug must not kill the whole stage
+        return None, f"{type(e).__name__}: {e}", 1
 
 
 async def run_stage(

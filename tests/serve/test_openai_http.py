@@ -11,6 +11,7 @@ from aiohttp import web
 
 from esc_eval.serve.chat import ChatMessage, ChatModelError, GenerationParams, get_chat_model
 from esc_eval.serve.openai_http import OpenAIChatModel, parse_retry_after
+from esc_eval.serve.retry import RetryingChatModel, RetryPolicy
 
 MSGS = [ChatMessage(role="system", content="be kind"), ChatMessage(role="user", content="I feel low")]
 
@@ -67,11 +68,12 @@ async def server():
     await runner.cleanup()
 
 
-def model(srv, **kw):
-    opts = dict(base_url=srv.base_url, api_key_env="ESC_TEST_KEY", max_attempts=3,
-                backoff_initial_s=0.01, backoff_max_s=0.05, timeout_s=5)
+def model(srv, max_attempts=3, **kw):
+    """The HTTP backend behind the one retry policy, as the jobs use it."""
+    opts = dict(base_url=srv.base_url, api_key_env="ESC_TEST_KEY", timeout_s=5)
     opts.update(kw)
-    return OpenAIChatModel("judge", **opts)
+    return RetryingChatModel(OpenAIChatModel("judge", **opts),
+                             RetryPolicy(max_attempts=max_attempts, initial_wait_s=0.01, max_wait_s=0.05))
 
 
 async def test_success_maps_params_headers_and_result(server, monkeypatch, caplog):
@@ -109,12 +111,12 @@ async def test_guided_choice_mode_and_no_key_for_local_server(server, monkeypatc
 async def test_429_honours_retry_after_then_succeeds(server, caplog):
     server.script = ["429:0.3", "ok"]
     m = model(server)
-    with caplog.at_level(logging.WARNING, logger="esc_eval.serve.openai_http"):
+    with caplog.at_level(logging.WARNING, logger="esc_eval.retry"):
         res = await m.chat(MSGS)
     await m.close()
-    assert res.text == "3" and len(server.requests) == 2
+    assert res.text == "3" and len(server.requests) == 2 and res.attempts == 2
     assert server.times[1] - server.times[0] >= 0.29
-    assert "attempt 1 of 3 failed: HTTP 429" in caplog.text and "waiting 0.30 s" in caplog.text
+    assert "attempt 1 of 3 failed: HTTP 429" in caplog.text and "retrying in 0.30 s" in caplog.text
 
 
 async def test_429_exhausted_is_rate_limit(server):
@@ -129,10 +131,10 @@ async def test_429_exhausted_is_rate_limit(server):
 async def test_5xx_retries_with_backoff_then_transient(server):
     server.script = ["500", "503", "502"]
     m = model(server)
-    with pytest.raises(ChatModelError, match="gave up after 3 attempts") as ei:
+    with pytest.raises(ChatModelError, match="HTTP 502") as ei:
         await m.chat(MSGS)
     await m.close()
-    assert ei.value.kind == "transient" and ei.value.exhausted and len(server.requests) == 3
+    assert ei.value.kind == "transient" and ei.value.attempts == 3 and len(server.requests) == 3
 
 
 async def test_5xx_then_success(server):
@@ -167,8 +169,8 @@ async def test_unreachable_endpoint_fails_fast_and_clearly():
     with socket.socket() as s:  # a port nobody listens on
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    m = OpenAIChatModel("x", base_url=f"http://127.0.0.1:{port}/v1", max_attempts=2,
-                        backoff_initial_s=0.01, backoff_max_s=0.02)
+    m = RetryingChatModel(OpenAIChatModel("x", base_url=f"http://127.0.0.1:{port}/v1"),
+                          RetryPolicy(max_attempts=2, initial_wait_s=0.01, max_wait_s=0.02))
     t0 = time.monotonic()
     with pytest.raises(ChatModelError, match=f"cannot reach http://127.0.0.1:{port}/v1") as ei:
         await m.chat(MSGS)
@@ -201,3 +203,12 @@ async def test_unknown_lora_adapter_500_is_fatal(server):
         await m.chat(MSGS, adapter="nope")
     await m.close()
     assert ei.value.kind == "fatal" and len(server.requests) == 1
+
+
+async def test_the_backend_itself_never_retries(server):
+    server.script = ["503", "ok"]
+    m = OpenAIChatModel("judge", base_url=server.base_url, api_key_env="ESC_TEST_KEY", timeout_s=5)
+    with pytest.raises(ChatModelError) as ei:
+        await m.chat(MSGS)
+    await m.close()
+    assert ei.value.kind == "transient" and len(server.requests) == 1

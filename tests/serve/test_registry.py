@@ -177,7 +177,7 @@ def test_build_chat_model_passes_registry_options(reg, monkeypatch):
     m = build_chat_model("gpt-4", r)
     assert isinstance(m, OpenAIChatModel) and m.model == "gpt-4"
     assert (m.api_key_env, m.base_url, m.default_params.max_tokens) == ("MY_KEY_VAR", "http://127.0.0.1:9/v1", 99)
-    assert build_chat_model("gpt-4", r, max_attempts=2).max_attempts == 2
+    assert build_chat_model("gpt-4", r, timeout_s=7).timeout_s == 7
     assert build_chat_model("openai/x", r).model == "x"
 
 

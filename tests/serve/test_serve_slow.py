@@ -30,6 +30,7 @@ from esc_eval.serve.deploy import ServeStartError, wait_until_healthy  # noqa: E
 from esc_eval.serve.openai_http import OpenAIChatModel  # noqa: E402
 from esc_eval.serve.serve_app import CONSISTENT_HASH_ROUTER  # noqa: E402
 from esc_eval.serve.serve_handle import ServeHandleChatModel  # noqa: E402
+from esc_eval.serve.retry import RetryingChatModel, RetryPolicy  # noqa: E402
 
 MEASURE = os.environ.get("ESC_EVAL_MEASUREMENTS", "/tmp/esc-eval-serve-measurements.json")
 MSGS = [ChatMessage(role="user", content="I failed my exam and feel awful. What should I do?")]
@@ -117,7 +118,9 @@ def test_sticky_routing_two_replicas(cluster):
 def test_kill_a_replica_under_load(cluster, caplog):
     serve.run(_tiny_app(1.0), name="tiny", route_prefix="/tiny")
     def model():
-        return ServeHandleChatModel("tiny", app_name="tiny", max_attempts=6, backoff_initial_s=0.2)
+        # the handle backend behind the one retry policy, as the jobs use it
+        return RetryingChatModel(ServeHandleChatModel("tiny", app_name="tiny"),
+                                 RetryPolicy(max_attempts=6, initial_wait_s=0.2))
 
     model_factory = model
 
@@ -142,7 +145,7 @@ def test_kill_a_replica_under_load(cluster, caplog):
             await model.close()
 
     t0 = time.monotonic()
-    with caplog.at_level(logging.WARNING, logger="esc_eval.serve.serve_handle"):
+    with caplog.at_level(logging.WARNING, logger="esc_eval.retry"):
         results = asyncio.run(load())
     errors = [r for r in results if isinstance(r, BaseException)]
     assert not errors, errors[:3]
@@ -207,7 +210,7 @@ def test_llm_app_embedded_end_to_end(cluster):
         assert choice.text in {"0", "1", "2", "3", "4"}
         assert choice.top_logprobs and len(choice.top_logprobs[0]) == 5
         with pytest.raises(ChatModelError) as ei:  # LoRA requested from a model without adapters
-            await OpenAIChatModel("embedded", base_url=base, max_attempts=1).chat(MSGS, adapter="nope")
+            await OpenAIChatModel("embedded", base_url=base).chat(MSGS, adapter="nope")
         # ray.serve.llm answers a LoRA request to a model without lora_config with a bare HTTP 500;
         # with "No adapter found" in the body (unknown adapter of a LoRA model) it is fatal.
         out["adapter_on_non_lora_model"] = {"kind": ei.value.kind, "message": str(ei.value)[:200]}
