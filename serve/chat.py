@@ -16,6 +16,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from esc_eval.serve.config_base import ConfigModel
+
 Role = Literal["system", "user", "assistant"]
 
 
@@ -27,10 +29,9 @@ class ChatMessage(BaseModel):
     content: str = Field(description="The message text.")
 
 
-class GenerationParams(BaseModel):
+class GenerationParams(ConfigModel):
     """Sampling parameters for one chat call (the paper: temperature 0, max 512 new tokens)."""
 
-    model_config = ConfigDict(extra="forbid")
     temperature: float = Field(0.0, ge=0.0, description="Sampling temperature; 0 is greedy.")
     top_p: float = Field(1.0, gt=0.0, le=1.0, description="Nucleus sampling mass.")
     max_tokens: int = Field(512, ge=1, description="Maximum number of new tokens.")

@@ -19,7 +19,9 @@ import os
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import Field, ValidationError, field_validator, model_validator
+
+from esc_eval.serve.config_base import ConfigModel, describe_validation_error
 
 from esc_eval.serve.chat import BACKENDS, GenerationParams, UnknownModelError
 
@@ -37,10 +39,9 @@ class RegistryError(ValueError):
     """The registry YAML (or an override) is invalid; the message names the bad field."""
 
 
-class ChatTemplateQuirks(BaseModel):
+class ChatTemplateQuirks(ConfigModel):
     """How a model's chat template behaves, and what to do about it."""
 
-    model_config = ConfigDict(extra="forbid")
     supports_system: bool = Field(
         True, description="False if the template drops, rejects or mis-renders a system message "
         "(callers then fold the system prompt into the first user turn)."
@@ -59,10 +60,9 @@ class ChatTemplateQuirks(BaseModel):
         return p if p.is_absolute() else TEMPLATES_DIR / p
 
 
-class ModelEntry(BaseModel):
+class ModelEntry(ConfigModel):
     """One model the project can talk to."""
 
-    model_config = ConfigDict(extra="forbid")
     name: str = Field(description="Registry key, lower-case, e.g. 'qwen1.5-7b-chat'.")
     title: str = Field(description="The model's name as the paper writes it (Table 2).")
     group: Group = Field(description="close | open | domain (the paper's three groups) | role | judge.")
@@ -152,10 +152,9 @@ class ModelEntry(BaseModel):
         return self.spec.format(path=self.weights or "", name=self.name)
 
 
-class Registry(BaseModel):
+class Registry(ConfigModel):
     """All known models, by registry name."""
 
-    model_config = ConfigDict(extra="forbid")
     models: dict[str, ModelEntry] = Field(description="Registry name -> entry.")
 
     def get(self, name: str) -> ModelEntry:
@@ -178,14 +177,6 @@ class Registry(BaseModel):
     def resolve_spec(self, name_or_spec: str) -> str:
         """A spec with a known backend prefix passes through; anything else is a registry name."""
         return resolve(name_or_spec, self)[0]
-
-
-def _format_validation_error(err: ValidationError, where: str) -> str:
-    lines = [f"invalid model registry {where}:"]
-    for e in err.errors():
-        loc = ".".join(str(p) for p in e["loc"])
-        lines.append(f"  {loc}: {e['msg']}")
-    return "\n".join(lines)
 
 
 def parse_path_overrides(text: str) -> dict[str, str]:
@@ -267,7 +258,7 @@ def load_registry(
     try:
         return Registry(models=raw)
     except ValidationError as exc:
-        raise RegistryError(_format_validation_error(exc, str(path))) from None
+        raise RegistryError(describe_validation_error(exc, f"model registry {path}")) from None
 
 
 _DEFAULT: Registry | None = None

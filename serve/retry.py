@@ -13,18 +13,18 @@ import asyncio
 import logging
 import random
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from esc_eval.serve.chat import ChatModel, ChatModelError, ChatResult, GenerationParams
+from esc_eval.serve.config_base import ConfigModel
 from esc_eval.serve.deadlines import call_timeout
 
 log = logging.getLogger("esc_eval.retry")
 
 
-class RetryPolicy(BaseModel):
+class RetryPolicy(ConfigModel):
     """How model calls are retried (one policy for every backend and job)."""
 
-    model_config = ConfigDict(extra="forbid")
     max_attempts: int = Field(3, ge=1, description="Attempts per model call before the call fails.")
     initial_wait_s: float = Field(0.5, ge=0, description="First backoff wait between attempts (doubles each time, jittered).")
     max_wait_s: float = Field(30.0, ge=0, description="Longest backoff wait between attempts.")

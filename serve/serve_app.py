@@ -17,7 +17,9 @@ import json
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import Field, model_validator
+
+from esc_eval.serve.config_base import ConfigModel, load_config_file
 
 from esc_eval.serve.registry import Registry, load_registry
 
@@ -33,10 +35,9 @@ class ServeConfigError(ValueError):
     """The Serve config YAML is invalid; the message names the bad field."""
 
 
-class ServeModelConfig(BaseModel):
+class ServeModelConfig(ConfigModel):
     """How one registry model is served."""
 
-    model_config = ConfigDict(extra="forbid")
     name: str = Field(description="Registry name of the model (serve/data/registry.yaml); also its served model id.")
     model_source: str | None = Field(
         None, description="Weights to load (local folder or hub id); None = the registry's local_path/source "
@@ -72,10 +73,9 @@ class ServeModelConfig(BaseModel):
         return self
 
 
-class ServeConfig(BaseModel):
+class ServeConfig(ConfigModel):
     """One Serve application with an OpenAI ingress over a set of registry models."""
 
-    model_config = ConfigDict(extra="forbid")
     app_name: str = Field("esc-eval", description="Serve application name (serve/<app> handles use it).")
     route_prefix: str = Field("/", description="HTTP route prefix of the OpenAI ingress.")
     host: str = Field("127.0.0.1", description="HTTP bind address; 0.0.0.0 only on a trusted network.")
@@ -100,18 +100,7 @@ class ServeConfig(BaseModel):
 
     @classmethod
     def from_yaml(cls, path: str | Path) -> "ServeConfig":
-        import yaml
-
-        try:
-            data = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
-        except yaml.YAMLError as exc:
-            raise ServeConfigError(f"{path}: not valid YAML: {exc}") from exc
-        try:
-            return cls.model_validate(data)
-        except ValidationError as exc:
-            lines = [f"invalid serve config {path}:"]
-            lines += [f"  {'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors()]
-            raise ServeConfigError("\n".join(lines)) from None
+        return load_config_file(path, cls, ServeConfigError)
 
     def registry(self) -> Registry:
         return load_registry(self.registry_path)
@@ -252,12 +241,12 @@ def write_serve_config(cfg: ServeConfig, path: str | Path, registry: Registry | 
 
 
 def main(argv: list[str] | None = None) -> None:
-    """python -m serve.serve_app <ServeConfig.yaml> <out serve-config.yaml>"""
+    """python -m esc_eval.serve.serve_app <ServeConfig.yaml> <out serve-config.yaml>"""
     import sys
 
     args = sys.argv[1:] if argv is None else argv
     if len(args) != 2:
-        raise SystemExit("usage: python -m serve.serve_app <ServeConfig yaml> <output Serve config yaml>")
+        raise SystemExit("usage: python -m esc_eval.serve.serve_app <ServeConfig yaml> <output Serve config yaml>")
     print(write_serve_config(ServeConfig.from_yaml(args[0]), args[1]))
 
 

@@ -60,7 +60,7 @@ class RoleCard(BaseModel):
     problem: str = Field(description="The seeker's problem: events, causes, consequences.")
     category_1: str | None = Field(None, description="Top category of Table 9 (English name).")
     category_2: str | None = Field(None, description="Second-level category of Table 9.")
-    category_3: str | None = Field(None, description="Third-level category of Table 9 (37 in all).")
+    category_3: str | None = Field(None, description="Third-level category of Table 9 (the 35 it prints; the paper's text says 37).")
     quality: Quality | None = Field(None, description="Quality tier (Table 8): high, middle or invalid.")
     source: str | None = Field(None, description="Where the card came from (dataset name, 'esc-eval-demo').")
     text_override: str | None = Field(
@@ -237,7 +237,7 @@ def validate_cards(path: str | Path) -> dict[str, Any]:
     tax = load_taxonomy()
     unknown = sorted({c.category_3 for c in cards if c.category_3 and tax.find(c.category_3) is None})
     if unknown:
-        raise CardError(f"{path}: unknown category_3 {unknown[0]!r} (not in the 37 categories of Table 9)")
+        raise CardError(f"{path}: unknown category_3 {unknown[0]!r} (not one of the 35 third-level categories of Table 9)")
     by_lang: dict[str, int] = {}
     by_top: dict[str, int] = {}
     for c in cards:

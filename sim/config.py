@@ -4,10 +4,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
-import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, Field, field_validator
 
 from esc_eval.serve.chat import GenerationParams
+from esc_eval.serve.config_base import ConfigModel, describe_validation_error, read_yaml_mapping, validate_config  # noqa: F401 - re-exported
 from esc_eval.sim.dimensions import DIMENSION_NAMES, to_paper_dimension
 
 
@@ -15,8 +15,8 @@ class ConfigError(ValueError):
     """A config file is missing, malformed or invalid; the message names the file and field."""
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+class _Strict(ConfigModel):
+    pass
 
 
 class ModelRef(_Strict):
@@ -135,37 +135,14 @@ class PipelineConfig(_Strict):
 T = TypeVar("T", bound=BaseModel)
 
 
-def describe_validation_error(e: ValidationError, where: str) -> str:
-    err = e.errors()[0]
-    loc = ".".join(str(x) for x in err.get("loc", ())) or "(root)"
-    return f"{where}: field '{loc}': {err.get('msg')}"
-
-
-def read_yaml_mapping(path: str | Path, error: type[Exception] = ConfigError) -> dict[str, Any]:
-    """A YAML file whose top level is a mapping; `error` names the file on every failure."""
-    p = Path(path)
-    if not p.exists():
-        raise error(f"{p}: config file not found")
-    try:
-        data = yaml.safe_load(p.read_text(encoding="utf-8")) or {}
-    except yaml.YAMLError as e:
-        raise error(f"{p}: not valid YAML ({str(e).splitlines()[0]})") from None
-    if not isinstance(data, dict):
-        raise error(f"{p}: expected a mapping at the top level")
-    return data
-
-
 def load_config(path: str | Path | None, cls: type[T], overrides: dict[str, Any] | None = None) -> T:
     """Load a YAML config into `cls`; errors name the file and the field."""
     where = str(path) if path else "config"
-    data: dict[str, Any] = read_yaml_mapping(path) if path is not None else {}
+    data: dict[str, Any] = read_yaml_mapping(path, ConfigError) if path is not None else {}
     for key, value in (overrides or {}).items():
         if value is not None:
             _set_path(data, key, value)
-    try:
-        return cls.model_validate(data)
-    except ValidationError as e:
-        raise ConfigError(describe_validation_error(e, where)) from None
+    return validate_config(cls, data, where, ConfigError)
 
 
 def _set_path(data: dict[str, Any], dotted: str, value: Any) -> None:

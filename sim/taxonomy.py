@@ -1,4 +1,4 @@
-"""The 3-tier, 37-category taxonomy of role-card problems (the paper's Table 9), as data."""
+"""The 3-tier taxonomy of role-card problems (the paper's Table 9: 3 + 9 + 35 categories; its text says 37), as data."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field

@@ -9,15 +9,17 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, Field, field_validator, model_validator
+
+from esc_eval.serve.config_base import ConfigModel, load_config_file
 
 from esc_eval.train.errors import TrainConfigError
 
 EMBEDDED = "embedded"
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+class _Strict(ConfigModel):
+    pass
 
 
 class LoraSettings(_Strict):
@@ -183,27 +185,11 @@ class RankJobConfig(_Strict):
     evaluation: EvalConfig = Field(default_factory=EvalConfig, description="Test-split evaluation.")
 
 
-def format_validation_error(e: ValidationError) -> str:
-    lines = []
-    for err in e.errors():
-        loc = ".".join(str(x) for x in err.get("loc", ())) or "config"
-        msg = err.get("msg", "")
-        lines.append(f"{loc}: {msg}" + (f" (got {err['input']!r})" if err.get("type") != "missing" and
-                                          not isinstance(err.get("input"), dict) else ""))
-    return "; ".join(lines)
-
-
 def load_job_config(path: str | Path, kind: type[BaseModel]) -> Any:
     """Read a YAML job config and validate it; relative data paths resolve against the YAML's
     folder, output_dir against the working directory."""
-    from esc_eval.sim.config import read_yaml_mapping
-
     path = Path(path)
-    raw = read_yaml_mapping(path, TrainConfigError)
-    try:
-        cfg = kind.model_validate(raw)
-    except ValidationError as e:
-        raise TrainConfigError(f"{path}: {format_validation_error(e)}") from None
+    cfg = load_config_file(path, kind, TrainConfigError)
     return _resolve_paths(cfg, path.parent.resolve())
 
 

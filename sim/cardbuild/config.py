@@ -8,8 +8,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import Field, field_validator
+
+from esc_eval.serve.config_base import ConfigModel, read_yaml_mapping, validate_config
 
 from esc_eval.sim.cardbuild.items import canonical_dataset
 
@@ -18,8 +19,8 @@ class CardBuildConfigError(ValueError):
     """The config file is missing, not YAML, or has a bad field (named in the message)."""
 
 
-class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+class _Model(ConfigModel):
+    pass
 
 
 class SourceConfig(_Model):
@@ -99,21 +100,8 @@ class CardBuildConfig(_Model):
     seed: int = Field(0, description="Seed of source sampling and MinHash.")
 
 
-def _format_error(e: ValidationError, where: str) -> str:
-    lines = []
-    for err in e.errors():
-        loc = ".".join(str(x) for x in err.get("loc", ())) or "(top level)"
-        lines.append(f"{where}: field {loc!r}: {err.get('msg')}")
-    return "\n".join(lines)
-
-
 def parse_build_config(data: Any, base_dir: Path | None = None, where: str = "config") -> CardBuildConfig:
-    if not isinstance(data, dict):
-        raise CardBuildConfigError(f"{where}: expected a mapping at the top level, got {type(data).__name__}")
-    try:
-        cfg = CardBuildConfig.model_validate(data)
-    except ValidationError as e:
-        raise CardBuildConfigError(_format_error(e, where)) from None
+    cfg = validate_config(CardBuildConfig, data, where, CardBuildConfigError)
     if cfg.dedup.num_perm % cfg.dedup.bands:
         raise CardBuildConfigError(f"{where}: field 'dedup.bands': {cfg.dedup.bands} does not divide dedup.num_perm {cfg.dedup.num_perm}")
     if base_dir is not None:
@@ -126,12 +114,5 @@ def parse_build_config(data: Any, base_dir: Path | None = None, where: str = "co
 def load_build_config(path: str | Path) -> CardBuildConfig:
     """Read and validate a card-build YAML config."""
     path = Path(path)
-    if not path.exists():
-        raise CardBuildConfigError(f"{path}: config file not found")
-    try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except UnicodeDecodeError:
-        raise CardBuildConfigError(f"{path}: not UTF-8 text") from None
-    except yaml.YAMLError as e:
-        raise CardBuildConfigError(f"{path}: not valid YAML ({str(e).splitlines()[0]})") from None
-    return parse_build_config(data, base_dir=path.resolve().parent, where=str(path))
+    return parse_build_config(read_yaml_mapping(path, CardBuildConfigError), base_dir=path.resolve().parent,
+                              where=str(path))

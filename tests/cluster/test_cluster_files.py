@@ -57,7 +57,7 @@ def test_serve_config_file_validates_and_is_generated_from_gpu_models():
     data = _load("serve/esc-eval-serve.yaml")
     _check_serve_config(data)
     regenerated = serve_config_dict(ServeConfig.from_yaml(ROOT / "serve" / "gpu-models.yaml"))
-    assert data == regenerated, "regenerate: python -m serve.serve_app cluster/serve/gpu-models.yaml cluster/serve/esc-eval-serve.yaml"
+    assert data == regenerated, "regenerate: python -m esc_eval.serve.serve_app cluster/serve/gpu-models.yaml cluster/serve/esc-eval-serve.yaml"
     configs = {c["model_loading_config"]["model_id"]: c for c in data["applications"][0]["args"]["llm_configs"]}
     assert set(configs) == {"qwen1.5-7b-chat", "esc-role", "esc-rank"}
     assert configs["esc-role"]["engine_kwargs"]["tensor_parallel_size"] == 2

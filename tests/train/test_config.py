@@ -41,8 +41,8 @@ def test_example_configs_validate():
     ({"lora": {"r": 0}}, r"train\.lora\.r"),
     ({"num_workers": 0}, r"train\.num_workers"),
     ({"learning_rate": -1}, r"train\.learning_rate"),
-    ({"precision": "fp16"}, r"train: .*fp16 needs GPUs"),
-    ({"batch": 4}, r"train\.batch: Extra inputs are not permitted"),
+    ({"precision": "fp16"}, r"field 'train': .*fp16 needs GPUs"),
+    ({"batch": 4}, r"train\.batch': Extra inputs are not permitted"),
 ])
 def test_bad_fields_are_named(tmp_path, train, match):
     with pytest.raises(TrainConfigError, match=match):
@@ -50,7 +50,7 @@ def test_bad_fields_are_named(tmp_path, train, match):
 
 
 def test_missing_data_and_bad_yaml(tmp_path):
-    with pytest.raises(TrainConfigError, match=r"data: Field required"):
+    with pytest.raises(TrainConfigError, match=r"field 'data': Field required"):
         load_role_config(write(tmp_path, {"task": "role"}))
     bad = tmp_path / "bad.yaml"
     bad.write_text("train: [unclosed")
