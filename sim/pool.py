@@ -216,12 +216,39 @@ def worker_env(execution: ExecutionConfig, index: int) -> dict[str, str]:
     return env
 
 
+class PlacementError(RuntimeError):
+    """The cluster has no room for the workers (one line: what they need, what the cluster has)."""
+
+
+def describe_resources(need: dict[str, float]) -> str:
+    import ray
+
+    total, free = ray.cluster_resources(), ray.available_resources()
+    parts = [f"need {v:g} {k} in total, the cluster has {total.get(k, 0):g} ({free.get(k, 0):g} free)"
+             for k, v in need.items() if v]
+    return "; ".join(parts) + " (other jobs, e.g. a Serve app, may hold the rest)"
+
+
+def check_placeable(need: dict[str, float], workers: int) -> None:
+    """Fail at once when the cluster could never hold the workers, whatever is freed later."""
+    import ray
+
+    total = ray.cluster_resources()
+    if any(v > total.get(k, 0) + 1e-9 for k, v in need.items() if v):
+        raise PlacementError(f"{workers} workers can never be placed: {describe_resources(need)}; "
+                             f"lower execution.workers or num_cpus_per_worker")
+
+
 def ensure_ray(execution: ExecutionConfig) -> None:
     import ray
 
     if ray.is_initialized():
         return
-    os.environ.setdefault("RAY_AUTH_MODE", "disabled")
+    from esc_eval.serve.ray_cluster import forget_stale_address, prepare_auth
+
+    prepare_auth(execution.ray_address)  # Ray's token auth stays on; tests opt out via RAY_AUTH_MODE
+    if not execution.ray_address:
+        forget_stale_address()  # a dead cluster's address file would be retried for minutes
     kwargs: dict[str, Any] = {"ignore_reinit_error": True, "log_to_driver": execution.log_to_driver,
                               "runtime_env": {"env_vars": dict(execution.env)}}
     if execution.ray_address:
@@ -258,8 +285,23 @@ class WorkerPool:
         Worker = _actor_class()
         opts = dict(num_cpus=ex.num_cpus_per_worker, num_gpus=ex.num_gpus_per_worker, max_restarts=2,
                     max_task_retries=2, max_concurrency=max(64, ex.concurrency * 4))
-        self.workers = [Worker.options(**opts, runtime_env={"env_vars": worker_env(ex, i)}).remote()
-                        for i in range(ex.workers)]
+        need = {"CPU": ex.num_cpus_per_worker * ex.workers, "GPU": ex.num_gpus_per_worker * ex.workers}
+        check_placeable(need, ex.workers)
+        workers = [Worker.options(**opts, runtime_env={"env_vars": worker_env(ex, i)}).remote()
+                   for i in range(ex.workers)]
+        # An actor is ready once placed and constructed (cheap: engines start later, in setup), so
+        # waiting on that separates "no room on the cluster" from a slow engine start.
+        import ray
+
+        ready, pending = ray.wait([w.__ray_ready__.remote() for w in workers], num_returns=len(workers),
+                                  timeout=ex.placement_timeout_s)
+        if pending:
+            for w in workers:
+                ray.kill(w)
+            raise PlacementError(
+                f"{len(pending)} of {ex.workers} workers could not be placed within {ex.placement_timeout_s:g} s: "
+                f"{describe_resources(need)}")
+        self.workers = workers
 
     def run(self, job: Job, items: Iterable[dict[str, Any]], run_dir: str,
             on_summary: Callable[[dict[str, Any], PoolStats], None] | None = None,
