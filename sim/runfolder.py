@@ -213,14 +213,15 @@ class RunFolder:
                 yield from pq.read_table(p, columns=columns).take(idx).to_pylist()
 
     def compact(self, kind: str) -> tuple[int, int]:
-        """Rewrite the parts of `kind` as one part with one row per key. Returns (rows before, after).
+        """If some key has several rows, rewrite the parts of `kind` as one part with one row per key.
+        Returns (rows before, after); a folder without duplicates is left as it is (no rewrite cost).
 
         Call it when no job writes this kind into the folder (the pool does, when a job finishes). A
         part written meanwhile by someone else is left alone (only the parts read are removed)."""
         parts, kept = self._snapshot(kind)
         before = sum(pq.ParquetFile(p).metadata.num_rows for p in parts)
         after = sum(len(k) for k in kept)
-        if len(parts) <= 1 and before == after:
+        if before == after:
             return before, after
         table = pa.concat_tables([pq.read_table(p, schema=SCHEMAS[kind]).take(idx)
                                   for p, idx in zip(parts, kept) if idx]) if after else None
