@@ -6,7 +6,6 @@ import sys
 import time
 from pathlib import Path
 
-import cloudpickle
 import pyarrow.parquet as pq
 import pytest
 
@@ -14,7 +13,9 @@ from esc_eval.sim.config import ExecutionConfig, ModelRef, SimulationConfig
 from esc_eval.sim.pool import PlacementError, WorkerPool, run_pool
 from esc_eval.sim.simulation import SimulationJob, iter_items, run_simulation, select_cards
 
-cloudpickle.register_pickle_by_value(sys.modules[__name__])  # the job below travels to the actors
+ray_cloudpickle = pytest.importorskip("ray.cloudpickle")
+# The job below travels to the actors, which cannot import this test module: pickle it by value.
+ray_cloudpickle.register_pickle_by_value(sys.modules[__name__])
 
 
 class DieOnceJob(SimulationJob):
@@ -72,3 +73,4 @@ def test_workers_that_cannot_be_placed_say_so_within_seconds(ray_local, tmp_path
         run_simulation(cfg(placement_timeout_s=3), tmp_path)
     assert time.monotonic() - t < 15
     ray.kill(hog)
+
