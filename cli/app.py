@@ -40,7 +40,6 @@ def _main(debug: bool = typer.Option(False, "--debug", help="Show tracebacks."),
     logging.basicConfig(level=logging.INFO if verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     # Quiet engines by default; workers inherit this through the Ray runtime env.
     os.environ.setdefault("VLLM_LOGGING_LEVEL", "INFO" if verbose else "WARNING")
-    os.environ.setdefault("RAY_AUTH_MODE", "disabled")
     os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "2")
 
 

@@ -9,6 +9,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from esc_eval.serve.ray_cluster import (StaleRayAddressError, forget_stale_address, live_local_address, prepare_auth,
+                                        start_env)
 from esc_eval.serve.serve_app import INSTALL_HINT, ServeConfig, build_app
 
 RUNNING, FAILED = "RUNNING", ("DEPLOY_FAILED", "UNHEALTHY")
@@ -30,21 +32,29 @@ def ray_modules():
 def connect(address: str | None, *, start_local: bool, num_cpus: int | None = None) -> str:
     """Join `address`, else a running local cluster, else (start_local) start a local head node."""
     ray, _ = ray_modules()
-    os.environ.setdefault("RAY_AUTH_MODE", "disabled")
+    prepare_auth(address)  # Ray's token auth stays on (see serve/ray_cluster.py)
     if ray.is_initialized():
         return "connected"
     if address:
         ray.init(address=address, namespace="serve", log_to_driver=False)
         return address
     try:
+        live = live_local_address()
+    except StaleRayAddressError as exc:
+        if not start_local:
+            raise ConnectionError(f"no running Ray cluster: {exc}") from None
+        forget_stale_address()
+        live = None
+    if live:
         ray.init(address="auto", namespace="serve", log_to_driver=False)
         return "auto"
-    except ConnectionError:
-        if not start_local:
-            raise ConnectionError("no running Ray cluster found (start one with `esc-eval serve up`)") from None
+    if not start_local:
+        raise ConnectionError("no running Ray cluster found (start one with `esc-eval serve up`)")
     cmd = [ray_executable(), "start", "--head", "--disable-usage-stats", "--include-dashboard=false",
            f"--num-cpus={num_cpus or os.cpu_count() or 1}"]
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    # A new session: the head's daemons must outlive this CLI and the terminal or job group it ran in
+    # (a signal to our process group once `serve up` returned used to take the head down with it).
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120, env=start_env(), start_new_session=True)
     if proc.returncode != 0:
         raise ServeStartError(f"`{' '.join(cmd)}` failed:\n{proc.stderr[-2000:]}")
     ray.init(address="auto", namespace="serve", log_to_driver=False)

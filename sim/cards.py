@@ -192,16 +192,19 @@ def load_cards(path: str | Path, language: str | None = None) -> list[RoleCard]:
         if not isinstance(item, dict):
             raise CardError(f"{where}: expected an object, got {type(item).__name__}")
         if "base" in item:
-            card = card_from_official(item, where=f"{where} (id {item.get('id')})")
+            card = card_from_official(item, where=f"{where} (id {item.get('id')!r})")
         else:
             try:
                 card = RoleCard(**item)
             except ValidationError as e:
-                raise CardError(f"{where} (id {item.get('id')}): {_first_error(e)}") from None
+                raise CardError(f"{where} (id {item.get('id')!r}): {_first_error(e)}") from None
         if card.id in seen:
             raise CardError(f"{where}: duplicate card id {card.id!r}")
         seen.add(card.id)
         cards.append(card)
+    if not cards:
+        # An empty file is a mistake (a wrong path, a failed export), never "evaluate nothing".
+        raise CardError(f"{path}: the card file holds no cards")
     if language:
         lang = normalize_language(language)
         cards = [c for c in cards if c.language == lang]

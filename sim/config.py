@@ -48,6 +48,7 @@ class ExecutionConfig(_Strict):
     turn_checkpoints: bool = Field(True, description="Checkpoint every turn so a resumed run continues half-finished dialogues.")
     retry_failed: bool = Field(True, description="On resume, run again the items recorded as failed.")
     worker_start_timeout_s: float = Field(900.0, gt=0, description="Give up if a worker has not set up its models in this time.")
+    placement_timeout_s: float = Field(20.0, gt=0, description="Fail (saying what is needed and what the cluster has) if the worker actors cannot be placed on the cluster in this time.")
     log_to_driver: bool = Field(True, description="Show worker logs (engines, retries) on the driver's console.")
     env: dict[str, str] = Field(default_factory=lambda: {"VLLM_CPU_KVCACHE_SPACE": "2"}, description="Environment of the worker actors (Ray runtime_env env_vars).")
     cpu_bind: Literal["auto", "per_worker"] = Field(

@@ -5,8 +5,10 @@ The pool owns concurrency, checkpoints and retries of whole items; a Job owns wh
   most a few chunks in flight per worker: backpressure, and flat driver memory for any item count.
 - Each worker runs up to `concurrency` items at once and streams result rows into atomic Parquet
   parts (a buffered sink flushed every `flush_rows` rows or `flush_seconds`).
-- A worker that dies is restarted by Ray and its chunk re-run; rows it had not flushed were never
-  written, so nothing is duplicated, and resume-by-id skips everything that was.
+- A worker that dies is restarted by Ray and its chunk re-run (the chunk carries the job, so the
+  new actor can take it up); items of the chunk resume from their turn checkpoints. Rows of the
+  chunk that were flushed before the death are written again: readers keep one row per key and the
+  finished job compacts its parts to exactly one row per key (sim/runfolder.py).
 """
 from __future__ import annotations
 
@@ -56,8 +58,18 @@ class PartSink:
     def add(self, rows: list[dict[str, Any]], item: dict[str, Any]) -> None:
         self.rows.extend(rows)
         self.items.append(item)
-        if len(self.rows) >= self.flush_rows or time.monotonic() - self.last >= self.flush_seconds:
+        if len(self.rows) >= self.flush_rows or self.due():
             self.flush()
+
+    def due(self) -> bool:
+        return bool(self.rows or self.items) and time.monotonic() - self.last >= self.flush_seconds
+
+    async def flush_every(self, period: float) -> None:
+        """Flush on a timer, so rows finished just before a long quiet spell do not wait for the next row."""
+        while True:
+            await asyncio.sleep(period)
+            if self.due():
+                self.flush()
 
     def flush(self) -> None:
         if self.rows:
@@ -80,10 +92,13 @@ class _WorkerCore:
         self.sink = PartSink(self.run, job.kind, execution.flush_rows, execution.flush_seconds, on_flush=job.after_flush)
         self.sem = asyncio.Semaphore(execution.concurrency)
         self._setup_task: asyncio.Future | None = None
+        self._timer: asyncio.Future | None = None
 
     async def ensure_setup(self) -> None:
         if self._setup_task is None:
             self._setup_task = asyncio.ensure_future(self.job.setup(self.models))
+            period = min(1.0, self.execution.flush_seconds / 2)
+            self._timer = asyncio.ensure_future(self.sink.flush_every(period))
         await self._setup_task
 
     async def run_one(self, item: dict[str, Any]) -> dict[str, Any]:
@@ -97,6 +112,8 @@ class _WorkerCore:
         return list(await asyncio.gather(*(self.run_one(it) for it in items)))
 
     async def finish(self) -> int:
+        if self._timer is not None:
+            self._timer.cancel()
         self.sink.flush()
         return self.sink.parts_written
 
@@ -116,7 +133,11 @@ class _Worker:
         await self.jobs[job_id].ensure_setup()
         return f"{os.uname().nodename}:{os.getpid()}"
 
-    async def run_chunk(self, job_id: str, items: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    async def run_chunk(self, job_id: str, items: list[dict[str, Any]],
+                        spec: tuple[Job, str, ExecutionConfig] | None = None) -> list[dict[str, Any]]:
+        if job_id not in self.jobs and spec is not None:
+            # A restarted actor (the old one died) re-running this chunk: it has no job state yet.
+            self.start_job(job_id, *spec)
         return await self.jobs[job_id].run_chunk(items)
 
     async def finish_job(self, job_id: str) -> int:
@@ -143,8 +164,8 @@ def _actor_class():
         async def setup(self, job_id):
             return await self.w.setup(job_id)
 
-        async def run_chunk(self, job_id, items):
-            return await self.w.run_chunk(job_id, items)
+        async def run_chunk(self, job_id, items, spec=None):
+            return await self.w.run_chunk(job_id, items, spec)
 
         async def finish_job(self, job_id):
             return await self.w.finish_job(job_id)
@@ -195,12 +216,39 @@ def worker_env(execution: ExecutionConfig, index: int) -> dict[str, str]:
     return env
 
 
+class PlacementError(RuntimeError):
+    """The cluster has no room for the workers (one line: what they need, what the cluster has)."""
+
+
+def describe_resources(need: dict[str, float]) -> str:
+    import ray
+
+    total, free = ray.cluster_resources(), ray.available_resources()
+    parts = [f"need {v:g} {k} in total, the cluster has {total.get(k, 0):g} ({free.get(k, 0):g} free)"
+             for k, v in need.items() if v]
+    return "; ".join(parts) + " (other jobs, e.g. a Serve app, may hold the rest)"
+
+
+def check_placeable(need: dict[str, float], workers: int) -> None:
+    """Fail at once when the cluster could never hold the workers, whatever is freed later."""
+    import ray
+
+    total = ray.cluster_resources()
+    if any(v > total.get(k, 0) + 1e-9 for k, v in need.items() if v):
+        raise PlacementError(f"{workers} workers can never be placed: {describe_resources(need)}; "
+                             f"lower execution.workers or num_cpus_per_worker")
+
+
 def ensure_ray(execution: ExecutionConfig) -> None:
     import ray
 
     if ray.is_initialized():
         return
-    os.environ.setdefault("RAY_AUTH_MODE", "disabled")
+    from esc_eval.serve.ray_cluster import forget_stale_address, prepare_auth
+
+    prepare_auth(execution.ray_address)  # Ray's token auth stays on; tests opt out via RAY_AUTH_MODE
+    if not execution.ray_address:
+        forget_stale_address()  # a dead cluster's address file would be retried for minutes
     kwargs: dict[str, Any] = {"ignore_reinit_error": True, "log_to_driver": execution.log_to_driver,
                               "runtime_env": {"env_vars": dict(execution.env)}}
     if execution.ray_address:
@@ -237,8 +285,23 @@ class WorkerPool:
         Worker = _actor_class()
         opts = dict(num_cpus=ex.num_cpus_per_worker, num_gpus=ex.num_gpus_per_worker, max_restarts=2,
                     max_task_retries=2, max_concurrency=max(64, ex.concurrency * 4))
-        self.workers = [Worker.options(**opts, runtime_env={"env_vars": worker_env(ex, i)}).remote()
-                        for i in range(ex.workers)]
+        need = {"CPU": ex.num_cpus_per_worker * ex.workers, "GPU": ex.num_gpus_per_worker * ex.workers}
+        check_placeable(need, ex.workers)
+        workers = [Worker.options(**opts, runtime_env={"env_vars": worker_env(ex, i)}).remote()
+                   for i in range(ex.workers)]
+        # An actor is ready once placed and constructed (cheap: engines start later, in setup), so
+        # waiting on that separates "no room on the cluster" from a slow engine start.
+        import ray
+
+        ready, pending = ray.wait([w.__ray_ready__.remote() for w in workers], num_returns=len(workers),
+                                  timeout=ex.placement_timeout_s)
+        if pending:
+            for w in workers:
+                ray.kill(w)
+            raise PlacementError(
+                f"{len(pending)} of {ex.workers} workers could not be placed within {ex.placement_timeout_s:g} s: "
+                f"{describe_resources(need)}")
+        self.workers = workers
 
     def run(self, job: Job, items: Iterable[dict[str, Any]], run_dir: str,
             on_summary: Callable[[dict[str, Any], PoolStats], None] | None = None,
@@ -260,6 +323,10 @@ class WorkerPool:
         else:
             self._ensure_workers()
             _run_ray(self.workers, job_id, job, items, run_dir, ex, note)
+        # Every worker has flushed: one row per key from here on, whatever was re-run on the way.
+        before, after = RunFolder(run_dir).compact(job.kind)
+        if before != after:
+            log.info("compacted %s: %d rows -> %d (re-run items kept once)", job.kind, before, after)
         return stats
 
     def close(self) -> None:
@@ -315,6 +382,7 @@ def _run_ray(workers, job_id, job, items, run_dir, execution: ExecutionConfig, n
     import ray
 
     ray.get([w.start_job.remote(job_id, job, run_dir, execution) for w in workers])
+    spec = ray.put((job, run_dir, execution))  # once in the object store, not once per chunk
     setups = [w.setup.remote(job_id) for w in workers]
     ready, not_ready = ray.wait(setups, num_returns=len(setups), timeout=execution.worker_start_timeout_s)
     if not_ready:
@@ -342,7 +410,7 @@ def _run_ray(workers, job_id, job, items, run_dir, execution: ExecutionConfig, n
             if chunk is None:
                 exhausted = True
                 return
-            in_flight[workers[w].run_chunk.remote(job_id, chunk)] = (w, len(chunk))
+            in_flight[workers[w].run_chunk.remote(job_id, chunk, spec)] = (w, len(chunk))
             load[w] += len(chunk)
 
     try:

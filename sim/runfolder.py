@@ -2,6 +2,15 @@
 
 Part files are written atomically (temp file + fsync + rename): a reader never sees a
 half-written part, and a crash loses at most the rows not yet flushed.
+
+Exactly once: a row's key is its dialogue id (dialogues) or (dialogue id, dimension, judge)
+(scores). The same key can be written twice on the way (a chunk re-run after a worker died, a
+failed dialogue retried on resume, a judge call that errored and was scored again), so readers
+(`read`, `iter_rows`, `done_dialogue_ids`) keep one row per key: a successful row (status ok /
+parse_status not error) beats an unsuccessful one, and among equals the latest wins (finished_at
+/ scored_at, then the later part, then the later row). When a job finishes, `compact` rewrites
+the parts of its kind as one part holding only those rows (atomically: the new part is in place
+before the old ones are removed, and a crash in between only leaves duplicates the readers drop).
 """
 from __future__ import annotations
 
@@ -10,6 +19,7 @@ import json
 import os
 import socket
 import tempfile
+import time
 import uuid
 from pathlib import Path
 from typing import Any, Iterable
@@ -20,6 +30,30 @@ import pyarrow.parquet as pq
 from esc_eval.sim.records import DIALOGUE_SCHEMA, SCORE_SCHEMA
 
 SCHEMAS = {"dialogues": DIALOGUE_SCHEMA, "scores": SCORE_SCHEMA}
+# The key of a row, and how to rank two rows of one key: (success column, value meaning success or
+# None = "anything but error", timestamp column).
+KEYS = {"dialogues": ("dialogue_id",), "scores": ("dialogue_id", "dimension", "judge")}
+_RANK = {"dialogues": ("status", "ok", "finished_at"), "scores": ("parse_status", None, "scored_at")}
+# Environment variable names whose values must never reach a manifest.
+_SECRET_WORDS = ("KEY", "TOKEN", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL")
+REDACTED = "***redacted***"
+
+
+def redact_env(value: Any) -> Any:
+    """A copy of `value` where every dict under a key named "env" has the values of its secret-looking
+    names (…KEY, …TOKEN, …SECRET, …PASSWORD) replaced by a marker (manifests are shared and committed)."""
+    if isinstance(value, dict):
+        out = {}
+        for k, v in value.items():
+            if k == "env" and isinstance(v, dict):
+                out[k] = {name: (REDACTED if any(w in str(name).upper() for w in _SECRET_WORDS) else val)
+                          for name, val in v.items()}
+            else:
+                out[k] = redact_env(v)
+        return out
+    if isinstance(value, list):
+        return [redact_env(v) for v in value]
+    return value
 
 
 class RunFolderError(ValueError):
@@ -79,7 +113,7 @@ class RunFolder:
     def update_manifest(self, **fields: Any) -> dict[str, Any]:
         """Merge fields into manifest.json (dicts merge one level deep), atomically."""
         manifest = self.read_manifest()
-        for key, value in fields.items():
+        for key, value in redact_env(fields).items():
             if isinstance(value, dict) and isinstance(manifest.get(key), dict):
                 manifest[key] = {**manifest[key], **value}
             else:
@@ -121,10 +155,49 @@ class RunFolder:
         d = self.part_dir(kind)
         return sorted(d.glob("part-*.parquet")) if d.is_dir() else []
 
+    def _winners(self, kind: str, parts: list[Path]) -> list[list[int]]:
+        """For each part, the indices of its rows that win their key (see the module docstring)."""
+        ok_col, ok_value, ts_col = _RANK[kind]
+        keys = KEYS[kind]
+        best: dict[tuple, tuple] = {}
+        for pi, p in enumerate(parts):
+            cols = pq.read_table(p, columns=[*keys, ok_col, ts_col]).to_pydict()
+            ts_values = [v.timestamp() if v is not None else float("-inf") for v in cols[ts_col]]
+            for ri, status in enumerate(cols[ok_col]):
+                ok = status == ok_value if ok_value is not None else status != "error"
+                rank = (ok, ts_values[ri], pi, ri)
+                key = tuple(cols[k][ri] for k in keys)
+                if key not in best or rank > best[key]:
+                    best[key] = rank
+        kept: list[list[int]] = [[] for _ in parts]
+        for _, _, pi, ri in best.values():
+            kept[pi].append(ri)
+        return [sorted(k) for k in kept]
+
+    def _snapshot(self, kind: str) -> tuple[list[Path], list[list[int]]]:
+        # A part can vanish under a concurrent compaction: list again (its rows are in the new part).
+        for attempt in range(5):
+            parts = self.parts(kind)
+            try:
+                return parts, self._winners(kind, parts)
+            except FileNotFoundError:
+                if attempt == 4:
+                    raise
+                time.sleep(0.05 * (attempt + 1))
+        raise AssertionError("unreachable")
+
     def read(self, kind: str, columns: list[str] | None = None) -> pa.Table:
-        """All rows of a kind, deduplicated to the latest row per key (re-runs may rewrite)."""
-        tables = [pq.read_table(p, columns=columns, schema=SCHEMAS[kind]) if columns is None
-                  else pq.read_table(p, columns=columns) for p in self.parts(kind)]
+        """All rows of a kind, deduplicated to one row per key (see the module docstring)."""
+        for attempt in range(5):
+            parts, kept = self._snapshot(kind)
+            try:
+                tables = [pq.read_table(p, columns=columns, schema=SCHEMAS[kind] if columns is None else None).take(idx)
+                          for p, idx in zip(parts, kept) if idx]
+                break
+            except FileNotFoundError:
+                if attempt == 4:
+                    raise
+                time.sleep(0.05 * (attempt + 1))
         if not tables:
             schema = SCHEMAS[kind]
             if columns:
@@ -133,8 +206,34 @@ class RunFolder:
         return pa.concat_tables(tables, promote_options="default")
 
     def iter_rows(self, kind: str, columns: list[str] | None = None) -> Iterable[dict[str, Any]]:
-        for p in self.parts(kind):
-            yield from pq.read_table(p, columns=columns).to_pylist()
+        """Rows one part at a time, deduplicated like `read` (memory: one part, plus the keys)."""
+        parts, kept = self._snapshot(kind)
+        for p, idx in zip(parts, kept):
+            if idx:
+                yield from pq.read_table(p, columns=columns).take(idx).to_pylist()
+
+    def compact(self, kind: str) -> tuple[int, int]:
+        """If some key has several rows, rewrite the parts of `kind` as one part with one row per key.
+        Returns (rows before, after); a folder without duplicates is left as it is (no rewrite cost).
+
+        Call it when no job writes this kind into the folder (the pool does, when a job finishes). A
+        part written meanwhile by someone else is left alone (only the parts read are removed)."""
+        parts, kept = self._snapshot(kind)
+        before = sum(pq.ParquetFile(p).metadata.num_rows for p in parts)
+        after = sum(len(k) for k in kept)
+        if before == after:
+            return before, after
+        table = pa.concat_tables([pq.read_table(p, schema=SCHEMAS[kind]).take(idx)
+                                  for p, idx in zip(parts, kept) if idx]) if after else None
+        if table is not None:
+            sink = pa.BufferOutputStream()
+            pq.write_table(table, sink, compression="zstd")
+            stamp = now_utc().strftime("%Y%m%dT%H%M%S%f")
+            name = f"part-{stamp}-compact-{os.getpid()}-{uuid.uuid4().hex[:8]}.parquet"
+            atomic_write_bytes(self.part_dir(kind) / name, sink.getvalue().to_pybytes())
+        for p in parts:  # only after the merged part is durable
+            p.unlink(missing_ok=True)
+        return before, after
 
     def done_dialogue_ids(self, include_failed: bool = False) -> set[str]:
         """Ids of dialogues with a final row. Failed rows count as done only if asked."""

@@ -49,9 +49,11 @@ def distribution(top_logprobs: dict[str, float]) -> list[float] | None:
     lp = {}
     for token, value in top_logprobs.items():
         key = token.strip()
+        if not math.isfinite(value) and value != -math.inf:
+            continue  # NaN / +inf from a broken backend: no information
         if key in LABELS and (key not in lp or value > lp[key]):
             lp[key] = value
-    if not lp:
+    if not lp or all(v == -math.inf for v in lp.values()):
         return None
     m = max(lp.values())
     weights = [math.exp(lp[k] - m) if k in lp else 0.0 for k in LABELS]

@@ -87,7 +87,11 @@ def ray_session(cfg: TrainConfig) -> Iterator[None]:
         check_resources(cfg, local_resources(cfg))
     owned = False
     if not ray.is_initialized():
-        os.environ.setdefault("RAY_AUTH_MODE", "disabled")
+        from esc_eval.serve.ray_cluster import forget_stale_address, prepare_auth
+
+        prepare_auth(cfg.ray_address)  # Ray's token auth stays on; tests opt out via RAY_AUTH_MODE
+        if not cfg.ray_address:
+            forget_stale_address()
         kwargs: dict[str, Any] = {"runtime_env": {"env_vars": worker_env(cfg)}, "log_to_driver": True,
                                   "include_dashboard": False}
         if cfg.ray_address:

@@ -81,9 +81,11 @@ def run_routing_bench(dialogues: int = 16, rounds: int = 3, max_tokens: int = 48
 
     if dialogues < 1 or replicas < 2:
         raise ValueError("the routing bench needs at least 1 dialogue and 2 replicas")
-    os.environ.setdefault("RAY_AUTH_MODE", "disabled")
     started_ray = not ray.is_initialized()
     if started_ray:
+        from esc_eval.serve.ray_cluster import forget_stale_address
+
+        forget_stale_address()
         ray.init(namespace="serve", include_dashboard=False, log_to_driver=False)
     tmp = Path(tempfile.mkdtemp(prefix="esc-bench-routing-"))
     cards = synthetic_cards(dialogues + 2)

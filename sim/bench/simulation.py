@@ -171,7 +171,6 @@ def run_bench_sim(
     """Simulation throughput: (a) fake backend, (b) embedded model vs the release's loop, (c) driver memory."""
     from esc_eval.sim.pool import ensure_ray
 
-    os.environ.setdefault("RAY_AUTH_MODE", "disabled")
     ensure_ray(ExecutionConfig(log_to_driver=False))
     result: dict[str, Any] = {"machine": {"cpus": os.cpu_count()}}
     if fake_dialogues:

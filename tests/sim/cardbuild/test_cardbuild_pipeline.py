@@ -16,7 +16,7 @@ from esc_eval.sim.cardbuild import (
     load_build_config,
     parse_build_config,
 )
-from esc_eval.sim.cards import load_cards, write_cards
+from esc_eval.sim.cards import CardError, load_cards, write_cards
 
 ROOT = Path(__file__).resolve().parents[3]
 SAMPLES = ROOT / "sim" / "cardbuild" / "samples"
@@ -89,7 +89,9 @@ def test_rerun_skips_finished_items_and_retries_errors(tmp_path):
     flaky = ScriptedCardModel(fail_stage="filter", fail_times=1000)
     res = build_cards(cfg, flaky, show_progress=False)
     assert flaky.calls["filter"] == 2 * 13  # 13 extracted cards, 2 attempts each
-    assert res.counts["LLM_F"] == {"en": 0, "zh": 0} and load_cards(res.cards_path) == []
+    assert res.counts["LLM_F"] == {"en": 0, "zh": 0}
+    with pytest.raises(CardError, match="holds no cards"):  # an empty card file is refused, not run
+        load_cards(res.cards_path)
     errors = [json.loads(x) for x in (res.output / "stages" / "filter.jsonl").read_text(encoding="utf-8").splitlines()]
     assert all(e["status"] == "error" and "after 2 attempt(s)" in e["reason"] for e in errors)
     # a crash left half a line behind: it is ignored, and the next record starts on a new line
