@@ -209,6 +209,10 @@ def ensure_ray(execution: ExecutionConfig) -> None:
     if execution.ray_address:
         ray.init(address=execution.ray_address, **kwargs)
     else:
+        # Ray starts workers at nice 15 (to keep its raylet responsive); here the workers hold the
+        # CPU engines, the job's whole workload, and at 15 any other process on a laptop or a shared
+        # box starves them. A local cluster we start gives them the ordinary priority.
+        os.environ.setdefault("RAY_worker_niceness", "0")
         ray.init(include_dashboard=False, **kwargs)
 
 
