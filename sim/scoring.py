@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterator
 
 from esc_eval.serve.chat import GenerationParams
+from esc_eval.serve.cpu import execution_runtime
 from esc_eval.sim.config import JudgeConfig, ScoringConfig
 from esc_eval.sim.judges import select_adapter
 from esc_eval.sim.official import official_dialogue_files, read_official_dialogues
@@ -159,7 +160,9 @@ def run_scoring(cfg: ScoringConfig, input_path: str | Path, out_dir: str | Path 
     if n_dialogues == 0:
         raise ValueError(f"{run.path}: no completed dialogues to score")
     todo = sum(1 for _ in iter_scoring_items(run, cfg.judge))
-    run.update_manifest(scoring={"config": cfg.model_dump(mode="json"), "judge": cfg.judge.judge_id})
+    ex = cfg.execution
+    run.update_manifest(scoring={"config": cfg.model_dump(mode="json"), "judge": cfg.judge.judge_id,
+                                 "runtime": execution_runtime(ex.dtype, gpu=ex.num_gpus_per_worker > 0)})
     if on_start:
         on_start(n_dialogues, todo)
     started = time.time()

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterator
 
 from esc_eval.serve.chat import ChatModelError
+from esc_eval.serve.cpu import execution_runtime
 from esc_eval.sim.cards import RoleCard, load_cards, sample_cards
 from esc_eval.sim.config import ModelRef, SimulationConfig
 from esc_eval.sim.dialogue import DialogueSetup, Participant, Turn, run_dialogue
@@ -203,8 +204,11 @@ def run_simulation(cfg: SimulationConfig, run_dir: str | Path,
     skip = run.done_dialogue_ids(include_failed=not cfg.execution.retry_failed)
     total = count_items(cfg, cards)
     todo = sum(1 for _ in iter_items(cfg, cards, skip))
+    ex = cfg.execution
     run.update_manifest(run_id=run_id, simulation={"config": cfg.model_dump(mode="json"), "cards": len(cards),
-                                                   "total_items": total}, versions=versions())
+                                                   "total_items": total,
+                                                   "runtime": execution_runtime(ex.dtype, gpu=ex.num_gpus_per_worker > 0)},
+                        versions=versions())
     if on_start:
         on_start(total, todo)
     started = time.time()

@@ -54,7 +54,9 @@ class TrainConfig(_Strict):
     use_gpu: bool = Field(False, description="Train on GPUs (NCCL backend); False = CPU with gloo.")
     gpus_per_worker: float = Field(1.0, gt=0.0, description="GPUs per worker when use_gpu is true.")
     deepspeed_stage: Literal[2, 3] = Field(2, description="DeepSpeed ZeRO stage: 2 or 3.")
-    precision: Literal["fp32", "bf16", "fp16"] = Field("bf16", description="Training precision; fp16 needs GPUs.")
+    precision: Literal["auto", "fp32", "bf16", "fp16"] = Field(
+        "auto", description="Training precision; 'auto' = bf16 on GPUs and on CPUs with AVX512-BF16 or AMX, fp32 on "
+        "other CPUs (bf16 is emulated there and slower); fp16 needs GPUs.")
     output_dir: Path = Field(Path("runs/train"), description="Where adapters, Ray checkpoints and metrics go.")
     resume: bool = Field(False, description="Continue from the last Ray Train checkpoint of the same output_dir "
                          "and adapter name; False starts over (old checkpoints of that name are removed).")
@@ -74,6 +76,17 @@ class TrainConfig(_Strict):
         if self.precision == "fp16" and not self.use_gpu:
             raise ValueError("precision: fp16 needs GPUs (use bf16 or fp32 on CPU)")
         return self
+
+    @property
+    def resolved_precision(self) -> Literal["fp32", "bf16", "fp16"]:
+        """`precision` with 'auto' decided by this machine's CPU (serve/cpu.py) or the GPU."""
+        if self.precision != "auto":
+            return self.precision
+        if self.use_gpu:
+            return "bf16"
+        from esc_eval.serve.cpu import best_dtype
+
+        return "bf16" if best_dtype() == "bfloat16" else "fp32"
 
     def resolved_model_path(self) -> Path:
         """The base model folder ('embedded' -> the converted SmolLM2 folder)."""

@@ -60,8 +60,8 @@ def build_deepspeed_config(cfg: TrainConfig, steps: int) -> dict[str, Any]:
         "steps_per_print": 10**9,
         "wall_clock_breakdown": False,
         "zero_optimization": zero,
-        "bf16": {"enabled": cfg.precision == "bf16"},
-        "fp16": {"enabled": cfg.precision == "fp16", "loss_scale": 0, "initial_scale_power": 16},
+        "bf16": {"enabled": cfg.resolved_precision == "bf16"},
+        "fp16": {"enabled": cfg.resolved_precision == "fp16", "loss_scale": 0, "initial_scale_power": 16},
         "optimizer": {"type": "AdamW", "params": optimizer_params},
         # WarmupDecayLR needs >= 1 warm-up step: warmup_steps 0 = constant lr (min = max);
         # N > 0 = linear warm-up from 0 over N steps, then linear decay to 0.

@@ -11,15 +11,19 @@ from esc_eval.sim.prompts import opener, roleplay_system_prompt, target_system_p
 
 
 class HFReference:
-    def __init__(self, model_path: str, max_new_tokens: int = 512, threads: int | None = None):
+    def __init__(self, model_path: str, max_new_tokens: int = 512, threads: int | None = None, dtype: str = "auto"):
+        """dtype: 'auto' = the CPU's best (serve/cpu.py), so a benchmark's two sides compute alike."""
         import torch
         from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        from esc_eval.serve.cpu import resolve_dtype
 
         if threads:
             torch.set_num_threads(threads)
         self.torch = torch
+        self.dtype = resolve_dtype(dtype, gpu=False)
         self.tok = AutoTokenizer.from_pretrained(model_path)
-        self.model = AutoModelForCausalLM.from_pretrained(model_path, dtype=torch.bfloat16).eval()
+        self.model = AutoModelForCausalLM.from_pretrained(model_path, dtype=getattr(torch, self.dtype)).eval()
         self.max_new_tokens = max_new_tokens
 
     def __call__(self, messages: list[dict[str, str]]) -> tuple[str, int, int]:

@@ -19,6 +19,11 @@ Measured in one process on one vLLM model (default: the embedded SmolLM2 judge):
 Every phase uses the judge prompt order given by --prompt-order: rubric_first (the paper's) or
 dialogue_first (a dialogue's seven prompts share the dialogue as a cached prefix; ours sends one
 first and the other six after it).
+Scale mode (--dialogues above what the source holds, e.g. 8500; sim/bench/scale.py): the source's
+dialogues repeated through the service's scoring path (Ray pool, one engine per core) for a time
+budget -> dialogues/hour, plus the prefill tokens per dialogue and a GPU projection; no references.
+--project-gpu: only the token accounting and the projection (no engine). Every engine of a run
+loads one dtype (--dtype, auto = the CPU's best), recorded with the CPU under "machine".
 The references run on a separate engine instance with prefix caching disabled (engines are keyed
 by their kwargs), so caching is one of the things that differ. Engine start and a one-token
 warm-up per engine are excluded from every timing.
@@ -228,22 +233,59 @@ def registry_prompt_order(model: str) -> str:
         return "rubric_first"
 
 
-def run_bench(dialogues: int = 12, source: Path | None = None, reference_dialogues: int = 2,
+def _accounting(rows: list[dict[str, Any]], judge: JudgeConfig, model: str) -> dict[str, Any]:
+    from transformers import AutoTokenizer
+
+    from esc_eval.serve.vllm_engine import resolve_model_path
+    from esc_eval.sim.bench.scale import prefill_accounting
+
+    return prefill_accounting(rows, judge, AutoTokenizer.from_pretrained(resolve_model_path(model)))
+
+
+def run_bench(dialogues: int = 3, source: Path | None = None, reference_dialogues: int = 2,
               max_new_tokens: int = OFFICIAL_MAX_NEW_TOKENS, model: str = "embedded",
-              prompt_order: str | None = None) -> dict[str, Any]:
-    """The measurement behind `bench_score` (a plain function: no printing)."""
+              prompt_order: str | None = None, dtype: str = "auto", project_gpu: bool = False,
+              budget_s: float = 600.0, gpu_prefill_rate: float | None = None) -> dict[str, Any]:
+    """The measurement behind `bench_score` (a plain function: no printing).
+
+    dialogues above the number available -> scale mode (sim/bench/scale.py): the available ones
+    repeated through the service's scoring path for at most `budget_s` s, no reference loops.
+    project_gpu -> only the prefill token accounting and the GPU projection (no engine)."""
+    from esc_eval.serve.cpu import resolve_dtype, runtime_summary
+    from esc_eval.sim.bench.scale import PAPER_DIALOGUES, measure_scale, project_gpu as projection
+
     if dialogues < 1:
         raise ValueError("--dialogues must be at least 1")
+    dtype = resolve_dtype(dtype)  # once: every engine of every phase loads the same dtype
     rows, src = load_bench_dialogues(dialogues, source)
     n = len(rows)
     k = n if reference_dialogues <= 0 else min(reference_dialogues, n)
     judge = JudgeConfig(model=ModelRef(model=f"vllm/{model}"), prompt_order=prompt_order or registry_prompt_order(model))
-    Counting = _counting_model_class()
-    ours_model = Counting(model)  # default engine kwargs: prefix caching on
-    ref_model = Counting(model, enable_prefix_caching=False)  # a distinct engine (keyed by kwargs)
-    out: dict[str, Any] = {"bench": "score", "model": f"vllm/{model}", "source": src,
+    out: dict[str, Any] = {"bench": "score", "model": f"vllm/{model}", "machine": runtime_summary(dtype), "source": src,
                            "judge": {"method": judge.method, "rubric": judge.rubric, "rendering": judge.rendering,
                                      "prompt_order": judge.prompt_order, "dimensions": len(judge.dimensions)}}
+    if project_gpu and src["kind"] != "fake_generated" and n == dialogues:
+        rows, src = load_bench_dialogues(10**9, source)  # count tokens over every dialogue the source has
+        out["source"], n = src, len(rows)
+    if project_gpu or dialogues > n:
+        out["prefill"] = _accounting(rows, judge, model)
+        out["gpu_projection"] = projection(out["prefill"], max(dialogues, PAPER_DIALOGUES) if dialogues > n else PAPER_DIALOGUES,
+                                           gpu_prefill_rate)
+        if project_gpu:
+            out["mode"] = "projection"
+            return out
+    if dialogues > n:
+        out["mode"] = "scale"
+        out["scale"] = measure_scale(rows, dialogues, judge, dtype, budget_s)
+        out["scale"]["source"] = (f"the {n} dialogues of {src['path']} repeated to {dialogues} (same length distribution), "
+                                  "each copy marked so copies share no cacheable prefix")
+        out["dialogues_per_hour"] = out["scale"]["dialogues_per_hour"]
+        out["prefill_tokens_per_dialogue"] = out["prefill"][judge.prompt_order]["uncached_prefill_tokens_per_dialogue"]
+        return out
+    out["mode"] = "compare"
+    Counting = _counting_model_class()
+    ours_model = Counting(model, dtype=dtype)  # default engine kwargs: prefix caching on
+    ref_model = Counting(model, enable_prefix_caching=False, dtype=dtype)  # a distinct engine (keyed by kwargs)
     out["engine_start_s"] = {"ours": round(_start(ours_model), 1), "reference": round(_start(ref_model), 1)}
 
     async def main() -> None:
@@ -296,12 +338,14 @@ def run_bench(dialogues: int = 12, source: Path | None = None, reference_dialogu
     return out
 
 
-def bench_score(dialogues: int = 12, out: Path | None = None, source: Path | None = None, reference_dialogues: int = 2,
+def bench_score(dialogues: int = 3, out: Path | None = None, source: Path | None = None, reference_dialogues: int = 2,
                 max_new_tokens: int = OFFICIAL_MAX_NEW_TOKENS, model: str = "embedded",
-                prompt_order: str | None = None) -> dict[str, Any]:
+                prompt_order: str | None = None, dtype: str = "auto", project_gpu: bool = False,
+                budget_s: float = 600.0, gpu_prefill_rate: float | None = None) -> dict[str, Any]:
     """Scoring throughput: ours (batched logprob, prefix cache) vs the official score.py loop; the
     result is printed as JSON (and written to `out`)."""
-    result = run_bench(dialogues, source, reference_dialogues, max_new_tokens, model, prompt_order)
+    result = run_bench(dialogues, source, reference_dialogues, max_new_tokens, model, prompt_order, dtype, project_gpu,
+                       budget_s, gpu_prefill_rate)
     text = json.dumps(result, indent=2, ensure_ascii=False)
     print(text)
     if out is not None:

@@ -105,7 +105,7 @@ def _bench_cards(n: int, shared: Path | None) -> tuple[list[RoleCard], str]:
 
 def bench_embedded(dialogues: int, reference_dialogues: int, max_tokens: int, concurrency: int,
                    shared_cards: Path | None, kv_cache_gb: int = 8, engines: int = 1,
-                   compiled: bool = False) -> dict[str, Any]:
+                   compiled: bool = False, dtype: str = "auto") -> dict[str, Any]:
     from esc_eval.serve.embedded import embedded_model_path
     from esc_eval.sim.bench.reference_loop import HFReference
 
@@ -118,7 +118,7 @@ def bench_embedded(dialogues: int, reference_dialogues: int, max_tokens: int, co
     per_engine_kv = max(2, kv_cache_gb // engines)
     ex = ExecutionConfig(workers=engines, concurrency=math.ceil(concurrency / engines), chunk_size=8, log_to_driver=False,
                          num_cpus_per_worker=min(1.0, (os.cpu_count() or 1) / engines),
-                         cpu_bind="per_worker" if engines > 1 else "auto",
+                         cpu_bind="per_worker" if engines > 1 else "auto", dtype=dtype,
                          env={"VLLM_CPU_KVCACHE_SPACE": str(per_engine_kv)})
     params = GenerationParams(max_tokens=max_tokens)
     # compiled (torch.compile) engines start in ~90 s instead of ~25 s but step ~12% faster
@@ -137,13 +137,14 @@ def bench_embedded(dialogues: int, reference_dialogues: int, max_tokens: int, co
         ours_wall = time.perf_counter() - t0
     ours_dph = res["items"] / ours_wall * 3600
     # reference: the release's loop, in this process, after our engine is gone
-    ref = HFReference(str(embedded_model_path()), max_new_tokens=max_tokens, threads=os.cpu_count())
+    # both sides in the same dtype (the CPU's best unless forced): the speedup is about the engine
+    ref = HFReference(str(embedded_model_path()), max_new_tokens=max_tokens, threads=os.cpu_count(), dtype=dtype)
     ref_runs = [ref.dialogue(c.text, c.language) for c in cards[:reference_dialogues]]
     ref_wall = sum(r["seconds"] for r in ref_runs)
     ref_dph = len(ref_runs) / ref_wall * 3600
     return {"model": "SmolLM2-135M-Instruct (embedded)", "cards": card_source, "max_new_tokens": max_tokens,
             "engines": engines, "kv_cache_gb_per_engine": per_engine_kv, "cpu_bind": ex.cpu_bind,
-            "compiled": compiled,
+            "compiled": compiled, "dtype": dtype, "reference_dtype": ref.dtype,
             "ours": {"dialogues": res["items"], "failed": res["failed"], "in_flight": min(concurrency, dialogues),
                      "wall_s": round(ours_wall, 1), "dialogues_per_hour": round(ours_dph, 1),
                      "generated_tokens_per_s": round(res["tokens"] / ours_wall, 1)},
@@ -159,20 +160,23 @@ def run_bench_sim(
     saturation_latency: float = 0.05,
     workers: int = 2,
     memory_items: int = 100_000,
-    embedded_dialogues: int = 64,
-    reference_dialogues: int = 1,
-    max_tokens: int = 512,
-    concurrency: int = 64,
+    embedded_dialogues: int = 128,
+    reference_dialogues: int = 4,
+    max_tokens: int = 128,
+    concurrency: int = 128,
     shared_cards: Optional[Path] = None,
-    kv_cache_gb: int = 8,
+    kv_cache_gb: int = 12,
     engines: int = 0,
-    compiled: bool = False,
+    compiled: bool = True,
+    dtype: str = "auto",
 ) -> dict[str, Any]:
     """Simulation throughput: (a) fake backend, (b) embedded model vs the release's loop, (c) driver memory."""
+    from esc_eval.serve.cpu import resolve_dtype, runtime_summary
     from esc_eval.sim.pool import ensure_ray
 
+    dtype = resolve_dtype(dtype)  # once, here: the engines and the reference loop get the same one
     ensure_ray(ExecutionConfig(log_to_driver=False))
-    result: dict[str, Any] = {"machine": {"cpus": os.cpu_count()}}
+    result: dict[str, Any] = {"machine": {"cpus": os.cpu_count(), **runtime_summary(dtype)}}
     if fake_dialogues:
         result["fake"] = bench_fake(fake_dialogues, fake_latency, workers)
         result["critical_path_ratio"] = result["fake"]["critical_path_ratio"]
@@ -189,6 +193,6 @@ def run_bench_sim(
             guess = Path(__file__).resolve().parents[3] / "shared/data/esc-eval/cards"
             shared_cards = guess if guess.is_dir() else None
         result["embedded"] = bench_embedded(embedded_dialogues, reference_dialogues, max_tokens, concurrency, shared_cards,
-                                            kv_cache_gb, engines or (os.cpu_count() or 1), compiled)
+                                            kv_cache_gb, engines or (os.cpu_count() or 1), compiled, dtype)
         result["speedup_vs_reference"] = result["embedded"]["speedup_vs_reference"]
     return result

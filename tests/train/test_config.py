@@ -165,3 +165,18 @@ def test_gpu_role_job_fails_before_data_is_read(tmp_path):
     with pytest.raises(TrainConfigError, match="train.use_gpu"):
         run_role_job(cfg)
     assert not ray.is_initialized()
+
+
+def test_precision_auto_follows_the_cpu(monkeypatch):
+    from esc_eval.serve import cpu
+
+    parse = cpu.cpu_info
+    for flags, expected in (("avx2", "fp32"), ("avx2 avx512f avx512_bf16", "bf16")):
+        info = parse(f"model name: X\nflags: {flags}\n", cores=2)
+        monkeypatch.setattr(cpu, "cpu_info", lambda *a, _i=info, **k: _i)
+        cfg = TrainConfig()
+        assert cfg.precision == "auto" and cfg.resolved_precision == expected
+        ds = build_deepspeed_config(cfg, steps=10)
+        assert ds["bf16"]["enabled"] is (expected == "bf16") and not ds["fp16"]["enabled"]
+    assert TrainConfig(use_gpu=True).resolved_precision == "bf16"
+    assert TrainConfig(precision="fp32").resolved_precision == "fp32"
