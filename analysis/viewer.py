@@ -1,0 +1,285 @@
+"""The results viewer's queries: browse every dialogue of one or more run folders.
+
+Memory stays flat in the number of dialogues' turns: at start-up only a small index is built
+(one row per dialogue without its turns, plus its seven mean scores), read with a projection of
+the Parquet parts. A dialogue's turns are read from its own part file when it is opened, and the
+full-text search streams the `turns` column batch by batch through a pyarrow dataset scanner.
+
+`esc-eval view` (cli/view.py) serves these queries as JSON (analysis/viewer_server.py).
+"""
+from __future__ import annotations
+
+import functools
+import json
+import math
+import os
+from collections import OrderedDict
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any, Iterable
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.dataset as ds
+import pyarrow.parquet as pq
+
+from esc_eval.analysis.loaders import AnalysisInputError
+from esc_eval.sim.dimensions import DIMENSION_NAMES, to_paper_dimension
+from esc_eval.sim.runfolder import RunFolder, RunFolderError
+
+# Dialogue columns the index holds: everything but the turns and the generation parameters.
+INDEX_COLUMNS = ["dialogue_id", "card_id", "language", "category_1", "category_2", "category_3", "target_model",
+                 "role_model", "strategy", "seed", "n_turns", "status", "termination_reason", "error",
+                 "prompt_tokens", "completion_tokens", "finished_at"]
+# Low-cardinality columns are kept as pandas categoricals: 100K rows cost a few MB.
+CATEGORICAL = ["run", "language", "category_1", "category_2", "category_3", "target_model", "role_model",
+               "strategy", "status", "termination_reason"]
+SORTABLE = {"average", *DIMENSION_NAMES, "card_id", "target_model", "language", "status", "finished_at", "n_turns"}
+MAX_PAGE = 500
+
+
+def _read_index_part(path: Path) -> pa.Table:
+    table = pq.read_table(path, columns=INDEX_COLUMNS)
+    # The part and the row within it: where the turns are read from when the dialogue is opened.
+    return table.append_column("_row", pa.array(np.arange(table.num_rows, dtype=np.int32)))
+
+
+def _read_score_part(path: Path) -> pa.Table:
+    return pq.read_table(path, columns=["dialogue_id", "dimension", "score"])
+
+
+class RunView:
+    """One run folder: its index rows and where each dialogue's row lives."""
+
+    def __init__(self, path: Path, label: str, pool: ThreadPoolExecutor):
+        try:
+            self.folder = RunFolder(path, create=False)
+        except RunFolderError as e:
+            raise AnalysisInputError(str(e)) from e
+        self.path, self.label = Path(path), label
+        self.dialogue_parts = self.folder.parts("dialogues")
+        self.score_parts = self.folder.parts("scores")
+        if not self.dialogue_parts:
+            raise AnalysisInputError(f"{path}: no dialogues/part-*.parquet (not a run folder?)")
+        self.manifest = self.folder.read_manifest()
+        tables = []
+        for i, t in enumerate(pool.map(_read_index_part, self.dialogue_parts)):
+            tables.append(t.append_column("_part", pa.array(np.full(t.num_rows, i, dtype=np.int32))))
+        self.index = pa.concat_tables(tables, promote_options="default").to_pandas()
+        self.index["run"] = label
+        # A re-run rewrites a dialogue (e.g. failed -> ok): the latest row wins, ties to the later part.
+        self.index = (self.index.sort_values(["finished_at", "_part", "_row"], kind="stable")
+                      .drop_duplicates("dialogue_id", keep="last"))
+        self.index = self.index.join(self._mean_scores(pool), on="dialogue_id")
+
+    def _mean_scores(self, pool: ThreadPoolExecutor) -> pd.DataFrame:
+        cols = [*DIMENSION_NAMES, "average"]
+        if not self.score_parts:
+            return pd.DataFrame(columns=cols, dtype=float)
+        scores = pa.concat_tables(list(pool.map(_read_score_part, self.score_parts)))
+        # Mean over judges (and re-scores) per dialogue and dimension; the detail shows each row.
+        means = scores.group_by(["dialogue_id", "dimension"]).aggregate([("score", "mean")]).to_pandas()
+        wide = means.pivot(index="dialogue_id", columns="dimension", values="score_mean")
+        wide.columns = [to_paper_dimension(c) for c in wide.columns]
+        wide = wide.reindex(columns=DIMENSION_NAMES)
+        wide["average"] = wide.mean(axis=1)
+        return wide
+
+    def dialogue_row(self, part: int, row: int) -> dict[str, Any]:
+        t = pq.read_table(self.dialogue_parts[part]).slice(row, 1).to_pylist()[0]
+        for key in ("target_params", "role_params"):
+            if t.get(key):
+                try:
+                    t[key] = json.loads(t[key])
+                except (TypeError, json.JSONDecodeError):
+                    pass
+        return t
+
+    def score_rows(self, dialogue_id: str) -> list[dict[str, Any]]:
+        if not self.score_parts:
+            return []
+        dataset = ds.dataset(self.score_parts, format="parquet")
+        t = dataset.to_table(filter=ds.field("dialogue_id") == dialogue_id,
+                             columns=["dimension", "score", "probs", "expected", "raw", "parse_status", "judge",
+                                      "method", "parser", "error", "scored_at"])
+        rows = t.to_pylist()
+        for r in rows:
+            r["dimension"] = to_paper_dimension(r["dimension"])
+        order = {d: i for i, d in enumerate(DIMENSION_NAMES)}
+        return sorted(rows, key=lambda r: (str(r["judge"]), order.get(r["dimension"], 99), str(r["scored_at"])))
+
+
+def _clean(value: Any) -> Any:
+    """JSON-safe values: NaN -> None, timestamps -> ISO strings, numpy scalars -> Python."""
+    if value is None:
+        return None
+    if isinstance(value, float) and math.isnan(value):
+        return None
+    if isinstance(value, (np.floating,)):
+        return None if np.isnan(value) else float(value)
+    if isinstance(value, (np.integer,)):
+        return int(value)
+    if isinstance(value, (pd.Timestamp,)):
+        return None if pd.isna(value) else value.isoformat()
+    if hasattr(value, "isoformat"):
+        return value.isoformat()
+    if isinstance(value, dict):
+        return {k: _clean(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_clean(v) for v in value]
+    if value is pd.NA or value is pd.NaT:
+        return None
+    return value
+
+
+class ResultsViewer:
+    """Queries over the dialogues of several run folders (the JSON API's back end)."""
+
+    def __init__(self, run_dirs: Iterable[str | os.PathLike[str]]):
+        paths = [Path(p) for p in run_dirs]
+        if not paths:
+            raise AnalysisInputError("no run folder given")
+        labels = self._labels(paths)
+        with ThreadPoolExecutor(max_workers=min(8, (os.cpu_count() or 2) * 2)) as pool:
+            self.runs = {label: RunView(p, label, pool) for p, label in zip(paths, labels)}
+        frames = [r.index for r in self.runs.values()]
+        index = pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0].reset_index(drop=True)
+        for col in CATEGORICAL:
+            index[col] = index[col].astype("category")
+        self.index = index
+        self._search_cache: OrderedDict[str, set[tuple[str, str]]] = OrderedDict()
+
+    @staticmethod
+    def _labels(paths: list[Path]) -> list[str]:
+        names = [p.resolve().name or str(p) for p in paths]
+        if len(set(names)) == len(names):
+            return names
+        return [f"{i}:{n}" for i, n in enumerate(names)]
+
+    # -- metadata ----------------------------------------------------------------------------
+    def meta(self) -> dict[str, Any]:
+        idx = self.index
+
+        def values(col: str) -> list[str]:
+            return sorted(str(v) for v in idx[col].dropna().unique())
+
+        return {
+            "runs": [{"label": r.label, "path": str(r.path), "run_id": r.manifest.get("run_id"),
+                      "n_dialogues": int((idx["run"] == r.label).sum()), "usage": r.manifest.get("usage")}
+                     for r in self.runs.values()],
+            "n_dialogues": int(len(idx)),
+            "models": values("target_model"), "languages": values("language"), "statuses": values("status"),
+            "categories": sorted(set(values("category_1")) | set(values("category_2")) | set(values("category_3"))),
+            "dimensions": DIMENSION_NAMES,
+        }
+
+    # -- the list ---------------------------------------------------------------------------
+    def search_ids(self, text: str) -> set[tuple[str, str]]:
+        """(run, dialogue_id) of dialogues whose turns contain text (case-insensitive), streamed."""
+        key = text.lower()
+        if key in self._search_cache:
+            self._search_cache.move_to_end(key)
+            return self._search_cache[key]
+        hits: set[tuple[str, str]] = set()
+        for run in self.runs.values():
+            dataset = ds.dataset(run.dialogue_parts, format="parquet")
+            for batch in dataset.to_batches(columns=["dialogue_id", "turns"], batch_size=4096):
+                turns = batch.column("turns")
+                texts = pc.struct_field(pc.list_flatten(turns), "text")
+                match = pc.match_substring(texts, text, ignore_case=True)
+                parents = pc.list_parent_indices(turns)
+                rows = pc.unique(pc.filter(parents, match))
+                if len(rows):
+                    ids = pc.take(batch.column("dialogue_id"), rows).to_pylist()
+                    hits.update((run.label, i) for i in ids)
+        self._search_cache[key] = hits
+        if len(self._search_cache) > 16:
+            self._search_cache.popitem(last=False)
+        return hits
+
+    def query(self, *, model: str | None = None, language: str | None = None, category: str | None = None,
+              status: str | None = None, run: str | None = None, card_id: str | None = None,
+              dimension: str = "average", score_min: float | None = None, score_max: float | None = None,
+              q: str | None = None, sort: str = "card_id", descending: bool = False,
+              offset: int = 0, limit: int = 50) -> dict[str, Any]:
+        """One page of index rows matching every given filter, and the total count."""
+        idx = self.index
+        mask = pd.Series(True, index=idx.index)
+        for col, value in (("target_model", model), ("language", language), ("status", status), ("run", run),
+                           ("card_id", card_id)):
+            if value:
+                mask &= idx[col] == value
+        if category:
+            mask &= (idx["category_1"] == category) | (idx["category_2"] == category) | (idx["category_3"] == category)
+        dim = "average" if dimension in ("", "average") else to_paper_dimension(dimension)
+        if score_min is not None:
+            mask &= idx[dim] >= score_min
+        if score_max is not None:
+            mask &= idx[dim] <= score_max
+        if q:
+            needle = q.strip()
+            hits = self.search_ids(needle)
+            keys = pd.Series(list(zip(idx["run"].astype(str), idx["dialogue_id"])), index=idx.index)
+            in_text = keys.isin(hits)
+            in_ids = (idx["dialogue_id"].str.contains(needle, case=False, regex=False)
+                      | idx["card_id"].astype(str).str.contains(needle, case=False, regex=False))
+            mask &= in_text | in_ids
+        sub = idx[mask]
+        if sort not in SORTABLE:
+            raise AnalysisInputError(f"sort: unknown column {sort!r}; expected one of {sorted(SORTABLE)}")
+        sort_col = to_paper_dimension(sort) if sort in DIMENSION_NAMES else sort
+        sub = sub.sort_values([sort_col, "dialogue_id"], ascending=[not descending, True], kind="stable",
+                              na_position="last")
+        limit = max(1, min(int(limit), MAX_PAGE))
+        offset = max(0, int(offset))
+        page = sub.iloc[offset:offset + limit]
+        cols = ["run", "dialogue_id", "card_id", "language", "category_1", "category_2", "category_3",
+                "target_model", "role_model", "strategy", "seed", "status", "termination_reason", "n_turns",
+                *DIMENSION_NAMES, "average"]
+        rows = [{c: _clean(v) for c, v in zip(cols, rec)} for rec in page[cols].itertuples(index=False, name=None)]
+        return {"total": int(len(sub)), "offset": offset, "limit": limit, "rows": rows}
+
+    # -- one dialogue -----------------------------------------------------------------------
+    def _locate(self, run: str, dialogue_id: str) -> pd.Series:
+        idx = self.index
+        hit = idx[(idx["run"] == run) & (idx["dialogue_id"] == dialogue_id)]
+        if hit.empty:
+            raise KeyError(f"no dialogue {dialogue_id!r} in run {run!r}")
+        return hit.iloc[0]
+
+    def dialogue(self, run: str, dialogue_id: str) -> dict[str, Any]:
+        """The full dialogue row (turns included), its mean scores and every score row."""
+        entry = self._locate(run, dialogue_id)
+        view = self.runs[run]
+        row = view.dialogue_row(int(entry["_part"]), int(entry["_row"]))
+        row["run"] = run
+        row["mean_scores"] = {d: _clean(entry[d]) for d in [*DIMENSION_NAMES, "average"]}
+        row["scores"] = view.score_rows(dialogue_id)
+        return _clean(row)
+
+    def side_by_side(self, card_id: str, model_a: str, model_b: str, language: str | None = None) -> dict[str, Any]:
+        """The two models' dialogues on one card (the first of each by run, seed), turns aligned."""
+        out: dict[str, Any] = {"card_id": card_id}
+        idx = self.index
+        for side, model in (("a", model_a), ("b", model_b)):
+            m = (idx["card_id"] == card_id) & (idx["target_model"] == model)
+            if language:
+                m &= idx["language"] == language
+            sub = idx[m].sort_values(["run", "seed", "dialogue_id"])
+            if sub.empty:
+                raise KeyError(f"model {model!r} has no dialogue on card {card_id!r}")
+            first = sub.iloc[0]
+            out[side] = self.dialogue(str(first["run"]), str(first["dialogue_id"]))
+        return out
+
+    def card_models(self, card_id: str) -> list[str]:
+        """Models with a dialogue on this card (the side-by-side choices)."""
+        return sorted(str(m) for m in self.index.loc[self.index["card_id"] == card_id, "target_model"].unique())
+
+
+@functools.lru_cache(maxsize=1)
+def viewer_page() -> str:
+    """The single-page front end (package data next to this module)."""
+    return (Path(__file__).with_name("viewer.html")).read_text(encoding="utf-8")
