@@ -40,18 +40,62 @@ SORTABLE = {"average", *DIMENSION_NAMES, "card_id", "target_model", "language", 
 MAX_PAGE = 500
 
 
-def _read_index_part(path: Path) -> pa.Table:
-    table = pq.read_table(path, columns=INDEX_COLUMNS)
-    # The part and the row within it: where the turns are read from when the dialogue is opened.
-    return table.append_column("_row", pa.array(np.arange(table.num_rows, dtype=np.int32)))
+# Derived, rebuildable data: the projected columns of every part, keyed by part file name. Part
+# files are immutable once renamed into place, so a cached part never goes stale; reopening a
+# folder reads one file per kind plus the parts written since (a live run stays cheap to reopen).
+CACHE_DIR = ".viewer-cache"
+CACHE_VERSION = 1
+SCORE_INDEX_COLUMNS = ["dialogue_id", "dimension", "score"]
 
 
-def _read_score_part(path: Path) -> pa.Table:
-    return pq.read_table(path, columns=["dialogue_id", "dimension", "score"])
+def _read_projected(path: Path, columns: list[str]) -> pa.Table:
+    # ParquetFile.read is ~2x cheaper per small file than pq.read_table (no dataset discovery).
+    table = pq.ParquetFile(path).read(columns=columns)
+    n = table.num_rows
+    # The part and the row within it: where the full row is read from when the dialogue is opened.
+    table = table.append_column("_part_name", pa.array([path.name] * n, pa.string()))
+    return table.append_column("_row", pa.array(np.arange(n, dtype=np.int32)))
+
+
+def load_projected(run: Path, kind: str, parts: list[Path], columns: list[str], pool: ThreadPoolExecutor) -> pa.Table:
+    """The given columns of every part of a kind (+ _part_name, _row), through the folder's cache."""
+    cache = run / CACHE_DIR / f"{kind}-v{CACHE_VERSION}.parquet"
+    wanted = [*columns, "_part_name", "_row"]
+    cached = None
+    if cache.exists():
+        try:
+            cached = pq.read_table(cache)
+            if cached.column_names != wanted:
+                cached = None
+        except (OSError, pa.ArrowInvalid):
+            cached = None  # a damaged cache is rebuilt, never trusted
+    names = [p.name for p in parts]
+    known: set[str] = set()
+    if cached is not None:
+        known = set(pc.unique(cached.column("_part_name")).to_pylist())
+        stale = known - set(names)
+        if stale:  # parts removed (e.g. the folder was compacted): drop their rows
+            cached = cached.filter(pc.is_in(cached.column("_part_name"), pa.array(names)))
+    missing = [p for p in parts if p.name not in known]
+    tables = [cached] if cached is not None else []
+    tables += list(pool.map(lambda p: _read_projected(p, columns), missing))
+    if not tables:
+        raise AnalysisInputError(f"{run}: no {kind}/part-*.parquet")
+    table = pa.concat_tables(tables, promote_options="default")
+    if missing or (cached is not None and len(known) != len(names)):
+        try:
+            from esc_eval.sim.runfolder import atomic_write_bytes
+
+            sink = pa.BufferOutputStream()
+            pq.write_table(table, sink, compression="zstd")
+            atomic_write_bytes(cache, sink.getvalue().to_pybytes(), fsync=False)
+        except OSError:
+            pass  # a read-only run folder is browsed without a cache
+    return table
 
 
 class RunView:
-    """One run folder: its index rows and where each dialogue's row lives."""
+    """One run folder: its index rows and where each dialogue's row and score rows live."""
 
     def __init__(self, path: Path, label: str, pool: ThreadPoolExecutor):
         try:
@@ -64,31 +108,35 @@ class RunView:
         if not self.dialogue_parts:
             raise AnalysisInputError(f"{path}: no dialogues/part-*.parquet (not a run folder?)")
         self.manifest = self.folder.read_manifest()
-        tables = []
-        for i, t in enumerate(pool.map(_read_index_part, self.dialogue_parts)):
-            tables.append(t.append_column("_part", pa.array(np.full(t.num_rows, i, dtype=np.int32))))
-        self.index = pa.concat_tables(tables, promote_options="default").to_pandas()
-        self.index["run"] = label
-        # A re-run rewrites a dialogue (e.g. failed -> ok): the latest row wins, ties to the later part.
-        self.index = (self.index.sort_values(["finished_at", "_part", "_row"], kind="stable")
-                      .drop_duplicates("dialogue_id", keep="last"))
-        self.index = self.index.join(self._mean_scores(pool), on="dialogue_id")
+        table = load_projected(self.path, "dialogues", self.dialogue_parts, INDEX_COLUMNS, pool)
+        index = table.to_pandas()
+        index["run"] = label
+        index["_part_name"] = index["_part_name"].astype("category")
+        # A re-run rewrites a dialogue (e.g. failed -> ok): the latest row wins, ties to the later part
+        # (part names start with their UTC write time).
+        index = (index.sort_values(["finished_at", "_part_name", "_row"], kind="stable")
+                 .drop_duplicates("dialogue_id", keep="last"))
+        means, self.score_loc = self._scores(pool)
+        self.index = index.join(means, on="dialogue_id")
 
-    def _mean_scores(self, pool: ThreadPoolExecutor) -> pd.DataFrame:
+    def _scores(self, pool: ThreadPoolExecutor) -> tuple[pd.DataFrame, pa.Table]:
         cols = [*DIMENSION_NAMES, "average"]
         if not self.score_parts:
-            return pd.DataFrame(columns=cols, dtype=float)
-        scores = pa.concat_tables(list(pool.map(_read_score_part, self.score_parts)))
+            return pd.DataFrame(columns=cols, dtype=float), pa.table({"dialogue_id": pa.array([], pa.string()),
+                                                                      "_part_name": pa.array([], pa.string())})
+        scores = load_projected(self.path, "scores", self.score_parts, SCORE_INDEX_COLUMNS, pool)
         # Mean over judges (and re-scores) per dialogue and dimension; the detail shows each row.
         means = scores.group_by(["dialogue_id", "dimension"]).aggregate([("score", "mean")]).to_pandas()
         wide = means.pivot(index="dialogue_id", columns="dimension", values="score_mean")
         wide.columns = [to_paper_dimension(c) for c in wide.columns]
         wide = wide.reindex(columns=DIMENSION_NAMES)
         wide["average"] = wide.mean(axis=1)
-        return wide
+        # Which score parts hold each dialogue's rows: opening a dialogue reads only those.
+        loc = scores.group_by(["dialogue_id", "_part_name"]).aggregate([])
+        return wide, loc
 
-    def dialogue_row(self, part: int, row: int) -> dict[str, Any]:
-        t = pq.read_table(self.dialogue_parts[part]).slice(row, 1).to_pylist()[0]
+    def dialogue_row(self, part_name: str, row: int) -> dict[str, Any]:
+        t = pq.ParquetFile(self.folder.part_dir("dialogues") / part_name).read().slice(row, 1).to_pylist()[0]
         for key in ("target_params", "role_params"):
             if t.get(key):
                 try:
@@ -98,12 +146,14 @@ class RunView:
         return t
 
     def score_rows(self, dialogue_id: str) -> list[dict[str, Any]]:
-        if not self.score_parts:
+        loc = self.score_loc.filter(pc.equal(self.score_loc.column("dialogue_id"), dialogue_id))
+        parts = [self.folder.part_dir("scores") / n for n in loc.column("_part_name").to_pylist()]
+        if not parts:
             return []
-        dataset = ds.dataset(self.score_parts, format="parquet")
-        t = dataset.to_table(filter=ds.field("dialogue_id") == dialogue_id,
-                             columns=["dimension", "score", "probs", "expected", "raw", "parse_status", "judge",
-                                      "method", "parser", "error", "scored_at"])
+        t = ds.dataset(parts, format="parquet").to_table(
+            filter=ds.field("dialogue_id") == dialogue_id,
+            columns=["dimension", "score", "probs", "expected", "raw", "parse_status", "judge", "method", "parser",
+                     "error", "scored_at"])
         rows = t.to_pylist()
         for r in rows:
             r["dimension"] = to_paper_dimension(r["dimension"])
@@ -253,7 +303,7 @@ class ResultsViewer:
         """The full dialogue row (turns included), its mean scores and every score row."""
         entry = self._locate(run, dialogue_id)
         view = self.runs[run]
-        row = view.dialogue_row(int(entry["_part"]), int(entry["_row"]))
+        row = view.dialogue_row(str(entry["_part_name"]), int(entry["_row"]))
         row["run"] = run
         row["mean_scores"] = {d: _clean(entry[d]) for d in [*DIMENSION_NAMES, "average"]}
         row["scores"] = view.score_rows(dialogue_id)

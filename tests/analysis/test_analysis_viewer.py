@@ -189,3 +189,24 @@ def test_viewer_in_headless_chromium(server):
             assert "Pumpernickel" not in page.inner_text("#sbs-right")
         finally:
             browser.close()
+
+
+def test_index_cache_follows_the_parts(two_runs):
+    from esc_eval.analysis.viewer import CACHE_DIR
+    from esc_eval.sim.runfolder import RunFolder
+
+    a, _ = two_runs
+    assert ResultsViewer([a]).query()["total"] == 10
+    cache = a / CACHE_DIR
+    assert sorted(p.name for p in cache.iterdir()) == ["dialogues-v1.parquet", "scores-v1.parquet"]
+    # A part written after the first open (a live run) shows up on the next open, with its scores.
+    new = RunFolder(a).write_part("dialogues", [dialogue_row("m9-c9", "m9", card_id="c9")])
+    RunFolder(a).write_part("scores", score_rows("m9-c9", "m9", [1] * 7))
+    v = ResultsViewer([a])
+    assert v.query()["total"] == 11 and v.query(model="m9")["rows"][0]["average"] == 1.0
+    # A removed part drops its rows; a damaged cache is rebuilt.
+    new.unlink()
+    assert ResultsViewer([a]).query(model="m9")["total"] == 0
+    (cache / "dialogues-v1.parquet").write_bytes(b"not parquet")
+    v = ResultsViewer([a])
+    assert v.query()["total"] == 10 and v.dialogue("runA", "m1-c2")["turns"][3]["text"] == "My cat Pumpernickel ran away."
