@@ -14,7 +14,7 @@ import sys
 
 import typer
 
-from esc_eval.cli import analysis, bench, cards, demo, report, score, serve, simulate, train, view
+from esc_eval.cli import analysis, bench, cards, compare, demo, report, score, serve, simulate, train, view
 from esc_eval.cli.common import STATE
 
 app = typer.Typer(add_completion=False, no_args_is_help=True,
@@ -26,6 +26,7 @@ app.command("score")(score.score)
 app.command("report")(report.report)
 app.command("leaderboard")(report.leaderboard)
 app.command("view")(view.view)
+app.command("compare")(compare.compare)
 app.add_typer(cards.app, name="cards")
 app.add_typer(serve.app, name="serve")
 app.add_typer(train.app, name="train")
