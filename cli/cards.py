@@ -66,6 +66,7 @@ def cards_stats(
     """Card statistics: stage counts (Table 6), categories x tier (Table 9), distribution chart (Figure 5)."""
     from esc_eval.sim.cardbuild.stats import write_stats
 
+    paths = [paths] if isinstance(paths, Path) else list(paths)  # callable as a function with one path too
     path = paths[0]
     # default: <build folder>/stats, or ./<file stem>_stats (never beside a shared input file)
     stem = path.stem if len(paths) == 1 else "cards"
@@ -85,6 +86,7 @@ def cards_validate(paths: Annotated[list[Path], typer.Argument(help="Card files 
     """Load and check card files; print counts per file and in total (a bad card exits 2 naming the file and field)."""
     from esc_eval.cli.common import emit
 
+    paths = [paths] if isinstance(paths, Path) else list(paths)
     results = [validate_cards(p) for p in paths]
     if len(results) == 1:
         emit(results[0])
