@@ -16,6 +16,10 @@ from esc_eval.analysis.viewer import ResultsViewer
 from esc_eval.analysis.viewer_server import make_server
 
 
+USAGE = {"by_stage": [{"stage": "target", "model": "m1", "spec": "openai/m1", "calls": 40, "prompt_tokens": 8000,
+                       "completion_tokens": 1200, "call_seconds": 9.5, "dollars": 0.123}], "engines": []}
+
+
 def _with_probs(rows: list[dict]) -> list[dict]:
     for r in rows:
         if r["score"] is not None:
@@ -42,7 +46,7 @@ def two_runs(make_run):
     dialogues.append(dialogue_row("m1-zh", "m1", card_id="z1", language="zh", seeker=["我很难过。", "没人理解我。"]))
     scores += _with_probs(score_rows("m1-zh", "m1", [2] * 7, language="zh"))
     dialogues.append(dialogue_row("m2-c5", "m2", card_id="c5", status="failed"))
-    a = make_run("runA", dialogues=dialogues[:5], scores=scores, manifest={"run_id": "A", "usage": {"m1": {"calls": 3}}})
+    a = make_run("runA", dialogues=dialogues[:5], scores=scores, manifest={"run_id": "A", "usage": USAGE})
     # A second part, and a re-run of a dialogue (failed -> ok): the later row must win.
     from esc_eval.sim.runfolder import RunFolder
     RunFolder(a).write_part("dialogues", dialogues[5:])
@@ -58,7 +62,7 @@ def test_index_filters_search_and_paging(two_runs):
     meta = v.meta()
     assert meta["n_dialogues"] == 11
     assert meta["models"] == ["m1", "m2", "m3"] and meta["languages"] == ["en", "zh"]
-    assert [r["label"] for r in meta["runs"]] == ["runA", "runB"] and meta["runs"][0]["usage"] == {"m1": {"calls": 3}}
+    assert [r["label"] for r in meta["runs"]] == ["runA", "runB"] and meta["runs"][0]["usage"] == USAGE
     assert v.query(model="m1")["total"] == 5
     assert v.query(language="zh")["rows"][0]["dialogue_id"] == "m1-zh"
     # c2 and c4 of m1 and m2, plus the three rows with the default categories (z1, c5, run B c1).
@@ -160,6 +164,8 @@ def test_viewer_in_headless_chromium(server):
             rows = page.locator("#rows tbody tr")
             assert rows.count() == 11
             assert "11 dialogues" in page.inner_text("#runs")
+            page.click("#usage summary")
+            assert "0.1230" in page.inner_text("#usage-table") and "target" in page.inner_text("#usage-table")
             # Filter: model m1 with an average of at least 3.5 -> c2 and c4.
             page.select_option("#f-model", "m1")
             page.fill("#f-min", "3.5")
