@@ -82,7 +82,8 @@ def compare_runs(run_a: str | os.PathLike[str], run_b: str | os.PathLike[str], *
         if dim != "average" and not both["dimension"].eq(dim).any():
             continue
         r = paired_comparison(both, "B", "A", dim, "permutation", n_resamples, seed, pair_on=("_unit",))
-        rows.append({"dimension": dim, "n_pairs": r["n_pairs"], "mean_a": r["mean_a"], "mean_b": r["mean_b"],
+        # paired_comparison's "a" side is B here (diff = B - A): swap its means back.
+        rows.append({"dimension": dim, "n_pairs": r["n_pairs"], "mean_a": r["mean_b"], "mean_b": r["mean_a"],
                      "diff": r["diff"], "ci_lo": r["ci_lo"], "ci_hi": r["ci_hi"], "p_value": r["p_value"],
                      "note": r["note"]})
     dims = pd.DataFrame(rows)

@@ -50,6 +50,7 @@ def test_two_models_on_the_same_cards(make_run):
     assert res["pair_by"] == "card" and res["pair_keys"] == ["language", "card_id", "seed"]
     avg = _dim(res, "average")
     assert avg["n_pairs"] == 10 and avg["diff"] > 30 and avg["p_holm"] < 0.05
+    assert avg["mean_b"] > avg["mean_a"] and avg["diff"] == pytest.approx(avg["mean_b"] - avg["mean_a"])
     assert len(res["cards_moved"]) == 3 and all(c["diff"] > 0 for c in res["cards_moved"])
     md = comparison_markdown(res)
     assert "| Empathy | 10 |" in md and "Cards that moved most" in md
