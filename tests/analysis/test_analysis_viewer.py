@@ -216,3 +216,29 @@ def test_index_cache_follows_the_parts(two_runs):
     (cache / "dialogues-v1.parquet").write_bytes(b"not parquet")
     v = ResultsViewer([a])
     assert v.query()["total"] == 10 and v.dialogue("runA", "m1-c2")["turns"][3]["text"] == "My cat Pumpernickel ran away."
+
+
+@pytest.mark.slow  # a fresh `esc-eval` process: 5-7 s of imports on the CI machine
+def test_view_command_serves_until_stopped(two_runs):
+    """`esc-eval view RUN RUN --port 0` prints its URL and answers; a signal stops it."""
+    import re
+    import signal
+    import subprocess
+    import sys
+
+    proc = subprocess.Popen([sys.executable, "-m", "esc_eval.cli", "view", *map(str, two_runs), "--port", "0"],
+                            stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True)
+    try:
+        line = ""
+        for _ in range(50):
+            line += proc.stderr.readline()
+            m = re.search(r"http://127\.0\.0\.1:(\d+)/", line)
+            if m:
+                break
+        assert m, line
+        assert "11 dialogues from 2 run(s)" in line.replace("\n", " ")
+        status, body = _get(f"http://127.0.0.1:{m.group(1)}/api/meta")
+        assert status == 200 and json.loads(body)["n_dialogues"] == 11
+    finally:
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(timeout=20) == 0
