@@ -44,50 +44,57 @@ MAX_PAGE = 500
 # files are immutable once renamed into place, so a cached part never goes stale; reopening a
 # folder reads one file per kind plus the parts written since (a live run stays cheap to reopen).
 CACHE_DIR = ".viewer-cache"
-CACHE_VERSION = 1
+CACHE_VERSION = 2
 SCORE_INDEX_COLUMNS = ["dialogue_id", "dimension", "score"]
 
 
-def _read_projected(path: Path, columns: list[str]) -> pa.Table:
+def _read_projected(path: Path, columns: list[str], part: int) -> pa.Table:
     # ParquetFile.read is ~2x cheaper per small file than pq.read_table (no dataset discovery).
     table = pq.ParquetFile(path).read(columns=columns)
     n = table.num_rows
-    # The part and the row within it: where the full row is read from when the dialogue is opened.
-    table = table.append_column("_part_name", pa.array([path.name] * n, pa.string()))
+    # The part (an index into the folder's sorted part list) and the row within it: where the
+    # full row is read from when the dialogue is opened. Integers, not names: cheap to cache and read.
+    table = table.append_column("_part", pa.array(np.full(n, part, dtype=np.int32)))
     return table.append_column("_row", pa.array(np.arange(n, dtype=np.int32)))
 
 
 def load_projected(run: Path, kind: str, parts: list[Path], columns: list[str], pool: ThreadPoolExecutor) -> pa.Table:
-    """The given columns of every part of a kind (+ _part_name, _row), through the folder's cache."""
+    """The given columns of every part of a kind (+ _part: index into `parts`, _row), through the
+    folder's cache (its schema metadata lists the part names its _part values refer to)."""
     cache = run / CACHE_DIR / f"{kind}-v{CACHE_VERSION}.parquet"
-    wanted = [*columns, "_part_name", "_row"]
-    cached = None
+    wanted = [*columns, "_part", "_row"]
+    names = [p.name for p in parts]
+    position = {n: i for i, n in enumerate(names)}
+    cached, cached_names = None, []
     if cache.exists():
         try:
             cached = pq.read_table(cache)
-            if cached.column_names != wanted:
-                cached = None
-        except (OSError, pa.ArrowInvalid):
-            cached = None  # a damaged cache is rebuilt, never trusted
-    names = [p.name for p in parts]
-    known: set[str] = set()
+            cached_names = json.loads((cached.schema.metadata or {}).get(b"esc_eval_parts", b"null"))
+            if cached.column_names != wanted or not isinstance(cached_names, list):
+                cached, cached_names = None, []
+        except (OSError, pa.ArrowInvalid, ValueError):
+            cached, cached_names = None, []  # a damaged cache is rebuilt, never trusted
+    tables = []
     if cached is not None:
-        known = set(pc.unique(cached.column("_part_name")).to_pylist())
-        stale = known - set(names)
-        if stale:  # parts removed (e.g. the folder was compacted): drop their rows
-            cached = cached.filter(pc.is_in(cached.column("_part_name"), pa.array(names)))
-    missing = [p for p in parts if p.name not in known]
-    tables = [cached] if cached is not None else []
-    tables += list(pool.map(lambda p: _read_projected(p, columns), missing))
+        # Renumber the cached rows' parts to the current list; rows of removed parts are dropped.
+        remap = np.array([position.get(n, -1) for n in cached_names] or [-1], dtype=np.int32)
+        new_part = remap[cached.column("_part").to_numpy()]
+        keep = new_part >= 0
+        cached = cached.set_column(cached.column_names.index("_part"), "_part", pa.array(new_part))
+        tables.append(cached if keep.all() else cached.filter(pa.array(keep)))
+    known = set(cached_names)
+    missing = [(i, p) for i, p in enumerate(parts) if p.name not in known]
+    tables += list(pool.map(lambda ip: _read_projected(ip[1], columns, ip[0]), missing))
     if not tables:
         raise AnalysisInputError(f"{run}: no {kind}/part-*.parquet")
-    table = pa.concat_tables(tables, promote_options="default")
-    if missing or (cached is not None and len(known) != len(names)):
+    table = pa.concat_tables(tables, promote_options="default").replace_schema_metadata(None)
+    if missing or known != set(names):
         try:
             from esc_eval.sim.runfolder import atomic_write_bytes
 
             sink = pa.BufferOutputStream()
-            pq.write_table(table, sink, compression="zstd")
+            pq.write_table(table.replace_schema_metadata({"esc_eval_parts": json.dumps(names)}), sink,
+                           compression="zstd")
             atomic_write_bytes(cache, sink.getvalue().to_pybytes(), fsync=False)
         except OSError:
             pass  # a read-only run folder is browsed without a cache
@@ -111,32 +118,48 @@ class RunView:
         table = load_projected(self.path, "dialogues", self.dialogue_parts, INDEX_COLUMNS, pool)
         index = table.to_pandas()
         index["run"] = label
-        index["_part_name"] = index["_part_name"].astype("category")
         # A re-run rewrites a dialogue (e.g. failed -> ok): the latest row wins, ties to the later part
-        # (part names start with their UTC write time).
-        index = (index.sort_values(["finished_at", "_part_name", "_row"], kind="stable")
+        # (part names start with their UTC write time, so the part index orders them).
+        index = (index.sort_values(["finished_at", "_part", "_row"], kind="stable")
                  .drop_duplicates("dialogue_id", keep="last"))
-        means, self.score_loc = self._scores(pool)
+        means = self._scores(pool)
         self.index = index.join(means, on="dialogue_id")
 
-    def _scores(self, pool: ThreadPoolExecutor) -> tuple[pd.DataFrame, pa.Table]:
+    def _scores(self, pool: ThreadPoolExecutor) -> pd.DataFrame:
         cols = [*DIMENSION_NAMES, "average"]
+        self._score_ids: dict[str, int] = {}
+        self._score_loc = np.zeros(0, dtype=np.int64)
         if not self.score_parts:
-            return pd.DataFrame(columns=cols, dtype=float), pa.table({"dialogue_id": pa.array([], pa.string()),
-                                                                      "_part_name": pa.array([], pa.string())})
+            return pd.DataFrame(columns=cols, dtype=float)
         scores = load_projected(self.path, "scores", self.score_parts, SCORE_INDEX_COLUMNS, pool)
-        # Mean over judges (and re-scores) per dialogue and dimension; the detail shows each row.
-        means = scores.group_by(["dialogue_id", "dimension"]).aggregate([("score", "mean")]).to_pandas()
-        wide = means.pivot(index="dialogue_id", columns="dimension", values="score_mean")
-        wide.columns = [to_paper_dimension(c) for c in wide.columns]
-        wide = wide.reindex(columns=DIMENSION_NAMES)
+        # Mean over judges (and re-scores) per dialogue and dimension, with integer codes and
+        # bincount: a pandas pivot of 700K rows costs seconds, this a few tens of ms.
+        did = pc.dictionary_encode(scores.column("dialogue_id")).combine_chunks()
+        dim = pc.dictionary_encode(scores.column("dimension")).combine_chunks()
+        try:
+            dim_pos = np.array([DIMENSION_NAMES.index(to_paper_dimension(d)) for d in dim.dictionary.to_pylist()],
+                               dtype=np.int64)
+        except ValueError as e:
+            raise AnalysisInputError(f"{self.path}: score rows: {e}") from e
+        ids, codes = did.dictionary.to_pylist(), did.indices.to_numpy().astype(np.int64)
+        flat = codes * len(DIMENSION_NAMES) + dim_pos[dim.indices.to_numpy()]
+        score = scores.column("score").to_numpy(zero_copy_only=False).astype(float)
+        ok = ~np.isnan(score)
+        size = len(ids) * len(DIMENSION_NAMES)
+        sums = np.bincount(flat[ok], weights=score[ok], minlength=size)
+        counts = np.bincount(flat[ok], minlength=size)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            means = (sums / counts).reshape(len(ids), len(DIMENSION_NAMES))
+        wide = pd.DataFrame(means, index=pd.Index(ids, name="dialogue_id"), columns=DIMENSION_NAMES)
         wide["average"] = wide.mean(axis=1)
-        # Which score parts hold each dialogue's rows: opening a dialogue reads only those.
-        loc = scores.group_by(["dialogue_id", "_part_name"]).aggregate([])
-        return wide, loc
+        # Which score parts hold each dialogue's rows (sorted codes): opening a dialogue reads only those.
+        self._score_ids = {d: i for i, d in enumerate(ids)}
+        self._n_score_parts = len(self.score_parts)
+        self._score_loc = np.unique(codes * self._n_score_parts + scores.column("_part").to_numpy())
+        return wide
 
-    def dialogue_row(self, part_name: str, row: int) -> dict[str, Any]:
-        t = pq.ParquetFile(self.folder.part_dir("dialogues") / part_name).read().slice(row, 1).to_pylist()[0]
+    def dialogue_row(self, part: int, row: int) -> dict[str, Any]:
+        t = pq.ParquetFile(self.dialogue_parts[part]).read().slice(row, 1).to_pylist()[0]
         for key in ("target_params", "role_params"):
             if t.get(key):
                 try:
@@ -146,8 +169,12 @@ class RunView:
         return t
 
     def score_rows(self, dialogue_id: str) -> list[dict[str, Any]]:
-        loc = self.score_loc.filter(pc.equal(self.score_loc.column("dialogue_id"), dialogue_id))
-        parts = [self.folder.part_dir("scores") / n for n in loc.column("_part_name").to_pylist()]
+        code = self._score_ids.get(dialogue_id)
+        if code is None:
+            return []
+        n = self._n_score_parts
+        lo, hi = np.searchsorted(self._score_loc, [code * n, (code + 1) * n])
+        parts = [self.score_parts[int(k % n)] for k in self._score_loc[lo:hi]]
         if not parts:
             return []
         t = ds.dataset(parts, format="parquet").to_table(
@@ -303,7 +330,7 @@ class ResultsViewer:
         """The full dialogue row (turns included), its mean scores and every score row."""
         entry = self._locate(run, dialogue_id)
         view = self.runs[run]
-        row = view.dialogue_row(str(entry["_part_name"]), int(entry["_row"]))
+        row = view.dialogue_row(int(entry["_part"]), int(entry["_row"]))
         row["run"] = run
         row["mean_scores"] = {d: _clean(entry[d]) for d in [*DIMENSION_NAMES, "average"]}
         row["scores"] = view.score_rows(dialogue_id)

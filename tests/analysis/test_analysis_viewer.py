@@ -204,7 +204,7 @@ def test_index_cache_follows_the_parts(two_runs):
     a, _ = two_runs
     assert ResultsViewer([a]).query()["total"] == 10
     cache = a / CACHE_DIR
-    assert sorted(p.name for p in cache.iterdir()) == ["dialogues-v1.parquet", "scores-v1.parquet"]
+    assert sorted(p.name for p in cache.iterdir()) == ["dialogues-v2.parquet", "scores-v2.parquet"]
     # A part written after the first open (a live run) shows up on the next open, with its scores.
     new = RunFolder(a).write_part("dialogues", [dialogue_row("m9-c9", "m9", card_id="c9")])
     RunFolder(a).write_part("scores", score_rows("m9-c9", "m9", [1] * 7))
@@ -213,7 +213,7 @@ def test_index_cache_follows_the_parts(two_runs):
     # A removed part drops its rows; a damaged cache is rebuilt.
     new.unlink()
     assert ResultsViewer([a]).query(model="m9")["total"] == 0
-    (cache / "dialogues-v1.parquet").write_bytes(b"not parquet")
+    (cache / "dialogues-v2.parquet").write_bytes(b"not parquet")
     v = ResultsViewer([a])
     assert v.query()["total"] == 10 and v.dialogue("runA", "m1-c2")["turns"][3]["text"] == "My cat Pumpernickel ran away."
 
