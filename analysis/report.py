@@ -222,6 +222,12 @@ def _throughput_section(paths: list[Path], manifests: dict, dialogues: pd.DataFr
                                   id="manifest-throughput"))
     else:
         s["notices"].append(_notice("No simulation/scoring timings in the manifests.", "info"))
+    from esc_eval.analysis.usage_report import USAGE_HEADERS, usage_table_rows
+
+    urows = usage_table_rows({str(p): manifests.get(str(p), {}) for p in paths})
+    if urows:
+        s["blocks"].append(_table(USAGE_HEADERS, urows, {0, 1, 2}, id="usage",
+                                  caption="Usage and cost per model and stage (manifest `usage`; engine-seconds per model, shared by its stages in a job)"))
     fig, note = _figure(throughput_plot, fig_dir / "throughput.png", "Completed dialogues over time", dialogues, events)
     s["blocks" if fig else "notices"].append(fig or note)
     return s
@@ -346,7 +352,9 @@ def write_report(run_dirs: list[Path], out_dir: Path | None = None, *, groups: d
     # leaderboard: the caller's Table 2 (built once, with its grouping rule); else built here.
     lb = leaderboard if leaderboard is not None else build_leaderboard(scores, groups=groups or {}, n_boot=n_boot, seed=seed)
     written: dict[str, Path] = {}
-    lb_paths = write_leaderboard(lb, out)
+    from esc_eval.analysis.usage_report import add_usage_columns
+
+    lb_paths = write_leaderboard(add_usage_columns(lb, manifests), out)
     written["leaderboard_md"], written["leaderboard_csv"] = lb_paths["markdown"], lb_paths["csv"]
     sections = [
         _summary(paths, manifests, dialogues, scores),

@@ -117,3 +117,133 @@ def roleplay_fidelity(run_dirs: RunDirs) -> None:
 
     _echo(json.loads(fidelity_summary(load_dialogues(run_dirs)).to_json(orient="records")))
 
+
+
+def _write_outputs(out: Path, stem: str, markdown: str, data: dict) -> dict[str, str]:
+    out.mkdir(parents=True, exist_ok=True)
+    md, js = out / f"{stem}.md", out / f"{stem}.json"
+    md.write_text(markdown, encoding="utf-8")
+    js.write_text(json.dumps(data, indent=2, ensure_ascii=False, default=str), encoding="utf-8")
+    return {"markdown": str(md), "json": str(js)}
+
+
+def _records(df) -> list[dict]:
+    return json.loads(df.to_json(orient="records"))
+
+
+@app.command("correlate")
+def correlate_cmd(
+    pred: Annotated[list[Path], typer.Argument(help="Run folders (or official score JSON) of the judge.")],
+    human: Annotated[Path, typer.Option("--human", help="Filled annotation sheet(s): a CSV or a folder of annotate_*.csv.")],
+    judge: Annotated[Optional[str], typer.Option("--judge", help="Judge id when the runs hold several.")] = None,
+    metrics_csv: Annotated[Optional[Path], typer.Option("--metrics", help="Correlate these per-dialogue metric columns (e.g. text-metrics' per_dialogue.csv) instead of the judge's scores.")] = None,
+    level: Annotated[str, typer.Option("--level", help="sample | dataset | both.")] = "both",
+    pairing: Annotated[str, typer.Option("--pairing", help="matched (judge dimension vs the same human dimension, Table 3) | cross (every metric vs every dimension, Tables 13-15).")] = "matched",
+    n_boot: Annotated[int, typer.Option("--n-boot", help="Bootstrap resamples for the CIs of r (0 = none).")] = 1000,
+    seed: Annotated[int, typer.Option("--seed", help="Bootstrap seed.")] = 0,
+    out: Out = None,
+) -> None:
+    """Tables 3, 13-15: Spearman, Pearson and Kendall of judge (or metric) vs human scores, with CIs."""
+    import pandas as pd
+
+    from esc_eval.analysis.correlation import scores_wide
+    from esc_eval.analysis.correlation_ci import correlation_ci_markdown, correlations_with_ci, load_human
+    from esc_eval.analysis.loaders import load_scores
+
+    levels = {"both": ["sample", "dataset"], "sample": ["sample"], "dataset": ["dataset"]}.get(level)
+    if levels is None:
+        raise AnalysisInputError(f"--level must be sample, dataset or both, got {level!r}")
+    scores = load_scores(pred)
+    judges = sorted(scores["judge"].dropna().unique())
+    if judge is None and len(judges) > 1:
+        raise AnalysisInputError(f"scores from several judges {judges}: pick one with --judge")
+    if judge is not None:
+        scores = scores[scores["judge"] == judge]
+    if metrics_csv is not None:
+        try:
+            metrics = pd.read_csv(metrics_csv)
+        except (OSError, pd.errors.ParserError) as e:
+            raise AnalysisInputError(f"{metrics_csv}: cannot read as CSV ({e})") from e
+        if "dialogue_id" not in metrics.columns:
+            raise AnalysisInputError(f"{metrics_csv}: no dialogue_id column")
+        if "target_model" not in metrics.columns:
+            metrics = metrics.merge(scores.drop_duplicates("dialogue_id")[["dialogue_id", "target_model"]],
+                                    on="dialogue_id", how="left")
+        metrics = metrics.drop(columns=[c for c in ("n_pairs", "meteor_wordnet") if c in metrics.columns])
+        pairing, label = "cross", None
+    else:
+        metrics, label = scores_wide(scores, extra=["target_model"]), "ESC-Eval"
+    hum = load_human(human)
+    table = pd.concat([correlations_with_ci(metrics, hum, level=lv, pairing=pairing, label=label, n_boot=n_boot,
+                                            seed=seed) for lv in levels], ignore_index=True)
+    md = correlation_ci_markdown(table)
+    typer.echo(md)
+    _echo(_write_outputs(out or Path(pred[0]) / "report", "correlations", "# Judge vs human correlations\n\n" + md,
+                         {"judge": judge or (judges[0] if judges else None), "n_boot": n_boot, "rows": _records(table)}))
+
+
+@app.command("text-metrics")
+def text_metrics_cmd(
+    run_dirs: RunDirs,
+    references: Annotated[Path, typer.Option("--references", help="JSON {dialogue or card id: [reference replies in turn order]} (e.g. ESConv supporter replies of each card's source dialogue).")],
+    out: Out = None,
+) -> None:
+    """BLEU-1/2/4, Distinct-1/2, ROUGE-L and METEOR of the assistants' replies against references."""
+    from esc_eval.analysis.loaders import load_dialogues
+    from esc_eval.analysis.text_metric_runs import load_references, run_text_metrics, text_metrics_markdown
+
+    per, corpus = run_text_metrics(load_dialogues(run_dirs), load_references(references))
+    md = text_metrics_markdown(corpus)
+    typer.echo(md)
+    target = out or Path(run_dirs[0]) / "report"
+    paths = _write_outputs(target, "text_metrics", "# Text metrics against references\n\n" + md,
+                           {"corpus": _records(corpus)})
+    per.to_csv(target / "text_metrics_per_dialogue.csv", index=False)
+    _echo({**paths, "per_dialogue": str(target / "text_metrics_per_dialogue.csv")})
+
+
+@app.command("roleplay-export")
+def roleplay_export(
+    run_dirs: RunDirs,
+    role_a: Annotated[str, typer.Option("--role-a", help="First role model (role_model as in the dialogues).")],
+    role_b: Annotated[str, typer.Option("--role-b", help="Second role model.")],
+    out: Annotated[Path, typer.Option("--out", "-o", help="Folder for roleplay_pairs.csv and its key.")],
+    target: Annotated[Optional[str], typer.Option("--target", help="Only dialogues with this target model.")] = None,
+    seed: Annotated[int, typer.Option("--seed", help="Seed of the shown order of each pair.")] = 0,
+) -> None:
+    """Pairwise sheet for Table 1 (six 0-2 ratings per dialogue) and Figure 3 (which is more human-like)."""
+    from esc_eval.analysis.loaders import load_dialogues
+    from esc_eval.analysis.roleplay_sheets import export_pairwise_sheets
+
+    paths = export_pairwise_sheets(load_dialogues(run_dirs), role_a, role_b, out, seed=seed, target=target)
+    _echo({k: str(v) for k, v in paths.items()})
+
+
+@app.command("roleplay-import")
+def roleplay_import(
+    sheets: Annotated[list[Path], typer.Argument(help="Filled roleplay_pairs.csv sheets (one per annotator).")],
+    key: Annotated[Path, typer.Option("--key", help="roleplay_pairs_key.csv written with the sheet.")],
+    out: Annotated[Path, typer.Option("--out", "-o", help="Folder for roleplay.md/.json and the Figure 3 plot.")],
+) -> None:
+    """Table 1 (role-play metrics, 0-10) and Figure 3 (win / tie / loss with Wilson 95% CIs) from filled sheets."""
+    from esc_eval.analysis.roleplay import roleplay_markdown, roleplay_table
+    from esc_eval.analysis.roleplay_sheets import import_pairwise_sheets, win_rate_markdown, win_rates_with_ci
+
+    judgments, comparisons = import_pairwise_sheets(sheets, key)
+    parts, data = [], {}
+    if not judgments.empty:
+        t1 = roleplay_table(judgments)
+        parts.append("## Table 1: role-play metrics\n\n" + roleplay_markdown(t1))
+        data["table1"] = _records(t1)
+    if not comparisons.empty:
+        rates = win_rates_with_ci(comparisons)
+        parts.append("## Figure 3: which dialogue is more human-like\n\n" + win_rate_markdown(rates))
+        data["win_rates"] = _records(rates)
+        from esc_eval.analysis.plots import win_rate_plot
+
+        data["figure3"] = str(win_rate_plot(rates, out / "figure3_win_rates.png"))
+    if not parts:
+        raise AnalysisInputError("the sheets hold no filled cell")
+    md = "\n".join(parts)
+    typer.echo(md)
+    _echo(_write_outputs(out, "roleplay", "# Role-play evaluation\n\n" + md, data))

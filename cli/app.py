@@ -14,7 +14,7 @@ import sys
 
 import typer
 
-from esc_eval.cli import analysis, bench, cards, demo, report, score, serve, simulate, train
+from esc_eval.cli import analysis, bench, cards, compare, demo, export, report, score, serve, simulate, train, view
 from esc_eval.cli.common import STATE
 
 app = typer.Typer(add_completion=False, no_args_is_help=True,
@@ -25,6 +25,9 @@ app.command("simulate")(simulate.simulate)
 app.command("score")(score.score)
 app.command("report")(report.report)
 app.command("leaderboard")(report.leaderboard)
+app.command("view")(view.view)
+app.command("compare")(compare.compare)
+app.command("export")(export.export)
 app.add_typer(cards.app, name="cards")
 app.add_typer(serve.app, name="serve")
 app.add_typer(train.app, name="train")

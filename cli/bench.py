@@ -101,3 +101,34 @@ def bench_routing(
 
     result = run_routing_bench(dialogues, rounds, max_tokens, replicas, kv_cache_gib)
     _write({**result, "machine": runtime_summary(resolve_dtype("auto"))}, out)  # Serve replicas use dtype auto
+
+
+@app.command("view")
+def bench_view(
+    out: Optional[Path] = typer.Option(None, "--out", "-o", help="Also write the JSON here."),
+    dialogues: int = typer.Option(100_000, help="Fake dialogues in the folder (7 scores each)."),
+    models: int = typer.Option(14, help="Models the dialogues are spread over."),
+    part_rows: int = typer.Option(64, help="Rows per Parquet part (the batch layer flushes every 64)."),
+    folder: Optional[Path] = typer.Option(None, help="Run folder to open (built there first if it has no dialogues)."),
+) -> None:
+    """The viewer on a big folder of fake dialogues: time to the first page, search, peak RSS."""
+    import tempfile
+    import time
+
+    from esc_eval.analysis.fake_runs import write_fake_run
+    from esc_eval.analysis.viewer_bench import bench_viewer
+
+    tmp = None
+    if folder is None:
+        tmp = tempfile.TemporaryDirectory(prefix="esc-eval-view-bench-")
+        folder = Path(tmp.name) / "run"
+    try:
+        build_s = None
+        if not list((folder / "dialogues").glob("part-*.parquet")):
+            t0 = time.perf_counter()
+            write_fake_run(folder, dialogues, [f"model-{i:02d}" for i in range(models)], part_rows=part_rows)
+            build_s = round(time.perf_counter() - t0, 1)
+        _write({"folder": str(folder), "build_s": build_s, **bench_viewer([folder])}, out)
+    finally:
+        if tmp is not None:
+            tmp.cleanup()

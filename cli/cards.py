@@ -59,18 +59,22 @@ def cards_build(
 
 @app.command("stats")
 def cards_stats(
-    path: Annotated[Path, typer.Argument(help="A card file (ours or official JSON) or a build folder.")],
+    paths: Annotated[list[Path], typer.Argument(help="Card files (ours or official JSON) or a build folder; several files are pooled.")],
     out: Annotated[Optional[Path], typer.Option("--out", help="Folder for the CSV tables, stats.json and the chart (default: <folder>/stats or ./<file>_stats).")] = None,
-    assume_quality: Annotated[Optional[str], typer.Option("--assume-quality", help="Tier for cards without one (official card_high_*.json: high).")] = None,
+    assume_quality: Annotated[Optional[str], typer.Option("--assume-quality", help="Tier for cards without one (default: high for the release's card_high_*.json, else none).")] = None,
 ) -> None:
     """Card statistics: stage counts (Table 6), categories x tier (Table 9), distribution chart (Figure 5)."""
     from esc_eval.sim.cardbuild.stats import write_stats
 
+    paths = [paths] if isinstance(paths, Path) else list(paths)  # callable as a function with one path too
+    path = paths[0]
     # default: <build folder>/stats, or ./<file stem>_stats (never beside a shared input file)
-    target = out or (path / "stats" if path.is_dir() else Path.cwd() / f"{path.stem}_stats")
-    result = write_stats(path, target, assume_quality=assume_quality)
+    stem = path.stem if len(paths) == 1 else "cards"
+    target = out or (path / "stats" if path.is_dir() and len(paths) == 1 else Path.cwd() / f"{stem}_stats")
+    result = write_stats(paths if len(paths) > 1 else path, target, assume_quality=assume_quality)
     s = result["summary"]
-    console.print(f"{s['cards']} cards from {result['source']}: by language {s['by_language']}, quality {s['by_quality']}")
+    source = result["source"] if isinstance(result["source"], str) else f"{len(result['source'])} files"
+    console.print(f"{s['cards']} cards from {source}: by language {s['by_language']}, quality {s['by_quality']}")
     if "table6" in result:
         console.print(_table("Table 6 layout", result["table6"]))
     console.print(_table("Categories", result["table9"]))
@@ -78,11 +82,21 @@ def cards_stats(
 
 
 @app.command("validate")
-def cards_validate(path: Annotated[Path, typer.Argument(help="Card file (ours or the official ESC-Eval JSON).")]) -> None:
-    """Load and check a card file; print counts (a bad card exits 2 naming the file and field)."""
+def cards_validate(paths: Annotated[list[Path], typer.Argument(help="Card files (ours or the official ESC-Eval JSON).")]) -> None:
+    """Load and check card files; print counts per file and in total (a bad card exits 2 naming the file and field)."""
     from esc_eval.cli.common import emit
 
-    emit(validate_cards(path))
+    paths = [paths] if isinstance(paths, Path) else list(paths)
+    results = [validate_cards(p) for p in paths]
+    if len(results) == 1:
+        emit(results[0])
+        return
+    total: dict = {"files": results, "cards": sum(r["cards"] for r in results), "by_language": {}, "by_category_1": {}}
+    for r in results:
+        for key in ("by_language", "by_category_1"):
+            for k, v in r[key].items():
+                total[key][k] = total[key].get(k, 0) + v
+    emit(total)
 
 
 @app.command("export")

@@ -47,7 +47,10 @@ def write_leaderboard_for(run_dirs: list[Path], out: Optional[Path], n_boot: int
 
     scores = load_scores(run_dirs)
     table = build_leaderboard(scores, groups=registry_groups(scores["target_model"].dropna()), n_boot=n_boot, seed=seed)
-    paths = write_leaderboard(table, out or (Path(run_dirs[0]) / "report"))
+    from esc_eval.analysis import load_manifests
+    from esc_eval.analysis.usage_report import add_usage_columns
+
+    paths = write_leaderboard(add_usage_columns(table, load_manifests(run_dirs)), out or (Path(run_dirs[0]) / "report"))
     show_leaderboard(table)
     return paths
 

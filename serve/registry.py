@@ -60,6 +60,13 @@ class ChatTemplateQuirks(ConfigModel):
         return p if p.is_absolute() else TEMPLATES_DIR / p
 
 
+class TokenPrice(ConfigModel):
+    """Dollars per million tokens of one model (API pricing; sim.usage turns token counts into cost)."""
+
+    prompt_per_1m: float = Field(ge=0, description="US dollars per 1M prompt (input) tokens.")
+    completion_per_1m: float = Field(ge=0, description="US dollars per 1M completion (output) tokens.")
+
+
 class ModelEntry(ConfigModel):
     """One model the project can talk to."""
 
@@ -108,6 +115,8 @@ class ModelEntry(ConfigModel):
     local_path: str | None = Field(None, description="Local weights folder; overrides source when set.")
     max_model_len: int | None = Field(None, ge=256, description="Context length to serve with (None = model's).")
     note: str = Field("", description="Provenance and open questions (what is unknown is said here).")
+    price: TokenPrice | None = Field(None, description="API list price per 1M tokens (usage and cost in the manifest); "
+                                     "None for self-hosted models (their cost is engine and GPU time).")
 
     @field_validator("name")
     @classmethod

@@ -8,6 +8,7 @@ from pydantic import BaseModel, Field, field_validator
 
 from esc_eval.serve.chat import GenerationParams
 from esc_eval.serve.config_base import ConfigModel, describe_validation_error, read_yaml_mapping, validate_config  # noqa: F401 - re-exported
+from esc_eval.serve.registry import TokenPrice
 from esc_eval.sim.dimensions import DIMENSION_NAMES, to_paper_dimension
 
 
@@ -85,6 +86,7 @@ class SimulationConfig(_Strict):
     seeds: list[int] = Field(default_factory=lambda: [0], description="Seeds; each adds one dialogue per card, target and strategy.")
     rounds: int = Field(5, ge=1, le=50, description="Seeker/assistant rounds after the opener (the paper: 5).")
     execution: ExecutionConfig = Field(default_factory=ExecutionConfig, description="Pool shape, retries and checkpoints.")
+    prices: dict[str, TokenPrice] = Field(default_factory=dict, description="Per-token prices by model name or spec, overriding the registry's `price` (manifest `usage`).")
 
     @field_validator("strategies")
     @classmethod
@@ -128,6 +130,7 @@ class ScoringConfig(_Strict):
 
     judge: JudgeConfig = Field(default_factory=JudgeConfig, description="The judge.")
     execution: ExecutionConfig = Field(default_factory=lambda: ExecutionConfig(concurrency=8, chunk_size=4), description="Pool shape and retries.")
+    prices: dict[str, TokenPrice] = Field(default_factory=dict, description="Per-token prices by model name or spec, overriding the registry's `price` (manifest `usage`).")
 
 
 class PipelineConfig(_Strict):

@@ -204,3 +204,50 @@ def write_official_scores(score_rows: list[dict[str, Any]], dialogue_rows: list[
         p.write_text(json.dumps(data, ensure_ascii=False, indent=4), encoding="utf-8")
         written.append(p)
     return written
+
+
+def _card_key_order(key: str) -> tuple[int, int | str]:
+    # The release keys cards "0", "1", ...: numeric keys in numeric order, others after them.
+    return (0, int(key)) if key.isdigit() else (1, key)
+
+
+def official_keys(dialogue_rows: list[dict[str, Any]]) -> dict[str, str]:
+    """dialogue_id -> the key of its dialogue in the official files: the card id, or card id plus
+    strategy and seed where one (model, language) file holds several dialogues of a card."""
+    count: dict[tuple[str, str, str], int] = {}
+    for r in dialogue_rows:
+        k = (r["target_model"], r["language"], str(r["card_id"]))
+        count[k] = count.get(k, 0) + 1
+    keys = {}
+    for r in dialogue_rows:
+        card = str(r["card_id"])
+        several = count[(r["target_model"], r["language"], card)] > 1
+        keys[r["dialogue_id"]] = f"{card}#{r.get('strategy')}-s{r.get('seed')}" if several else card
+    return keys
+
+
+def official_file_stem(target_model: str, language: str) -> str:
+    """'{model}_{lang}' as the release names its files; '/' in a backend spec becomes '_'."""
+    return Path(official_file_name(target_model, language)).stem
+
+
+def write_official_dialogues(dialogue_rows: list[dict[str, Any]], out_dir: str | Path,
+                             keys: dict[str, str] | None = None) -> list[Path]:
+    """Dialogue JSON in the release's layout, one file per (target model, language):
+    {"<card>": ["AI assistant：...", "ESC-Role：...", ...]}. read_official_dialogues reads them back
+    turn for turn (the release's reader strips blanks after the speaker prefix, so does ours)."""
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    keys = keys or official_keys(dialogue_rows)
+    grouped: dict[str, dict[str, list[str]]] = {}
+    for r in dialogue_rows:
+        turns = sorted(r["turns"] or [], key=lambda t: t["index"])
+        grouped.setdefault(official_file_stem(r["target_model"], r["language"]), {})[keys[r["dialogue_id"]]] = \
+            turns_as_lines(turns)
+    written = []
+    for stem, data in sorted(grouped.items()):
+        path = out_dir / f"{stem}.json"
+        ordered = {k: data[k] for k in sorted(data, key=_card_key_order)}
+        path.write_text(json.dumps(ordered, ensure_ascii=False, indent=4), encoding="utf-8")
+        written.append(path)
+    return written

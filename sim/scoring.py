@@ -30,6 +30,7 @@ from esc_eval.sim.prompts import judge_messages
 from esc_eval.sim.records import score_row
 from esc_eval.sim.runfolder import RunFolder, now_utc
 from esc_eval.sim.score_parser import LABELS, distribution, parse_score
+from esc_eval.sim.usage import record_usage
 
 log = logging.getLogger("esc_eval.scoring")
 
@@ -175,4 +176,5 @@ def run_scoring(cfg: ScoringConfig, input_path: str | Path, out_dir: str | Path 
               "wall_s": round(time.time() - started, 3), "run_dir": str(run.path)}
     run.append_event("scoring_end", **result)
     run.update_manifest(scoring={"last": result})
+    record_usage(run, cfg.prices)  # calls, tokens, engine time and dollars per model and stage
     return result

@@ -24,6 +24,7 @@ from esc_eval.sim.pool import PoolStats, WorkerPool, run_pool
 from esc_eval.sim.prompts import opener, roleplay_system_prompt, target_system_prompt
 from esc_eval.sim.records import dialogue_id, dialogue_row
 from esc_eval.sim.runfolder import RunFolder, atomic_write_bytes, now_utc
+from esc_eval.sim.usage import record_usage
 
 log = logging.getLogger("esc_eval.simulation")
 
@@ -220,4 +221,5 @@ def run_simulation(cfg: SimulationConfig, run_dir: str | Path,
     result = {**stats.as_dict(), "skipped_done": total - todo, "wall_s": round(time.time() - started, 3)}
     run.append_event("simulation_end", **result)
     run.update_manifest(simulation={"last": result})
+    record_usage(run, cfg.prices)  # calls, tokens, engine time and dollars per model and stage
     return result

