@@ -147,7 +147,6 @@ def measure_scale(rows: list[dict[str, Any]], n: int, judge: JudgeConfig, dtype:
                          env={"VLLM_CPU_KVCACHE_SPACE": str(kv_cache_gb)})
     cfg = ScoringConfig(judge=judge, execution=ex)
     tmp = Path(tempfile.mkdtemp(prefix="esc-bench-scale-"))
-    os.environ.setdefault("RAY_AUTH_MODE", "disabled")
     ensure_ray(ex)
     with WorkerPool(ex) as pool:
         # one dialogue per worker first (chunks of 1 go to the least-loaded worker): engines up before the clock

@@ -205,7 +205,9 @@ def _run_on_ray(cfg: CardBuildConfig, items: list[SourceItem], out: Path, model:
         import ray
     except ImportError as e:  # pragma: no cover - ray is a project dependency
         raise ImportError("Ray is not installed: pip install 'ray[serve,train]==2.60.0'") from e
-    os.environ.setdefault("RAY_AUTH_MODE", "disabled")
+    from esc_eval.serve.ray_cluster import prepare_auth
+
+    prepare_auth(cfg.ray.address)  # Ray's token auth stays on; tests opt out via RAY_AUTH_MODE
     if not ray.is_initialized():
         if cfg.ray.address:
             ray.init(address=cfg.ray.address, log_to_driver=True)
