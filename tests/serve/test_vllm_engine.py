@@ -58,7 +58,7 @@ def test_a_process_using_the_engine_exits_cleanly(tmp_path):
     script = tmp_path / "use_engine.py"
     script.write_text(
         "import asyncio\n"
-        "from serve.vllm_engine import VLLMChatModel, shutdown_engines\n"
+        "from esc_eval.serve.vllm_engine import VLLMChatModel, shutdown_engines\n"
         "if __name__ == '__main__':  # vLLM spawns its engine-core process\n"
         "    m = VLLMChatModel('embedded')\n"
         "    r = asyncio.run(m.chat([{'role': 'user', 'content': 'Hi'}]))\n"
