@@ -214,6 +214,10 @@ class VLLMChatModel(ChatModel):
                                   output_kind=RequestOutputKind.FINAL_ONLY)
         if params.seed is not None:
             kw["seed"] = params.seed
+        if params.top_k is not None:
+            kw["top_k"] = params.top_k
+        if params.repetition_penalty is not None:
+            kw["repetition_penalty"] = params.repetition_penalty
         if params.stop:
             kw["stop"] = list(params.stop)
         if params.choices:

@@ -70,7 +70,11 @@ class SimulationConfig(_Strict):
     targets: list[ModelRef] = Field(default_factory=lambda: [ModelRef(model="vllm/embedded")], description="Models under test.")
     role: ModelRef = Field(default_factory=_default_role, description="The role-play model (ESC-Role).")
     strategies: list[str] = Field(default_factory=lambda: ["official"], description="Role-play prompt strategies: official, zero_shot, cot, icl, cot_icl.")
-    seeds: list[int] = Field(default_factory=lambda: [0], description="Seeds; each adds one dialogue per card, target and strategy.")
+    seeds: list[int] = Field(default_factory=lambda: [0], description="Seeds; each adds one dialogue per card, target and strategy, and reaches every sampled call (role and target). More than one needs sampling (temperature > 0 somewhere).")
+    profile: Literal["release", "greedy"] = Field(
+        "greedy", description="Generation defaults under the config's own params: 'greedy' = temperature 0 for every "
+        "call (the paper's wording); 'release' = what the released code ran (the registry's caps, plus the model "
+        "folder's generation_config.json sampling where it samples). Recorded in the manifest and the report.")
     rounds: int = Field(5, ge=1, le=50, description="Seeker/assistant rounds after the opener (the paper: 5).")
     execution: ExecutionConfig = Field(default_factory=ExecutionConfig, description="Pool shape, retries and checkpoints.")
 

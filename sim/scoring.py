@@ -22,7 +22,7 @@ from esc_eval.serve.chat import GenerationParams
 from esc_eval.sim.config import JudgeConfig, ScoringConfig
 from esc_eval.sim.judges import select_adapter
 from esc_eval.sim.official import official_dialogue_files, read_official_dialogues
-from esc_eval.serve.registry import resolve
+from esc_eval.serve.registry import default_adapter, default_registry, is_spec, resolve
 from esc_eval.sim.participants import ModelPool
 from esc_eval.sim.pool import PoolStats, WorkerPool, run_pool
 from esc_eval.sim.prompts import judge_messages
@@ -43,7 +43,7 @@ async def score_dialogue(turns: list[tuple[str, str]], language: str, judge_cfg:
         adapter = select_adapter(judge_cfg, dim, language)
         row: dict[str, Any] = {"dimension": dim, "score": None, "probs": None, "expected": None, "raw": None,
                                "parse_status": "error", "method": judge_cfg.method, "parser": judge_cfg.parser,
-                               "error": None, "prompt_tokens": None, "latency_s": None}
+                               "error": None, "prompt_tokens": None, "latency_s": None, "adapter": adapter}
         if judge_cfg.method == "logprob":
             params = GenerationParams(max_tokens=1, temperature=0.0, choices=list(LABELS), logprobs=len(LABELS))
         else:
@@ -148,10 +148,31 @@ def iter_scoring_items(run: RunFolder, judge: JudgeConfig, redo_errors: bool = T
             yield {**d, "dimensions": missing}
 
 
+def with_registry_adapters(judge: JudgeConfig) -> JudgeConfig:
+    """A registry judge whose entry lists adapters uses them without the config naming any: one
+    adapter is used on every call; several (ESC-RANK) become one LoRA per dimension
+    (sim.judges.judge_from_registry). A config that names adapters is left as it is."""
+    if judge.adapters or is_spec(judge.model.model):
+        return judge
+    entry = default_registry().get(judge.model.model)
+    if not entry.adapters:
+        return judge
+    single = default_adapter(entry)
+    if single is not None:
+        return judge if judge.model.adapter else judge.model_copy(
+            update={"model": judge.model.model_copy(update={"adapter": single})})
+    from esc_eval.sim.judges import judge_from_registry
+
+    built = judge_from_registry(entry.name, method=judge.method, rubric=judge.rubric, dimensions=judge.dimensions)
+    # keep the id the caller knows this judge by (score rows, --official-out, parse-failure report)
+    return built.model_copy(update={"parser": judge.parser, "name": judge.judge_id})
+
+
 def run_scoring(cfg: ScoringConfig, input_path: str | Path, out_dir: str | Path | None = None,
                 on_summary: Callable[[dict[str, Any], PoolStats], None] | None = None,
                 on_start: Callable[[int, int], None] | None = None, pool: WorkerPool | None = None) -> dict[str, Any]:
-    resolve(cfg.judge.model.model)  # fail on an unknown judge before reading anything
+    resolve(cfg.judge.model.model)  # fail on an unknown judge or a missing adapter before reading anything
+    cfg = cfg.model_copy(update={"judge": with_registry_adapters(cfg.judge)})
     run = prepare_input(input_path, out_dir)
     n_dialogues = sum(1 for d in run.iter_rows("dialogues", columns=["status"]) if d["status"] == "ok")
     if n_dialogues == 0:
