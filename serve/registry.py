@@ -111,6 +111,10 @@ class ModelEntry(BaseModel):
         None, description="How a judge sees the dialogue: official (score.py history pairs), paper "
         "(the appendix prompt), clean (one user message); None for non-judges."
     )
+    judge_system_prompt: str | None = Field(
+        None, description="System message a judge's prompts get when its rubric has none (ESC-RANK: the InternLM2 "
+        "chat() default meta instruction, which the release's model.chat() put before every prompt); None = none."
+    )
     judge_prompt_order: Literal["rubric_first", "dialogue_first"] = Field(
         "rubric_first", description="A judge's prompt order: the paper's (rubric, then dialogue) or dialogue first "
         "(judges trained with train.rank prompt_order=dialogue_first; the seven prompts share a cached prefix)."

@@ -95,7 +95,7 @@ class JudgeConfig(_Strict):
 
     model: ModelRef = Field(default_factory=lambda: ModelRef(model="vllm/embedded"), description="The judge model.")
     method: Literal["logprob", "generate"] = Field("logprob", description="'logprob': one forward pass reading P('0'..'4'); 'generate': free answer parsed by `parser` (API judges).")
-    parser: Literal["strict", "compat"] = Field("strict", description="'strict': the answer must be one score 0-4; 'compat': the official first-digit rule.")
+    parser: Literal["strict", "compat"] = Field("strict", description="'strict': the answer must be one score 0-4; 'compat': the official rule, the first of the labels 0,1,2,3,4 (in that order) found anywhere in the answer.")
     rubric: Literal["official", "paper"] = Field("official", description="Rubric texts: the release's score.py or the paper's Figures 12-19.")
     rendering: Literal["official", "clean"] = Field("official", description="Dialogue rendering the judge reads.")
     prompt_order: Literal["rubric_first", "dialogue_first"] = Field(
@@ -103,6 +103,7 @@ class JudgeConfig(_Strict):
         "rubric, so a dialogue's seven prompts share a cached prefix (only for judges trained that way).")
     dimensions: list[str] = Field(default_factory=lambda: list(DIMENSION_NAMES), description="Dimensions to score (paper names or official keys).")
     adapters: dict[str, str] | None = Field(None, description="LoRA adapter per dimension (multi-LoRA judge, official layout).")
+    system_prompt: str | None = Field(None, description="System message put before the rubric's messages when they have none (a registry judge's judge_system_prompt: ESC-RANK's InternLM2 meta instruction).")
     name: str | None = Field(None, description="Judge id written into score rows (default: the model string).")
 
     @field_validator("dimensions")

@@ -170,5 +170,9 @@ def judge_from_registry(name: str = "esc-rank", registry=None, **kwargs: Any) ->
     elif entry.judge_rendering == "paper":
         kwargs.setdefault("rubric", "paper")
     kwargs.setdefault("prompt_order", entry.judge_prompt_order)
-    return multi_lora_judge({a: str(Path(p).expanduser()) for a, p in entry.adapters.items()}, spec,
-                            languages=entry.languages, name=kwargs.pop("name", name), engine_options=engine, **kwargs)
+    judge = multi_lora_judge({a: str(Path(p).expanduser()) for a, p in entry.adapters.items()}, spec,
+                             languages=entry.languages, name=kwargs.pop("name", name), engine_options=engine, **kwargs)
+    # as the release ran it: the entry's system message (ESC-RANK: InternLM2's meta instruction)
+    # and its generation defaults for free answers (method 'generate')
+    return judge.model_copy(update={"system_prompt": entry.judge_system_prompt,
+                                    "model": judge.model.model_copy(update={"params": entry.generation})})

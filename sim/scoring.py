@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
-from esc_eval.serve.chat import GenerationParams
+from esc_eval.serve.chat import ChatMessage, GenerationParams
 from esc_eval.sim.config import JudgeConfig, ScoringConfig
 from esc_eval.sim.judges import select_adapter
 from esc_eval.sim.official import official_dialogue_files, read_official_dialogues
@@ -40,6 +40,8 @@ async def score_dialogue(turns: list[tuple[str, str]], language: str, judge_cfg:
     async def one(dim: str) -> dict[str, Any]:
         messages = judge_messages(dim, turns, language, rubric=judge_cfg.rubric, rendering=judge_cfg.rendering,
                                   order=judge_cfg.prompt_order)
+        if judge_cfg.system_prompt and messages[0].role != "system":
+            messages = [ChatMessage(role="system", content=judge_cfg.system_prompt), *messages]
         adapter = select_adapter(judge_cfg, dim, language)
         row: dict[str, Any] = {"dimension": dim, "score": None, "probs": None, "expected": None, "raw": None,
                                "parse_status": "error", "method": judge_cfg.method, "parser": judge_cfg.parser,
@@ -149,23 +151,31 @@ def iter_scoring_items(run: RunFolder, judge: JudgeConfig, redo_errors: bool = T
 
 
 def with_registry_adapters(judge: JudgeConfig) -> JudgeConfig:
-    """A registry judge whose entry lists adapters uses them without the config naming any: one
-    adapter is used on every call; several (ESC-RANK) become one LoRA per dimension
-    (sim.judges.judge_from_registry). A config that names adapters is left as it is."""
-    if judge.adapters or is_spec(judge.model.model):
+    """A registry judge as the release ran it, without the config naming anything: its adapters
+    (one used on every call; several, as ESC-RANK's, one LoRA per dimension via
+    sim.judges.judge_from_registry), its system message (ESC-RANK: InternLM2's meta instruction)
+    and its generation defaults for free answers. What the config sets is left as it is."""
+    if is_spec(judge.model.model):
         return judge
     entry = default_registry().get(judge.model.model)
-    if not entry.adapters:
-        return judge
-    single = default_adapter(entry)
-    if single is not None:
-        return judge if judge.model.adapter else judge.model_copy(
-            update={"model": judge.model.model_copy(update={"adapter": single})})
-    from esc_eval.sim.judges import judge_from_registry
+    update: dict[str, Any] = {}
+    if judge.system_prompt is None and entry.judge_system_prompt:
+        update["system_prompt"] = entry.judge_system_prompt
+    if not judge.model.params.model_fields_set:
+        update["model"] = judge.model.model_copy(update={"params": entry.generation})
+    if entry.adapters and not judge.adapters:
+        single = default_adapter(entry)
+        if single is not None:
+            if not judge.model.adapter:
+                update["model"] = update.get("model", judge.model).model_copy(update={"adapter": single})
+        else:
+            from esc_eval.sim.judges import judge_from_registry
 
-    built = judge_from_registry(entry.name, method=judge.method, rubric=judge.rubric, dimensions=judge.dimensions)
-    # keep the id the caller knows this judge by (score rows, --official-out, parse-failure report)
-    return built.model_copy(update={"parser": judge.parser, "name": judge.judge_id})
+            built = judge_from_registry(entry.name, method=judge.method, rubric=judge.rubric, dimensions=judge.dimensions)
+            model = built.model.model_copy(update={"params": update.get("model", judge.model).params})
+            # keep the id the caller knows this judge by (score rows, --official-out, parse-failure report)
+            return built.model_copy(update={**update, "model": model, "parser": judge.parser, "name": judge.judge_id})
+    return judge.model_copy(update=update) if update else judge
 
 
 def run_scoring(cfg: ScoringConfig, input_path: str | Path, out_dir: str | Path | None = None,

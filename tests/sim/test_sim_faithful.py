@@ -209,3 +209,74 @@ def test_same_config_resumes_and_a_new_target_is_new_work(registry, tmp_path):
     more = run_simulation(cfg(targets=[ModelRef(model="fake/echo"), ModelRef(model="fake-target")]), tmp_path / "run")
     assert more["items"] == 2 and more["skipped_done"] == 2
     assert effective_adapter(ModelRef(model="fake-role", adapter="other")) == "other"
+
+
+# -- 7. ESC-RANK sees what it saw in the release -------------------------------------------------
+# score.py prompt_EN[4] (humanoid), character for character: "AI " then two U+200B before each
+# "assistant’s"; the stray "'" at its end is the release's too.
+HUMANOID_EN = (
+    "I need to evaluate the humanoid of an AI assistant through a conversation between an AI assistant and a user. "
+    "As a data annotator, please help me rate the conversation according to the following rules:\n"
+    "The humanoid of an AI assistant primarily focuses on the conversation content of AI assistants is different from "
+    "that of humans.The total score ranges from 0 to 4, and here are the rules corresponding to each score:\n"
+    "0: The dialogue content is difficult to understand.\n"
+    "1: AI assistant has obvious AI tendencies, such as structured replies, or saying 'as a large language model'\n"
+    "2: There are more than two places in the AI \u200b\u200bassistant\u2019s reply indicating that it is an AI assistant.\n"
+    "3: There are two places in the AI \u200b\u200bassistant\u2019s reply that indicate it is an AI assistant.\n"
+    "4: There are less than two places in the AI \u200b\u200bassistant\u2019s reply indicating that it is an AI assistant.\n"
+)
+INTERNLM2_META = (
+    "You are an AI assistant whose name is InternLM (书生·浦语).\n"
+    "- InternLM (书生·浦语) is a conversational language model that is developed by Shanghai AI Laboratory "
+    "(上海人工智能实验室). It is designed to be helpful, honest, and harmless.\n"
+    "- InternLM (书生·浦语) can understand and communicate fluently in the language chosen by the user such as "
+    "English and 中文."
+)
+
+
+def test_official_rubric_full_strings_with_zero_width_spaces():
+    from esc_eval.sim.prompts import judge_messages, rubric_text
+
+    assert rubric_text("humanoid", "en", "official") == HUMANOID_EN
+    assert rubric_text("humanoid", "zh", "official") == HUMANOID_EN  # prompt_ZH repeats it
+    counts = {(d, lang): rubric_text(d, lang, "official").count("\u200b") for d in
+              ("fluency", "expression", "empathy", "information", "skillful", "humanoid", "overall") for lang in ("en", "zh")}
+    assert {k: v for k, v in counts.items() if v} == {("fluency", "en"): 4, ("information", "en"): 2,
+                                                     ("information", "zh"): 2, ("humanoid", "en"): 6, ("humanoid", "zh"): 6}
+    turns = [("assistant", "Hi, AI assistant here."), ("seeker", "I feel low.")]
+    [msg] = judge_messages("humanoid", turns, "en")
+    assert msg.role == "user" and msg.content == (
+        HUMANOID_EN + "Dialogue between user and AI assistant: \n"
+        "**AI助手**：Hi, **AI助手** here.\n\n**用户**I feel low.\n"
+        "Based on the rules, give your humanoid score (The number only) to the Dialogue.")
+
+
+def test_esc_rank_judge_gets_the_internlm2_meta_instruction_and_release_cap(tmp_path, monkeypatch):
+    reg = load_registry(env={})
+    entry = reg.get("esc-rank")
+    assert entry.judge_system_prompt == INTERNLM2_META and entry.generation.max_tokens == 1024
+    paths = ",".join(f"esc-rank:{name}={make_adapter(tmp_path / name)}" for name in entry.adapters)
+    monkeypatch.setattr(registry_mod, "_DEFAULT", load_registry(env={PATHS_ENV: f"esc-rank={tmp_path / 'base'},{paths}"}))
+    from esc_eval.sim.scoring import with_registry_adapters
+
+    judge = with_registry_adapters(JudgeConfig(model=ModelRef(model="esc-rank"), method="generate"))
+    assert judge.system_prompt == INTERNLM2_META and judge.model.params.max_tokens == 1024
+    assert judge.adapters["empathy:en"] == "empathic_en" and judge.judge_id == "esc-rank:generate:official"
+
+
+async def test_scoring_puts_the_judge_system_prompt_first(calls):
+    from esc_eval.serve.chat import ChatMessage, get_chat_model
+    from esc_eval.sim.scoring import score_dialogue
+
+    seen = []
+    model = get_chat_model("fake/judge")
+    original = model.chat
+
+    async def chat(messages, params=None, **kw):
+        seen.append(messages)
+        return await original(messages, params, **kw)
+
+    model.chat = chat
+    judge = JudgeConfig(model=ModelRef(model="fake/judge"), system_prompt=INTERNLM2_META, dimensions=["humanoid"])
+    await score_dialogue([("assistant", "Hello."), ("seeker", "Hi.")], "en", judge, model)
+    assert seen[0][0] == ChatMessage(role="system", content=INTERNLM2_META) and seen[0][1].role == "user"
