@@ -98,6 +98,11 @@ class ModelEntry(BaseModel):
         default_factory=GenerationParams,
         description="Default sampling (paper: temperature 0; evaluate.py: 512 new tokens, Llama-3 256).",
     )
+    release_decoding: Literal["generation_config", "greedy"] = Field(
+        "generation_config", description="How the released code decoded this model, for profile 'release': "
+        "'generation_config' = HF generate() with the folder's generation_config.json defaults (evaluate.py's Qwen and "
+        "ESC-Role: sampling where that file says do_sample); 'greedy' = do_sample=False (evaluate.py's Llama-3)."
+    )
     trust_remote_code: bool = Field(False, description="Load with trust_remote_code (custom modeling code).")
     api_key_env: str | None = Field(
         None, description="Name of the environment variable holding the API key (API models); "

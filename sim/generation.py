@@ -6,10 +6,12 @@ Llama-3 256) -> the profile -> the fields the config sets explicitly (pydantic `
 
 Profiles:
   greedy   temperature 0 for every call (the paper: "the temperature for all models was set to 0").
-  release  what the released code did: the registry's caps, plus the sampling defaults of the
-           model folder's generation_config.json where it samples (do_sample true), as HF
-           `generate()` applied them. Only readable for local folders; other models keep the
-           registry's values (recorded as such in the manifest).
+  release  what the released evaluate.py did: the registry's caps (512 new tokens; Llama-3 256),
+           and for entries with release_decoding 'generation_config' (Qwen, ESC-Role) the
+           sampling defaults of the model folder's generation_config.json where it samples
+           (do_sample true), as HF `generate()` applied them; 'greedy' entries (Llama-3:
+           do_sample=False) decode greedily. generation_config.json is only readable for local
+           folders; other models keep the registry's values (recorded in the manifest).
 """
 from __future__ import annotations
 
@@ -66,7 +68,9 @@ def effective_params(ref: ModelRef, profile: Profile = "greedy") -> GenerationPa
     if profile == "greedy":
         fields.update(temperature=0.0, top_p=1.0, top_k=None, repetition_penalty=None)
     elif profile == "release":
-        if entry is not None:
+        if entry is not None and entry.release_decoding == "greedy":
+            fields.update(temperature=0.0, top_p=1.0, top_k=None, repetition_penalty=None)
+        elif entry is not None:
             fields.update(hf_sampling_defaults(entry.weights))
     else:
         raise ValueError(f"unknown generation profile {profile!r}; known: {', '.join(PROFILES)}")

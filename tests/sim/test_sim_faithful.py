@@ -280,3 +280,14 @@ async def test_scoring_puts_the_judge_system_prompt_first(calls):
     judge = JudgeConfig(model=ModelRef(model="fake/judge"), system_prompt=INTERNLM2_META, dimensions=["humanoid"])
     await score_dialogue([("assistant", "Hello."), ("seeker", "Hi.")], "en", judge, model)
     assert seen[0][0] == ChatMessage(role="system", content=INTERNLM2_META) and seen[0][1].role == "user"
+
+
+def test_release_profile_follows_evaluate_py_per_model(tmp_path, monkeypatch):
+    (tmp_path / "generation_config.json").write_text(json.dumps({"do_sample": True, "temperature": 0.7, "top_p": 0.8}))
+    reg = load_registry(env={PATHS_ENV: f"qwen1.5-7b-chat={tmp_path},llama-3-8b-instruct={tmp_path}"})
+    monkeypatch.setattr(registry_mod, "_DEFAULT", reg)
+    qwen = effective_params(ModelRef(model="qwen1.5-7b-chat"), "release")
+    assert (qwen.temperature, qwen.top_p, qwen.max_tokens) == (0.7, 0.8, 512)  # generate() with the folder's defaults
+    llama = effective_params(ModelRef(model="llama-3-8b-instruct"), "release")
+    assert (llama.temperature, llama.max_tokens) == (0.0, 256)  # do_sample=False in evaluate.py
+    assert effective_params(ModelRef(model="qwen1.5-7b-chat"), "greedy").temperature == 0.0
