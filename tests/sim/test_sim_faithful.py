@@ -291,3 +291,29 @@ def test_release_profile_follows_evaluate_py_per_model(tmp_path, monkeypatch):
     llama = effective_params(ModelRef(model="llama-3-8b-instruct"), "release")
     assert (llama.temperature, llama.max_tokens) == (0.0, 256)  # do_sample=False in evaluate.py
     assert effective_params(ModelRef(model="qwen1.5-7b-chat"), "greedy").temperature == 0.0
+
+
+def test_cli_bad_inputs_are_one_line_errors(tmp_path):
+    """A missing registry adapter and a changed config on resume: one line, non-zero exit."""
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "RAY_AUTH_MODE": "disabled", PATHS_ENV: f"esc-role={tmp_path / 'qwen'}"}
+    env.pop("ESC_EVAL_MODEL_PATHS_FILE", None)
+
+    def cli(*args):
+        return subprocess.run([sys.executable, "-m", "esc_eval.cli", *args], capture_output=True, text=True,
+                              timeout=120, env=env)
+
+    proc = cli("simulate", "--role", "esc-role", "--target", "fake/echo", "-n", "1", "-o", str(tmp_path / "run"))
+    lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
+    assert proc.returncode != 0 and len(lines) == 1, proc.stderr
+    assert "'esc-role'" in lines[0] and "haidequanbu/ESC-Role" in lines[0] and not (tmp_path / "run").exists()
+    cfg_file = tmp_path / "sim.yaml"
+    cfg_file.write_text("role: {model: fake/seeker}\nexecution: {executor: local}\nlimit: 1\n")
+    assert cli("simulate", "-c", str(cfg_file), "--target", "fake/echo", "-o", str(tmp_path / "ok")).returncode == 0
+    cfg_file.write_text("role: {model: fake/seeker}\nexecution: {executor: local}\nlimit: 1\nrounds: 2\n")
+    proc = cli("simulate", "-c", str(cfg_file), "--target", "fake/echo", "-o", str(tmp_path / "ok"))
+    lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
+    assert proc.returncode != 0 and len(lines) == 1 and "'rounds'" in lines[0], proc.stderr
