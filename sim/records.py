@@ -72,6 +72,7 @@ SCORE_SCHEMA = pa.schema(
         ("latency_s", pa.float64()),
         ("scored_at", pa.timestamp("ms", tz="UTC")),
         ("adapter", pa.string()),  # LoRA adapter the judge call used (null = base weights)
+        ("probs_status", pa.string()),  # full | partial (a label outside the top-k: NaN, never P=0) | null
     ]
 )
 

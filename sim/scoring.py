@@ -45,7 +45,8 @@ async def score_dialogue(turns: list[tuple[str, str]], language: str, judge_cfg:
         adapter = select_adapter(judge_cfg, dim, language)
         row: dict[str, Any] = {"dimension": dim, "score": None, "probs": None, "expected": None, "raw": None,
                                "parse_status": "error", "method": judge_cfg.method, "parser": judge_cfg.parser,
-                               "error": None, "prompt_tokens": None, "latency_s": None, "adapter": adapter}
+                               "error": None, "prompt_tokens": None, "latency_s": None, "adapter": adapter,
+                               "probs_status": None}
         if judge_cfg.method == "logprob":
             params = GenerationParams(max_tokens=1, temperature=0.0, choices=list(LABELS), logprobs=len(LABELS))
         else:
@@ -64,8 +65,16 @@ async def score_dialogue(turns: list[tuple[str, str]], language: str, judge_cfg:
                 parsed = parse_score(result.text, "strict")
                 row.update(score=parsed.score, parse_status=parsed.status)
             else:
+                present = {t.strip() for t in result.top_logprobs[0]} & set(LABELS)
                 best = max(range(len(probs)), key=probs.__getitem__)
-                row.update(score=best, probs=probs, expected=sum(i * p for i, p in enumerate(probs)), parse_status="ok")
+                if len(present) == len(LABELS):
+                    row.update(score=best, probs=probs, expected=sum(i * p for i, p in enumerate(probs)),
+                               parse_status="ok", probs_status="full")
+                else:
+                    # A label outside the server's top-k: its probability is unknown, not 0. The
+                    # score is the best label seen; the vector keeps NaN where a label is missing.
+                    probs = [p if lab in present else float("nan") for lab, p in zip(LABELS, probs)]
+                    row.update(score=best, probs=probs, expected=None, parse_status="ok", probs_status="partial")
         else:
             parsed = parse_score(result.text, judge_cfg.parser)
             row.update(score=parsed.score, parse_status=parsed.status)

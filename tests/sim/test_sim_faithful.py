@@ -317,3 +317,19 @@ def test_cli_bad_inputs_are_one_line_errors(tmp_path):
     proc = cli("simulate", "-c", str(cfg_file), "--target", "fake/echo", "-o", str(tmp_path / "ok"))
     lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
     assert proc.returncode != 0 and len(lines) == 1 and "'rounds'" in lines[0], proc.stderr
+
+
+async def test_a_label_missing_from_top_k_makes_the_distribution_partial_not_zero():
+    import math
+
+    from esc_eval.serve.chat import ChatResult
+    from esc_eval.sim.scoring import score_dialogue
+
+    class TopThree:
+        async def chat(self, messages, params=None, **kw):  # a server that returns only its top 3
+            return ChatResult(text="3", top_logprobs=[{"3": -0.2, " 2": -1.9, "4": -2.5}])
+
+    judge = JudgeConfig(model=ModelRef(model="fake/judge"), dimensions=["fluency"])
+    [row] = await score_dialogue([("assistant", "Hi."), ("seeker", "Hello.")], "en", judge, TopThree())
+    assert row["probs_status"] == "partial" and row["score"] == 3 and row["expected"] is None
+    assert math.isnan(row["probs"][0]) and math.isnan(row["probs"][1]) and row["probs"][3] > row["probs"][2] > row["probs"][4] > 0
