@@ -18,8 +18,17 @@ from esc_eval.analysis.annotation import (
 )
 from esc_eval.analysis.compare import holm, paired_comparison, pairwise_comparisons
 from esc_eval.analysis.correlation import correlate, correlation_markdown, correlation_table, scores_wide
+from esc_eval.analysis.judge_agreement import agreement_table_markdown, judge_agreement
 from esc_eval.analysis.judge_accuracy import accuracy_markdown, judge_accuracy, write_accuracy
-from esc_eval.analysis.leaderboard import build_leaderboard, format_cell, leaderboard_markdown, write_leaderboard
+from esc_eval.analysis.leaderboard import (
+    build_leaderboard,
+    build_leaderboard_by,
+    format_cell,
+    leaderboard_by_markdown,
+    leaderboard_markdown,
+    seed_spread,
+    write_leaderboard,
+)
 from esc_eval.analysis.loaders import (
     AnalysisInputError,
     is_official_json,
@@ -54,7 +63,7 @@ def __getattr__(name: str):
 
 __all__ = [
     "AnalysisInputError", "AnnotationError",
-    "accuracy_markdown", "agreement_markdown", "agreement_summary", "build_leaderboard", "character_breaks",
+    "accuracy_markdown", "agreement_markdown", "agreement_summary", "agreement_table_markdown", "judge_agreement", "build_leaderboard", "build_leaderboard_by", "leaderboard_by_markdown", "seed_spread", "character_breaks",
     "corpus_text_metrics", "correlate", "correlation_markdown", "correlation_table", "dialogue_text_metrics",
     "distinct_n", "emotion_trajectories", "export_annotation_sheets", "fidelity_summary", "format_cell", "holm",
     "import_annotations", "is_official_json", "official_kind", "judge_accuracy", "krippendorff_alpha", "leaderboard_markdown",

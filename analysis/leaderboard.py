@@ -79,6 +79,42 @@ def bootstrap_table_ci(
     return np.asarray(res.confidence_interval.low), np.asarray(res.confidence_interval.high)
 
 
+def cluster_bootstrap_table_ci(
+    m: np.ndarray, clusters: np.ndarray, n_boot: int = 1000, seed: int = 0, confidence: float = 0.95
+) -> tuple[np.ndarray, np.ndarray]:
+    """Percentile bootstrap CIs resampling clusters (cards) with all their dialogues (seeds): the
+    statistic is the dialogue mean over the resampled clusters, exactly the point estimate's."""
+    labels, inverse = np.unique(clusters, return_inverse=True)
+    present = ~np.isnan(m)
+    sums = np.zeros((len(labels), m.shape[1]))
+    counts = np.zeros((len(labels), m.shape[1]))
+    np.add.at(sums, inverse, np.where(present, m, 0.0))
+    np.add.at(counts, inverse, present.astype(float))
+
+    def statistic(idx: np.ndarray, axis: int = -1) -> np.ndarray:
+        idx = np.asarray(idx, dtype=int)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            dims = sums[idx].sum(axis=-2) / counts[idx].sum(axis=-2) * TABLE_SCALE
+        return np.moveaxis(np.concatenate([dims, dims.mean(axis=-1, keepdims=True)], axis=-1), -1, 0)
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        res = stats.bootstrap(
+            (np.arange(len(labels)),), statistic, n_resamples=n_boot, confidence_level=confidence,
+            method="percentile", vectorized=True, batch=max(1, min(n_boot, 200_000 // max(len(labels), 1))),
+            rng=np.random.default_rng(seed),
+        )
+    return np.asarray(res.confidence_interval.low), np.asarray(res.confidence_interval.high)
+
+
+def _card_of(group: pd.DataFrame, dialogue_ids: pd.Index) -> np.ndarray | None:
+    """Each dialogue's card when cards repeat (several seeds or runs per card), else None."""
+    if "card_id" not in group.columns or group["card_id"].isna().any():
+        return None
+    card = group.drop_duplicates("dialogue_id").set_index("dialogue_id")["card_id"].reindex(dialogue_ids)
+    return card.to_numpy() if card.nunique() < len(card) else None
+
+
 def build_leaderboard(
     scores: pd.DataFrame,
     groups: dict[str, str] | None = None,
@@ -123,10 +159,20 @@ def build_leaderboard(
         elif n_boot == 0:
             notes.append("bootstrap disabled (n_boot=0): no confidence interval")
         else:
-            scored = m[m.notna().any(axis=1)].to_numpy(dtype=float)
-            lo, hi = bootstrap_table_ci(scored, n_boot=n_boot, seed=seed, confidence=confidence)
-            if n_scored < SMALL_N:
-                notes.append(f"only {n_scored} dialogues: the bootstrap interval is rough (too narrow at this size)")
+            kept = m[m.notna().any(axis=1)]
+            scored = kept.to_numpy(dtype=float)
+            cards = _card_of(g, kept.index)
+            if cards is None:
+                lo, hi = bootstrap_table_ci(scored, n_boot=n_boot, seed=seed, confidence=confidence)
+                n_units = n_scored
+            else:
+                # Dialogues of one card (seeds) are not independent: resample cards with all of them.
+                lo, hi = cluster_bootstrap_table_ci(scored, cards, n_boot=n_boot, seed=seed, confidence=confidence)
+                n_units = len(set(cards))
+                notes.append(f"CI resamples {n_units} cards (their {n_scored} dialogues clustered by card)")
+            if n_units < SMALL_N:
+                notes.append(f"only {n_units} {'cards' if cards is not None else 'dialogues'}: the bootstrap "
+                             "interval is rough (too narrow at this size)")
         if mixed_judges:
             notes.append(f"scores from several judges in this table; this row is judge {judge}")
         row = {"language": language, "group": groups.get(model, UNASSIGNED_GROUP), "model": model,
@@ -185,3 +231,70 @@ def write_leaderboard(df: pd.DataFrame, out_dir: str | Path) -> dict[str, Path]:
                   encoding="utf-8")
     df.to_csv(csv, index=False)
     return {"markdown": md, "csv": csv}
+
+
+BY_COLUMNS = {"category": "category_1", "category_1": "category_1", "category_2": "category_2",
+              "category_3": "category_3", "language": "language"}
+
+
+def build_leaderboard_by(
+    scores: pd.DataFrame, dialogues: pd.DataFrame, by: str = "category",
+    groups: dict[str, str] | None = None, n_boot: int = 1000, seed: int = 0, confidence: float = 0.95,
+) -> pd.DataFrame:
+    """Table 2 within each value of a card attribute: 'category' (= category_1, the three top
+    categories of Table 9), 'category_2', 'category_3' (our cards' finer levels) or 'language'.
+    Every row is a build_leaderboard row (still per language) with the value in column `by`;
+    dialogues without the attribute are grouped under 'unknown'."""
+    column = BY_COLUMNS.get(by)
+    if column is None:
+        raise AnalysisInputError(f"--by {by!r}: expected one of {', '.join(BY_COLUMNS)}")
+    check_score_frame(scores)
+    name = "category" if by == "category" else by
+    if scores.empty:
+        return pd.DataFrame(columns=[name, *leaderboard_columns()])
+    if column == "language":
+        keyed = scores.assign(**{name: scores["language"].fillna("unknown")})
+    else:
+        if column not in dialogues.columns:
+            raise AnalysisInputError(f"dialogue rows lack {column!r}: cannot split the leaderboard by {by}")
+        attr = dialogues.drop_duplicates("dialogue_id").set_index("dialogue_id")[column]
+        keyed = scores.assign(**{name: scores["dialogue_id"].map(attr).fillna("unknown")})
+    tables = [build_leaderboard(g.drop(columns=[name]), groups=groups, n_boot=n_boot, seed=seed, confidence=confidence)
+              .assign(**{name: value}) for value, g in keyed.groupby(name, sort=True)]
+    out = pd.concat(tables, ignore_index=True) if tables else pd.DataFrame(columns=leaderboard_columns())
+    return out[[name, *leaderboard_columns()]]
+
+
+def leaderboard_by_markdown(df: pd.DataFrame, by: str = "category") -> str:
+    """One Table 2 per value of `by`, with CIs and counts."""
+    name = "category" if by == "category" else by
+    if df.empty:
+        return "_No scores: the leaderboard is empty._\n"
+    parts = []
+    for value, g in df.groupby(name, sort=True):
+        parts.append(f"### {name}: {value} ({int(g['n_dialogues'].sum())} dialogues)\n\n"
+                     + leaderboard_markdown(g.drop(columns=[name]).reset_index(drop=True)))
+    return "\n".join(parts)
+
+
+def seed_spread(scores: pd.DataFrame, dialogues: pd.DataFrame) -> pd.DataFrame:
+    """With several seeds: per (language, model, judge) the Average (x 25) of each seed's
+    dialogues and its spread across seeds (n_seeds, mean, sd, min, max). Empty with one seed."""
+    cols = ["language", "model", "judge", "n_seeds", "seed_mean", "seed_sd", "seed_min", "seed_max", "per_seed"]
+    if scores.empty or "seed" not in dialogues.columns:
+        return pd.DataFrame(columns=cols)
+    seeds = dialogues.drop_duplicates("dialogue_id").set_index("dialogue_id")["seed"]
+    df = scores.assign(seed=scores["dialogue_id"].map(seeds), judge=scores.get("judge", "unknown"))
+    df = df[df["seed"].notna()]
+    rows = []
+    for (language, model, judge), g in df.groupby(["language", "target_model", "judge"], sort=True):
+        if g["seed"].nunique() < 2:
+            continue
+        per = {int(sd): float(_table_values(dialogue_matrix(gs).to_numpy(dtype=float))[-1])
+               for sd, gs in g.groupby("seed", sort=True)}
+        v = np.array(list(per.values()))
+        rows.append({"language": language, "model": model, "judge": judge, "n_seeds": len(per),
+                     "seed_mean": float(np.nanmean(v)), "seed_sd": float(np.nanstd(v, ddof=1)),
+                     "seed_min": float(np.nanmin(v)), "seed_max": float(np.nanmax(v)),
+                     "per_seed": "; ".join(f"{k}: {x:.2f}" for k, x in per.items())})
+    return pd.DataFrame(rows, columns=cols)

@@ -16,7 +16,9 @@ from typing import Any
 import pandas as pd
 
 from esc_eval.analysis.compare import pairwise_comparisons
-from esc_eval.analysis.leaderboard import VALUE_COLUMNS, build_leaderboard, format_cell, write_leaderboard
+from esc_eval.analysis.leaderboard import (
+    VALUE_COLUMNS, build_leaderboard, build_leaderboard_by, format_cell, seed_spread, write_leaderboard,
+)
 from esc_eval.analysis.loaders import AnalysisInputError, load_dialogues, load_manifests, load_scores
 from esc_eval.analysis.plots import (
     NothingToPlot,
@@ -120,6 +122,38 @@ def _leaderboard_section(lb: pd.DataFrame, scores: pd.DataFrame, fig_dir: Path) 
                               (dimension_bars, "bars.png", "Scores per dimension with bootstrap 95% CI")):
         fig, note = _figure(fn, fig_dir / name, caption, lb)
         s["blocks" if fig else "notices"].append(fig or note)
+    return s
+
+
+def _by_category_section(scores: pd.DataFrame, dialogues: pd.DataFrame, groups: dict[str, str],
+                         n_boot: int, seed: int) -> dict:
+    """Table 2 per top category (Table 9's three) within each language, with CIs and counts."""
+    s = _section("by-category", "Leaderboard by top category")
+    if scores.empty or "category_1" not in dialogues.columns or dialogues["category_1"].isna().all():
+        s["notices"].append(_notice("No card categories in the dialogue rows: no per-category table.", "info"))
+        return s
+    df = build_leaderboard_by(scores, dialogues, "category", groups=groups, n_boot=n_boot, seed=seed)
+    headers = ["Category", "Language", "Model", "Judge", "n"] + VALUE_COLUMNS
+    rows = [[r["category"], r["language"], r["model"], r["judge"], r["n_dialogues"]]
+            + [format_cell(r[c], r[f"{c}_lo"], r[f"{c}_hi"]) for c in VALUE_COLUMNS] for _, r in df.iterrows()]
+    s["blocks"].append(_table(headers, rows, {0, 1, 2, 3}, id="by-category"))
+    return s
+
+
+def _seed_section(scores: pd.DataFrame, dialogues: pd.DataFrame, manifests: dict) -> dict:
+    """The generation profile of each run, and the across-seed spread when a model has several seeds."""
+    s = _section("seeds", "Generation profile and seeds")
+    profiles = sorted({str((m.get("simulation") or {}).get("profile") or "not recorded") for m in manifests.values()})
+    s["blocks"].append(_text(f"Generation profile: {', '.join(profiles)} (greedy = temperature 0 everywhere; "
+                             "release = the released code's settings)."))
+    spread = seed_spread(scores, dialogues)
+    if spread.empty:
+        s["blocks"].append(_text("One seed per model: no across-seed spread."))
+        return s
+    headers = ["Language", "Model", "Judge", "Seeds", "Mean of seed Averages", "SD", "Min", "Max", "Per seed"]
+    rows = [[r["language"], r["model"], r["judge"], r["n_seeds"], f"{r['seed_mean']:.2f}", f"{r['seed_sd']:.2f}",
+             f"{r['seed_min']:.2f}", f"{r['seed_max']:.2f}", r["per_seed"]] for _, r in spread.iterrows()]
+    s["blocks"].append(_table(headers, rows, {0, 1, 2, 8}, id="seeds"))
     return s
 
 
@@ -359,6 +393,8 @@ def write_report(run_dirs: list[Path], out_dir: Path | None = None, *, groups: d
     sections = [
         _summary(paths, manifests, dialogues, scores),
         _leaderboard_section(lb, scores, fig_dir),
+        _by_category_section(scores, dialogues, groups or {}, n_boot, seed),
+        _seed_section(scores, dialogues, manifests),
         _distribution_section(scores, fig_dir),
         _comparison_section(scores, n_resamples, seed),
         _health_section(dialogues, scores),

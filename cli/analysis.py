@@ -247,3 +247,36 @@ def roleplay_import(
     md = "\n".join(parts)
     typer.echo(md)
     _echo(_write_outputs(out, "roleplay", "# Role-play evaluation\n\n" + md, data))
+
+
+@app.command("judge-agreement")
+def judge_agreement_cmd(
+    dialogues: Annotated[Path, typer.Option("--dialogues", help="Released dialogues (official dialogue JSON: a file or folder).")],
+    scores: Annotated[Path, typer.Option("--scores", help="Released ESC-RANK scores (official score JSON: a file or folder).")],
+    judge: Annotated[str, typer.Option("--judge", "-j", help="The judge to check (registry name or spec).")],
+    out: Annotated[Optional[Path], typer.Option("--out", "-o", help="Run folder for the judge's scores (default <dialogues>-scored); resumable.")] = None,
+    config: Annotated[Optional[Path], typer.Option("--config", "-c", help="Scoring YAML (sim.config.ScoringConfig).")] = None,
+    method: Annotated[Optional[str], typer.Option("--method", help="logprob | generate.")] = None,
+    rubric: Annotated[Optional[str], typer.Option("--rubric", help="official (score.py) | paper.")] = None,
+    n_boot: Annotated[int, typer.Option("--n-boot", help="Bootstrap resamples for the CIs (0 = none).")] = 1000,
+    seed: Annotated[int, typer.Option("--seed", help="Bootstrap seed.")] = 0,
+) -> None:
+    """Score the released dialogues with a judge and compare with the released ESC-RANK scores per
+    dimension: exact agreement, within one, Spearman, weighted kappa, each with a bootstrap CI."""
+    from esc_eval.analysis.judge_agreement import agreement_table_markdown, judge_agreement
+    from esc_eval.analysis.loaders import load_official_scores, load_scores
+    from esc_eval.cli.score import load_score_config
+    from esc_eval.sim.progress import console, job_progress
+    from esc_eval.sim.scoring import run_scoring
+
+    if not scores.exists():
+        raise AnalysisInputError(f"{scores}: no such official score file or folder")
+    reference = load_official_scores(scores)  # read first: a bad reference fails before any scoring
+    cfg = load_score_config(config, judge, method, None, rubric, None)
+    with job_progress("judge-agreement", unit="dialogues") as jp:
+        scored = run_scoring(cfg, dialogues, out, on_summary=jp.on_summary, on_start=jp.on_start)
+    pred = load_scores([Path(scored["run_dir"])])
+    pred = pred[pred["judge"] == cfg.judge.judge_id]
+    result = judge_agreement(pred, reference, n_boot=n_boot, seed=seed)
+    console.print(agreement_table_markdown(result))
+    _echo({"judge": cfg.judge.judge_id, "run_dir": scored["run_dir"], "reference": str(scores), **result})

@@ -62,14 +62,44 @@ def write_report_for(run_dirs: list[Path], out: Optional[Path], n_boot: int = 10
     from esc_eval.analysis.report import write_report
 
     scores = load_scores(run_dirs)
-    table = build_leaderboard(scores, groups=registry_groups(scores["target_model"].dropna()), n_boot=n_boot, seed=seed)
-    paths = write_report(run_dirs, out, leaderboard=table, n_boot=n_boot, seed=seed, n_samples=samples)
+    groups = registry_groups(scores["target_model"].dropna())
+    table = build_leaderboard(scores, groups=groups, n_boot=n_boot, seed=seed)
+    paths = write_report(run_dirs, out, groups=groups, leaderboard=table, n_boot=n_boot, seed=seed, n_samples=samples)
     show_leaderboard(table)
     return paths
 
 
-def leaderboard(run_dirs: RunDirs, out: Out = None, n_boot: NBoot = 1000, seed: Seed = 0) -> None:
+def write_leaderboard_by_for(run_dirs: list[Path], out: Optional[Path], by: str, n_boot: int = 1000,
+                             seed: int = 0) -> dict[str, Path]:
+    """Table 2 per value of a card attribute: leaderboard_by_<by>.md/.csv, and one terminal table per value."""
+    from esc_eval.analysis import build_leaderboard_by, leaderboard_by_markdown, load_dialogues, load_scores
+    from esc_eval.sim.progress import console
+
+    scores = load_scores(run_dirs)
+    table = build_leaderboard_by(scores, load_dialogues(run_dirs), by,
+                                 groups=registry_groups(scores["target_model"].dropna()), n_boot=n_boot, seed=seed)
+    folder = out or (Path(run_dirs[0]) / "report")
+    folder.mkdir(parents=True, exist_ok=True)
+    md, csv = folder / f"leaderboard_by_{by}.md", folder / f"leaderboard_by_{by}.csv"
+    md.write_text(f"# Leaderboard by {by} (mean score x 25, bootstrap 95% CI)\n\n" + leaderboard_by_markdown(table, by),
+                  encoding="utf-8")
+    table.to_csv(csv, index=False)
+    name = table.columns[0]
+    for value, g in table.groupby(name, sort=True):
+        console.print(f"[bold]{name}: {value}[/bold] ({int(g['n_dialogues'].sum())} dialogues)")
+        show_leaderboard(g)
+    return {"markdown": md, "csv": csv}
+
+
+def leaderboard(
+    run_dirs: RunDirs, out: Out = None, n_boot: NBoot = 1000, seed: Seed = 0,
+    by: Annotated[Optional[str], typer.Option(
+        "--by", help="Split by a card attribute: category (Table 9's top level), category_2, category_3, language.")] = None,
+) -> None:
     """The paper's Table 2: mean x 25 per dimension with bootstrap 95% CIs (leaderboard.md/.csv)."""
+    if by:
+        emit({k: str(v) for k, v in write_leaderboard_by_for(run_dirs, out, by, n_boot, seed).items()})
+        return
     emit({k: str(v) for k, v in write_leaderboard_for(run_dirs, out, n_boot, seed).items()})
 
 

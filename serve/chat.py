@@ -36,6 +36,10 @@ class GenerationParams(ConfigModel):
     top_p: float = Field(1.0, gt=0.0, le=1.0, description="Nucleus sampling mass.")
     max_tokens: int = Field(512, ge=1, description="Maximum number of new tokens.")
     seed: int | None = Field(None, description="Per-request sampling seed (for temperature > 0).")
+    top_k: int | None = Field(None, ge=1, description="Top-k sampling (None = off); the in-process vLLM engine applies it.")
+    repetition_penalty: float | None = Field(
+        None, gt=0.0, description="Repetition penalty (None = off, HF's 1.0); the in-process vLLM engine applies it."
+    )
     stop: list[str] | None = Field(None, description="Extra stop strings.")
     choices: list[str] | None = Field(
         None, description="Constrain the answer to one of these strings (structured output)."

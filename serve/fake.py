@@ -56,7 +56,12 @@ class FakeChatModel(ChatModel):
         reply: str = "I hear you.",
         score: int | None = None,
         replies: list[str] | None = None,
+        adapters: dict[str, str] | None = None,
+        max_loras: int | None = None,
+        max_lora_rank: int | None = None,
     ):
+        """adapters / max_loras / max_lora_rank: what a multi-LoRA vLLM engine takes; a fake given
+        adapters refuses a call naming another one, as the engine does (the limits are unused)."""
         if script not in SCRIPTS:
             raise ValueError(f"unknown fake script {script!r}; known: {', '.join(SCRIPTS)}")
         self.name = f"fake/{script}"
@@ -69,6 +74,7 @@ class FakeChatModel(ChatModel):
         self.reply = reply
         self.score = None if score is None else int(score)
         self.replies = replies
+        self.adapters = dict(adapters) if adapters is not None else None
         self.calls = 0
         self._attempts: dict[int, int] = {}
         self._cycle = itertools.count()
@@ -76,6 +82,8 @@ class FakeChatModel(ChatModel):
     async def chat(self, messages: list[ChatMessage], params: GenerationParams | None = None, *,
                    adapter: str | None = None, session_id: str | None = None) -> ChatResult:
         params = params or GenerationParams()
+        if adapter is not None and self.adapters is not None and adapter not in self.adapters:
+            raise ChatModelError(f"no adapter {adapter!r} loaded for {self.name}; known: {sorted(self.adapters)}", kind="fatal")
         started = time.perf_counter()
         self.calls += 1
         key = 0

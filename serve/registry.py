@@ -39,6 +39,16 @@ class RegistryError(ValueError):
     """The registry YAML (or an override) is invalid; the message names the bad field."""
 
 
+class MissingAdapterError(UnknownModelError):
+    """An entry lists a LoRA adapter whose local folder does not exist: the run must stop (never a
+    silent fallback to the base model). The message names the entry, the adapter and the path."""
+
+
+# LoRA ranks vLLM accepts for max_lora_rank (vllm.config.lora); an adapter's rank is rounded up.
+VLLM_LORA_RANKS = (1, 8, 16, 32, 64, 128, 256, 320, 512)
+DROP_ADAPTER = "-"  # ESC_EVAL_MODEL_PATHS value that removes an adapter (weights already merged)
+
+
 class ChatTemplateQuirks(ConfigModel):
     """How a model's chat template behaves, and what to do about it."""
 
@@ -95,6 +105,11 @@ class ModelEntry(ConfigModel):
         default_factory=GenerationParams,
         description="Default sampling (paper: temperature 0; evaluate.py: 512 new tokens, Llama-3 256).",
     )
+    release_decoding: Literal["generation_config", "greedy"] = Field(
+        "generation_config", description="How the released code decoded this model, for profile 'release': "
+        "'generation_config' = HF generate() with the folder's generation_config.json defaults (evaluate.py's Qwen and "
+        "ESC-Role: sampling where that file says do_sample); 'greedy' = do_sample=False (evaluate.py's Llama-3)."
+    )
     trust_remote_code: bool = Field(False, description="Load with trust_remote_code (custom modeling code).")
     api_key_env: str | None = Field(
         None, description="Name of the environment variable holding the API key (API models); "
@@ -107,6 +122,10 @@ class ModelEntry(ConfigModel):
     judge_rendering: Literal["official", "paper", "clean"] | None = Field(
         None, description="How a judge sees the dialogue: official (score.py history pairs), paper "
         "(the appendix prompt), clean (one user message); None for non-judges."
+    )
+    judge_system_prompt: str | None = Field(
+        None, description="System message a judge's prompts get when its rubric has none (ESC-RANK: the InternLM2 "
+        "chat() default meta instruction, which the release's model.chat() put before every prompt); None = none."
     )
     judge_prompt_order: Literal["rubric_first", "dialogue_first"] = Field(
         "rubric_first", description="A judge's prompt order: the paper's (rubric, then dialogue) or dialogue first "
@@ -214,7 +233,10 @@ def _apply_paths(raw: dict[str, dict[str, Any]], paths: dict[str, str], origin: 
         if name not in raw:
             close = difflib.get_close_matches(name, list(raw), n=3)
             raise UnknownModelError(f"{origin}: unknown model {name!r}" + (f"; did you mean {', '.join(close)}?" if close else ""))
-        if adapter:
+        if adapter and value == DROP_ADAPTER:
+            # 'esc-role:esc-role=-': the local weights already have the LoRA merged in
+            raw[name].setdefault("adapters", {}).pop(adapter, None)
+        elif adapter:
             raw[name].setdefault("adapters", {})[adapter] = value
         else:
             raw[name]["local_path"] = value
@@ -342,10 +364,59 @@ def backend_options(entry: ModelEntry) -> dict[str, Any]:
     return {}
 
 
+def default_adapter(entry: ModelEntry) -> str | None:
+    """The adapter every call of this entry uses when the caller names none: the only adapter of
+    an entry listing exactly one (ESC-Role). Entries listing several (ESC-RANK's one per
+    dimension) pick theirs per call (sim.judges.select_adapter); None when there is none."""
+    return next(iter(entry.adapters)) if len(entry.adapters) == 1 else None
+
+
+def local_adapters(entry: ModelEntry) -> dict[str, str]:
+    """The entry's adapters as local folders; MissingAdapterError (one line naming the entry,
+    adapter and path) for the first that is not one. Weights are never fetched at run time."""
+    out: dict[str, str] = {}
+    for name, path in entry.adapters.items():
+        p = Path(path).expanduser()
+        if not p.is_dir():
+            raise MissingAdapterError(
+                f"model {entry.name!r}: adapter {name!r} folder {path} does not exist (the base model is never "
+                f"used instead); give a local PEFT folder with {PATHS_ENV}='{entry.name}:{name}=/path/to/{name}' "
+                f"(merged weights: '{entry.name}=/path/to/merged,{entry.name}:{name}={DROP_ADAPTER}')")
+        out[name] = str(p)
+    return out
+
+
+def lora_rank(path: str | Path) -> int | None:
+    """The rank `r` a PEFT adapter folder declares in adapter_config.json (None if unreadable)."""
+    import json
+
+    try:
+        r = json.loads((Path(path) / "adapter_config.json").read_text(encoding="utf-8")).get("r")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return r if isinstance(r, int) and r > 0 else None
+
+
+def vllm_lora_rank(ranks: Any) -> int:
+    """The smallest max_lora_rank vLLM accepts that holds every rank."""
+    top = max(ranks, default=1)
+    for r in VLLM_LORA_RANKS:
+        if r >= top:
+            return r
+    raise RegistryError(f"LoRA rank {top} exceeds vLLM's largest max_lora_rank {VLLM_LORA_RANKS[-1]}")
+
+
 def vllm_engine_options(entry: ModelEntry) -> dict[str, Any]:
-    """What a vLLM engine needs from the entry: remote code, context length and the chat-template
-    quirks (the override template's path, and whether a system message must be folded)."""
+    """What a vLLM engine needs from the entry: remote code, context length, the chat-template
+    quirks (the override template's path, and whether a system message must be folded) and the
+    entry's LoRA adapters (local folders, all resident; a missing one stops here)."""
     opts: dict[str, Any] = {}
+    if entry.adapters:
+        adapters = local_adapters(entry)
+        opts["adapters"] = adapters
+        opts["max_loras"] = len(adapters)
+        ranks = [r for r in (lora_rank(p) for p in adapters.values()) if r]
+        opts["max_lora_rank"] = vllm_lora_rank(ranks) if ranks else 16  # 16: vLLM's own default
     if entry.trust_remote_code:
         opts["trust_remote_code"] = True
     if entry.max_model_len:

@@ -34,6 +34,9 @@ DEFAULT_ENGINE: dict[str, Any] = {
 }
 
 
+LABEL_CONTEXT_CHARS = 64  # prompt tail re-tokenised to find the label tokens after it
+
+
 def resolve_model_path(model: str | Path) -> str:
     if str(model) == "embedded":
         from esc_eval.serve.embedded import embedded_model_path
@@ -77,6 +80,7 @@ class _EngineHost:
         self.tokenizer = None
         self.dtype: str | None = None  # resolved at start
         self._lora_ids: dict[str, int] = {}
+        self.label_ids: dict[tuple, list] = {}  # (prompt tail, labels) -> label tokens after it
 
     def _start_sync(self) -> None:
         try:
@@ -211,6 +215,10 @@ class VLLMChatModel(ChatModel):
         return self._host
 
     def render(self, messages: list[ChatMessage]) -> list[int]:
+        return self._host.tokenizer.encode(self.render_text(messages), add_special_tokens=False)
+
+    def render_text(self, messages: list[ChatMessage]) -> str:
+        """The prompt text: the chat template applied, with its generation prompt."""
         tok = self._host.tokenizer
         conv = [{"role": m.role, "content": m.content} for m in messages]
         if not self.supports_system:
@@ -223,9 +231,29 @@ class VLLMChatModel(ChatModel):
             if self.system_fallback != "merge" or not conv or conv[0]["role"] != "system":
                 raise
             text = tok.apply_chat_template(fold_system(conv), tokenize=False, add_generation_prompt=True, **template)
-        return tok.encode(text, add_special_tokens=False)
+        return text
 
-    def _sampling_params(self, params: GenerationParams, prompt_len: int):
+    def label_token_ids(self, prompt_text: str, labels: list[str]) -> list[list[int] | None]:
+        """Each label's tokens as the model would emit them right after the prompt: tokenize
+        prompt+label and keep the new tokens (None when the label merges with the prompt's last
+        token). A bare encode(label) is wrong for SentencePiece tokenizers with a dummy prefix
+        (InternLM2, Llama-2 give '▁3'). Only the prompt's tail matters, so it is cached by it."""
+        tail = prompt_text[-LABEL_CONTEXT_CHARS:]
+        key = (tail, tuple(labels))
+        cache = self._host.label_ids
+        if key not in cache:
+            tok = self._host.tokenizer
+            base = tok.encode(tail, add_special_tokens=False)
+            out: list[list[int] | None] = []
+            for label in labels:
+                full = tok.encode(tail + label, add_special_tokens=False)
+                out.append(full[len(base):] if full[:len(base)] == base else None)
+            cache[key] = out
+        return cache[key]
+
+    def _sampling_params(self, params: GenerationParams, prompt_len: int, prompt_text: str | None = None):
+        """vLLM SamplingParams; with single-token `choices` (the judge's labels, found after
+        `prompt_text`), the answer is masked to them and exactly their logprobs are asked for."""
         from vllm import SamplingParams
         from vllm.sampling_params import RequestOutputKind
 
@@ -242,17 +270,31 @@ class VLLMChatModel(ChatModel):
                                   output_kind=RequestOutputKind.FINAL_ONLY)
         if params.seed is not None:
             kw["seed"] = params.seed
+        if params.top_k is not None:
+            kw["top_k"] = params.top_k
+        if params.repetition_penalty is not None:
+            kw["repetition_penalty"] = params.repetition_penalty
         if params.stop:
             kw["stop"] = list(params.stop)
         if params.choices:
-            ids = [host.tokenizer.encode(c, add_special_tokens=False) for c in params.choices]
-            if all(len(i) == 1 for i in ids):
+            if prompt_text is not None:
+                ids = self.label_token_ids(prompt_text, list(params.choices))
+            else:  # no prompt to continue: the bare encoding (right for byte-level BPE only)
+                ids = [host.tokenizer.encode(c, add_special_tokens=False) for c in params.choices]
+            if all(i is not None and len(i) == 1 for i in ids):
                 # Single-token labels (the judge's 0-4): mask to them, and read exactly their logprobs.
                 flat = [i[0] for i in ids]
                 kw["allowed_token_ids"] = flat
                 kw["max_tokens"] = 1
                 if params.logprobs is not None:
                     kw["logprob_token_ids"] = flat
+            elif params.logprobs is not None:
+                bad = next(c for c, i in zip(params.choices, ids) if i is None or len(i) != 1)
+                got = ids[list(params.choices).index(bad)]
+                raise ChatModelError(
+                    f"{self.name}: label {bad!r} is not one token after the generation prompt ("
+                    f"{'merges with the prompt' if got is None else host.tokenizer.convert_ids_to_tokens(got)}); "
+                    "the 5-way logprob read-out needs single-token labels - score with method 'generate'", kind="fatal")
             else:
                 from vllm.sampling_params import StructuredOutputsParams
 
@@ -284,8 +326,9 @@ class VLLMChatModel(ChatModel):
             if host.engine is None:  # shut down while we waited
                 raise ChatModelError(f"the vLLM engine for {self.model_path} was shut down", kind="fatal")
         started = time.perf_counter()
-        prompt_ids = self.render(messages)
-        sp = self._sampling_params(params, len(prompt_ids))
+        prompt_text = self.render_text(messages)
+        prompt_ids = host.tokenizer.encode(prompt_text, add_special_tokens=False)
+        sp = self._sampling_params(params, len(prompt_ids), prompt_text)
         fut = asyncio.run_coroutine_threadsafe(self._generate(prompt_ids, sp, adapter), host.loop)
         try:
             final = await asyncio.wrap_future(fut)
@@ -296,7 +339,11 @@ class VLLMChatModel(ChatModel):
             raise ChatModelError(f"vLLM generate failed: {type(e).__name__}: {e}", kind=kind) from e
         out = final.outputs[0]
         top: list[dict[str, float]] = []
-        if out.logprobs:
+        label_ids = getattr(sp, "logprob_token_ids", None) if params.choices else None
+        if out.logprobs and label_ids:
+            # keyed by label, from the label tokens found after the prompt: a decoded '▁3' is still '3'
+            top = [{c: out.logprobs[0][tid].logprob for c, tid in zip(params.choices, label_ids) if tid in out.logprobs[0]}]
+        elif out.logprobs:
             for position in out.logprobs:
                 top.append({(lp.decoded_token if lp.decoded_token is not None else host.tokenizer.decode([tid])): lp.logprob
                             for tid, lp in position.items()})

@@ -83,7 +83,11 @@ class SimulationConfig(_Strict):
     targets: list[ModelRef] = Field(default_factory=lambda: [ModelRef(model="vllm/embedded")], description="Models under test.")
     role: ModelRef = Field(default_factory=_default_role, description="The role-play model (ESC-Role).")
     strategies: list[str] = Field(default_factory=lambda: ["official"], description="Role-play prompt strategies: official, zero_shot, cot, icl, cot_icl.")
-    seeds: list[int] = Field(default_factory=lambda: [0], description="Seeds; each adds one dialogue per card, target and strategy.")
+    seeds: list[int] = Field(default_factory=lambda: [0], description="Seeds; each adds one dialogue per card, target and strategy, and reaches every sampled call (role and target). More than one needs sampling (temperature > 0 somewhere).")
+    profile: Literal["release", "greedy"] = Field(
+        "greedy", description="Generation defaults under the config's own params: 'greedy' = temperature 0 for every "
+        "call (the paper's wording); 'release' = what the released code ran (the registry's caps, plus the model "
+        "folder's generation_config.json sampling where it samples). Recorded in the manifest and the report.")
     rounds: int = Field(5, ge=1, le=50, description="Seeker/assistant rounds after the opener (the paper: 5).")
     execution: ExecutionConfig = Field(default_factory=ExecutionConfig, description="Pool shape, retries and checkpoints.")
     prices: dict[str, TokenPrice] = Field(default_factory=dict, description="Per-token prices by model name or spec, overriding the registry's `price` (manifest `usage`).")
@@ -105,7 +109,7 @@ class JudgeConfig(_Strict):
 
     model: ModelRef = Field(default_factory=lambda: ModelRef(model="vllm/embedded"), description="The judge model.")
     method: Literal["logprob", "generate"] = Field("logprob", description="'logprob': one forward pass reading P('0'..'4'); 'generate': free answer parsed by `parser` (API judges).")
-    parser: Literal["strict", "compat"] = Field("strict", description="'strict': the answer must be one score 0-4; 'compat': the official first-digit rule.")
+    parser: Literal["strict", "compat"] = Field("strict", description="'strict': the answer must be one score 0-4; 'compat': the official rule, the first of the labels 0,1,2,3,4 (in that order) found anywhere in the answer.")
     rubric: Literal["official", "paper"] = Field("official", description="Rubric texts: the release's score.py or the paper's Figures 12-19.")
     rendering: Literal["official", "clean"] = Field("official", description="Dialogue rendering the judge reads.")
     prompt_order: Literal["rubric_first", "dialogue_first"] = Field(
@@ -113,6 +117,7 @@ class JudgeConfig(_Strict):
         "rubric, so a dialogue's seven prompts share a cached prefix (only for judges trained that way).")
     dimensions: list[str] = Field(default_factory=lambda: list(DIMENSION_NAMES), description="Dimensions to score (paper names or official keys).")
     adapters: dict[str, str] | None = Field(None, description="LoRA adapter per dimension (multi-LoRA judge, official layout).")
+    system_prompt: str | None = Field(None, description="System message put before the rubric's messages when they have none (a registry judge's judge_system_prompt: ESC-RANK's InternLM2 meta instruction).")
     name: str | None = Field(None, description="Judge id written into score rows (default: the model string).")
 
     @field_validator("dimensions")

@@ -110,7 +110,7 @@ def multi_lora_judge(
     engine_options: extra vLLM engine kwargs (max_model_len, trust_remote_code, ...).
     """
     paths = scan_adapter_folder(adapters) if isinstance(adapters, (str, Path)) else {k: str(v) for k, v in adapters.items()}
-    if not base_model.startswith("vllm/"):
+    if not base_model.startswith(("vllm/", "fake/")):  # fake: the scripted stand-in for tests
         raise JudgeBuildError(f"base_model {base_model!r}: a multi-LoRA judge needs the vLLM backend ('vllm/<model>')")
     dims = [to_paper_dimension(d) for d in dimensions]
     missing = [official_adapter_name(d) for d in dims if official_adapter_name(d) not in paths]
@@ -159,13 +159,20 @@ def judge_from_registry(name: str = "esc-rank", registry=None, **kwargs: Any) ->
     if not_local:
         raise JudgeBuildError(
             f"{name}: adapter(s) {', '.join(not_local)} are not local folders; set "
-            f"ESC_EVAL_MODEL_PATHS='{name}:{not_local[0]}=/path/to/{not_local[0]},...'")
+            f"ESC_EVAL_MODEL_PATHS='{name}:{not_local[0]}=/path/to/{not_local[0]},...' "
+            f"(no folder at {entry.adapters[not_local[0]]}; the base model is never used instead)")
     spec = entry.resolved_spec()
     engine: dict[str, Any] = {**vllm_engine_options(entry), **(kwargs.pop("engine_options", None) or {})}
+    for key in ("adapters", "max_loras", "max_lora_rank"):
+        engine.pop(key, None)  # multi_lora_judge loads the adapters the dimensions need and sizes for them
     if entry.judge_rendering == "clean":
         kwargs.setdefault("rendering", "clean")
     elif entry.judge_rendering == "paper":
         kwargs.setdefault("rubric", "paper")
     kwargs.setdefault("prompt_order", entry.judge_prompt_order)
-    return multi_lora_judge({a: str(Path(p).expanduser()) for a, p in entry.adapters.items()}, spec,
-                            languages=entry.languages, name=kwargs.pop("name", name), engine_options=engine, **kwargs)
+    judge = multi_lora_judge({a: str(Path(p).expanduser()) for a, p in entry.adapters.items()}, spec,
+                             languages=entry.languages, name=kwargs.pop("name", name), engine_options=engine, **kwargs)
+    # as the release ran it: the entry's system message (ESC-RANK: InternLM2's meta instruction)
+    # and its generation defaults for free answers (method 'generate')
+    return judge.model_copy(update={"system_prompt": entry.judge_system_prompt,
+                                    "model": judge.model.model_copy(update={"params": entry.generation})})

@@ -45,6 +45,10 @@ DIALOGUE_SCHEMA = pa.schema(
         ("completion_tokens", pa.int64()),
         ("started_at", pa.timestamp("ms", tz="UTC")),
         ("finished_at", pa.timestamp("ms", tz="UTC")),
+        # appended last so parts written before them still read (as nulls)
+        ("role_adapter", pa.string()),  # LoRA adapter every role call used (null = base weights)
+        ("target_adapter", pa.string()),  # LoRA adapter every target call used
+        ("profile", pa.string()),  # generation profile: release | greedy
     ]
 )
 
@@ -67,6 +71,8 @@ SCORE_SCHEMA = pa.schema(
         ("prompt_tokens", pa.int32()),
         ("latency_s", pa.float64()),
         ("scored_at", pa.timestamp("ms", tz="UTC")),
+        ("adapter", pa.string()),  # LoRA adapter the judge call used (null = base weights)
+        ("probs_status", pa.string()),  # full | partial (a label outside the top-k: NaN, never P=0) | null
     ]
 )
 

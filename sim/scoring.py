@@ -18,12 +18,12 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
-from esc_eval.serve.chat import GenerationParams
+from esc_eval.serve.chat import ChatMessage, GenerationParams
 from esc_eval.serve.cpu import execution_runtime
 from esc_eval.sim.config import JudgeConfig, ScoringConfig
 from esc_eval.sim.judges import select_adapter
 from esc_eval.sim.official import official_dialogue_files, read_official_dialogues
-from esc_eval.serve.registry import resolve
+from esc_eval.serve.registry import default_adapter, default_registry, is_spec, resolve
 from esc_eval.sim.participants import ModelPool
 from esc_eval.sim.pool import PoolStats, WorkerPool, run_pool
 from esc_eval.sim.prompts import judge_messages
@@ -43,10 +43,13 @@ async def score_dialogue(turns: list[tuple[str, str]], language: str, judge_cfg:
     async def one(dim: str) -> dict[str, Any]:
         messages = judge_messages(dim, turns, language, rubric=judge_cfg.rubric, rendering=judge_cfg.rendering,
                                   order=judge_cfg.prompt_order)
+        if judge_cfg.system_prompt and messages[0].role != "system":
+            messages = [ChatMessage(role="system", content=judge_cfg.system_prompt), *messages]
         adapter = select_adapter(judge_cfg, dim, language)
         row: dict[str, Any] = {"dimension": dim, "score": None, "probs": None, "expected": None, "raw": None,
                                "parse_status": "error", "method": judge_cfg.method, "parser": judge_cfg.parser,
-                               "error": None, "prompt_tokens": None, "latency_s": None}
+                               "error": None, "prompt_tokens": None, "latency_s": None, "adapter": adapter,
+                               "probs_status": None}
         if judge_cfg.method == "logprob":
             params = GenerationParams(max_tokens=1, temperature=0.0, choices=list(LABELS), logprobs=len(LABELS))
         else:
@@ -65,8 +68,16 @@ async def score_dialogue(turns: list[tuple[str, str]], language: str, judge_cfg:
                 parsed = parse_score(result.text, "strict")
                 row.update(score=parsed.score, parse_status=parsed.status)
             else:
+                present = {t.strip() for t in result.top_logprobs[0]} & set(LABELS)
                 best = max(range(len(probs)), key=probs.__getitem__)
-                row.update(score=best, probs=probs, expected=sum(i * p for i, p in enumerate(probs)), parse_status="ok")
+                if len(present) == len(LABELS):
+                    row.update(score=best, probs=probs, expected=sum(i * p for i, p in enumerate(probs)),
+                               parse_status="ok", probs_status="full")
+                else:
+                    # A label outside the server's top-k: its probability is unknown, not 0. The
+                    # score is the best label seen; the vector keeps NaN where a label is missing.
+                    probs = [p if lab in present else float("nan") for lab, p in zip(LABELS, probs)]
+                    row.update(score=best, probs=probs, expected=None, parse_status="ok", probs_status="partial")
         else:
             parsed = parse_score(result.text, judge_cfg.parser)
             row.update(score=parsed.score, parse_status=parsed.status)
@@ -152,10 +163,39 @@ def iter_scoring_items(run: RunFolder, judge: JudgeConfig, redo_errors: bool = T
             yield {**d, "dimensions": missing}
 
 
+def with_registry_adapters(judge: JudgeConfig) -> JudgeConfig:
+    """A registry judge as the release ran it, without the config naming anything: its adapters
+    (one used on every call; several, as ESC-RANK's, one LoRA per dimension via
+    sim.judges.judge_from_registry), its system message (ESC-RANK: InternLM2's meta instruction)
+    and its generation defaults for free answers. What the config sets is left as it is."""
+    if is_spec(judge.model.model):
+        return judge
+    entry = default_registry().get(judge.model.model)
+    update: dict[str, Any] = {}
+    if judge.system_prompt is None and entry.judge_system_prompt:
+        update["system_prompt"] = entry.judge_system_prompt
+    if not judge.model.params.model_fields_set:
+        update["model"] = judge.model.model_copy(update={"params": entry.generation})
+    if entry.adapters and not judge.adapters:
+        single = default_adapter(entry)
+        if single is not None:
+            if not judge.model.adapter:
+                update["model"] = update.get("model", judge.model).model_copy(update={"adapter": single})
+        else:
+            from esc_eval.sim.judges import judge_from_registry
+
+            built = judge_from_registry(entry.name, method=judge.method, rubric=judge.rubric, dimensions=judge.dimensions)
+            model = built.model.model_copy(update={"params": update.get("model", judge.model).params})
+            # keep the id the caller knows this judge by (score rows, --official-out, parse-failure report)
+            return built.model_copy(update={**update, "model": model, "parser": judge.parser, "name": judge.judge_id})
+    return judge.model_copy(update=update) if update else judge
+
+
 def run_scoring(cfg: ScoringConfig, input_path: str | Path, out_dir: str | Path | None = None,
                 on_summary: Callable[[dict[str, Any], PoolStats], None] | None = None,
                 on_start: Callable[[int, int], None] | None = None, pool: WorkerPool | None = None) -> dict[str, Any]:
-    resolve(cfg.judge.model.model)  # fail on an unknown judge before reading anything
+    resolve(cfg.judge.model.model)  # fail on an unknown judge or a missing adapter before reading anything
+    cfg = cfg.model_copy(update={"judge": with_registry_adapters(cfg.judge)})
     run = prepare_input(input_path, out_dir)
     n_dialogues = sum(1 for d in run.iter_rows("dialogues", columns=["status"]) if d["status"] == "ok")
     if n_dialogues == 0:

@@ -18,6 +18,8 @@ from esc_eval.serve.cpu import execution_runtime
 from esc_eval.sim.cards import RoleCard, load_cards, sample_cards
 from esc_eval.sim.config import ModelRef, SimulationConfig
 from esc_eval.sim.dialogue import DialogueSetup, Participant, Turn, run_dialogue
+from esc_eval.sim.fingerprint import check_resume, fingerprint, simulation_inputs
+from esc_eval.sim.generation import effective_adapter, effective_params, samples
 from esc_eval.serve.registry import is_spec, resolve
 from esc_eval.sim.participants import ModelPool
 from esc_eval.sim.pool import PoolStats, WorkerPool, run_pool
@@ -75,6 +77,17 @@ def registry_system_prompt(ref: ModelRef) -> str | None:
     return entry.system_prompt or ""
 
 
+def check_seeds(cfg: SimulationConfig) -> None:
+    """More than one seed under greedy decoding would give identical dialogues: refuse."""
+    if len(cfg.seeds) < 2:
+        return
+    if not any(samples(effective_params(ref, cfg.profile)) for ref in [cfg.role, *cfg.targets]):
+        raise ValueError(
+            f"seeds: {len(cfg.seeds)} seeds under greedy decoding (profile {cfg.profile!r}, temperature 0 for the role "
+            f"and every target) would repeat the same dialogues; give one seed, or sample (profile 'release' with "
+            f"sampling models, or params.temperature > 0)")
+
+
 def classify_failure(exc: BaseException) -> str:
     text = str(exc)
     if "context_overflow" in text:
@@ -123,6 +136,11 @@ class SimulationJob:
         self.role_model = models.get(self.cfg.role, ex)
         self.target_models = [models.get(t, ex) for t in self.cfg.targets]
         self.target_systems = [registry_system_prompt(t) for t in self.cfg.targets]
+        # The registry's adapter (ESC-Role's LoRA) and the profile's parameters apply to every call.
+        self.role_adapter = effective_adapter(self.cfg.role)
+        self.role_params = effective_params(self.cfg.role, self.cfg.profile)
+        self.target_adapters = [effective_adapter(t) for t in self.cfg.targets]
+        self.target_params = [effective_params(t, self.cfg.profile) for t in self.cfg.targets]
 
     async def run(self, item: dict[str, Any]) -> tuple[list[dict[str, Any]], dict[str, Any]]:
         cfg = self.cfg
@@ -133,16 +151,21 @@ class SimulationJob:
             role_system_prompt=roleplay_system_prompt(card.text, card.language, item["strategy"]),
             opener=opener(card.language, item["strategy"]), rounds=cfg.rounds, session_id=did,
         )
-        role_params = cfg.role.params.model_copy(update={"seed": item["seed"]}) if cfg.role.params.temperature > 0 else cfg.role.params
-        role = Participant(self.role_model, role_params, adapter=cfg.role.adapter)
+        t_index = item["target_index"]
+        role_params, target_params = self.role_params, self.target_params[t_index]
+        # The run's seed reaches every sampled call, so N seeds give N different dialogues per card.
+        if samples(role_params):
+            role_params = role_params.model_copy(update={"seed": item["seed"]})
+        if samples(target_params):
+            target_params = target_params.model_copy(update={"seed": item["seed"]})
+        role = Participant(self.role_model, role_params, adapter=self.role_adapter)
         system = target_ref.system_prompt
         if system is None:
             system = self.target_systems[item["target_index"]]
         if system is None:
             system = target_system_prompt(card.language)
-        target = Participant(self.target_models[item["target_index"]], target_ref.params,
-                             system_prompt=system or None,
-                             adapter=target_ref.adapter)
+        target = Participant(self.target_models[t_index], target_params, system_prompt=system or None,
+                             adapter=self.target_adapters[t_index])
         resume = self._load_ckpt(did)
         started = now_utc()
         turns: list[Turn] = list(resume)
@@ -166,7 +189,8 @@ class SimulationJob:
             "category_1": card.category_1, "category_2": card.category_2, "category_3": card.category_3,
             "card_source": card.source, "target_model": target_name(target_ref), "role_model": cfg.role.model,
             "strategy": item["strategy"], "seed": item["seed"],
-            "target_params": target_ref.params.model_dump_json(), "role_params": role_params.model_dump_json(),
+            "target_params": target_params.model_dump_json(), "role_params": role_params.model_dump_json(),
+            "role_adapter": self.role_adapter, "target_adapter": self.target_adapters[t_index], "profile": cfg.profile,
             "turns": [t.to_row() for t in turns], "n_turns": len(turns), "status": status,
             "termination_reason": reason, "error": error, "attempts": cfg.execution.max_attempts if status != "ok" else 1,
             "prompt_tokens": sum(t.prompt_tokens for t in turns), "completion_tokens": sum(t.completion_tokens for t in turns),
@@ -195,19 +219,31 @@ def run_simulation(cfg: SimulationConfig, run_dir: str | Path,
                    on_start: Callable[[int, int], None] | None = None, pool: WorkerPool | None = None) -> dict[str, Any]:
     """Run (or resume) a simulation into `run_dir`. Returns the stats written to the manifest."""
     for ref in [cfg.role, *cfg.targets]:
-        resolve(ref.model)  # an unknown model fails here, before any worker or engine starts
-    run = RunFolder(run_dir)
+        # An unknown model or a missing adapter folder fails here, before any worker or engine starts.
+        resolve(ref.model)
+    check_seeds(cfg)
     cards = select_cards(cfg)
     if not cards:
         raise ValueError(f"no role cards selected from {cfg.cards!r} (check languages / card_ids / limit)")
+    systems = {target_name(t): t.system_prompt if t.system_prompt is not None else registry_system_prompt(t)
+               for t in cfg.targets}
+    inputs = simulation_inputs(cfg, systems)
+    check_resume(run_dir, RunFolder(run_dir, create=False).read_manifest().get("simulation") if Path(run_dir).is_dir() else None,
+                 inputs)  # before anything is written
+    run = RunFolder(run_dir)
     manifest = run.read_manifest()
     run_id = manifest.get("run_id") or f"run-{now_utc().strftime('%Y%m%d-%H%M%S')}-{os.getpid()}"
     skip = run.done_dialogue_ids(include_failed=not cfg.execution.retry_failed)
     total = count_items(cfg, cards)
     todo = sum(1 for _ in iter_items(cfg, cards, skip))
     ex = cfg.execution
+    old_fp = (manifest.get("simulation") or {}).get("fingerprint") or {}
+    old_inputs = (manifest.get("simulation") or {}).get("inputs") or {}
+    # Keep what earlier runs of this folder recorded (a target added later adds its own field).
+    merged_inputs = {**old_inputs, **inputs, "targets": {**(old_inputs.get("targets") or {}), **inputs["targets"]}}
     run.update_manifest(run_id=run_id, simulation={"config": cfg.model_dump(mode="json"), "cards": len(cards),
-                                                   "total_items": total,
+                                                   "total_items": total, "profile": cfg.profile, "inputs": merged_inputs,
+                                                   "fingerprint": {**old_fp, **fingerprint(inputs)},
                                                    "runtime": execution_runtime(ex.dtype, gpu=ex.num_gpus_per_worker > 0)},
                         versions=versions())
     if on_start:

@@ -13,7 +13,7 @@ Measured in one process on one vLLM model (default: the embedded SmolLM2 judge):
                         scheduling differ from ours.
   reference             the official score.py structure generating as it does: greedy until end
                         of sequence, capped at `max_new_tokens` (512), answer parsed with the
-                        official first-digit rule. It decodes hundreds of tokens per call, so it
+                        official rule (the first of 0,1,2,3,4 found in the answer). It decodes hundreds of tokens per call, so it
                         runs on `reference_dialogues` dialogues (the ones nearest the median
                         prompt length) and the speedup compares seconds per dialogue.
 Every phase uses the judge prompt order given by --prompt-order: rubric_first (the paper's) or
@@ -333,7 +333,7 @@ def run_bench(dialogues: int = 3, source: Path | None = None, reference_dialogue
         "so caching is one of the things that differ from ours",
         f"reference runs on {k} of {n} dialogues (those nearest the median prompt length); "
         "speedup_vs_reference compares seconds per dialogue",
-        "reference parses answers with the official first-digit rule (compat); ours reads P('0'..'4') in one forward pass",
+        "reference parses answers with the official rule (compat: the first of 0,1,2,3,4 found in the answer); ours reads P('0'..'4') in one forward pass",
     ]
     return out
 

@@ -61,8 +61,9 @@ def test_judge_messages_official_and_paper():
     assert "Dialogue between user and AI assistant: \n**AI助手**" in body
     assert body.endswith("Based on the rules, give your fluecy score (The number only) to the Dialogue.")
     # English fluency has its own variant mentioning Chinese replies; Chinese does not
-    assert "most of the AI assistant" in rubric_text("fluency", "en", "official")
-    assert "most of the AI assistant" not in rubric_text("fluency", "zh", "official")
+    # (score.py has "AI " + two U+200B before "assistant’s" there)
+    assert "most of the AI \u200b\u200bassistant’s" in rubric_text("fluency", "en", "official")
+    assert "most of the AI" not in rubric_text("fluency", "zh", "official")
     paper = judge_messages("empathy", TURNS, "zh", rubric="paper", rendering="clean")
     assert paper[0].role == "system" and paper[0].content == "You are a helpful assistant!"
     assert paper[1].content.endswith("give your empathic score (The number only) to the Dialogue.")
