@@ -134,7 +134,7 @@ def _scoring_item(row: dict[str, Any], judge: JudgeConfig) -> dict[str, Any]:
 
 
 def measure_scale(rows: list[dict[str, Any]], n: int, judge: JudgeConfig, dtype: str, budget_s: float,
-                  workers: int = 0, concurrency: int = 16, kv_cache_gb: int = 3) -> dict[str, Any]:
+                  workers: int = 0, concurrency: int = 4, kv_cache_gb: int = 3) -> dict[str, Any]:
     """Score up to n repeated dialogues through the production path (ScoringJob on the Ray pool, one
     engine per core, bound to it) for at most `budget_s` s after the engines are up."""
     from esc_eval.sim.pool import WorkerPool, ensure_ray

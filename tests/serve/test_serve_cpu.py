@@ -184,3 +184,10 @@ def test_engine_unknown_dtype_option(monkeypatch):
     finally:
         host.shutdown()
 
+
+
+@pytest.mark.slow
+def test_real_engine_loads_the_cpus_best_dtype(embedded_model, monkeypatch):
+    monkeypatch.delenv(cpu.DTYPE_ENV, raising=False)
+    assert embedded_model.host.dtype == best_dtype()
+    assert str(embedded_model.host.engine.vllm_config.model_config.dtype) == f"torch.{best_dtype()}"
