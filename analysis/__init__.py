@@ -49,6 +49,12 @@ from esc_eval.analysis.roleplay import (
     win_rates,
 )
 from esc_eval.analysis.text_metrics import corpus_text_metrics, dialogue_text_metrics, distinct_n, text_metrics, tokenize
+from esc_eval.analysis.correlation_ci import correlation_ci_markdown, correlations_with_ci
+from esc_eval.analysis.fake_runs import write_fake_run
+from esc_eval.analysis.roleplay_sheets import export_pairwise_sheets, import_pairwise_sheets, win_rates_with_ci
+from esc_eval.analysis.run_compare import compare_runs, comparison_markdown, write_comparison
+from esc_eval.analysis.text_metric_runs import load_references, run_text_metrics
+from esc_eval.analysis.usage_report import add_usage_columns, usage_rows
 
 
 
@@ -58,6 +64,10 @@ def __getattr__(name: str):
         from esc_eval.analysis import report
 
         return getattr(report, name)
+    if name in ("ResultsViewer", "make_server"):  # the viewer's modules load on first use too
+        from esc_eval.analysis import viewer, viewer_server
+
+        return getattr(viewer if name == "ResultsViewer" else viewer_server, name)
     raise AttributeError(f"module 'analysis' has no attribute {name!r}")
 
 
@@ -71,4 +81,7 @@ __all__ = [
     "negativity", "paired_comparison", "pairwise_comparisons", "pairwise_kappa", "quadratic_weighted_kappa",
     "roleplay_markdown", "roleplay_table", "scores_wide", "text_metrics", "tokenize", "win_rates",
     "write_accuracy", "write_leaderboard", "write_report",
+    "ResultsViewer", "add_usage_columns", "compare_runs", "comparison_markdown", "correlation_ci_markdown",
+    "correlations_with_ci", "export_pairwise_sheets", "import_pairwise_sheets", "load_references", "make_server",
+    "run_text_metrics", "usage_rows", "win_rates_with_ci", "write_comparison", "write_fake_run",
 ]

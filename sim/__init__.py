@@ -15,8 +15,10 @@ from esc_eval.sim.score_parser import parse_compat, parse_score, parse_strict
 from esc_eval.sim.scoring import run_scoring, score_dialogue
 from esc_eval.sim.simulation import run_simulation
 from esc_eval.sim.taxonomy import load_taxonomy
+from esc_eval.sim.usage import compute_usage, record_usage
 
 __all__ = [
+    "compute_usage", "record_usage",
     "CardError", "ConfigError", "DIMENSIONS", "DIMENSION_NAMES", "DialogueSetup", "ExecutionConfig", "JudgeConfig",
     "ModelRef", "Participant", "PipelineConfig", "RoleCard", "RunFolder", "ScoringConfig", "SimulationConfig", "Turn",
     "WorkerPool", "load_cards", "load_config", "load_taxonomy", "parse_compat", "parse_score", "parse_strict",

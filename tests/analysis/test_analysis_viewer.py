@@ -242,3 +242,24 @@ def test_view_command_serves_until_stopped(two_runs):
     finally:
         proc.send_signal(signal.SIGINT)
         assert proc.wait(timeout=20) == 0
+
+
+def test_opening_reads_no_turns(two_runs, monkeypatch):
+    """Flat memory: building the index projects columns and never reads `turns`; only opening a
+    dialogue reads its own part in full."""
+    import pyarrow.parquet as pq
+
+    seen: list[tuple[str, tuple | None]] = []
+    real_read = pq.ParquetFile.read
+
+    def spy(self, columns=None, **kw):
+        seen.append((str(self.reader.metadata.num_rows), tuple(columns) if columns else None))
+        return real_read(self, columns=columns, **kw)
+
+    monkeypatch.setattr(pq.ParquetFile, "read", spy)
+    v = ResultsViewer(two_runs)
+    assert seen and all(cols is not None and "turns" not in cols for _, cols in seen)
+    v.query(model="m1")
+    n = len(seen)
+    v.dialogue("runA", "m1-c1")
+    assert [cols for _, cols in seen[n:]] == [None]  # one part read in full, for this dialogue
