@@ -1,11 +1,16 @@
 """`esc-eval view RUN [RUN ...]`: browse every dialogue of run folders in a local web page."""
 from __future__ import annotations
 
+import signal
 import time
 from pathlib import Path
 from typing import Annotated
 
 import typer
+
+
+def _interrupt(signum, frame) -> None:
+    raise KeyboardInterrupt
 
 
 def view(
@@ -24,6 +29,9 @@ def view(
     bound_host, bound_port = server.server_address[:2]
     console.print(f"{len(viewer.index)} dialogues from {len(run_dirs)} run(s) indexed in "
                   f"{time.perf_counter() - t0:.2f} s; serving http://{bound_host}:{bound_port}/ (Ctrl-C stops)")
+    # Ctrl-C or a plain kill stops it cleanly, even when started with SIGINT ignored (a background job).
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    signal.signal(signal.SIGTERM, _interrupt)
     try:
         server.serve_forever()
     except KeyboardInterrupt:
