@@ -93,3 +93,16 @@ def test_serve_binds_localhost_by_default():
     from esc_eval.serve.serve_app import ServeConfig
 
     assert ServeConfig.model_fields["host"].default == "127.0.0.1"
+
+
+def test_workers_that_can_never_be_placed_fail_at_once_saying_why(monkeypatch):
+    import ray
+
+    from esc_eval.sim.pool import PlacementError, check_placeable, describe_resources
+
+    monkeypatch.setattr(ray, "cluster_resources", lambda: {"CPU": 2.0})
+    monkeypatch.setattr(ray, "available_resources", lambda: {"CPU": 0.0})
+    with pytest.raises(PlacementError, match=r"3 workers can never be placed: need 3 CPU in total, the cluster has 2 \(0 free\)"):
+        check_placeable({"CPU": 3.0, "GPU": 0.0}, 3)
+    check_placeable({"CPU": 2.0, "GPU": 0.0}, 2)  # fits once the holder lets go: the timed wait decides
+    assert "need 1 GPU in total, the cluster has 0" in describe_resources({"GPU": 1.0})
