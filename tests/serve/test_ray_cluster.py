@@ -37,10 +37,13 @@ def clean_auth_env(monkeypatch, tmp_path):
 
 
 def test_prepare_auth_never_disables_and_respects_an_explicit_choice(clean_auth_env, monkeypatch):
+    refreshed = []
+    monkeypatch.setattr(ray_cluster, "_refresh_ray_config", lambda: refreshed.append(1))  # keep this process's Ray config
     assert ray_cluster.prepare_auth(None) == "" and "RAY_AUTH_MODE" not in os.environ  # Ray's default: token
     assert ray_cluster.prepare_auth("10.0.0.5:6379") == ""  # no token provided: Ray's own behaviour
     monkeypatch.setenv("RAY_AUTH_TOKEN", "abc")
     assert ray_cluster.prepare_auth("10.0.0.5:6379") == "token" and os.environ["RAY_AUTH_MODE"] == "token"
+    assert refreshed == [1]  # Ray's cached config re-read, else no token is sent
     monkeypatch.setenv("RAY_AUTH_MODE", "disabled")
     assert ray_cluster.prepare_auth("10.0.0.5:6379") == "disabled"
 
@@ -49,6 +52,7 @@ def test_ray_start_env_asks_for_token_auth_with_a_private_token(clean_auth_env, 
     env = ray_cluster.start_env()
     token = Path(os.environ["RAY_AUTH_TOKEN_PATH"])
     assert env["RAY_AUTH_MODE"] == "token" and token.stat().st_size > 16
+    assert "RAY_AUTH_MODE" not in os.environ  # this process joins with "auto": Ray turns token mode on itself
     assert stat.S_IMODE(token.stat().st_mode) == 0o600
     before = token.read_text()
     ray_cluster.start_env()

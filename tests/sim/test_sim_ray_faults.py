@@ -1,15 +1,17 @@
 """Faults on a real local Ray (slow; run under `flock /tmp/esc-eval-heavy.lock`): a worker actor
-killed mid-chunk is replaced and its chunk re-run without duplicates."""
+killed mid-chunk is replaced and its chunk re-run without duplicates; workers that cannot be
+placed say so within seconds."""
 import os
 import sys
+import time
 from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
 
 from esc_eval.sim.config import ExecutionConfig, ModelRef, SimulationConfig
-from esc_eval.sim.pool import run_pool
-from esc_eval.sim.simulation import SimulationJob, iter_items, select_cards
+from esc_eval.sim.pool import PlacementError, WorkerPool, run_pool
+from esc_eval.sim.simulation import SimulationJob, iter_items, run_simulation, select_cards
 
 ray_cloudpickle = pytest.importorskip("ray.cloudpickle")
 # The job below travels to the actors, which cannot import this test module: pickle it by value.
@@ -54,3 +56,21 @@ def test_worker_killed_mid_chunk_is_replaced_and_rows_are_exactly_once(ray_local
     assert all(r["status"] == "ok" and r["n_turns"] == 11 for r in rows)
     assert stats.done == len(items)
 
+
+@pytest.mark.slow
+def test_workers_that_cannot_be_placed_say_so_within_seconds(ray_local, tmp_path):
+    ray = ray_local
+    with pytest.raises(PlacementError, match="never be placed: need 3 CPU in total, the cluster has 2"):
+        WorkerPool(cfg(num_cpus_per_worker=3).execution)._ensure_workers()
+
+    @ray.remote(num_cpus=2)
+    class Hog:  # e.g. a Serve app holding every CPU
+        pass
+
+    hog = Hog.remote()
+    ray.get(hog.__ray_ready__.remote())
+    t = time.monotonic()
+    with pytest.raises(PlacementError, match=r"could not be placed within 3 s: need 1 CPU in total, the cluster has 2 \(0 free\)"):
+        run_simulation(cfg(placement_timeout_s=3), tmp_path)
+    assert time.monotonic() - t < 15
+    ray.kill(hog)
