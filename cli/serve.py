@@ -19,7 +19,7 @@ from typing import Annotated, Any, Optional
 import typer
 
 from esc_eval.serve.deploy import connect, deploy_app, ray_executable, ray_modules
-from esc_eval.serve.serve_app import ServeConfig, ServeModelConfig, build_app, write_serve_config
+from esc_eval.serve.serve_app import ServeConfig, ServeModelConfig, build_app, build_app_args, write_serve_config
 
 app = typer.Typer(no_args_is_help=True, help="Ray Serve deployments of the models (vLLM, OpenAI routes).")
 
@@ -54,8 +54,11 @@ def serve_up(
     cfg = _config(config, models, replicas, max_replicas, host, port)
     timeout_s = timeout if timeout is not None else cfg.health_timeout_s
     t0 = time.monotonic()
-    app = build_app(cfg)  # validates models against the registry before any cluster work
+    build_app_args(cfg)  # validates models against the registry before any cluster work
+    # Connect before building the app: ray.serve.llm's builder touches Ray, and without a connection
+    # Ray auto-started a driver-owned local instance that died with this command.
     connect(address, start_local=True)
+    app = build_app(cfg)
     _, serve = ray_modules()
     serve.start(http_options={"host": cfg.host, "port": cfg.port})
     deploy_app(cfg, timeout_s, app)

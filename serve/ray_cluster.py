@@ -54,9 +54,22 @@ def prepare_auth(address: str | None) -> str:
     if mode:
         return mode.lower()
     if address and address not in ("auto", "local") and token_provided():
-        os.environ[AUTH_MODE] = "token"
+        _enable_token_auth()
         return "token"
     return ""
+
+
+def _enable_token_auth() -> None:
+    # Setting the variable is not enough once Ray is imported: its C++ config is cached and must be
+    # re-read, else this process sends no token and the cluster answers InvalidAuthToken.
+    os.environ[AUTH_MODE] = "token"
+    _refresh_ray_config()
+
+
+def _refresh_ray_config() -> None:
+    from ray._raylet import Config
+
+    Config.initialize("")
 
 
 def start_env() -> dict[str, str]:
@@ -64,7 +77,9 @@ def start_env() -> dict[str, str]:
     env = dict(os.environ)
     if env.get(AUTH_MODE, "").lower() != "disabled":
         ensure_token()
-        env[AUTH_MODE] = os.environ[AUTH_MODE] = "token"
+        # Only the child's environment: this process then joins with address="auto", where Ray
+        # itself finds the token and turns token mode on (refreshing its cached config).
+        env[AUTH_MODE] = "token"
     return env
 
 

@@ -65,7 +65,10 @@ def engine_dtype(requested: str | None) -> str:
 
 
 class _EngineHost:
-    """An AsyncLLM living on a private event-loop thread."""
+    """An AsyncLLM living on a private event-loop thread. A dead engine (its EngineCore process
+    killed or crashed) is rebuilt, at most `max_restarts` times over the host's life."""
+
+    max_restarts = int(os.environ.get("ESC_EVAL_VLLM_MAX_RESTARTS", "3"))
 
     def __init__(self, model_path: str, adapters: dict[str, str], engine_kwargs: dict[str, Any]):
         self.model_path = model_path
@@ -81,6 +84,40 @@ class _EngineHost:
         self.dtype: str | None = None  # resolved at start
         self._lora_ids: dict[str, int] = {}
         self.label_ids: dict[tuple, list] = {}  # (prompt tail, labels) -> label tokens after it
+        self.generation = 0  # bumped by each restart, so concurrent callers restart a dead engine once
+        self.restarts = 0
+
+    def engine_dead(self) -> bool:
+        try:
+            return self.engine is not None and bool(self.engine.errored)
+        except Exception:  # noqa: BLE001 - a half-torn-down engine counts as dead
+            return True
+
+    def restart(self, seen_generation: int) -> None:
+        """Rebuild a dead engine (blocking). Callers pass the generation they saw fail; only the
+        first of them restarts. Raises a fatal ChatModelError once max_restarts is used up."""
+        with self._lock:
+            if self.generation != seen_generation:
+                old = None
+            else:
+                if self.restarts >= self.max_restarts:
+                    raise ChatModelError(f"the vLLM engine for {self.model_path} died {self.restarts + 1} times; "
+                                         f"not restarting it again (ESC_EVAL_VLLM_MAX_RESTARTS={self.max_restarts})",
+                                         kind="fatal")
+                self.restarts += 1
+                self.generation += 1
+                old, self.engine, self._started = self.engine, None, None
+                log.warning("vLLM engine for %s died; restarting it (%d/%d)", self.model_path, self.restarts,
+                            self.max_restarts)
+        if old is not None:
+            async def _stop() -> None:
+                old.shutdown()  # reaps what is left of the dead core and its sockets
+
+            try:
+                asyncio.run_coroutine_threadsafe(_stop(), self.loop).result(60)
+            except Exception as e:  # noqa: BLE001 - the old engine is dead anyway
+                log.warning("shutting down the dead vLLM engine: %s: %s", type(e).__name__, e)
+        self.ensure_started()
 
     def _start_sync(self) -> None:
         try:
@@ -329,12 +366,19 @@ class VLLMChatModel(ChatModel):
         prompt_text = self.render_text(messages)
         prompt_ids = host.tokenizer.encode(prompt_text, add_special_tokens=False)
         sp = self._sampling_params(params, len(prompt_ids), prompt_text)
+        generation = host.generation
         fut = asyncio.run_coroutine_threadsafe(self._generate(prompt_ids, sp, adapter), host.loop)
         try:
             final = await asyncio.wrap_future(fut)
         except ChatModelError:
             raise
         except Exception as e:  # engine errors: transient unless clearly a bad request
+            if type(e).__name__ == "EngineDeadError" or host.engine_dead():
+                # Rebuild the engine, then let the caller's retry re-send this call (the dialogue
+                # itself is still in memory; a killed worker would resume from its checkpoint).
+                await asyncio.to_thread(host.restart, generation)
+                raise ChatModelError(f"vLLM engine died ({type(e).__name__}); restarted "
+                                     f"({host.restarts}/{host.max_restarts})", kind="transient") from e
             kind = "fatal" if isinstance(e, (ValueError, TypeError)) else "transient"
             raise ChatModelError(f"vLLM generate failed: {type(e).__name__}: {e}", kind=kind) from e
         out = final.outputs[0]

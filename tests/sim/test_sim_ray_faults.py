@@ -37,8 +37,9 @@ class DieOnceJob(SimulationJob):
 
 
 def cfg(**ex):
+    ex = {"num_cpus_per_worker": 1, **ex}
     execution = ExecutionConfig(executor="ray", workers=1, concurrency=8, chunk_size=8, flush_rows=1,
-                                num_cpus_per_worker=1, log_to_driver=False, **ex)
+                                log_to_driver=False, **ex)
     return SimulationConfig(cards="sample", limit=6, role=ModelRef(model="fake/seeker"),
                             targets=[ModelRef(model="fake/echo")], execution=execution)
 
@@ -73,4 +74,3 @@ def test_workers_that_cannot_be_placed_say_so_within_seconds(ray_local, tmp_path
         run_simulation(cfg(placement_timeout_s=3), tmp_path)
     assert time.monotonic() - t < 15
     ray.kill(hog)
-

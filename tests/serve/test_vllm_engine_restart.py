@@ -1,0 +1,49 @@
+"""A vLLM EngineCore killed with SIGKILL is rebuilt (bounded) and the call in flight is retried.
+
+Heavy (two engine starts): run under `flock /tmp/esc-eval-heavy.lock`."""
+import asyncio
+import time
+
+import pytest
+
+from esc_eval.serve.chat import ChatMessage, GenerationParams
+
+
+def engine_cores():
+    import psutil
+
+    out = []
+    for c in psutil.Process().children(recursive=True):
+        try:
+            if "EngineCore" in c.name() or "EngineCore" in " ".join(c.cmdline()):
+                out.append(c)
+        except psutil.Error:
+            pass
+    return out
+
+
+@pytest.mark.slow
+def test_killed_engine_core_is_restarted_and_the_call_retried():
+    from esc_eval.serve.vllm_engine import VLLMChatModel, shutdown_engines
+    from esc_eval.sim.retry import RetryingChatModel
+
+    # Its own engine (engine kwargs differ from the session's), so killing it harms no other test.
+    model = VLLMChatModel("embedded", max_model_len=1024)
+    msgs = [ChatMessage(role="user", content="Say hello.")]
+    params = GenerationParams(max_tokens=8, temperature=0.0)
+    try:
+        first = asyncio.run(model.chat(msgs, params))
+        cores = engine_cores()
+        assert cores, "the engine core process should be a child of this process"
+        for c in cores:
+            c.kill()  # SIGKILL, as the OOM killer would
+        for c in cores:
+            c.wait(30)
+        t = time.monotonic()
+        again = asyncio.run(RetryingChatModel(model, max_attempts=3, initial_wait_s=0, max_wait_s=0,
+                                              timeout_s=600).chat(msgs, params))
+        assert again.text == first.text  # greedy: the same answer from the rebuilt engine
+        assert model.host.restarts == 1 and engine_cores()
+        print(f"engine restarted and call answered in {time.monotonic() - t:.1f} s")
+    finally:
+        shutdown_engines()
