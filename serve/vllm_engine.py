@@ -8,6 +8,7 @@ asyncio.run, a test) just await `chat`. `vllm/embedded` is SmolLM2-135M-Instruct
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import atexit
 import logging
 import os
@@ -211,6 +212,21 @@ def shutdown_engines() -> None:
         for host in _HOSTS.values():
             host.shutdown()
         _HOSTS.clear()
+
+
+@contextlib.contextmanager
+def engines_started_here():
+    """Engines started inside the block are shut down when it ends; engines already running (e.g. a
+    process-wide one other callers share) are left alone."""
+    with _HOSTS_LOCK:
+        before = set(_HOSTS)
+    try:
+        yield
+    finally:
+        with _HOSTS_LOCK:
+            new = [_HOSTS.pop(k) for k in list(_HOSTS) if k not in before]
+        for host in new:
+            host.shutdown()
 
 
 def fold_system(conv: list[dict[str, str]]) -> list[dict[str, str]]:

@@ -37,16 +37,14 @@ async def test_engine_reads_the_labels_greedy_decoding_emits(tiny_sentencepiece_
     from esc_eval.serve.chat import ChatMessage
     from esc_eval.sim.score_parser import distribution
 
-    from esc_eval.serve.vllm_engine import shutdown_engines
+    from esc_eval.serve.vllm_engine import engines_started_here
 
     tok = sentencepiece_tokenizer
-    model = VLLMChatModel(str(tiny_sentencepiece_model), max_model_len=512, dtype="float32")
     messages = [ChatMessage(role="user", content="Rate it. The number only.")]
-    try:
+    with engines_started_here():  # the session's shared engine stays up for later tests
+        model = VLLMChatModel(str(tiny_sentencepiece_model), max_model_len=512, dtype="float32")
         result = await model.chat(messages, GenerationParams(max_tokens=1, temperature=0.0, choices=LABELS, logprobs=5))
         greedy = await model.chat(messages, GenerationParams(max_tokens=1, temperature=0.0, choices=LABELS))
-    finally:
-        shutdown_engines()
     probs = distribution(result.top_logprobs[0])
     assert set(result.top_logprobs[0]) == set(LABELS) and math.isclose(sum(probs), 1.0, rel_tol=1e-6)
     # the reference: the same weights in transformers, the next-token logits after the prompt

@@ -36,7 +36,7 @@ def test_registry_role_adapter_applies_to_every_call_in_the_engine(tiny_role_ada
         "title": "tiny role", "group": "role", "source": "embedded", "spec": "vllm/embedded", "languages": ["en"],
         "system_prompt": None, "max_model_len": 2048, "adapters": {"esc-role": str(tiny_role_adapter)}}})
     monkeypatch.setattr(registry_mod, "_DEFAULT", reg)
-    from esc_eval.serve.vllm_engine import shutdown_engines
+    from esc_eval.serve.vllm_engine import engines_started_here
 
     def simulate(role: str, out: str):
         cfg = SimulationConfig(cards="sample", languages=["en"], limit=1, rounds=2,
@@ -46,11 +46,9 @@ def test_registry_role_adapter_applies_to_every_call_in_the_engine(tiny_role_ada
         run_simulation(cfg, tmp_path / out)
         return next(iter(RunFolder(tmp_path / out).iter_rows("dialogues")))
 
-    try:
+    with engines_started_here():  # the session's shared engine stays up for later tests
         with_lora = simulate("tiny-role", "lora")
         base = simulate("vllm/embedded", "base")
-    finally:
-        shutdown_engines()
     assert with_lora["status"] == "ok" and base["status"] == "ok", (with_lora["error"], base["error"])
     assert with_lora["role_adapter"] == "esc-role" and base["role_adapter"] is None
     seeker = lambda row: [t["text"] for t in row["turns"] if t["speaker"] == "seeker"]  # noqa: E731
