@@ -22,6 +22,14 @@ Out = Annotated[Optional[Path], typer.Option("--out", "-o", help="Output folder 
 app = typer.Typer(no_args_is_help=True, help="Analysis: model comparison, judge accuracy, annotation sheets and agreement, role-play fidelity.")
 
 
+def _one_judge(scores, judge: Optional[str]):
+    """The scores of one judge (--judge, or the only one there is) and the judges the runs hold."""
+    judges = sorted(scores["judge"].dropna().unique())
+    if judge is None and len(judges) > 1:
+        raise AnalysisInputError(f"scores from several judges {judges}: pick one with --judge")
+    return (scores[scores["judge"] == judge] if judge is not None else scores), judges
+
+
 def _echo(obj) -> None:
     typer.echo(json.dumps(obj, indent=2, ensure_ascii=False, default=str))
 
@@ -56,12 +64,7 @@ def judge_accuracy(
     from esc_eval.analysis.judge_accuracy import judge_accuracy as _acc
     from esc_eval.analysis.loaders import load_scores
 
-    scores = load_scores(pred)
-    judges = sorted(scores["judge"].dropna().unique())
-    if judge is None and len(judges) > 1:
-        raise AnalysisInputError(f"scores from several judges {judges}: pick one with --judge")
-    if judge is not None:
-        scores = scores[scores["judge"] == judge]
+    scores, judges = _one_judge(load_scores(pred), judge)
     name = judge or (judges[0] if judges else "judge")
     ref = import_annotations(human)
     # Several annotators: the reference is their mean, rounded half up (scores are integers).
@@ -153,12 +156,7 @@ def correlate_cmd(
     levels = {"both": ["sample", "dataset"], "sample": ["sample"], "dataset": ["dataset"]}.get(level)
     if levels is None:
         raise AnalysisInputError(f"--level must be sample, dataset or both, got {level!r}")
-    scores = load_scores(pred)
-    judges = sorted(scores["judge"].dropna().unique())
-    if judge is None and len(judges) > 1:
-        raise AnalysisInputError(f"scores from several judges {judges}: pick one with --judge")
-    if judge is not None:
-        scores = scores[scores["judge"] == judge]
+    scores, judges = _one_judge(load_scores(pred), judge)
     if metrics_csv is not None:
         try:
             metrics = pd.read_csv(metrics_csv)
