@@ -25,10 +25,13 @@ M = TypeVar("M", bound=BaseModel)
 
 def describe_validation_error(e: ValidationError, where: str) -> str:
     """Every error of `e` on one line: "<where>: field '<a.b.c>': <message>[; ...]"."""
+    def one_line(text: str) -> str:  # a key or message from the file may hold line breaks
+        return " ".join(repr(text)[1:-1].split()) if any(c in text for c in "\r\n\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029") else text
+
     parts = []
     for err in e.errors():
         loc = ".".join(str(x) for x in err.get("loc", ())) or "(top level)"
-        parts.append(f"field '{loc}': {err.get('msg')}")
+        parts.append(f"field '{one_line(loc)}': {one_line(str(err.get('msg')))}")
     return f"{where}: " + "; ".join(parts)
 
 

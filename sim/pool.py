@@ -5,10 +5,11 @@ The pool owns concurrency, checkpoints and retries of whole items; a Job owns wh
   most a few chunks in flight per worker: backpressure, and flat driver memory for any item count.
 - Each worker runs up to `concurrency` items at once and streams result rows into atomic Parquet
   parts (a buffered sink flushed every `flush_rows` rows or `flush_seconds`).
-- A worker that dies is restarted by Ray and its chunk re-run (the chunk carries the job, so the
-  new actor can take it up); items of the chunk resume from their turn checkpoints. Rows of the
-  chunk that were flushed before the death are written again: readers keep one row per key and the
-  finished job compacts its parts to exactly one row per key (sim/runfolder.py).
+- A worker that dies (its process, or its whole node) has its chunks re-sent to the live workers,
+  and Ray restarts it where there is room (a chunk carries the job, so a new actor can take it
+  up); items of a re-sent chunk resume from their turn checkpoints. Rows of the chunk that were
+  flushed before the death are written again: readers keep one row per key and the finished job
+  compacts its parts to exactly one row per key (sim/runfolder.py).
 """
 from __future__ import annotations
 
@@ -41,6 +42,11 @@ class Job(Protocol):
 
     def after_flush(self, items: list[dict[str, Any]]) -> None:
         """Called with the items whose rows were just written (e.g. drop their checkpoints)."""
+
+    # Optional:
+    # def rerun(self, items) -> None: items re-sent here after the worker running them was lost
+    #     (e.g. read the checkpoints that worker left).
+    # def finish(self) -> None: the job ended on this worker, after its last flush (close files).
 
 
 class PartSink:
@@ -116,6 +122,8 @@ class _WorkerCore:
         if self._timer is not None:
             self._timer.cancel()
         self.sink.flush()
+        if hasattr(self.job, "finish"):
+            self.job.finish()
         return self.sink.parts_written
 
 
@@ -135,11 +143,14 @@ class _Worker:
         return f"{os.uname().nodename}:{os.getpid()}"
 
     async def run_chunk(self, job_id: str, items: list[dict[str, Any]],
-                        spec: tuple[Job, str, ExecutionConfig] | None = None) -> list[dict[str, Any]]:
+                        spec: tuple[Job, str, ExecutionConfig] | None = None, rerun: bool = False) -> list[dict[str, Any]]:
         if job_id not in self.jobs and spec is not None:
             # A restarted actor (the old one died) re-running this chunk: it has no job state yet.
             self.start_job(job_id, *spec)
-        return await self.jobs[job_id].run_chunk(items)
+        core = self.jobs[job_id]
+        if rerun and hasattr(core.job, "rerun"):
+            core.job.rerun(items)  # another worker ran these and was lost: pick up what it left
+        return await core.run_chunk(items)
 
     async def finish_job(self, job_id: str) -> int:
         core = self.jobs.pop(job_id, None)
@@ -165,8 +176,8 @@ def _actor_class():
         async def setup(self, job_id):
             return await self.w.setup(job_id)
 
-        async def run_chunk(self, job_id, items, spec=None):
-            return await self.w.run_chunk(job_id, items, spec)
+        async def run_chunk(self, job_id, items, spec=None, rerun=False):
+            return await self.w.run_chunk(job_id, items, spec, rerun)
 
         async def finish_job(self, job_id):
             return await self.w.finish_job(job_id)
@@ -290,8 +301,9 @@ class WorkerPool:
         ex = self.execution
         ensure_ray(ex)
         Worker = _actor_class()
+        # Ray restarts a dead worker (its node permitting); the pool, not Ray, re-sends its chunks (_run_ray).
         opts = dict(num_cpus=ex.num_cpus_per_worker, num_gpus=ex.num_gpus_per_worker, max_restarts=2,
-                    max_task_retries=2, max_concurrency=max(64, ex.concurrency * 4))
+                    max_task_retries=0, max_concurrency=max(64, ex.concurrency * 4))
         need = {"CPU": ex.num_cpus_per_worker * ex.workers, "GPU": ex.num_gpus_per_worker * ex.workers}
         check_placeable(need, ex.workers)
         workers = [Worker.options(**opts, runtime_env={"env_vars": worker_env(ex, i)}).remote()
@@ -331,12 +343,24 @@ class WorkerPool:
             asyncio.run(_run_local(self._local, job_id, job, items, run_dir, ex, note))
         else:
             self._ensure_workers()
-            _run_ray(self.workers, job_id, job, items, run_dir, ex, note)
+            lost = _run_ray(self.workers, job_id, job, items, run_dir, ex, note)
+            self._drop_workers(lost)
         # Every worker has flushed: one row per key from here on, whatever was re-run on the way.
         before, after = RunFolder(run_dir).compact(job.kind)
         if before != after:
             log.info("compacted %s: %d rows -> %d (re-run items kept once)", job.kind, before, after)
         return stats
+
+    def _drop_workers(self, lost: set[int]) -> None:
+        """Forget workers lost in a job (a lost node's actor may wait forever for room to restart):
+        the next job runs on the others, or on new ones if none is left."""
+        if not lost:
+            return
+        import ray
+
+        for i in lost:
+            ray.kill(self.workers[i], no_restart=True)
+        self.workers = [w for i, w in enumerate(self.workers) if i not in lost]
 
     def close(self) -> None:
         if self._local is not None:
@@ -387,8 +411,25 @@ async def _run_local(worker: _Worker, job_id, job, items, run_dir, execution, no
         await worker.finish_job(job_id)
 
 
-def _run_ray(workers, job_id, job, items, run_dir, execution: ExecutionConfig, note) -> None:
+class WorkersLostError(RuntimeError):
+    """Every worker of the pool was lost (dead, or on a lost node with no room to restart) for too long."""
+
+
+# Re-sending a chunk whose worker was lost: at most this many times per chunk (a chunk that kills
+# every worker it reaches is a bug to report, not to retry forever).
+MAX_CHUNK_RESENDS = 3
+
+
+def _run_ray(workers, job_id, job, items, run_dir, execution: ExecutionConfig, note) -> set[int]:
+    """Run the job's items on the workers. Returns the indices of workers lost on the way.
+
+    A worker that dies (its process, its engine's host, its node) fails the chunks it holds with a
+    RayActorError. Those chunks are re-sent, with their items' checkpoints, to the live workers
+    (Ray's own task retries are off: they would wait for the lost actor to be restarted, forever
+    when its node is gone and no other node has room for it). A lost worker is probed; when Ray has
+    restarted it (elsewhere) it takes chunks again."""
     import ray
+    from ray.exceptions import ActorDiedError, RayActorError
 
     ray.get([w.start_job.remote(job_id, job, run_dir, execution) for w in workers])
     spec = ray.put((job, run_dir, execution))  # once in the object store, not once per chunk
@@ -406,34 +447,90 @@ def _run_ray(workers, job_id, job, items, run_dir, execution: ExecutionConfig, n
     # worker's concurrency wait there for a whole dialogue, so the fill must be balanced.
     cap = max(execution.concurrency + execution.chunk_size, 2 * execution.chunk_size)
     load = [0] * len(workers)
-    in_flight: dict[Any, tuple[int, int]] = {}
+    in_flight: dict[Any, tuple[int, list[dict[str, Any]], int]] = {}  # ref -> (worker, chunk, resends)
+    resend: list[tuple[list[dict[str, Any]], int]] = []  # chunks of lost workers, sent first
+    probes: dict[Any, int] = {}  # ref of a lost worker's readiness probe -> worker
+    lost: set[int] = set()  # lost, not back (yet)
+    dead: set[int] = set()  # lost for good (Ray gave up restarting it)
     exhausted = False
+    all_lost_since: float | None = None
+
+    def next_chunk() -> tuple[list[dict[str, Any]], int] | None:
+        nonlocal exhausted
+        if resend:
+            return resend.pop(0)
+        chunk = None if exhausted else next(chunks, None)
+        if chunk is None:
+            exhausted = True
+            return None
+        return chunk, 0
 
     def fill() -> None:
-        nonlocal exhausted
-        while not exhausted:
-            w = min(range(len(workers)), key=load.__getitem__)
+        live = [w for w in range(len(workers)) if w not in lost]
+        while live:
+            w = min(live, key=load.__getitem__)
             if load[w] + execution.chunk_size > cap and load[w] > 0:
                 return
-            chunk = next(chunks, None)
-            if chunk is None:
-                exhausted = True
+            nxt = next_chunk()
+            if nxt is None:
                 return
-            in_flight[workers[w].run_chunk.remote(job_id, chunk, spec)] = (w, len(chunk))
+            chunk, resends = nxt
+            ref = workers[w].run_chunk.remote(job_id, chunk, spec, resends > 0)
+            in_flight[ref] = (w, chunk, resends)
             load[w] += len(chunk)
+
+    def lose(w: int, why: BaseException) -> None:
+        if w in lost:
+            return
+        lost.add(w)
+        log.warning("worker %d lost (%s); its chunks go to the other workers", w, str(why).splitlines()[0][:200])
+        probes[workers[w].__ray_ready__.remote()] = w  # resolves once Ray has restarted it
 
     try:
         fill()
-        while in_flight:
-            ready, _ = ray.wait(list(in_flight), num_returns=1, timeout=1.0)
+        while in_flight or resend or not exhausted:
+            refs = [*in_flight, *probes]
+            ready = ray.wait(refs, num_returns=1, timeout=1.0)[0] if refs else time.sleep(1.0) or []
             for ref in ready:
-                w, n = in_flight.pop(ref)
-                load[w] -= n
-                for summary in ray.get(ref):
+                if ref in probes:
+                    w = probes.pop(ref)
+                    try:
+                        ray.get(ref)
+                        lost.discard(w)  # restarted (its job state rebuilds from the chunk's spec)
+                        log.warning("worker %d is back", w)
+                    except ActorDiedError:
+                        dead.add(w)  # restarts used up, or its node is gone for good
+                    except RayActorError:
+                        probes[workers[w].__ray_ready__.remote()] = w  # unavailable for now: ask again
+                    continue
+                w, chunk, resends = in_flight.pop(ref)
+                load[w] -= len(chunk)
+                try:
+                    summaries = ray.get(ref)
+                except RayActorError as e:
+                    if resends >= MAX_CHUNK_RESENDS:
+                        raise WorkersLostError(
+                            f"a chunk of {len(chunk)} items lost its worker {resends + 1} times (last: {e}); "
+                            f"the run folder is resumable") from e
+                    lose(w, e)
+                    resend.append((chunk, resends + 1))
+                    continue
+                for summary in summaries:
                     note(summary)
+            if len(lost) == len(workers) and (in_flight or resend or not exhausted):
+                all_lost_since = all_lost_since or time.monotonic()
+                if len(dead) == len(workers) or time.monotonic() - all_lost_since > execution.worker_start_timeout_s:
+                    raise WorkersLostError(
+                        f"all {len(workers)} workers were lost and none came back within "
+                        f"{execution.worker_start_timeout_s:g} s (nodes gone? no room to restart them); "
+                        f"the run folder is resumable")
+            else:
+                all_lost_since = None
             fill()
     finally:
+        live = [workers[w] for w in range(len(workers)) if w not in lost]
         try:
-            ray.get([w.finish_job.remote(job_id) for w in workers], timeout=120)
+            ray.get([w.finish_job.remote(job_id) for w in live], timeout=120)
         except Exception as e:  # noqa: BLE001 - a dead worker has nothing left to flush
             log.warning("flushing workers: %s", e)
+    return lost

@@ -4,7 +4,6 @@ within a dialogue, by turn-level checkpoints.
 """
 from __future__ import annotations
 
-import json
 import logging
 import os
 import platform
@@ -16,6 +15,7 @@ from typing import Any, Callable, Iterator
 from esc_eval.serve.chat import ChatModelError
 from esc_eval.serve.cpu import execution_runtime
 from esc_eval.sim.cards import RoleCard, load_cards, sample_cards
+from esc_eval.sim.checkpoints import TurnCheckpoints, clear_folder, compact_folder, has_logs
 from esc_eval.sim.config import ModelRef, SimulationConfig
 from esc_eval.sim.dialogue import DialogueSetup, Participant, Turn, run_dialogue
 from esc_eval.sim.fingerprint import check_resume, fingerprint, simulation_inputs
@@ -25,7 +25,7 @@ from esc_eval.sim.participants import ModelPool
 from esc_eval.sim.pool import PoolStats, WorkerPool, run_pool
 from esc_eval.sim.prompts import opener, roleplay_system_prompt, target_system_prompt
 from esc_eval.sim.records import dialogue_id, dialogue_row
-from esc_eval.sim.runfolder import RunFolder, atomic_write_bytes, now_utc
+from esc_eval.sim.runfolder import RunFolder, now_utc
 from esc_eval.sim.usage import record_usage
 
 log = logging.getLogger("esc_eval.simulation")
@@ -106,28 +106,43 @@ class SimulationJob:
         self.run_id = run_id
 
     # -- checkpoints ------------------------------------------------------------------------
-    def _ckpt(self, did: str) -> Path:
-        return Path(self.run_dir) / "checkpoints" / f"{did}.json"
+    # One append-only log per worker process (sim/checkpoints.py), opened at setup.
+    def __getstate__(self) -> dict[str, Any]:
+        state = dict(self.__dict__)
+        state.pop("ckpts", None)  # an open log stays with its process; a copy opens its own
+        return state
+
+    def _checkpoints(self) -> TurnCheckpoints | None:
+        if not self.cfg.execution.turn_checkpoints:
+            return None
+        if getattr(self, "ckpts", None) is None:
+            self.ckpts = TurnCheckpoints(Path(self.run_dir) / "checkpoints")
+        return self.ckpts
 
     def _load_ckpt(self, did: str) -> list[Turn]:
-        if not self.cfg.execution.turn_checkpoints:
-            return []
-        p = self._ckpt(did)
-        if not p.exists():
+        ckpts = self._checkpoints()
+        if ckpts is None:
             return []
         try:
-            return [Turn(**t) for t in json.loads(p.read_text(encoding="utf-8"))["turns"]]
-        except (OSError, ValueError, KeyError, TypeError):
-            return []  # a torn checkpoint just means starting the dialogue over
-
-    def _save_ckpt(self, did: str, turns: list[Turn]) -> None:
-        data = json.dumps({"dialogue_id": did, "turns": [t.to_row() for t in turns]}, ensure_ascii=False)
-        # No fsync: a checkpoint only has to survive a crashed process, and one is written per turn.
-        atomic_write_bytes(self._ckpt(did), data.encode("utf-8"), fsync=False)
+            return [Turn(**t) for t in ckpts.load(did)]
+        except TypeError:
+            return []  # a checkpoint from another version just means starting the dialogue over
 
     def after_flush(self, items: list[dict[str, Any]]) -> None:
-        for it in items:
-            self._ckpt(it["dialogue_id"]).unlink(missing_ok=True)
+        ckpts = self._checkpoints()
+        if ckpts is not None:
+            ckpts.done(it["dialogue_id"] for it in items)
+
+    def rerun(self, items: list[dict[str, Any]]) -> None:
+        """These items were re-sent here after their worker was lost: read what its log left."""
+        ckpts = self._checkpoints()
+        if ckpts is not None:
+            ckpts.refresh()
+
+    def finish(self) -> None:
+        ckpts = getattr(self, "ckpts", None)
+        if ckpts is not None:
+            ckpts.close()
 
     # -- job --------------------------------------------------------------------------------
     async def setup(self, models: ModelPool) -> None:
@@ -141,6 +156,7 @@ class SimulationJob:
         self.role_params = effective_params(self.cfg.role, self.cfg.profile)
         self.target_adapters = [effective_adapter(t) for t in self.cfg.targets]
         self.target_params = [effective_params(t, self.cfg.profile) for t in self.cfg.targets]
+        self._checkpoints()  # reads what earlier or dead writers left, before any item runs
 
     async def run(self, item: dict[str, Any]) -> tuple[list[dict[str, Any]], dict[str, Any]]:
         cfg = self.cfg
@@ -171,10 +187,14 @@ class SimulationJob:
         turns: list[Turn] = list(resume)
         status, reason, error = "ok", "completed", None
 
+        ckpts = self._checkpoints()
+        saved: list[dict[str, Any]] = []  # turn rows, each encoded once
+
         def checkpoint(ts: list[Turn]) -> None:
             turns[:] = ts
-            if cfg.execution.turn_checkpoints:
-                self._save_ckpt(did, ts)
+            if ckpts is not None:
+                saved.extend(t.to_row() for t in ts[len(saved):])
+                ckpts.save(did, saved)
 
         try:
             turns = await run_dialogue(setup, role, target, resume_from=resume, on_turn=checkpoint)
@@ -251,9 +271,13 @@ def run_simulation(cfg: SimulationConfig, run_dir: str | Path,
     started = time.time()
     run.append_event("simulation_start", todo=todo, total=total)
     stats = PoolStats()
+    ckpt_dir = run.path / "checkpoints"
     if todo:  # nothing left: do not start workers and engines just to find that out
+        if has_logs(ckpt_dir):  # the logs of earlier runs, one per writer, merged into one
+            compact_folder(ckpt_dir, drop=run.done_dialogue_ids(include_failed=True))
         stats = run_pool(SimulationJob(cfg, str(run.path), run_id), iter_items(cfg, cards, skip), str(run.path),
                          cfg.execution, on_summary=on_summary, pool=pool)
+    clear_folder(ckpt_dir)  # every item has its row: no dialogue is in flight
     result = {**stats.as_dict(), "skipped_done": total - todo, "wall_s": round(time.time() - started, 3)}
     run.append_event("simulation_end", **result)
     run.update_manifest(simulation={"last": result})

@@ -38,15 +38,17 @@ def synthetic_cards(n: int) -> list[RoleCard]:
             for i in range(n)]
 
 
-def bench_fake(dialogues: int, latency: float, workers: int, rounds: int = 5) -> dict[str, Any]:
+def bench_fake(dialogues: int, latency: float, workers: int, rounds: int = 5, production: bool = False) -> dict[str, Any]:
+    """production=False: turn checkpoints off and parts of 5,000 rows (the pool alone);
+    production=True: ExecutionConfig's defaults for checkpoints and flushing (what `simulate` does)."""
     tmp = Path(tempfile.mkdtemp(prefix="esc-bench-fake-"))
     cards_file = write_cards(synthetic_cards(dialogues), tmp / "cards.json")
     per_worker = math.ceil(dialogues / workers)
     chunk = max(64, per_worker // 8)
     # every dialogue in flight at once: room for the balanced share plus a chunk's rounding
+    io = {} if production else {"flush_rows": 5000, "flush_seconds": 30, "turn_checkpoints": False}
     ex = ExecutionConfig(workers=workers, concurrency=per_worker + chunk, chunk_size=chunk,
-                         num_cpus_per_worker=max(0.1, 2 / workers - 0.1), max_attempts=1, flush_rows=5000,
-                         flush_seconds=30, turn_checkpoints=False, log_to_driver=False)
+                         num_cpus_per_worker=max(0.1, 2 / workers - 0.1), max_attempts=1, log_to_driver=False, **io)
     cfg = SimulationConfig(cards=str(cards_file), rounds=rounds, role=ModelRef(model=f"fake/seeker?latency={latency}"),
                            targets=[ModelRef(model=f"fake/fixed?latency={latency}&reply=I hear you, tell me more.")],
                            execution=ex)
@@ -60,7 +62,8 @@ def bench_fake(dialogues: int, latency: float, workers: int, rounds: int = 5) ->
     return {"dialogues": res["items"], "failed": res["failed"], "model_calls": res["model_calls"], "latency_s": latency,
             "workers": workers, "in_flight": dialogues, "wall_s": round(wall, 3),
             "critical_path_s": critical, "critical_path_ratio": round(wall / critical, 3),
-            "fake_calls_per_s": round(res["model_calls"] / wall, 1), "turn_checkpoints": False,
+            "fake_calls_per_s": round(res["model_calls"] / wall, 1), "turn_checkpoints": ex.turn_checkpoints,
+            "flush_rows": ex.flush_rows, "flush_seconds": ex.flush_seconds,
             "path": "Ray actor pool -> RetryingChatModel -> fake backend in-process (no DeploymentHandle)"}
 
 
@@ -186,6 +189,9 @@ def run_bench_sim(
             # a short latency makes the pool CPU-bound, so this measures what the pool can carry.
             result["fake_saturated"] = bench_fake(fake_dialogues, saturation_latency, workers)
             result["fake_calls_per_s"] = result["fake_saturated"]["fake_calls_per_s"]
+            # The same with `simulate`'s defaults: a turn checkpoint per call, parts flushed as usual.
+            result["fake_production"] = bench_fake(fake_dialogues, saturation_latency, workers, production=True)
+            result["fake_calls_per_s_production"] = result["fake_production"]["fake_calls_per_s"]
     if memory_items:
         result["memory"] = bench_memory(memory_items, workers)
     if embedded_dialogues:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from esc_eval.sim.cards import CardError, RoleCard, load_cards
@@ -98,6 +98,7 @@ config_like = st.dictionaries(config_keys, json_values | exec_like, max_size=5) 
 
 @FUZZ
 @given(data=config_like, cls=st.sampled_from([SimulationConfig, ScoringConfig]))
+@example(data={"\n": None}, cls=SimulationConfig)  # a key holding a line break (found by hypothesis)
 def test_configs_are_loaded_or_refused_in_one_line(data, cls):
     with tempfile.TemporaryDirectory() as tmp:
         check(lambda p: load_config(p, cls), write(tmp, "run.yaml", data, "yaml"))

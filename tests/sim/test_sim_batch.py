@@ -4,6 +4,7 @@ import json
 import pyarrow.parquet as pq
 import pytest
 
+from esc_eval.sim.checkpoints import TurnCheckpoints
 from esc_eval.sim.config import ExecutionConfig, JudgeConfig, ModelRef, ScoringConfig, SimulationConfig
 from esc_eval.sim.pool import PoolStats, run_pool
 from esc_eval.sim.runfolder import RunFolder
@@ -29,7 +30,7 @@ def test_simulation_writes_one_row_per_item_with_eleven_turns(tmp_path):
     assert {r["target_model"] for r in rows} == {"fake/echo", "fake/fixed?reply=ok"}
     manifest = json.loads((tmp_path / "manifest.json").read_text())
     assert manifest["simulation"]["total_items"] == 6 and manifest["run_id"].startswith("run-")
-    assert not list((tmp_path / "checkpoints").glob("*.json"))  # dropped once rows are written
+    assert not list((tmp_path / "checkpoints").iterdir())  # dropped once rows are written
 
 
 def test_rerun_skips_finished_dialogues(tmp_path):
@@ -76,12 +77,13 @@ def test_exhausted_retries_are_recorded_with_partial_turns(tmp_path):
 
 def test_turn_checkpoint_resumes_a_half_finished_dialogue(tmp_path):
     cfg = sim_cfg(limit=1, targets=[ModelRef(model="fake/echo")])
-    job = SimulationJob(cfg, str(tmp_path), "run-x")
     item = next(iter_items(cfg, select_cards(cfg), set()))
     from esc_eval.sim.dialogue import Turn
 
     done = [Turn(0, "assistant", "opener"), Turn(1, "seeker", "CHECKPOINTED SEEKER TURN")]
-    job._save_ckpt(item["dialogue_id"], done)
+    log = TurnCheckpoints(tmp_path / "checkpoints")  # what a killed worker leaves behind
+    log.save(item["dialogue_id"], [t.to_row() for t in done])
+    log.close()
     run_simulation(cfg, tmp_path)
     (row,) = RunFolder(tmp_path).iter_rows("dialogues")
     assert row["n_turns"] == 11 and row["turns"][1]["text"] == "CHECKPOINTED SEEKER TURN"

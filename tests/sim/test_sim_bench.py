@@ -21,5 +21,9 @@ def test_bench_sim_fake_and_memory_print_the_contract_keys(ray_local, tmp_path):
     # every dialogue in flight at once: the balanced fill must not leave a second wave (>= 2x)
     assert 1.0 <= data["critical_path_ratio"] == fake["critical_path_ratio"] < 1.9
     assert data["fake_calls_per_s"] == sat["fake_calls_per_s"] > 0 and sat["latency_s"] == 0.01
+    assert sat["turn_checkpoints"] is False and sat["flush_rows"] == 5000
+    prod = data["fake_production"]  # the same run with `simulate`'s defaults
+    assert prod["turn_checkpoints"] is True and prod["model_calls"] == 2000 and prod["failed"] == 0
+    assert data["fake_calls_per_s_production"] == prod["fake_calls_per_s"] > 0
     assert data["memory"]["items"] == 3000
     assert "speedup_vs_reference" not in data  # the embedded part was skipped

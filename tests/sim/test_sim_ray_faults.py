@@ -37,9 +37,8 @@ class DieOnceJob(SimulationJob):
 
 
 def cfg(**ex):
-    ex = {"num_cpus_per_worker": 1, **ex}
-    execution = ExecutionConfig(executor="ray", workers=1, concurrency=8, chunk_size=8, flush_rows=1,
-                                log_to_driver=False, **ex)
+    ex = {"num_cpus_per_worker": 1, "workers": 1, "concurrency": 8, "chunk_size": 8, **ex}
+    execution = ExecutionConfig(executor="ray", flush_rows=1, log_to_driver=False, **ex)
     return SimulationConfig(cards="sample", limit=6, role=ModelRef(model="fake/seeker"),
                             targets=[ModelRef(model="fake/echo")], execution=execution)
 
@@ -55,6 +54,40 @@ def test_worker_killed_mid_chunk_is_replaced_and_rows_are_exactly_once(ray_local
     assert sorted(r["dialogue_id"] for r in rows) == sorted(i["dialogue_id"] for i in items)
     assert all(r["status"] == "ok" and r["n_turns"] == 11 for r in rows)
     assert stats.done == len(items)
+
+
+class DieMidwayJob(SimulationJob):
+    """A job whose worker process dies (os._exit) while its other dialogues are half-way through."""
+
+    def __init__(self, cfg, run_dir, run_id, victim: str):
+        super().__init__(cfg, run_dir, run_id)
+        self.victim = victim
+
+    async def run(self, item):
+        if item["dialogue_id"] == self.victim and not (Path(self.run_dir) / "died").exists():
+            import asyncio
+
+            await asyncio.sleep(0.5)  # the worker's other dialogues are mid-way, their turns checkpointed
+            (Path(self.run_dir) / "died").write_text("x")
+            os._exit(1)
+        return await super().run(item)
+
+
+@pytest.mark.slow
+def test_a_dead_workers_chunks_go_to_the_others_and_resume_from_its_checkpoints(ray_local, tmp_path):
+    c = cfg(workers=2, num_cpus_per_worker=0.5, concurrency=4, chunk_size=2)
+    c = c.model_copy(update={"role": ModelRef(model="fake/seeker?latency=0.1"), "limit": 8,
+                             "targets": [ModelRef(model="fake/echo?latency=0.1")]})
+    items = list(iter_items(c, select_cards(c), set()))
+    job = DieMidwayJob(c, str(tmp_path), "run-x", victim=items[0]["dialogue_id"])
+    stats = run_pool(job, items, str(tmp_path), c.execution)
+    assert (tmp_path / "died").exists()
+    rows = [r for p in sorted((tmp_path / "dialogues").glob("part-*.parquet")) for r in pq.read_table(p).to_pylist()]
+    assert sorted(r["dialogue_id"] for r in rows) == sorted(i["dialogue_id"] for i in items)  # exactly once
+    assert all(r["status"] == "ok" and r["n_turns"] == 11 for r in rows)
+    assert stats.done == len(items)
+    # The dead worker's dialogues went on from its turn checkpoints: fewer than 10 calls each.
+    assert stats.calls < 10 * len(items)
 
 
 @pytest.mark.slow

@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 
+from esc_eval.sim.checkpoints import read_folder
+
 REPO = Path(__file__).resolve().parents[2]
 TOTAL_TURNS = 11
 
@@ -35,13 +37,7 @@ execution: {{executor: local, concurrency: 3, flush_rows: 1000, flush_seconds: 6
     ckpt_dir = out / "checkpoints"
 
     def checkpoints() -> dict[str, list[dict]]:
-        found = {}
-        for p in ckpt_dir.glob("*.json") if ckpt_dir.is_dir() else []:
-            try:
-                found[p.stem] = json.loads(p.read_text(encoding="utf-8"))["turns"]
-            except (OSError, ValueError):
-                pass  # being replaced right now
-        return found
+        return read_folder(ckpt_dir)  # complete lines only: a line being written is not read
 
     deadline = time.time() + 120
     while time.time() < deadline and not any(len(t) >= 5 for t in checkpoints().values()):
@@ -65,4 +61,4 @@ execution: {{executor: local, concurrency: 3, flush_rows: 1000, flush_seconds: 6
     manifest = json.loads((out / "manifest.json").read_text())
     expected_calls = sum(TOTAL_TURNS - max(len(saved.get(did, [])), 1) for did in rows)
     assert manifest["simulation"]["last"]["model_calls"] == expected_calls
-    assert not list(ckpt_dir.glob("*.json"))  # dropped once the rows are written
+    assert not list(ckpt_dir.iterdir())  # dropped once the rows are written
