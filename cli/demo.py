@@ -31,8 +31,8 @@ def demo_config(n_cards: int = DEMO_CARDS):
     sim_cfg = SimulationConfig(
         cards="sample", languages=["en"], limit=n_cards,
         # a dialogue is 10 sequential turns: its wall time is the sum of their decode times
-        role=ModelRef(model="vllm/embedded", params=GenerationParams(max_tokens=64)),
-        targets=[ModelRef(model="vllm/embedded", params=GenerationParams(max_tokens=96))],
+        role=ModelRef(model="vllm/embedded", params=GenerationParams(max_tokens=48)),
+        targets=[ModelRef(model="vllm/embedded", params=GenerationParams(max_tokens=72))],
         execution=ExecutionConfig(concurrency=max(8, per_worker), chunk_size=per_worker, **execution),
     )
     scoring = ScoringConfig(judge=JudgeConfig(model=ModelRef(model="vllm/embedded"), prompt_order="dialogue_first"),
