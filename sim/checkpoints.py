@@ -5,11 +5,11 @@ at that turn. One JSON file per dialogue per turn (temp file + rename) cost a fi
 rename and a re-encoding of every earlier turn for each model call: 4x the pool's throughput with
 fast backends. Here each writer (a worker process) appends to its own log, `checkpoints/<writer>.log`:
 
-    {"d": "<dialogue id>", "from": 3, "turns": [<turn 3>, <turn 4>]}   turns appended from index 3
-    {"done": ["<dialogue id>", ...]}                                   rows written: forget these
+    [{"d": "<dialogue id>", "from": 3, "turns": [<turn 3>, <turn 4>]},   turns appended from index 3
+     {"done": ["<dialogue id>", ...]}, ...]                              rows written: forget these
 
-Only the turns not yet in the log are encoded, and the lines of every turn finished in one pass of
-the event loop go out in one `write` (they are written before the loop runs anything else, so the
+Only the turns not yet in the log are encoded, and every turn finished in one pass of the event
+loop goes out in one line, one encoding and one `write` (before the loop runs anything else, so the
 guarantee is the one the JSON files gave: a turn survives a crash of its process once its
 `on_turn` returned; without fsync, as before, since only a process crash has to be survived).
 
@@ -48,9 +48,10 @@ def _lines(path: Path, offset: int = 0) -> tuple[list[dict[str, Any]], int]:
     out = []
     for raw in data[:end].splitlines():
         try:
-            out.append(json.loads(raw))
+            line = json.loads(raw)
         except ValueError:
             continue  # a torn line left by a crash, followed by later writes: skip it
+        out.extend(e for e in (line if isinstance(line, list) else [line]) if isinstance(e, dict))
     return out, offset + end
 
 
@@ -109,8 +110,7 @@ def compact_folder(folder: str | os.PathLike[str], drop: set[str] | frozenset[st
         return 0
     live = {did: t for did, t in read_folder(folder).items() if did not in drop}
     if live:
-        body = "".join(_encode({"d": did, "from": 0, "turns": turns}) + "\n"
-                       for did, turns in live.items())
+        body = _encode([{"d": did, "from": 0, "turns": turns} for did, turns in live.items()]) + "\n"
         atomic_write_bytes(folder / f"{_writer_name()}.log", body.encode("utf-8"))
     for p in logs:  # after the merged log is durable
         p.unlink(missing_ok=True)
@@ -138,8 +138,11 @@ class TurnCheckpoints:
         self.path: Path | None = None
         self._fd: int | None = None
         self._size = 0
-        self.live: dict[str, list[dict[str, Any]]] = {}  # this writer's dialogues: turns in its log
-        self._pending: list[str] = []
+        self.live: dict[str, list[dict[str, Any]]] = {}  # this writer's dialogues (the callers' lists)
+        self._written: dict[str, int] = {}  # how many of a live dialogue's turns are in the log
+        self._live_turns = 0  # turns in the log of live dialogues (what a rotation rewrites)
+        self._logged_turns = 0  # turns in the log
+        self._pending: list[dict[str, Any]] = []  # entries of the next line
         self._flush_scheduled = False
         self._others = _Index()
         self._offsets: dict[Path, int] = {}
@@ -160,18 +163,21 @@ class TurnCheckpoints:
     def load(self, did: str) -> list[dict[str, Any]]:
         """The turns (rows) checkpointed for a dialogue by this or another writer; [] if none."""
         if did in self.live:
-            return list(self.live[did])
+            return self.live[did][: self._written[did]]
         return list(self._others.turns.get(did, []))
 
     # -- writing ----------------------------------------------------------------------------
     def save(self, did: str, turns: list[dict[str, Any]]) -> None:
-        """Checkpoint a dialogue's turns so far (appends only those not yet in this writer's log)."""
-        have = self.live.get(did, [])
-        start = len(have) if len(turns) >= len(have) and turns[: len(have)] == have else 0
-        if start == len(turns):
+        """Checkpoint a dialogue's turns so far: appends those not yet in this writer's log. `turns`
+        only grows between calls for one dialogue (a different list is written whole)."""
+        start = self._written.get(did, 0) if self.live.get(did) is turns else 0
+        if start >= len(turns):
             return
-        self.live[did] = list(turns)
-        self._pending.append(_encode({"d": did, "from": start, "turns": turns[start:]}) + "\n")
+        self.live[did] = turns  # by reference: the caller appends to it (no copy per turn)
+        self._written[did] = len(turns)
+        self._pending.append({"d": did, "from": start, "turns": turns[start:]})
+        self._live_turns += len(turns) - start
+        self._logged_turns += len(turns) - start
         self._schedule()
 
     def done(self, dids: Iterable[str]) -> None:
@@ -181,10 +187,12 @@ class TurnCheckpoints:
             return
         for did in dids:
             self.live.pop(did, None)
+            self._live_turns -= self._written.pop(did, 0)
             self._others.turns.pop(did, None)
-        self._pending.append(_encode({"done": dids}) + "\n")
+        self._pending.append({"done": dids})
         self.flush()
-        if self._size >= self.rotate_bytes:
+        # Rotate when the log is big and mostly finished dialogues: the rewrite costs the live part.
+        if self._size >= self.rotate_bytes and 2 * self._live_turns < self._logged_turns:
             self._rotate()
 
     def _schedule(self) -> None:
@@ -203,7 +211,7 @@ class TurnCheckpoints:
         self._flush_scheduled = False
         if not self._pending:
             return
-        data = "".join(self._pending).encode("utf-8")
+        data = (_encode(self._pending) + "\n").encode("utf-8")
         self._pending = []
         if self._fd is None:
             self._open()
@@ -222,8 +230,8 @@ class TurnCheckpoints:
         """A new log with only the live dialogues; the old one goes once the new one is written."""
         old_path, old_fd = self.path, self._fd
         self._fd = None
-        self._pending = [_encode({"d": did, "from": 0, "turns": turns}) + "\n"
-                         for did, turns in self.live.items()]
+        self._pending = [{"d": did, "from": 0, "turns": turns[: self._written[did]]} for did, turns in self.live.items()]
+        self._logged_turns = self._live_turns
         if self._pending:
             self.flush()
         if old_fd is not None:

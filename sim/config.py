@@ -44,7 +44,9 @@ class ExecutionConfig(_Strict):
     retry_initial_wait_s: float = Field(0.5, ge=0, description="First backoff wait between attempts (exponential, jittered).")
     retry_max_wait_s: float = Field(30.0, ge=0, description="Longest backoff wait between attempts.")
     call_timeout_s: float = Field(600.0, gt=0, description="Timeout of one model call; a timeout counts as a failed attempt.")
-    flush_rows: int = Field(64, ge=1, description="Write a Parquet part when this many rows are buffered.")
+    flush_rows: int = Field(512, ge=1, description="Write a Parquet part when this many rows are buffered (real models "
+                            "mostly flush on flush_seconds; a crash loses no finished dialogue: its turn checkpoints stay "
+                            "until its row is written).")
     flush_seconds: float = Field(10.0, gt=0, description="... or when this many seconds passed since the last part.")
     turn_checkpoints: bool = Field(True, description="Checkpoint every turn so a resumed run continues half-finished dialogues.")
     retry_failed: bool = Field(True, description="On resume, run again the items recorded as failed.")

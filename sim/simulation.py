@@ -211,7 +211,8 @@ class SimulationJob:
             "strategy": item["strategy"], "seed": item["seed"],
             "target_params": target_params.model_dump_json(), "role_params": role_params.model_dump_json(),
             "role_adapter": self.role_adapter, "target_adapter": self.target_adapters[t_index], "profile": cfg.profile,
-            "turns": [t.to_row() for t in turns], "n_turns": len(turns), "status": status,
+            # the checkpointed rows are these turns' rows already (encoded once per turn)
+            "turns": saved if len(saved) == len(turns) else [t.to_row() for t in turns], "n_turns": len(turns), "status": status,
             "termination_reason": reason, "error": error, "attempts": cfg.execution.max_attempts if status != "ok" else 1,
             "prompt_tokens": sum(t.prompt_tokens for t in turns), "completion_tokens": sum(t.completion_tokens for t in turns),
             "started_at": started, "finished_at": now_utc(),

@@ -11,12 +11,18 @@ def turns(n, tag="t"):
 
 def test_each_save_appends_only_the_new_turns_and_a_reader_sees_all(tmp_path):
     log = TurnCheckpoints(tmp_path)
-    for n in (1, 2, 3):
-        log.save("d1", turns(n))
+    grown = []  # the caller's list, grown by a turn between saves
+    for t in turns(3):
+        grown.append(t)
+        log.save("d1", grown)
     log.save("d2", turns(2, "x"))
     log.flush()
-    lines = [json.loads(x) for x in log.path.read_text().splitlines()]
+    lines = [e for x in log.path.read_text().splitlines() for e in json.loads(x)]
     assert [(x["d"], x["from"], len(x["turns"])) for x in lines] == [("d1", 0, 1), ("d1", 1, 1), ("d1", 2, 1), ("d2", 0, 2)]
+    log.save("d1", turns(3))  # another list: written whole
+    log.flush()
+    (last,) = json.loads(log.path.read_text().splitlines()[-1])
+    assert (last["from"], len(last["turns"])) == (0, 3)
     assert read_folder(tmp_path) == {"d1": turns(3), "d2": turns(2, "x")}
     log.done(["d1"])
     assert read_folder(tmp_path) == {"d2": turns(2, "x")}
@@ -35,7 +41,7 @@ def test_turns_finished_in_one_loop_pass_leave_in_one_write(tmp_path, monkeypatc
             log.save(f"d{i}", turns(2))
         assert writes == []  # not yet: at the end of this pass of the loop
         await asyncio.sleep(0)
-        assert len(writes) == 1 and writes[0].count(b"\n") == 50
+        assert len(writes) == 1 and writes[0].count(b"\n") == 1 and len(json.loads(writes[0])) == 50
 
     asyncio.run(main())
     assert len(read_folder(tmp_path)) == 50
@@ -61,7 +67,7 @@ def test_another_writer_takes_over_a_dead_writers_dialogue_and_rewrites_it_whole
     assert heir.load("d1") == turns(5)
     heir.save("d1", turns(7))  # resumed and continued: written whole into the heir's own log
     heir.flush()
-    first = json.loads(heir.path.read_text().splitlines()[0])
+    (first,) = json.loads(heir.path.read_text().splitlines()[0])
     assert first["from"] == 0 and len(first["turns"]) == 7
     assert read_folder(tmp_path)["d1"] == turns(7)
     heir.done(["d1"])
@@ -84,7 +90,9 @@ def test_a_big_log_rotates_at_a_flush_into_a_log_of_its_live_dialogues(tmp_path)
         log.save(f"d{i}", turns(3))
     log.flush()
     old = log.path
-    log.done([f"d{i}" for i in range(38)])
+    log.done([f"d{i}" for i in range(10)])
+    assert log.path == old  # big, but mostly live dialogues: a rewrite would cost as much as it saves
+    log.done([f"d{i}" for i in range(10, 38)])
     assert not old.exists() and log.path != old
     assert log.path.stat().st_size < 1000
     assert read_folder(tmp_path) == {"d38": turns(3), "d39": turns(3)}
