@@ -73,6 +73,12 @@ def correlation_ci_markdown(table: pd.DataFrame) -> str:
         p = "n/a" if r.p != r.p else f"{r.p:.3g}"
         lines.append(f"| {r.level} | {r.metric} | {r.human} | {r.method} | {f(r.r)} | [{f(r.ci_lo)}, {f(r.ci_hi)}] | "
                      f"{p} | {r.n} |")
+    # Why a row has no number (e.g. a judge that gave every dialogue the same score): once per reason.
+    if "note" in table.columns:
+        notes = table[table["note"].fillna("").astype(str) != ""]
+        for note, g in notes.groupby("note", sort=False):
+            where = ", ".join(dict.fromkeys(f"{r.level} {r.metric} vs {r.human}" for r in g.itertuples()))
+            lines.append(f"\nn/a: {note} ({where})")
     return "\n".join(lines) + "\n"
 
 

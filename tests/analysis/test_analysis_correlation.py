@@ -84,3 +84,20 @@ def test_matched_pairing_gives_the_esc_eval_row_of_table_3():
     assert t.set_index("human").loc["fluency", "r"] == pytest.approx(want)
     with pytest.raises(AnalysisInputError, match="no column name is shared"):
         correlation_table(judge[["dialogue_id", "empathy"]], human, pairing="matched")
+
+
+def test_markdown_says_why_a_correlation_is_missing():
+    # The demo's judge gave every dialogue the same score: the table was all n/a with no reason.
+    import pandas as pd
+
+    from esc_eval.analysis.correlation_ci import correlation_ci_markdown
+
+    table = pd.DataFrame([
+        {"level": "sample", "metric": "ESC-Eval", "human": "fluency", "method": m, "r": float("nan"),
+         "p": float("nan"), "n": 8, "note": "one side is constant: correlation undefined",
+         "ci_lo": float("nan"), "ci_hi": float("nan")} for m in ("spearman", "pearson")] + [
+        {"level": "sample", "metric": "ESC-Eval", "human": "empathy", "method": "spearman", "r": 0.5, "p": 0.01,
+         "n": 8, "note": "", "ci_lo": 0.1, "ci_hi": 0.8}])
+    md = correlation_ci_markdown(table)
+    assert "| sample | ESC-Eval | empathy | spearman | 50.0 | [10.0, 80.0] |" in md
+    assert md.count("one side is constant") == 1 and "(sample ESC-Eval vs fluency)" in md
