@@ -14,11 +14,9 @@ people rarely turn from negative to positive within a few rounds).
 from __future__ import annotations
 
 import re
-import warnings
 
 import numpy as np
 import pandas as pd
-from scipy import stats
 
 from esc_eval.analysis.loaders import AnalysisInputError
 
@@ -130,8 +128,17 @@ NEGATORS_EN = {"not", "no", "never", "isn't", "wasn't", "don't", "doesn't", "did
 NEGATORS_ZH = ("不", "没", "不太", "没有", "并不")
 
 
-def _en_match(word: str, lexicon: list[str]) -> bool:
-    return any(word.startswith(e[:-1]) if e.endswith("*") else word == e for e in lexicon)
+def _split_lexicon(lexicon: list[str]) -> tuple[frozenset[str], tuple[str, ...]]:
+    """Exact words and prefixes (entries ending in *): one set lookup and one startswith per word."""
+    return (frozenset(e for e in lexicon if not e.endswith("*")), tuple(e[:-1] for e in lexicon if e.endswith("*")))
+
+
+_NEGATIVE_EN, _POSITIVE_EN = _split_lexicon(NEGATIVE_EN), _split_lexicon(POSITIVE_EN)
+
+
+def _en_match(word: str, lexicon: tuple[frozenset[str], tuple[str, ...]]) -> bool:
+    exact, prefixes = lexicon
+    return word in exact or word.startswith(prefixes)
 
 
 def negativity(text: str) -> float:
@@ -141,9 +148,9 @@ def negativity(text: str) -> float:
     words = re.findall(r"[a-z]+(?:'[a-z]+)?", text.lower())
     for i, w in enumerate(words):
         flip = i > 0 and words[i - 1] in NEGATORS_EN
-        if _en_match(w, NEGATIVE_EN):
+        if _en_match(w, _NEGATIVE_EN):
             pos, neg = (pos + 1, neg) if flip else (pos, neg + 1)
-        elif _en_match(w, POSITIVE_EN):
+        elif _en_match(w, _POSITIVE_EN):
             pos, neg = (pos, neg + 1) if flip else (pos + 1, neg)
     rest = text
     for term in sorted(NEGATIVE_ZH, key=len, reverse=True):  # longest first: 不开心 before 开心
@@ -163,7 +170,10 @@ def _seeker_turns(dialogues: pd.DataFrame):
     need = {"dialogue_id", "turns"}
     if need - set(dialogues.columns):
         raise AnalysisInputError(f"dialogue frame lacks columns {sorted(need - set(dialogues.columns))}")
-    for _, d in dialogues.iterrows():
+    # Plain dicts per row (iterrows builds a Series per row: seconds at thousands of dialogues).
+    cols = [c for c in ("dialogue_id", "turns", "status", "role_model", "language") if c in dialogues.columns]
+    for values in zip(*(dialogues[c] for c in cols)):
+        d = dict(zip(cols, values))
         if d.get("status", "ok") != "ok":
             continue
         seeker = [t for t in d["turns"] if t["speaker"] == "seeker"]
@@ -194,12 +204,16 @@ def emotion_trajectories(dialogues: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["dialogue_id", "role_model", "language", "round", "negativity"])
 
 
-def _slope(g: pd.DataFrame) -> float:
-    if len(g) < 2:
-        return float("nan")
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        return float(stats.linregress(g["round"], g["negativity"]).slope)
+def _slopes(g: pd.DataFrame) -> pd.Series:
+    """Least-squares slope of negativity over rounds per dialogue (NaN under 2 rounds), from
+    grouped sums: one pass, not a regression per dialogue."""
+    x, y = g["round"].astype(float), g["negativity"].astype(float)
+    sums = pd.DataFrame({"dialogue_id": g["dialogue_id"], "n": 1.0, "x": x, "y": y, "xy": x * y, "xx": x * x}) \
+        .groupby("dialogue_id").sum()
+    den = sums["n"] * sums["xx"] - sums["x"] ** 2
+    num = sums["n"] * sums["xy"] - sums["x"] * sums["y"]
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return (num / den).where((sums["n"] >= 2) & (den != 0))
 
 
 def fidelity_summary(dialogues: pd.DataFrame, by_round: int = 3) -> pd.DataFrame:
@@ -218,7 +232,7 @@ def fidelity_summary(dialogues: pd.DataFrame, by_round: int = 3) -> pd.DataFrame
     rows = []
     for (model, lang), g in traj.groupby(["role_model", "language"]):
         per = g.groupby("dialogue_id")
-        slopes = per.apply(_slope, include_groups=False)
+        slopes = _slopes(g)
         first = g[g["round"] == 1].set_index("dialogue_id")["negativity"]
         at = g[g["round"] == by_round].set_index("dialogue_id")["negativity"]
         start_neg = first[first > 0].index

@@ -71,7 +71,11 @@ def compare_runs(run_a: str | os.PathLike[str], run_b: str | os.PathLike[str], *
     frames = []
     for label, df in (("A", a), ("B", b)):
         df = df.copy()
-        df["_unit"] = df[keys].astype(str).agg("|".join, axis=1)
+        # Column-wise string concatenation (a row-wise join took 20 s at 60K rows).
+        unit = df[keys[0]].astype(str)
+        for k in keys[1:]:
+            unit = unit + "|" + df[k].astype(str)
+        df["_unit"] = unit
         df["_card"] = df["language"].astype(str) + "|" + df["card_id"].astype(str)
         df["target_model"] = label
         frames.append(df)

@@ -43,17 +43,23 @@ def run_text_metrics(dialogues: pd.DataFrame, references: dict[str, list[str]]) 
     refs = references_by_dialogue(ok, references)
     if not refs:
         raise AnalysisInputError("no dialogue has references (keys must be dialogue ids or card ids)")
-    per = dialogue_text_metrics(ok, refs)
+    pair_rows: dict = {}
+    per = dialogue_text_metrics(ok, refs, pairs_out=pair_rows)
     rows = []
     for (model, lang), g in ok[ok["dialogue_id"].isin(refs)].groupby(["target_model", "language"]):
-        hyps, rs = [], []
+        hyps, rs, scored = [], [], []
         for did, turns in zip(g["dialogue_id"], g["turns"]):
             replies = [t["text"] for t in turns if t["speaker"] == "assistant"][1:]  # after the fixed greeting
             for h, r in zip(replies, refs[did]):
                 hyps.append(h)
                 rs.append(r)
+            if did in pair_rows:
+                scored.append(pair_rows[did])
         if hyps:
-            rows.append({"target_model": model, "language": lang, **corpus_text_metrics(hyps, rs, lang)})
+            # The pairs' ROUGE-L and METEOR were computed for the per-dialogue table: reuse them.
+            known = pd.concat(scored, ignore_index=True) if scored else None
+            rows.append({"target_model": model, "language": lang,
+                         **corpus_text_metrics(hyps, rs, lang, per_pair=known if known is not None and len(known) == len(hyps) else None)})
     return per, pd.DataFrame(rows)
 
 

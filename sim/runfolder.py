@@ -24,7 +24,9 @@ import uuid
 from pathlib import Path
 from typing import Any, Iterable
 
+import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from esc_eval.sim.records import DIALOGUE_SCHEMA, SCORE_SCHEMA
@@ -155,24 +157,41 @@ class RunFolder:
         d = self.part_dir(kind)
         return sorted(d.glob("part-*.parquet")) if d.is_dir() else []
 
+    @staticmethod
+    def _read_part(path: Path, kind: str, columns: list[str] | None) -> pa.Table:
+        if columns is not None:
+            # ParquetFile.read: no dataset discovery, about half the cost of pq.read_table per small part.
+            return pq.ParquetFile(path).read(columns=columns)
+        # Every column, conformed to the current schema (a part written before a column existed reads it as null).
+        table, schema = pq.ParquetFile(path).read(), SCHEMAS[kind]
+        if table.schema.equals(schema, check_metadata=False):
+            return table
+        return pa.Table.from_arrays(
+            [table.column(f.name).cast(f.type) if f.name in table.column_names else pa.nulls(table.num_rows, f.type)
+             for f in schema], schema=schema)
+
+    def _read_ranked(self, kind: str, columns: list[str] | None) -> tuple[list[Path], list[pa.Table], np.ndarray]:
+        """Every part of a kind read once (the asked columns plus the ranking ones) and the global
+        positions (in part, then row order) of the rows that win their key."""
+        ok_col, _, ts_col = _RANK[kind]
+        need = None if columns is None else list(dict.fromkeys([*columns, *KEYS[kind], ok_col, ts_col]))
+        # A part can vanish under a concurrent compaction: list again (its rows are in the new part).
+        for attempt in range(5):
+            parts = self.parts(kind)
+            try:
+                tables = [self._read_part(p, kind, need) for p in parts]
+                break
+            except FileNotFoundError:
+                if attempt == 4:
+                    raise
+                time.sleep(0.05 * (attempt + 1))
+        return parts, tables, _winning_rows(kind, tables)
+
     def _winners(self, kind: str, parts: list[Path]) -> list[list[int]]:
         """For each part, the indices of its rows that win their key (see the module docstring)."""
-        ok_col, ok_value, ts_col = _RANK[kind]
-        keys = KEYS[kind]
-        best: dict[tuple, tuple] = {}
-        for pi, p in enumerate(parts):
-            cols = pq.read_table(p, columns=[*keys, ok_col, ts_col]).to_pydict()
-            ts_values = [v.timestamp() if v is not None else float("-inf") for v in cols[ts_col]]
-            for ri, status in enumerate(cols[ok_col]):
-                ok = status == ok_value if ok_value is not None else status != "error"
-                rank = (ok, ts_values[ri], pi, ri)
-                key = tuple(cols[k][ri] for k in keys)
-                if key not in best or rank > best[key]:
-                    best[key] = rank
-        kept: list[list[int]] = [[] for _ in parts]
-        for _, _, pi, ri in best.values():
-            kept[pi].append(ri)
-        return [sorted(k) for k in kept]
+        ok_col, _, ts_col = _RANK[kind]
+        tables = [pq.ParquetFile(p).read(columns=[*KEYS[kind], ok_col, ts_col]) for p in parts]
+        return _split_by_part(_winning_rows(kind, tables), [t.num_rows for t in tables])
 
     def _snapshot(self, kind: str) -> tuple[list[Path], list[list[int]]]:
         # A part can vanish under a concurrent compaction: list again (its rows are in the new part).
@@ -187,23 +206,19 @@ class RunFolder:
         raise AssertionError("unreachable")
 
     def read(self, kind: str, columns: list[str] | None = None) -> pa.Table:
-        """All rows of a kind, deduplicated to one row per key (see the module docstring)."""
-        for attempt in range(5):
-            parts, kept = self._snapshot(kind)
-            try:
-                tables = [pq.read_table(p, columns=columns, schema=SCHEMAS[kind] if columns is None else None).take(idx)
-                          for p, idx in zip(parts, kept) if idx]
-                break
-            except FileNotFoundError:
-                if attempt == 4:
-                    raise
-                time.sleep(0.05 * (attempt + 1))
-        if not tables:
+        """All rows of a kind, deduplicated to one row per key (see the module docstring).
+
+        Each part is read once; the winners are picked with vectorised sorts (a 60K-row scores
+        folder of 850 parts reads in about a second, not tens of seconds)."""
+        _, tables, winners = self._read_ranked(kind, columns)
+        if not tables or not len(winners):
             schema = SCHEMAS[kind]
             if columns:
                 schema = pa.schema([schema.field(c) for c in columns])
             return schema.empty_table()
-        return pa.concat_tables(tables, promote_options="default")
+        table = pa.concat_tables(tables, promote_options="default")
+        table = table.take(pa.array(winners))
+        return table.select(columns) if columns is not None else table
 
     def iter_rows(self, kind: str, columns: list[str] | None = None) -> Iterable[dict[str, Any]]:
         """Rows one part at a time, deduplicated like `read` (memory: one part, plus the keys)."""
@@ -241,3 +256,48 @@ class RunFolder:
         ids = t.column("dialogue_id").to_pylist()
         status = t.column("status").to_pylist()
         return {i for i, s in zip(ids, status) if include_failed or s == "ok"}
+
+
+def _codes(column: pa.ChunkedArray | pa.Array) -> np.ndarray:
+    """Integer codes of a key column, equal values (nulls included) sharing a code."""
+    if isinstance(column, pa.ChunkedArray):
+        column = column.combine_chunks()
+    return pc.dictionary_encode(column, null_encoding="encode").indices.to_numpy(zero_copy_only=False).astype(np.int64)
+
+
+def _winning_rows(kind: str, tables: list[pa.Table]) -> np.ndarray:
+    """Global positions (sorted) of the rows that win their key: per key the largest
+    (ok, timestamp, part, row); a null timestamp ranks lowest."""
+    n = sum(t.num_rows for t in tables)
+    if n == 0:
+        return np.zeros(0, dtype=np.int64)
+    ok_col, ok_value, ts_col = _RANK[kind]
+    cols = [*KEYS[kind], ok_col, ts_col]
+    table = pa.concat_tables([t.select(cols) for t in tables], promote_options="default")
+    status = table.column(ok_col)
+    if ok_value is not None:
+        ok = pc.fill_null(pc.equal(status, ok_value), False)
+    else:
+        ok = pc.fill_null(pc.not_equal(status, "error"), True)
+    ok = ok.to_numpy(zero_copy_only=False).astype(np.int8)
+    ts = table.column(ts_col)
+    ts = pc.fill_null(ts.cast(pa.int64()) if pa.types.is_timestamp(ts.type) else ts,
+                      np.iinfo(np.int64).min).to_numpy(zero_copy_only=False).astype(np.int64)
+    position = np.arange(n, dtype=np.int64)  # part order then row order: the last tie-breakers
+    keys = [_codes(table.column(k)) for k in KEYS[kind]]
+    # np.lexsort: the last key is the primary one.
+    order = np.lexsort((position, ts, ok, *reversed(keys)))
+    last = np.ones(n, dtype=bool)
+    if n > 1:
+        same = np.ones(n - 1, dtype=bool)
+        for k in keys:
+            sk = k[order]
+            same &= sk[1:] == sk[:-1]
+        last[:-1] = ~same
+    return np.sort(order[last])
+
+
+def _split_by_part(winners: np.ndarray, sizes: list[int]) -> list[list[int]]:
+    bounds = np.cumsum([0, *sizes])
+    cut = np.searchsorted(winners, bounds)
+    return [(winners[cut[i]:cut[i + 1]] - bounds[i]).tolist() for i in range(len(sizes))]

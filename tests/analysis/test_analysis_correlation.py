@@ -84,3 +84,44 @@ def test_matched_pairing_gives_the_esc_eval_row_of_table_3():
     assert t.set_index("human").loc["fluency", "r"] == pytest.approx(want)
     with pytest.raises(AnalysisInputError, match="no column name is shared"):
         correlation_table(judge[["dialogue_id", "empathy"]], human, pairing="matched")
+
+
+def test_markdown_says_why_a_correlation_is_missing():
+    # The demo's judge gave every dialogue the same score: the table was all n/a with no reason.
+    import pandas as pd
+
+    from esc_eval.analysis.correlation_ci import correlation_ci_markdown
+
+    table = pd.DataFrame([
+        {"level": "sample", "metric": "ESC-Eval", "human": "fluency", "method": m, "r": float("nan"),
+         "p": float("nan"), "n": 8, "note": "one side is constant: correlation undefined",
+         "ci_lo": float("nan"), "ci_hi": float("nan")} for m in ("spearman", "pearson")] + [
+        {"level": "sample", "metric": "ESC-Eval", "human": "empathy", "method": "spearman", "r": 0.5, "p": 0.01,
+         "n": 8, "note": "", "ci_lo": 0.1, "ci_hi": 0.8}])
+    md = correlation_ci_markdown(table)
+    assert "| sample | ESC-Eval | empathy | spearman | 50.0 | [10.0, 80.0] |" in md
+    assert md.count("one side is constant") == 1 and "(sample ESC-Eval vs fluency)" in md
+
+
+def test_bootstrap_cis_of_pearson_and_spearman_are_vectorised_with_the_same_intervals(monkeypatch):
+    # correlate --pairing cross at 8,500 dialogues called scipy's pearsonr/spearmanr once per
+    # resample (1000 x 168 rows): minutes. Now one call per batch of resamples, same percentiles.
+    from scipy import stats
+
+    from esc_eval.analysis import correlation as corr
+    from esc_eval.analysis.correlation_ci import _ci
+
+    rng = np.random.default_rng(0)
+    x = rng.integers(0, 5, 300).astype(float)
+    y = np.clip(x + rng.integers(-1, 2, 300), 0, 4)
+    for method, fn in (("pearson", stats.pearsonr), ("spearman", stats.spearmanr)):
+        def stat(a, b, fn=fn):
+            return fn(a, b).statistic
+
+        ref = stats.bootstrap((x, y), stat, paired=True, vectorized=False, n_resamples=500, method="percentile",
+                              rng=np.random.default_rng(3)).confidence_interval
+        calls = []
+        monkeypatch.setitem(corr.METHODS, method, lambda a, b, fn=fn: calls.append(1) or fn(a, b))
+        lo, hi = _ci(x, y, method, 500, 3)
+        assert (lo, hi) == pytest.approx((ref.low, ref.high), abs=1e-12)
+        assert len(calls) == 0, f"{method}: {len(calls)} scipy calls, one per resample"

@@ -109,3 +109,40 @@ def test_official_esc_role_dialogues_do_not_break_character():
     assert len(character_breaks(d)) == 0
     s = fidelity_summary(d)
     assert set(s["language"]) == {"en", "zh"} and (s["n_dialogues"] == 6).all()
+
+
+def test_slopes_are_least_squares_and_the_summary_is_quick_at_8500_dialogues():
+    # The report runs the fidelity checks over every dialogue: at 8,500 dialogues (42,500 seeker
+    # turns) a regression per dialogue and a scan of the lexicon per word took about 30 s.
+    import time
+
+    import numpy as np
+    from scipy import stats
+
+    from esc_eval.analysis.roleplay import _slopes
+
+    rng = np.random.default_rng(0)
+    words = ("sad anxious worried fine better happy not tired hopeless okay calm stressed lonely great "
+             "work boss sleep family 我 很 焦虑 开心 不太 好多了").split()
+    n = 8500
+    rows = [{"dialogue_id": f"d{i}", "role_model": "esc-role", "language": "en", "status": "ok",
+             "turns": [{"index": k, "speaker": "seeker" if k % 2 else "assistant",
+                        "text": " ".join(rng.choice(words, 14))} for k in range(11)]} for i in range(n)]
+    frame = pd.DataFrame(rows)
+    t0 = time.perf_counter()
+    s = fidelity_summary(frame)
+    took = time.perf_counter() - t0
+    assert int(s["n_dialogues"].iloc[0]) == n and int(s["seeker_turns"].iloc[0]) == 5 * n
+    traj = emotion_trajectories(frame.head(200))
+    slopes = _slopes(traj)
+    for did, g in list(traj.groupby("dialogue_id"))[:50]:
+        assert slopes[did] == pytest.approx(stats.linregress(g["round"], g["negativity"]).slope, abs=1e-12)
+    assert s["mean_slope"].iloc[0] == pytest.approx(_slopes(emotion_trajectories(frame)).mean())
+    assert took < 15, f"fidelity_summary took {took:.1f} s for {n} dialogues"
+
+
+def test_lexicon_matching_keeps_prefixes_exact_words_and_negators():
+    assert negativity("I am worried and anxious") == 1.0  # worr*, anxi* prefixes
+    assert negativity("I feel fine and calmer") == -1.0  # exact 'fine', prefix calm*
+    assert negativity("not happy") == 1.0 and negativity("not sad") == -1.0
+    assert negativity("downtown finest") == 0.0  # 'down' and 'fine' are exact words, not prefixes

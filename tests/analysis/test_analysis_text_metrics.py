@@ -107,3 +107,32 @@ def test_esconv_supporter_turns_against_themselves_and_each_other():
     assert corpus_text_metrics(sup, sup)["bleu4"] == pytest.approx(100.0)
     shifted = corpus_text_metrics(sup[1:], sup[:-1])
     assert 0 <= shifted["bleu4"] < 50 and 0 < shifted["distinct1"] <= 100
+
+
+def test_run_text_metrics_scores_each_pair_once_with_the_same_numbers(monkeypatch):
+    # text-metrics on 8,500 dialogues scored every (reply, reference) pair twice (per dialogue, then
+    # again for the corpus table) and stemmed / looked up every word again in each METEOR call.
+    import importlib
+
+    tm = importlib.import_module("esc_eval.analysis.text_metrics")
+    from esc_eval.analysis.text_metric_runs import run_text_metrics
+
+    rows = [dialogue_row(f"d{i}", m, card_id=f"c{i}", seeker=["s1", "s2"]) for i, m in
+            enumerate(["m1", "m1", "m2"])]
+    d = pd.DataFrame(rows)
+    replies = ["you sound very tired and worried", "what happened at work today", "tell me more about it"]
+    d["turns"] = [[{"speaker": "assistant", "text": "hello"}, {"speaker": "seeker", "text": "s1"},
+                   {"speaker": "assistant", "text": replies[i]}, {"speaker": "seeker", "text": "s2"},
+                   {"speaker": "assistant", "text": replies[(i + 1) % 3]}] for i in range(3)]
+    refs = {f"c{i}": ["you seem tired", "what happened at your job"] for i in range(3)}
+    calls = []
+    real = tm.pair_metrics
+    monkeypatch.setattr(tm, "pair_metrics", lambda *a, **k: calls.append(a[:2]) or real(*a, **k))
+    per, corpus = run_text_metrics(d, refs)
+    assert len(calls) == 6 and len(set(calls)) == 6  # 3 dialogues x 2 pairs, each once
+    c = corpus.set_index("target_model")
+    direct = corpus_text_metrics([replies[0], replies[1], replies[1], replies[2]],
+                                 ["you seem tired", "what happened at your job"] * 2)
+    for k in ("bleu1", "bleu4", "distinct1", "rouge_l", "meteor"):
+        assert c.loc["m1", k] == pytest.approx(direct[k])
+    assert per["n_pairs"].tolist() == [2, 2, 2]
