@@ -13,11 +13,40 @@ from esc_eval.sim.config import ExecutionConfig, ModelRef
 from esc_eval.serve.retry import RetryingChatModel
 
 
+class CallTally:
+    """Model calls answered in one worker and their tokens (what live progress shows mid-item)."""
+
+    def __init__(self) -> None:
+        self.calls = self.prompt_tokens = self.completion_tokens = 0
+
+    def snapshot(self) -> dict[str, int]:
+        return {"calls": self.calls, "prompt_tokens": self.prompt_tokens, "completion_tokens": self.completion_tokens}
+
+
+class _Tallied:
+    """A chat model that adds each answer to a tally (one attribute lookup and three additions per call)."""
+
+    def __init__(self, inner: ChatModel, tally: CallTally):
+        self.inner, self.tally, self.name = inner, tally, inner.name
+
+    async def chat(self, messages, params=None, *, adapter=None, session_id=None):
+        result = await self.inner.chat(messages, params, adapter=adapter, session_id=session_id)
+        t = self.tally
+        t.calls += 1
+        t.prompt_tokens += result.prompt_tokens or 0
+        t.completion_tokens += result.completion_tokens or 0
+        return result
+
+    def __getattr__(self, name):  # everything else (max_attempts, close, host, ...) is the inner model's
+        return getattr(self.inner, name)
+
+
 class ModelPool:
     """Chat models of one worker, built on first use, shared between participants and jobs."""
 
     def __init__(self) -> None:
         self._models: dict[str, ChatModel] = {}
+        self.tally = CallTally()
 
     def raw(self, ref: ModelRef) -> ChatModel:
         spec, registry_options = resolve(ref.model)
@@ -29,7 +58,7 @@ class ModelPool:
 
     def get(self, ref: ModelRef, execution: ExecutionConfig) -> ChatModel:
         """The model behind `ref`, with the job's timeouts and classified retries."""
-        return RetryingChatModel(self.raw(ref), execution.retry_policy())
+        return _Tallied(RetryingChatModel(self.raw(ref), execution.retry_policy()), self.tally)
 
     async def close(self) -> None:
         for m in self._models.values():

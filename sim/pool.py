@@ -98,6 +98,7 @@ class _WorkerCore:
         self.run = RunFolder(run_dir)
         self.sink = PartSink(self.run, job.kind, execution.flush_rows, execution.flush_seconds, on_flush=job.after_flush)
         self.sem = asyncio.Semaphore(execution.concurrency)
+        self.tally_at_start = models.tally.snapshot()
         self._setup_task: asyncio.Future | None = None
         self._timer: asyncio.Future | None = None
 
@@ -156,6 +157,13 @@ class _Worker:
         core = self.jobs.pop(job_id, None)
         return await core.finish() if core else 0
 
+    def progress(self, job_id: str) -> dict[str, int]:
+        """Model calls and tokens answered in this worker since the job started here."""
+        core = self.jobs.get(job_id)
+        now = self.models.tally.snapshot()
+        base = core.tally_at_start if core else now
+        return {k: now[k] - base[k] for k in now}
+
     async def close(self) -> None:
         for job_id in list(self.jobs):
             await self.finish_job(job_id)
@@ -182,6 +190,9 @@ def _actor_class():
         async def finish_job(self, job_id):
             return await self.w.finish_job(job_id)
 
+        async def progress(self, job_id):
+            return self.w.progress(job_id)
+
         async def close(self):
             await self.w.close()
 
@@ -195,6 +206,11 @@ class PoolStats:
     tokens: int = 0
     calls: int = 0
     started: float = field(default_factory=time.monotonic)
+    # Model calls and tokens answered so far in the job, items in flight included (polled from the
+    # workers every few seconds): progress between two finished items, which can be minutes apart.
+    live_calls: int = 0
+    live_tokens: int = 0
+    calls_per_item: float | None = None  # model calls one item makes (the job's `calls_per_item`), for an ETA
 
     def add(self, summary: dict[str, Any]) -> None:
         self.done += 1
@@ -211,6 +227,20 @@ class PoolStats:
         return {"items": self.done, "failed": self.failed, "tokens": self.tokens, "model_calls": self.calls,
                 "elapsed_s": round(el, 3), "items_per_s": self.done / el, "tokens_per_s": self.tokens / el,
                 "calls_per_s": self.calls / el}
+
+
+# How often the driver asks the workers for live progress (calls and tokens of items in flight).
+LIVE_PROGRESS_S = float(os.environ.get("ESC_EVAL_LIVE_PROGRESS_S") or 5.0)
+LIVE = {"live": True}  # the summary passed to on_summary for a live update (no item finished)
+
+
+def add_live(stats: PoolStats, kind: str, parts: Iterable[dict[str, int]]) -> None:
+    """Sum the workers' progress into `stats` (completion tokens for dialogues, prompt tokens for
+    scores: the tokens the finished items' summaries count)."""
+    parts = list(parts)
+    stats.live_calls = sum(p["calls"] for p in parts)
+    key = "completion_tokens" if kind == "dialogues" else "prompt_tokens"
+    stats.live_tokens = sum(p[key] for p in parts)
 
 
 def chunked(items: Iterable[dict[str, Any]], size: int) -> Iterator[list[dict[str, Any]]]:
@@ -327,12 +357,18 @@ class WorkerPool:
             execution: ExecutionConfig | None = None) -> PoolStats:
         """Run `job` over `items`, writing rows into `run_dir`. Returns counters."""
         ex = execution or self.execution
-        stats = PoolStats()
+        stats = PoolStats(calls_per_item=getattr(job, "calls_per_item", None))
 
         def note(summary: dict[str, Any]) -> None:
+            if summary is LIVE:  # a live update: nothing finished, the counters in `stats` moved
+                if on_summary:
+                    on_summary(summary, stats)
+                return
             stats.add(summary)
             if on_summary:
                 on_summary(summary, stats)
+
+        note.stats = stats  # type: ignore[attr-defined]  (the run loops update its live counters)
 
         job_id = f"job-{next(self._jobs)}-{os.getpid()}"
         if ex.executor == "local":
@@ -394,17 +430,24 @@ async def _run_local(worker: _Worker, job_id, job, items, run_dir, execution, no
     core = worker.jobs[job_id]
     pending: set[asyncio.Future] = set()
     limit = execution.concurrency * 2
-    try:
-        for item in items:
-            while len(pending) >= limit:
-                done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
-                for t in done:
-                    note(t.result())
-            pending.add(asyncio.ensure_future(core.run_one(item)))
-        while pending:
-            done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
+    last_live = time.monotonic()
+
+    async def drain(until: int) -> None:
+        nonlocal pending, last_live
+        while len(pending) > until:
+            done, pending = await asyncio.wait(pending, timeout=LIVE_PROGRESS_S, return_when=asyncio.FIRST_COMPLETED)
             for t in done:
                 note(t.result())
+            if time.monotonic() - last_live >= LIVE_PROGRESS_S:
+                last_live = time.monotonic()
+                add_live(note.stats, job.kind, [worker.progress(job_id)])
+                note(LIVE)
+
+    try:
+        for item in items:
+            await drain(limit - 1)
+            pending.add(asyncio.ensure_future(core.run_one(item)))
+        await drain(0)
     finally:
         for t in pending:
             t.cancel()
@@ -454,6 +497,9 @@ def _run_ray(workers, job_id, job, items, run_dir, execution: ExecutionConfig, n
     dead: set[int] = set()  # lost for good (Ray gave up restarting it)
     exhausted = False
     all_lost_since: float | None = None
+    polls: dict[int, Any] = {}  # worker -> its pending live-progress call (one at a time)
+    live_parts: dict[int, dict[str, int]] = {}  # worker -> its last answer
+    last_poll = time.monotonic()
 
     def next_chunk() -> tuple[list[dict[str, Any]], int] | None:
         nonlocal exhausted
@@ -527,6 +573,22 @@ def _run_ray(workers, job_id, job, items, run_dir, execution: ExecutionConfig, n
             else:
                 all_lost_since = None
             fill()
+            # Live progress, polled per worker: one that is lost or restarting does not hold up the others.
+            if polls:
+                answered = set(ray.wait(list(polls.values()), num_returns=len(polls), timeout=0)[0])
+                for w in [w for w, ref in polls.items() if ref in answered]:
+                    try:
+                        live_parts[w] = ray.get(polls.pop(w))
+                    except RayActorError:
+                        pass
+                if answered:
+                    add_live(note.stats, job.kind, live_parts.values())
+                    note(LIVE)
+            if time.monotonic() - last_poll >= LIVE_PROGRESS_S:
+                last_poll = time.monotonic()
+                for w in range(len(workers)):
+                    if w not in lost and w not in polls:
+                        polls[w] = workers[w].progress.remote(job_id)
     finally:
         live = [workers[w] for w in range(len(workers)) if w not in lost]
         try:

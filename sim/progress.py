@@ -34,14 +34,21 @@ def _duration(seconds: float | None) -> str:
     return f"{s // 3600}h{s % 3600 // 60:02d}m{s % 60:02d}s" if s >= 3600 else f"{s // 60}m{s % 60:02d}s"
 
 
-def progress_line(label: str, unit: str, done: int, total: int, tokens: int, failed: int, elapsed: float) -> str:
-    """One self-contained line: 'simulate: 3/8 dialogues | 0.05 dialogues/s | 85 tok/s | ETA 1m40s | ...'."""
+def progress_line(label: str, unit: str, done: int, total: int, tokens: int, failed: int, elapsed: float,
+                  calls: int = 0, calls_per_item: float | None = None) -> str:
+    """One self-contained line: 'simulate: 3/8 dialogues | 52 calls | 0.05 dialogues/s | 85 tok/s | ETA 1m40s | ...'.
+    With the model calls answered so far (items in flight included) and the calls one item makes,
+    the ETA follows the calls: items that all finish together still show progress on the way."""
     el = max(elapsed, 1e-6)
     rate = done / el
     eta = (total - done) / rate if rate > 0 else None
+    expected = total * calls_per_item if calls_per_item else 0
+    if calls and expected and calls < expected:
+        eta = el * (expected - calls) / calls
     if done >= total:
         eta = 0.0
-    return (f"{label}: {done}/{total} {unit} | {rate:.3f} {unit}/s | {tokens / el:.0f} tok/s | "
+    calls_part = f" | {calls} calls" if calls else ""
+    return (f"{label}: {done}/{total} {unit}{calls_part} | {rate:.3f} {unit}/s | {tokens / el:.0f} tok/s | "
             f"ETA {_duration(eta)} | elapsed {_duration(elapsed)} | failed {failed}")
 
 
@@ -71,8 +78,10 @@ class JobProgress:
     # -- plain lines ---------------------------------------------------------------------------
     def line(self) -> str:
         s = self.stats
-        done, tokens, failed = (s.done, s.tokens, s.failed) if s else (0, 0, 0)
-        return progress_line(self.label, self.unit, done, self.total, tokens, failed, time.monotonic() - self.started)
+        if s is None:
+            return progress_line(self.label, self.unit, 0, self.total, 0, 0, time.monotonic() - self.started)
+        return progress_line(self.label, self.unit, s.done, self.total, max(s.tokens, s.live_tokens), s.failed,
+                             time.monotonic() - self.started, max(s.calls, s.live_calls), s.calls_per_item)
 
     def _emit(self, force: bool = False) -> None:
         if not self._begun:  # the total is not known before on_start
@@ -113,13 +122,16 @@ class JobProgress:
         self.task = self.progress.add_task(self.label, total=todo, rates="")
 
     def on_summary(self, summary: dict[str, Any], stats: PoolStats) -> None:
+        """A finished item, or a live update (`summary["live"]`: calls and tokens of items in flight)."""
         self.stats = stats
+        live = bool(summary.get("live"))
         if self.plain:
-            self._emit(force=stats.done >= self.total)
+            self._emit(force=not live and stats.done >= self.total)
             return
         el = max(stats.elapsed, 1e-6)
-        rates = f"{stats.done / el:.2f} {self.unit}/s  {stats.tokens / el:.0f} tok/s  failed {stats.failed}"
-        self.progress.update(self.task, advance=1, rates=rates)
+        tokens, calls = max(stats.tokens, stats.live_tokens), max(stats.calls, stats.live_calls)
+        rates = f"{calls} calls  {stats.done / el:.2f} {self.unit}/s  {tokens / el:.0f} tok/s  failed {stats.failed}"
+        self.progress.update(self.task, advance=0 if live else 1, rates=rates)
 
 
 @contextlib.contextmanager

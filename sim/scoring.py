@@ -104,6 +104,7 @@ class ScoringJob:
     kind = "scores"
 
     def __init__(self, cfg: ScoringConfig):
+        self.calls_per_item = len(cfg.judge.dimensions)  # one judge call per dimension
         self.cfg = cfg
 
     async def setup(self, models: ModelPool) -> None:

@@ -104,6 +104,7 @@ class SimulationJob:
         self.cfg = cfg
         self.run_dir = run_dir
         self.run_id = run_id
+        self.calls_per_item = 2 * cfg.rounds  # model calls of a dialogue (the opener is none)
 
     # -- checkpoints ------------------------------------------------------------------------
     # One append-only log per worker process (sim/checkpoints.py), opened at setup.

@@ -74,14 +74,19 @@ class DieMidwayJob(SimulationJob):
 
 
 @pytest.mark.slow
-def test_a_dead_workers_chunks_go_to_the_others_and_resume_from_its_checkpoints(ray_local, tmp_path):
+def test_a_dead_workers_chunks_go_to_the_others_and_resume_from_its_checkpoints(ray_local, tmp_path, monkeypatch):
+    monkeypatch.setattr("esc_eval.sim.pool.LIVE_PROGRESS_S", 0.3)
+    live = []  # (calls answered so far, dialogues finished) at each live update
     c = cfg(workers=2, num_cpus_per_worker=0.5, concurrency=4, chunk_size=2)
     c = c.model_copy(update={"role": ModelRef(model="fake/seeker?latency=0.1"), "limit": 8,
                              "targets": [ModelRef(model="fake/echo?latency=0.1")]})
     items = list(iter_items(c, select_cards(c), set()))
     job = DieMidwayJob(c, str(tmp_path), "run-x", victim=items[0]["dialogue_id"])
-    stats = run_pool(job, items, str(tmp_path), c.execution)
+    stats = run_pool(job, items, str(tmp_path), c.execution,
+                     on_summary=lambda s, st: live.append((st.live_calls, st.done)) if s.get("live") else None)
     assert (tmp_path / "died").exists()
+    # the workers' calls reached the driver while dialogues were still in flight
+    assert any(calls > 0 and done < len(items) for calls, done in live), (live, stats)
     rows = [r for p in sorted((tmp_path / "dialogues").glob("part-*.parquet")) for r in pq.read_table(p).to_pylist()]
     assert sorted(r["dialogue_id"] for r in rows) == sorted(i["dialogue_id"] for i in items)  # exactly once
     assert all(r["status"] == "ok" and r["n_turns"] == 11 for r in rows)
