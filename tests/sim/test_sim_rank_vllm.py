@@ -153,12 +153,16 @@ def test_bench_score_runs_on_one_short_dialogue(embedded_model, tmp_path):
     from esc_eval.sim.simulation import run_simulation
 
     # a short fake-model dialogue in a run folder: the bench's path, not its numbers, is tested here
-    run_simulation(SimulationConfig(cards="sample", languages=["en"], limit=1, role=ModelRef(model="fake/seeker"),
+    # one round: the seven judge prompts stay short (each phase prefills them without a cache)
+    run_simulation(SimulationConfig(cards="sample", languages=["en"], limit=1, rounds=1, role=ModelRef(model="fake/seeker"),
                                     targets=[ModelRef(model="fake/echo")], execution=ExecutionConfig(executor="local")),
                    tmp_path / "run")
+    from esc_eval.serve.vllm_engine import engines_started_here
+
     out = tmp_path / "bench.json"
-    result = bench_score(dialogues=1, out=out, source=tmp_path / "run", reference_dialogues=1, max_new_tokens=8,
-                         model="embedded")
+    with engines_started_here():  # the bench's own engines must not idle beside later tests' engines
+        result = bench_score(dialogues=1, out=out, source=tmp_path / "run", reference_dialogues=1, max_new_tokens=8,
+                             model="embedded")
     assert json.loads(out.read_text()) == json.loads(json.dumps(result))
     phases = result["phases"]
     assert result["source"]["kind"] == "run_folder" and phases["ours"]["requests"] == 7
