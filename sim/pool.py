@@ -360,15 +360,10 @@ class WorkerPool:
         stats = PoolStats(calls_per_item=getattr(job, "calls_per_item", None))
 
         def note(summary: dict[str, Any]) -> None:
-            if summary is LIVE:  # a live update: nothing finished, the counters in `stats` moved
-                if on_summary:
-                    on_summary(summary, stats)
-                return
-            stats.add(summary)
+            if summary is not LIVE:  # LIVE: nothing finished, only the live counters in `stats` moved
+                stats.add(summary)
             if on_summary:
                 on_summary(summary, stats)
-
-        note.stats = stats  # type: ignore[attr-defined]  (the run loops update its live counters)
 
         job_id = f"job-{next(self._jobs)}-{os.getpid()}"
         if ex.executor == "local":
@@ -376,10 +371,10 @@ class WorkerPool:
                 os.environ[DTYPE_ENV] = ex.dtype
             if self._local is None:
                 self._local = _Worker()
-            asyncio.run(_run_local(self._local, job_id, job, items, run_dir, ex, note))
+            asyncio.run(_run_local(self._local, job_id, job, items, run_dir, ex, note, stats))
         else:
             self._ensure_workers()
-            lost = _run_ray(self.workers, job_id, job, items, run_dir, ex, note)
+            lost = _run_ray(self.workers, job_id, job, items, run_dir, ex, note, stats)
             self._drop_workers(lost)
         # Every worker has flushed: one row per key from here on, whatever was re-run on the way.
         before, after = RunFolder(run_dir).compact(job.kind)
@@ -424,7 +419,7 @@ def run_pool(job: Job, items: Iterable[dict[str, Any]], run_dir: str, execution:
         return own.run(job, items, run_dir, on_summary)
 
 
-async def _run_local(worker: _Worker, job_id, job, items, run_dir, execution, note) -> None:
+async def _run_local(worker: _Worker, job_id, job, items, run_dir, execution, note, stats: PoolStats) -> None:
     worker.start_job(job_id, job, run_dir, execution)
     await worker.setup(job_id)
     core = worker.jobs[job_id]
@@ -440,7 +435,7 @@ async def _run_local(worker: _Worker, job_id, job, items, run_dir, execution, no
                 note(t.result())
             if time.monotonic() - last_live >= LIVE_PROGRESS_S:
                 last_live = time.monotonic()
-                add_live(note.stats, job.kind, [worker.progress(job_id)])
+                add_live(stats, job.kind, [worker.progress(job_id)])
                 note(LIVE)
 
     try:
@@ -463,7 +458,8 @@ class WorkersLostError(RuntimeError):
 MAX_CHUNK_RESENDS = 3
 
 
-def _run_ray(workers, job_id, job, items, run_dir, execution: ExecutionConfig, note) -> set[int]:
+def _run_ray(workers, job_id, job, items, run_dir, execution: ExecutionConfig, note,
+             stats: PoolStats) -> set[int]:
     """Run the job's items on the workers. Returns the indices of workers lost on the way.
 
     A worker that dies (its process, its engine's host, its node) fails the chunks it holds with a
@@ -582,7 +578,7 @@ def _run_ray(workers, job_id, job, items, run_dir, execution: ExecutionConfig, n
                     except RayActorError:
                         pass
                 if answered:
-                    add_live(note.stats, job.kind, live_parts.values())
+                    add_live(stats, job.kind, live_parts.values())
                     note(LIVE)
             if time.monotonic() - last_poll >= LIVE_PROGRESS_S:
                 last_poll = time.monotonic()

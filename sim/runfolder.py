@@ -175,17 +175,21 @@ class RunFolder:
         positions (in part, then row order) of the rows that win their key."""
         ok_col, _, ts_col = _RANK[kind]
         need = None if columns is None else list(dict.fromkeys([*columns, *KEYS[kind], ok_col, ts_col]))
-        # A part can vanish under a concurrent compaction: list again (its rows are in the new part).
+        parts, tables = self._read_parts(kind, lambda parts: [self._read_part(p, kind, need) for p in parts])
+        return parts, tables, _winning_rows(kind, tables)
+
+    def _read_parts(self, kind: str, read: Any) -> tuple[list[Path], Any]:
+        """(the parts of a kind, read(parts)), listing again when a part vanished under a concurrent
+        compaction (its rows are in the new part)."""
         for attempt in range(5):
             parts = self.parts(kind)
             try:
-                tables = [self._read_part(p, kind, need) for p in parts]
-                break
+                return parts, read(parts)
             except FileNotFoundError:
                 if attempt == 4:
                     raise
                 time.sleep(0.05 * (attempt + 1))
-        return parts, tables, _winning_rows(kind, tables)
+        raise AssertionError("unreachable")
 
     def _winners(self, kind: str, parts: list[Path]) -> list[list[int]]:
         """For each part, the indices of its rows that win their key (see the module docstring)."""
@@ -194,16 +198,7 @@ class RunFolder:
         return _split_by_part(_winning_rows(kind, tables), [t.num_rows for t in tables])
 
     def _snapshot(self, kind: str) -> tuple[list[Path], list[list[int]]]:
-        # A part can vanish under a concurrent compaction: list again (its rows are in the new part).
-        for attempt in range(5):
-            parts = self.parts(kind)
-            try:
-                return parts, self._winners(kind, parts)
-            except FileNotFoundError:
-                if attempt == 4:
-                    raise
-                time.sleep(0.05 * (attempt + 1))
-        raise AssertionError("unreachable")
+        return self._read_parts(kind, lambda parts: self._winners(kind, parts))
 
     def read(self, kind: str, columns: list[str] | None = None) -> pa.Table:
         """All rows of a kind, deduplicated to one row per key (see the module docstring).
