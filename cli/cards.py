@@ -14,7 +14,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from esc_eval.sim.cards import load_cards, validate_cards, write_cards
+from esc_eval.sim.cards import load_cards, validate_card_files, write_cards
 
 console = Console()
 app = typer.Typer(no_args_is_help=True, help="Role cards: validate, build from source datasets, statistics, export.")
@@ -87,16 +87,15 @@ def cards_validate(paths: Annotated[list[Path], typer.Argument(help="Card files 
     from esc_eval.cli.common import emit
 
     paths = [paths] if isinstance(paths, Path) else list(paths)
-    results = [validate_cards(p) for p in paths]
-    if len(results) == 1:
-        emit(results[0])
-        return
-    total: dict = {"files": results, "cards": sum(r["cards"] for r in results), "by_language": {}, "by_category_1": {}}
-    for r in results:
-        for key in ("by_language", "by_category_1"):
-            for k, v in r[key].items():
-                total[key][k] = total[key].get(k, 0) + v
-    emit(total)
+    result = validate_card_files(paths)
+    emit(result)
+    if "repeated_across_files" in result:
+        rep = result["repeated_across_files"]
+        first = rep["first"][0]
+        Console(stderr=True).print(
+            f"[yellow]warning: {rep['count']} card id(s) appear in more than one file (e.g. {first['id']!r} in "
+            f"{first['first_in']} and {first['again_in']}): ids key a run's dialogues, so one card file cannot hold "
+            f"both; {result['unique_cards']} unique of {result['cards']}", soft_wrap=True)
 
 
 @app.command("export")

@@ -4,7 +4,7 @@ the official-format adapter (sim/official.py), card construction (sim/cardbuild/
 benchmarks with their reference loops (sim/bench/).
 
 Layer: above serve. sim may import serve; it imports neither analysis, train nor cli."""
-from esc_eval.sim.cards import CardError, RoleCard, load_cards, sample_cards, validate_cards, write_cards
+from esc_eval.sim.cards import CardError, RoleCard, load_cards, sample_cards, validate_card_files, validate_cards, write_cards
 from esc_eval.sim.config import (ConfigError, ExecutionConfig, JudgeConfig, ModelRef, PipelineConfig, ScoringConfig,
                         SimulationConfig, load_config)
 from esc_eval.sim.dialogue import DialogueSetup, Participant, Turn, run_dialogue
@@ -22,6 +22,6 @@ __all__ = [
     "CardError", "ConfigError", "DIMENSIONS", "DIMENSION_NAMES", "DialogueSetup", "ExecutionConfig", "JudgeConfig",
     "ModelRef", "Participant", "PipelineConfig", "RoleCard", "RunFolder", "ScoringConfig", "SimulationConfig", "Turn",
     "WorkerPool", "load_cards", "load_config", "load_taxonomy", "parse_compat", "parse_score", "parse_strict",
-    "run_dialogue", "run_pool", "run_scoring", "run_simulation", "sample_cards", "score_dialogue", "validate_cards",
+    "run_dialogue", "run_pool", "run_scoring", "run_simulation", "sample_cards", "score_dialogue", "validate_card_files", "validate_cards",
     "write_cards",
 ]

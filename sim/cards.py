@@ -234,8 +234,7 @@ def sample_cards(language: str | None = None, limit: int | None = None) -> list[
     return cards[:limit] if limit else cards
 
 
-def validate_cards(path: str | Path) -> dict[str, Any]:
-    """Load and check a card file; returns counts. Raises CardError on the first bad card."""
+def _validate(path: str | Path) -> tuple[dict[str, Any], list[RoleCard]]:
     cards = load_cards(path)
     tax = load_taxonomy()
     unknown = sorted({c.category_3 for c in cards if c.category_3 and tax.find(c.category_3) is None})
@@ -246,4 +245,37 @@ def validate_cards(path: str | Path) -> dict[str, Any]:
     for c in cards:
         by_lang[c.language] = by_lang.get(c.language, 0) + 1
         by_top[c.category_1 or "unknown"] = by_top.get(c.category_1 or "unknown", 0) + 1
-    return {"file": str(path), "cards": len(cards), "by_language": by_lang, "by_category_1": by_top}
+    return {"file": str(path), "cards": len(cards), "by_language": by_lang, "by_category_1": by_top}, cards
+
+
+def validate_cards(path: str | Path) -> dict[str, Any]:
+    """Load and check a card file; returns counts. Raises CardError on the first bad card."""
+    return _validate(path)[0]
+
+
+def validate_card_files(paths: Iterable[str | Path]) -> dict[str, Any]:
+    """validate_cards over several files, with totals. A card id found in more than one file is
+    counted once in `unique_cards` and listed under `repeated_across_files` (ids key a run's
+    dialogues: in one card file, load_cards refuses a repeated id)."""
+    results: list[dict[str, Any]] = []
+    first_file: dict[str, str] = {}
+    repeated: list[dict[str, str]] = []
+    for path in paths:
+        counts, cards = _validate(path)
+        results.append(counts)
+        for c in cards:
+            if c.id in first_file:
+                repeated.append({"id": c.id, "language": c.language, "first_in": first_file[c.id], "again_in": str(path)})
+            else:
+                first_file[c.id] = str(path)
+    if len(results) == 1:
+        return results[0]
+    total: dict[str, Any] = {"files": results, "cards": sum(r["cards"] for r in results), "unique_cards": len(first_file),
+                             "by_language": {}, "by_category_1": {}}
+    for r in results:
+        for key in ("by_language", "by_category_1"):
+            for k, v in r[key].items():
+                total[key][k] = total[key].get(k, 0) + v
+    if repeated:
+        total["repeated_across_files"] = {"count": len(repeated), "first": repeated[:10]}
+    return total

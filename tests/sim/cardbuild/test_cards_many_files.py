@@ -51,8 +51,23 @@ def test_validate_several_files(tmp_path):
     assert r.exit_code == 0, r.output
     data = json.loads(r.stdout)
     assert data["cards"] == len(cards) and [f["cards"] for f in data["files"]] == [20, len(cards) - 20]
-    assert sum(data["by_language"].values()) == len(cards)
+    assert sum(data["by_language"].values()) == len(cards) and data["unique_cards"] == len(cards)
+    assert "repeated_across_files" not in data and "warning" not in r.stderr
     bad = tmp_path / "bad.json"
     bad.write_text("{not json", encoding="utf-8")
     r = CliRunner().invoke(app, ["cards", "validate", str(en), str(bad)])
     assert r.exit_code != 0
+
+
+def test_validate_warns_about_ids_repeated_across_files(tmp_path):
+    en, other, cards = _split(tmp_path)
+    again = tmp_path / "again.json"  # the first 3 cards of card_high_en.json once more
+    again.write_text(json.dumps(cards[:3], ensure_ascii=False), encoding="utf-8")
+    r = CliRunner().invoke(app, ["cards", "validate", str(en), str(other), str(again)])
+    assert r.exit_code == 0, r.output
+    data = json.loads(r.stdout)
+    assert data["cards"] == len(cards) + 3 and data["unique_cards"] == len(cards)
+    rep = data["repeated_across_files"]
+    assert rep["count"] == 3 and rep["first"][0] == {"id": cards[0]["id"], "language": cards[0]["language"],
+                                                      "first_in": str(en), "again_in": str(again)}
+    assert "warning: 3 card id(s)" in r.stderr and str(again) in r.stderr
