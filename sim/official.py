@@ -66,9 +66,30 @@ def parse_official_name(path: str | Path) -> tuple[str, str]:
     return m.group("model"), m.group("lang").lower()
 
 
+# Model specs carry characters a shell or a file system trips on ('/', '?', '=', '&', ' '); in a
+# file name each run of them becomes one '_' (letters of any script, digits, '.', '+', '-' stay).
+_UNSAFE_IN_NAME = re.compile(r"[^\w.+-]+")
+
+
 def official_file_name(model: str, language: str) -> str:
-    """The release's file name for one model and language (a '/' in the model becomes '_')."""
-    return f"{model.replace('/', '_')}_{language}.json"
+    """The release's file name for one model and language: '<model>_<language>.json', with '/' and
+    other characters unsafe in a file name turned into '_'."""
+    return f"{_UNSAFE_IN_NAME.sub('_', model).strip('_') or 'model'}_{language}.json"
+
+
+def official_stems(pairs: Iterable[tuple[str, str]]) -> dict[tuple[str, str], str]:
+    """(model, language) -> file stem, refusing two models whose names would write one file."""
+    stems: dict[tuple[str, str], str] = {}
+    owner: dict[str, tuple[str, str]] = {}
+    for pair in pairs:
+        if pair in stems:
+            continue
+        stem = Path(official_file_name(*pair)).stem
+        if stem in owner:
+            raise OfficialFormatError(f"models {owner[stem][0]!r} and {pair[0]!r} would both be written to {stem}.json; "
+                                      "give one of them another name (the target's `name`)")
+        stems[pair], owner[stem] = stem, pair
+    return stems
 
 
 def official_dialogue_id(path: str | Path, key: Any) -> str:
@@ -199,8 +220,9 @@ def write_official_scores(score_rows: list[dict[str, Any]], dialogue_rows: list[
         entry = grouped.setdefault((d["target_model"], d["language"]), {}).setdefault(str(d["card_id"]), {})
         entry[DIMENSIONS[s["dimension"]]] = OFFICIAL_UNPARSED if s["score"] is None else int(s["score"])
     written = []
+    stems = official_stems(grouped)
     for (model, lang), data in grouped.items():
-        p = out_dir / official_file_name(model, lang)
+        p = out_dir / f"{stems[(model, lang)]}.json"
         p.write_text(json.dumps(data, ensure_ascii=False, indent=4), encoding="utf-8")
         written.append(p)
     return written
@@ -227,7 +249,7 @@ def official_keys(dialogue_rows: list[dict[str, Any]]) -> dict[str, str]:
 
 
 def official_file_stem(target_model: str, language: str) -> str:
-    """'{model}_{lang}' as the release names its files; '/' in a backend spec becomes '_'."""
+    """'{model}_{lang}' as the release names its files (official_file_name without '.json')."""
     return Path(official_file_name(target_model, language)).stem
 
 
@@ -239,11 +261,11 @@ def write_official_dialogues(dialogue_rows: list[dict[str, Any]], out_dir: str |
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     keys = keys or official_keys(dialogue_rows)
+    stems = official_stems((r["target_model"], r["language"]) for r in dialogue_rows)
     grouped: dict[str, dict[str, list[str]]] = {}
     for r in dialogue_rows:
         turns = sorted(r["turns"] or [], key=lambda t: t["index"])
-        grouped.setdefault(official_file_stem(r["target_model"], r["language"]), {})[keys[r["dialogue_id"]]] = \
-            turns_as_lines(turns)
+        grouped.setdefault(stems[(r["target_model"], r["language"])], {})[keys[r["dialogue_id"]]] = turns_as_lines(turns)
     written = []
     for stem, data in sorted(grouped.items()):
         path = out_dir / f"{stem}.json"

@@ -165,3 +165,23 @@ def test_cli_score_reports_parse_failures_per_model_and_dimension(tmp_path):
     assert {(f["target_model"], f["dimension"]) for f in failures} == {("m", d) for d in DIMENSIONS}
     assert all(f["n_scores"] == 2 and f["parse_failures"] == 2 and f["failure_rate"] == 1.0 for f in failures)
     assert "Unscored answers" in proc.stderr
+
+
+def test_exported_file_names_are_safe_in_a_shell_and_never_shared(tmp_path):
+    from esc_eval.sim.official import official_file_name, parse_official_name, write_official_dialogues
+
+    name = official_file_name("fake/fixed?reply=I hear you&x=1", "en")
+    assert name == "fake_fixed_reply_I_hear_you_x_1_en.json"
+    assert parse_official_name(name) == ("fake_fixed_reply_I_hear_you_x_1", "en")  # reads back as model + language
+    assert official_file_name("vllm/Qwen1.5-7B-Chat", "zh") == "vllm_Qwen1.5-7B-Chat_zh.json"  # as before
+    assert official_file_name("心理模型", "zh") == "心理模型_zh.json"  # letters of any script stay
+    turns = [{"index": 0, "speaker": "assistant", "text": "Hi"}, {"index": 1, "speaker": "seeker", "text": "Sad."}]
+    rows = [{"dialogue_id": f"d{i}", "target_model": m, "language": "en", "card_id": "1", "turns": turns}
+            for i, m in enumerate(["a/b", "a?b"])]
+    # two models, one file name: refused (one would overwrite or merge into the other)
+    with pytest.raises(OfficialFormatError, match=r"'a/b' and 'a\?b' would both be written to a_b_en.json"):
+        write_official_dialogues(rows, tmp_path / "out")
+    with pytest.raises(OfficialFormatError, match="would both be written"):
+        write_official_scores([{"dialogue_id": r["dialogue_id"], "dimension": "fluency", "score": 3} for r in rows], rows,
+                              tmp_path / "scores")
+    assert [p.name for p in write_official_dialogues(rows[:1], tmp_path / "one")] == ["a_b_en.json"]
