@@ -27,7 +27,9 @@ from esc_eval.analysis.loaders import AnalysisInputError
 METRIC_NAMES = ["bleu1", "bleu2", "bleu4", "distinct1", "distinct2", "rouge_l", "meteor"]
 _HAN = r"\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
 _TOKEN = {
-    "en": re.compile(r"[a-z0-9]+(?:'[a-z]+)?"),
+    # Han characters count as tokens in English text too: a reply in Chinese to an English card
+    # gets Distinct-n and overlaps from its characters, not NaN from no tokens at all.
+    "en": re.compile(rf"[a-z0-9]+(?:'[a-z]+)?|[{_HAN}]"),
     "zh": re.compile(rf"[{_HAN}]|[a-z0-9]+"),
 }
 

@@ -26,6 +26,9 @@ def test_tokenize_en_and_zh():
     assert tokenize("I don't KNOW, really!") == ["i", "don't", "know", "really"]
     assert tokenize("我很难过 OK", "zh") == ["我", "很", "难", "过", "ok"]
     assert tokenize("我很难过", "auto") == ["我", "很", "难", "过"]
+    # a Chinese reply on an English card: its characters are tokens (Distinct was NaN before)
+    assert tokenize("我很难过, ok", "en") == ["我", "很", "难", "过", "ok"]
+    assert distinct_n([tokenize("我很难过", "en")], 1) == 100.0
     with pytest.raises(ValueError, match="unsupported language"):
         tokenize("x", "fr")
 
