@@ -58,8 +58,8 @@ def bench_sim(
 
 @app.command("score")
 def bench_score(
-    dialogues: int = typer.Option(3, "--dialogues", "-n", help="Dialogues to score (the README's figure: 3 official "
-                                  "samples). More than the source holds (e.g. 8500): scale mode, the source repeated "
+    dialogues: int = typer.Option(4, "--dialogues", "-n", help="Dialogues to score (the README's figure: 4 official "
+                                  "samples, 2 per engine on 2 cores). More than the source holds (e.g. 8500): scale mode, the source repeated "
                                   "through the service's scoring path for --budget-s, dialogues/hour."),
     out: Optional[Path] = typer.Option(None, "--out", "-o", help="Also write the JSON here."),
     source: Optional[Path] = typer.Option(None, "--source", help="Run folder or official dialogue JSON (default: ../shared samples, else runs/demo, else fake dialogues)."),
@@ -77,13 +77,14 @@ def bench_score(
     budget_s: float = typer.Option(600.0, "--budget-s", help="Scale mode: seconds of scoring after engine start."),
     gpu_prefill_rate: Optional[float] = typer.Option(None, "--gpu-prefill-rate", help="Prefill tokens/s of one H100 "
                                                      "for the projection (default: the published figure in the JSON)."),
+    workers: int = typer.Option(0, "--workers", help="Engines (Ray worker actors) of ours and of scale mode; 0 = one per core."),
 ) -> None:
     """Scoring throughput: ours (batched logprob, prefix cache) vs the official score.py loop."""
     from esc_eval.sim.bench.scoring import bench_score as run
 
     run(dialogues=dialogues, out=out, source=source, reference_dialogues=reference_dialogues, max_new_tokens=max_new_tokens,
         model=model, prompt_order=prompt_order, dtype=_dtype(dtype), project_gpu=project_gpu, budget_s=budget_s,
-        gpu_prefill_rate=gpu_prefill_rate)
+        gpu_prefill_rate=gpu_prefill_rate, workers=workers)
 
 
 @app.command("routing")

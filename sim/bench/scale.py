@@ -19,7 +19,7 @@ import statistics
 import tempfile
 import time
 from pathlib import Path
-from typing import Any, Iterable, Iterator
+from typing import Any, Callable, Iterable, Iterator
 
 from esc_eval.sim.config import ExecutionConfig, JudgeConfig, ScoringConfig
 from esc_eval.sim.prompts import judge_messages
@@ -41,15 +41,16 @@ def _turns(row: dict[str, Any]) -> list[tuple[str, str]]:
     return [(t["speaker"], t["text"]) for t in row["turns"]]
 
 
-def scale_dialogues(rows: list[dict[str, Any]], n: int) -> Iterator[dict[str, Any]]:
-    """n dialogue rows from `rows` repeated (lazily: 8.5K rows of turns need not sit in memory twice)."""
+def scale_dialogues(rows: list[dict[str, Any]], n: int, mark: str = "case") -> Iterator[dict[str, Any]]:
+    """n dialogue rows from `rows` repeated (lazily: 8.5K rows of turns need not sit in memory twice),
+    copy k's first turn opening with "(mark k)"."""
     if not rows:
         raise ValueError("no dialogues to repeat")
     for k in range(n):
         base = rows[k % len(rows)]
         turns = [dict(t) for t in base["turns"]]
-        turns[0]["text"] = f"(case {k}) {turns[0]['text']}"
-        yield {**base, "turns": turns, "dialogue_id": f"{base['dialogue_id']}-copy{k}", "card_id": f"{base['card_id']}-{k}"}
+        turns[0]["text"] = f"({mark} {k}) {turns[0]['text']}"
+        yield {**base, "turns": turns, "dialogue_id": f"{base['dialogue_id']}-{mark}{k}", "card_id": f"{base['card_id']}-{mark}{k}"}
 
 
 def _lcp(a: list[int], b: list[int]) -> int:
@@ -133,37 +134,64 @@ def _scoring_item(row: dict[str, Any], judge: JudgeConfig) -> dict[str, Any]:
             "turns": row["turns"], "status": "ok", "dimensions": list(judge.dimensions)}
 
 
-def measure_scale(rows: list[dict[str, Any]], n: int, judge: JudgeConfig, dtype: str, budget_s: float,
-                  workers: int = 0, concurrency: int = 4, kv_cache_gb: int = 3) -> dict[str, Any]:
-    """Score up to n repeated dialogues through the production path (ScoringJob on the Ray pool, one
-    engine per core, bound to it) for at most `budget_s` s after the engines are up."""
+def _score_on_pool(rows: list[dict[str, Any]], items: Callable[[float], Iterable[dict[str, Any]]], judge: JudgeConfig,
+                   dtype: str, workers: int, concurrency: int, kv_cache_gb: int,
+                   chunk_size: int) -> tuple[Any, float, dict[str, Any]]:
+    """ScoringJob on a fresh Ray pool of `workers` engines, one per core: one marked copy of a
+    dialogue of `rows` per worker first (engines up before the clock, and nothing the measured
+    items could reuse from the cache), then the clock runs over items(start time). Returns the
+    pool's stats, the wall seconds and the set-up."""
     from esc_eval.sim.pool import WorkerPool, ensure_ray
     from esc_eval.sim.scoring import ScoringJob
 
-    workers = workers or (os.cpu_count() or 1)
-    ex = ExecutionConfig(workers=workers, concurrency=concurrency, chunk_size=4, log_to_driver=False,
+    ex = ExecutionConfig(workers=workers, concurrency=concurrency, chunk_size=chunk_size, log_to_driver=False,
                          num_cpus_per_worker=min(1.0, (os.cpu_count() or 1) / workers), dtype=dtype,
                          cpu_bind="per_worker" if workers > 1 else "auto", flush_rows=512, flush_seconds=30,
                          env={"VLLM_CPU_KVCACHE_SPACE": str(kv_cache_gb)})
     cfg = ScoringConfig(judge=judge, execution=ex)
-    tmp = Path(tempfile.mkdtemp(prefix="esc-bench-scale-"))
     ensure_ray(ex)
-    with WorkerPool(ex) as pool:
-        # one dialogue per worker first (chunks of 1 go to the least-loaded worker): engines up before the clock
-        warm = [_scoring_item(r, judge) for r in scale_dialogues(rows, workers)]
-        for item in warm:
-            item["dialogue_id"] += "-warm"
+    with tempfile.TemporaryDirectory(prefix="esc-bench-scale-") as folder, WorkerPool(ex) as pool:
+        tmp = Path(folder)
+        # chunks of 1 go to the least-loaded worker: each engine gets one warm-up dialogue
+        warm = [_scoring_item(r, judge) for r in scale_dialogues(rows, workers, mark="warm-up")]
         pool.run(ScoringJob(cfg), warm, str(tmp / "warm"), execution=ex.model_copy(update={"chunk_size": 1}))
         started = time.monotonic()
-        items = (_scoring_item(r, judge) for r in scale_dialogues(rows, n))
-        stats = pool.run(ScoringJob(cfg), _budgeted(items, started + budget_s), str(tmp / "run"))
+        stats = pool.run(ScoringJob(cfg), items(started), str(tmp / "run"))
         wall = time.monotonic() - started
+    setup = {"workers": workers, "cpu_bind": ex.cpu_bind, "concurrency_per_worker": concurrency,
+             "kv_cache_gb_per_engine": kv_cache_gb, "chunk_size": chunk_size}
+    return stats, wall, setup
+
+
+def _workers(workers: int) -> int:
+    return workers or (os.cpu_count() or 1)
+
+
+def measure_scale(rows: list[dict[str, Any]], n: int, judge: JudgeConfig, dtype: str, budget_s: float,
+                  workers: int = 0, concurrency: int = 4, kv_cache_gb: int = 3) -> dict[str, Any]:
+    """Score up to n repeated dialogues through the production path (ScoringJob on the Ray pool, one
+    engine per core, bound to it) for at most `budget_s` s after the engines are up."""
+    workers = _workers(workers)
+    stats, wall, setup = _score_on_pool(
+        rows, lambda started: _budgeted((_scoring_item(r, judge) for r in scale_dialogues(rows, n)), started + budget_s),
+        judge, dtype, workers, concurrency, kv_cache_gb, chunk_size=4)
     dph = stats.done / wall * 3600 if wall > 0 else 0.0
-    return {"path": "ScoringJob on the Ray pool (the service's scoring path)", "workers": workers,
-            "cpu_bind": ex.cpu_bind, "concurrency_per_worker": concurrency, "kv_cache_gb_per_engine": kv_cache_gb,
+    return {"path": "ScoringJob on the Ray pool (the service's scoring path)", **setup,
             "requested_dialogues": n, "scored_dialogues": stats.done, "failed": stats.failed,
             "budget_s": budget_s, "wall_s": round(wall, 1), "dialogues_per_hour": round(dph, 1),
             "prompt_tokens_per_s": round(stats.tokens / wall, 1) if wall > 0 else None,
             "hours_for_requested": round(n / dph, 2) if dph else None,
             "complete": stats.done >= n}
 
+
+def measure_service(rows: list[dict[str, Any]], judge: JudgeConfig, dtype: str, workers: int = 0,
+                    concurrency: int = 4, kv_cache_gb: int = 3) -> dict[str, Any]:
+    """Score `rows` once through the production path (what `esc-eval score` runs: ScoringJob on the
+    Ray pool, one engine per core), each dialogue its own chunk so they spread over the engines."""
+    workers = _workers(workers)
+    stats, wall, setup = _score_on_pool(rows, lambda started: [_scoring_item(r, judge) for r in rows], judge, dtype,
+                                        workers, concurrency, kv_cache_gb, chunk_size=1)
+    return {"path": "ScoringJob on the Ray pool (the service's scoring path)", **setup,
+            "dialogues": len(rows), "scored_dialogues": stats.done, "failed": stats.failed,
+            "wall_s": round(wall, 3), "prompt_tokens": stats.tokens,
+            "prompt_tokens_per_s": round(stats.tokens / wall, 1) if wall > 0 else None}

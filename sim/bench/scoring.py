@@ -1,11 +1,14 @@
 """`esc-eval bench score`: how much faster our scoring is than the official score.py loop.
 
-Measured in one process on one vLLM model (default: the embedded SmolLM2 judge):
-  ours                  method logprob: all 7 x N requests in flight at once on one engine with
-                        prefix caching on, one forward pass each (P("0".."4") at the answer).
-                        Run twice, in the order ScoringJob submits (dialogue-major) and sorted
-                        by dimension (the rubric prefix back to back), the prefix cache reset
-                        before each, to measure whether ordering matters.
+Measured on one vLLM model (default: the embedded SmolLM2 judge), each phase alone on the machine:
+  ours                  what `esc-eval score` runs: ScoringJob on the Ray pool, one engine per
+                        core bound to it, prefix caching on, method logprob (one forward pass
+                        per request, P("0".."4") at the answer), each dialogue its own chunk.
+  ours_one_engine       the same 7 x N requests all in flight on one in-process engine (vLLM's
+                        default binding: one core). Run twice, in the order ScoringJob submits
+                        (dialogue-major) and sorted by dimension (the rubric prefix back to
+                        back), the prefix cache reset before each, to measure whether ordering
+                        matters.
   batched_no_cache      the same 7 x N requests, all in flight, on an engine with prefix caching
                         off: the engine's raw batched prefill rate.
   prefill_reference     the official score.py structure (one dialogue at a time, 7 sequential
@@ -25,13 +28,17 @@ budget -> dialogues/hour, plus the prefill tokens per dialogue and a GPU project
 --project-gpu: only the token accounting and the projection (no engine). Every engine of a run
 loads one dtype (--dtype, auto = the CPU's best), recorded with the CPU under "machine".
 The references run on a separate engine instance with prefix caching disabled (engines are keyed
-by their kwargs), so caching is one of the things that differ. Engine start and a one-token
+by their kwargs), so caching is one of the things that differ; it is bound to one core or to all
+of them, whichever ran one reference call faster (a probe recorded in the JSON), so the reference
+has the machine as it best uses it. Engine start and a one-token
 warm-up per engine are excluded from every timing.
 """
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
+import os
 import statistics
 import tempfile
 import time
@@ -54,6 +61,7 @@ OFFICIAL_MAX_NEW_TOKENS = 512
 # Pause between phases: an idle vLLM-CPU worker spins for ~1 s after its last request
 # (notes/cpu-stack.md), which would steal the core from the next phase's engine.
 PHASE_PAUSE_S = 2.0
+BIND_ENV = "VLLM_CPU_OMP_THREADS_BIND"
 
 
 # -- dialogues --------------------------------------------------------------------------------
@@ -242,15 +250,16 @@ def _accounting(rows: list[dict[str, Any]], judge: JudgeConfig, model: str) -> d
     return prefill_accounting(rows, judge, AutoTokenizer.from_pretrained(resolve_model_path(model)))
 
 
-def run_bench(dialogues: int = 3, source: Path | None = None, reference_dialogues: int = 2,
+def run_bench(dialogues: int = 4, source: Path | None = None, reference_dialogues: int = 2,
               max_new_tokens: int = OFFICIAL_MAX_NEW_TOKENS, model: str = "embedded",
               prompt_order: str | None = None, dtype: str = "auto", project_gpu: bool = False,
-              budget_s: float = 600.0, gpu_prefill_rate: float | None = None) -> dict[str, Any]:
+              budget_s: float = 600.0, gpu_prefill_rate: float | None = None, workers: int = 0) -> dict[str, Any]:
     """The measurement behind `bench_score` (a plain function: no printing).
 
     dialogues above the number available -> scale mode (sim/bench/scale.py): the available ones
     repeated through the service's scoring path for at most `budget_s` s, no reference loops.
-    project_gpu -> only the prefill token accounting and the GPU projection (no engine)."""
+    project_gpu -> only the prefill token accounting and the GPU projection (no engine).
+    workers: engines of ours and of scale mode (Ray worker actors, one per core when 0)."""
     from esc_eval.serve.cpu import resolve_dtype, runtime_summary
     from esc_eval.sim.bench.scale import PAPER_DIALOGUES, measure_scale, project_gpu as projection
 
@@ -276,61 +285,142 @@ def run_bench(dialogues: int = 3, source: Path | None = None, reference_dialogue
             return out
     if dialogues > n:
         out["mode"] = "scale"
-        out["scale"] = measure_scale(rows, dialogues, judge, dtype, budget_s)
+        out["scale"] = measure_scale(rows, dialogues, judge, dtype, budget_s, workers=workers)
         out["scale"]["source"] = (f"the {n} dialogues of {src['path']} repeated to {dialogues} (same length distribution), "
                                   "each copy marked so copies share no cacheable prefix")
         out["dialogues_per_hour"] = out["scale"]["dialogues_per_hour"]
         out["prefill_tokens_per_dialogue"] = out["prefill"][judge.prompt_order]["uncached_prefill_tokens_per_dialogue"]
         return out
     out["mode"] = "compare"
+    out.update(_compare(rows, judge, model, dtype, k, max_new_tokens, workers))
+    return out
+
+
+@contextlib.contextmanager
+def _thread_bind(value: str | None):
+    """VLLM_CPU_OMP_THREADS_BIND for the engines started inside (their core process reads it at
+    spawn); None = vLLM's default (one core)."""
+    old = os.environ.get(BIND_ENV)
+    if value is None:
+        os.environ.pop(BIND_ENV, None)
+    else:
+        os.environ[BIND_ENV] = value
+    try:
+        yield
+    finally:
+        if old is None:
+            os.environ.pop(BIND_ENV, None)
+        else:
+            os.environ[BIND_ENV] = old
+
+
+def _reference_bindings() -> dict[str, str | None]:
+    cores = os.cpu_count() or 1
+    binds: dict[str, str | None] = {"vllm_default": None}
+    if cores > 1:
+        binds[f"all_{cores}_cores"] = f"0-{cores - 1}"
+    return binds
+
+
+async def _probe_call(model, messages: list[ChatMessage], max_new_tokens: int) -> dict[str, Any]:
+    await _warm_up(model)
+    started = time.perf_counter()
+    res = await model.chat(messages, GenerationParams(temperature=0.0, max_tokens=max_new_tokens))
+    return {"wall_s": round(time.perf_counter() - started, 3), "decoded_tokens": res.completion_tokens}
+
+
+def _fastest_reference_binding(Counting, model: str, dtype: str, messages: list[ChatMessage],
+                               max_new_tokens: int) -> tuple[str, dict[str, Any]]:
+    """The reference gets the machine the way it runs fastest: one generating call (the median
+    dialogue's first dimension, greedy to EOS) timed on an engine under each thread binding."""
+    from esc_eval.serve.vllm_engine import engines_started_here
+
+    probes: dict[str, Any] = {}
+    for name, value in _reference_bindings().items():
+        with engines_started_here(), _thread_bind(value):
+            m = Counting(model, enable_prefix_caching=False, dtype=dtype)
+            m.host.ensure_started()
+            probes[name] = {"VLLM_CPU_OMP_THREADS_BIND": value or "(unset: vLLM's default)",
+                            **_on_loop(m, _probe_call(m, messages, max_new_tokens))}
+        time.sleep(PHASE_PAUSE_S)
+    best = min(probes, key=lambda n: probes[n]["wall_s"])
+    return best, probes
+
+
+def _compare(rows, judge: JudgeConfig, model: str, dtype: str, k: int, max_new_tokens: int,
+             workers: int) -> dict[str, Any]:
+    """Compare mode: ours as `esc-eval score` runs it (the Ray pool, one engine per core) and on
+    one in-process engine, against the score.py loop on one engine bound the way it runs fastest."""
+    import ray
+
+    from esc_eval.sim.bench.scale import measure_service
+
+    out: dict[str, Any] = {}
+    n = len(rows)
+    ray_was_up = ray.is_initialized()
+    service = measure_service(rows, judge, dtype, workers=workers)
+    if not ray_was_up:
+        ray.shutdown()  # its workers' engines gone: the phases below get the whole machine
+    time.sleep(PHASE_PAUSE_S)
     Counting = _counting_model_class()
-    ours_model = Counting(model, dtype=dtype)  # default engine kwargs: prefix caching on
-    ref_model = Counting(model, enable_prefix_caching=False, dtype=dtype)  # a distinct engine (keyed by kwargs)
-    out["engine_start_s"] = {"ours": round(_start(ours_model), 1), "reference": round(_start(ref_model), 1)}
+    median_first = _median_subset(rows, 1, [sum(len(t["text"]) for t in r["turns"]) for r in rows])[0]
+    probe_messages = judge_messages(judge.dimensions[0], _turns(rows[median_first]), rows[median_first]["language"],
+                                    rubric=judge.rubric, rendering=judge.rendering, order=judge.prompt_order)
+    bind_name, probes = _fastest_reference_binding(Counting, model, dtype, probe_messages, max_new_tokens)
+    out["reference_binding"] = {"chosen": bind_name, "probes": probes}
+    with _thread_bind(_reference_bindings()[bind_name]):
+        ref_model = Counting(model, enable_prefix_caching=False, dtype=dtype)  # a distinct engine (keyed by kwargs)
+        ref_start = _start(ref_model)
+    ours_model = Counting(model, dtype=dtype)  # default engine kwargs: prefix caching on, vLLM's default binding
+    out["engine_start_s"] = {"ours_one_engine": round(_start(ours_model), 1), "reference": round(ref_start, 1)}
 
     async def main() -> None:
         await _warm_up(ours_model)
         await _warm_up(ref_model)
-        ours, ours_rows = await _ours(ours_model, judge, rows, "dialogue_major")
+        one, one_rows = await _ours(ours_model, judge, rows, "dialogue_major")
         await asyncio.sleep(PHASE_PAUSE_S)
         dim_major, dim_rows = await _ours(ours_model, judge, rows, "dimension_major")
         await asyncio.sleep(PHASE_PAUSE_S)
         batched, _ = await _ours(ref_model, judge, rows, "dialogue_major")
         await asyncio.sleep(PHASE_PAUSE_S)
         prefill_ref, prefill_rows = await _sequential(ref_model, judge, rows, list(range(n)), None)
-        tokens = [sum(x["prompt_tokens"] or 0 for x in ours_rows if x["dialogue"] == i) for i in range(n)]
+        tokens = [sum(x["prompt_tokens"] or 0 for x in one_rows if x["dialogue"] == i) for i in range(n)]
         subset = _median_subset(rows, k, tokens)
         await asyncio.sleep(PHASE_PAUSE_S)
         ref, ref_rows = await _sequential(ref_model, judge, rows, subset, max_new_tokens)
         ref.update(dialogues=len(subset), dialogue_ids=[f"{rows[i]['target_model']}_{rows[i]['language']}/{rows[i]['card_id']}" for i in subset],
                    prompt_tokens_per_dialogue=round(statistics.fmean(tokens[i] for i in subset)),
                    max_new_tokens=max_new_tokens)
-        ours.update(dialogues=n, prompt_tokens_per_dialogue=round(statistics.fmean(tokens)))
+        one.update(dialogues=n, prompt_tokens_per_dialogue=round(statistics.fmean(tokens)))
         prefill_ref["dialogues"] = n
-        out["phases"] = {"ours": ours, "ours_dimension_major": dim_major, "batched_no_cache": batched,
-                         "prefill_reference": prefill_ref, "reference": ref}
-        ours_per_dialogue = ours["wall_s"] / n
-        out["seconds_per_dialogue"] = {"ours": round(ours_per_dialogue, 3),
-                                       "prefill_reference": round(prefill_ref["wall_s"] / n, 3),
-                                       "reference": round(ref["wall_s"] / len(subset), 3)}
-        out["speedup_vs_reference"] = round(ref["wall_s"] / len(subset) / ours_per_dialogue, 2)
+        out["phases"] = {"ours": service, "ours_one_engine": one, "ours_one_engine_dimension_major": dim_major,
+                         "batched_no_cache": batched, "prefill_reference": prefill_ref, "reference": ref}
+        per = {"ours": service["wall_s"] / n, "ours_one_engine": one["wall_s"] / n,
+               "prefill_reference": prefill_ref["wall_s"] / n, "reference": ref["wall_s"] / len(subset)}
+        out["seconds_per_dialogue"] = {name: round(v, 3) for name, v in per.items()}
+        out["speedup_vs_reference"] = round(per["reference"] / per["ours"], 2)
+        out["speedup_vs_prefill_reference"] = round(per["prefill_reference"] / per["ours"], 2)
+        out["one_engine_speedup_vs_reference"] = round(per["reference"] / per["ours_one_engine"], 2)
+        out["one_engine_speedup_vs_prefill_reference"] = round(per["prefill_reference"] / per["ours_one_engine"], 2)
         out["reference_decoded_tokens_per_call"] = ref["decoded_tokens_mean"]
-        out["speedup_vs_prefill_reference"] = round(prefill_ref["wall_s"] / ours["wall_s"], 2)
         out["prompt_tokens_per_s"] = {name: p["prompt_tokens_per_s"] for name, p in out["phases"].items()}
         out["engine_batched_prefill_tokens_per_s_no_cache"] = batched["prompt_tokens_per_s"]
-        out["ordering"] = {"dialogue_major_s": ours["wall_s"], "dimension_major_s": dim_major["wall_s"],
-                           "dialogue_major_cached_tokens": ours["cached_prompt_tokens"],
+        out["ordering"] = {"dialogue_major_s": one["wall_s"], "dimension_major_s": dim_major["wall_s"],
+                           "dialogue_major_cached_tokens": one["cached_prompt_tokens"],
                            "dimension_major_cached_tokens": dim_major["cached_prompt_tokens"]}
-        out["score_agreement"] = {"ours_vs_dimension_major": _agreement(ours_rows, dim_rows),
-                                  "ours_vs_prefill_reference": _agreement(ours_rows, prefill_rows),
-                                  "ours_vs_reference_compat": _agreement(ours_rows, ref_rows)}
+        out["score_agreement"] = {"ours_vs_dimension_major": _agreement(one_rows, dim_rows),
+                                  "ours_vs_prefill_reference": _agreement(one_rows, prefill_rows),
+                                  "ours_vs_reference_compat": _agreement(one_rows, ref_rows)}
 
     asyncio.run(main())
     out["notes"] = [
-        "engine start and a one-token warm-up per engine are excluded from every timing",
-        "ours and ours_dimension_major: prefix caching on, cache reset before each; all 7 x N requests in flight",
+        "ours: what `esc-eval score` runs (ScoringJob on the Ray pool, one vLLM engine per core bound to it, prefix "
+        "caching on); one marked warm-up dialogue per engine and engine start are excluded from the timing",
+        "ours_one_engine (and its dimension-major variant): the same requests on one in-process engine, vLLM's default "
+        "binding (one core); prefix cache reset before each; all 7 x N requests in flight",
         "batched_no_cache, prefill_reference and reference run on a separate engine with enable_prefix_caching=False, "
-        "so caching is one of the things that differ from ours",
+        "so caching is one of the things that differ from ours; that engine is bound the way the reference ran "
+        "fastest in a one-call probe (reference_binding)",
         f"reference runs on {k} of {n} dialogues (those nearest the median prompt length); "
         "speedup_vs_reference compares seconds per dialogue",
         "reference parses answers with the official rule (compat: the first of 0,1,2,3,4 found in the answer); ours reads P('0'..'4') in one forward pass",
@@ -338,14 +428,14 @@ def run_bench(dialogues: int = 3, source: Path | None = None, reference_dialogue
     return out
 
 
-def bench_score(dialogues: int = 3, out: Path | None = None, source: Path | None = None, reference_dialogues: int = 2,
+def bench_score(dialogues: int = 4, out: Path | None = None, source: Path | None = None, reference_dialogues: int = 2,
                 max_new_tokens: int = OFFICIAL_MAX_NEW_TOKENS, model: str = "embedded",
                 prompt_order: str | None = None, dtype: str = "auto", project_gpu: bool = False,
-                budget_s: float = 600.0, gpu_prefill_rate: float | None = None) -> dict[str, Any]:
+                budget_s: float = 600.0, gpu_prefill_rate: float | None = None, workers: int = 0) -> dict[str, Any]:
     """Scoring throughput: ours (batched logprob, prefix cache) vs the official score.py loop; the
     result is printed as JSON (and written to `out`)."""
     result = run_bench(dialogues, source, reference_dialogues, max_new_tokens, model, prompt_order, dtype, project_gpu,
-                       budget_s, gpu_prefill_rate)
+                       budget_s, gpu_prefill_rate, workers)
     text = json.dumps(result, indent=2, ensure_ascii=False)
     print(text)
     if out is not None:

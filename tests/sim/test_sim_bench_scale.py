@@ -44,6 +44,16 @@ def test_scale_dialogues_repeat_with_unique_prefixes():
         list(scale_dialogues([], 3))
 
 
+def test_warm_up_copies_leave_nothing_cached_for_the_measured_ones():
+    # the engines' warm-up dialogues are copies too: marked apart, or the first measured copies
+    # (and, in compare mode, the unmarked originals) would find their dialogue in the prefix cache
+    rows = [_row(0), _row(1)]
+    warm = [r["turns"][0]["text"] for r in scale_dialogues(rows, 2, mark="warm-up")]
+    measured = [r["turns"][0]["text"] for r in scale_dialogues(rows, 4)] + [r["turns"][0]["text"] for r in rows]
+    assert not set(warm) & set(measured)
+    assert not {r["dialogue_id"] for r in scale_dialogues(rows, 2, mark="warm-up")} & {r["dialogue_id"] for r in scale_dialogues(rows, 4)}
+
+
 def test_prefill_accounting_dialogue_first_reads_the_dialogue_once():
     rows = [_row(i, words=300) for i in range(3)]  # dialogues longer than a rubric, as the official ones
     acc = prefill_accounting(rows, JudgeConfig(), CharTokenizer())

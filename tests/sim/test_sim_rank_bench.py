@@ -45,3 +45,24 @@ def test_bench_prompt_order_defaults_to_the_registry_entry():
     assert registry_prompt_order("embedded") == "dialogue_first"  # our stand-in judge reads dialogue first
     assert registry_prompt_order("esc-rank") == "rubric_first"  # the paper's judge keeps the paper's prompt
     assert registry_prompt_order("/models/my-judge") == "rubric_first"
+
+
+def test_reference_thread_binding_is_set_for_the_engine_start_and_restored(monkeypatch):
+    import os
+
+    from esc_eval.sim.bench.scoring import BIND_ENV, _reference_bindings, _thread_bind
+
+    monkeypatch.setenv(BIND_ENV, "7")
+    with _thread_bind("0-1"):
+        assert os.environ[BIND_ENV] == "0-1"
+    with _thread_bind(None):  # vLLM's default: the variable unset, not set empty
+        assert BIND_ENV not in os.environ
+    assert os.environ[BIND_ENV] == "7"
+    monkeypatch.delenv(BIND_ENV)
+    with _thread_bind("0"):
+        pass
+    assert BIND_ENV not in os.environ
+    monkeypatch.setattr(os, "cpu_count", lambda: 2)
+    assert _reference_bindings() == {"vllm_default": None, "all_2_cores": "0-1"}
+    monkeypatch.setattr(os, "cpu_count", lambda: 1)
+    assert _reference_bindings() == {"vllm_default": None}

@@ -39,11 +39,13 @@ def official_turns(shared_data, name="llama3_en.json", key="1"):
 def test_official_samples_score_end_to_end_on_the_embedded_judge(shared_data, embedded_model, tmp_path):
     # The first dialogue of each official file (en/zh x 2 models): the full layout, a third of the
     # prefill (all 12 take ~8 minutes on 2 CPU cores; the fast tests score all 12 with a fake judge).
+    # Dialogue-first, as the demo scores with the embedded judge: a dialogue's seven prompts share it
+    # as a cached prefix (rubric-first on this engine: test_digit_probabilities_... below).
     src = tmp_path / "official_in"
     src.mkdir()
     for f in sorted((shared_data / "esc-eval" / "dialogues").glob("*.json")):
         (src / f.name).write_text(json.dumps({"0": json.loads(f.read_text())["0"]}, ensure_ascii=False))
-    judge = JudgeConfig(model=ModelRef(model="vllm/embedded"))
+    judge = JudgeConfig(model=ModelRef(model="vllm/embedded"), prompt_order="dialogue_first")
     cfg = ScoringConfig(judge=judge, execution=ExecutionConfig(executor="local", concurrency=12))
     result = run_scoring(cfg, src, tmp_path / "run")
     assert result["dialogues"] == 4 and result["items"] == 4 and result["failed"] == 0
@@ -84,6 +86,64 @@ async def test_digit_probabilities_sum_to_one_and_argmax_is_the_greedy_answer(sh
             assert f.text.strip() == str(argmax)
 
 
+def test_bench_score_runs_on_one_short_dialogue(embedded_model, tmp_path):
+    from esc_eval.sim.bench.scoring import bench_score
+    from esc_eval.sim.config import SimulationConfig
+    from esc_eval.sim.simulation import run_simulation
+
+    # a short fake-model dialogue in a run folder: the bench's path, not its numbers, is tested here
+    # one round: the seven judge prompts stay short (each phase prefills them without a cache)
+    run_simulation(SimulationConfig(cards="sample", languages=["en"], limit=1, rounds=1, role=ModelRef(model="fake/seeker"),
+                                    targets=[ModelRef(model="fake/echo")], execution=ExecutionConfig(executor="local")),
+                   tmp_path / "run")
+    from esc_eval.serve.vllm_engine import engines_started_here
+
+    out = tmp_path / "bench.json"
+    with engines_started_here():  # the bench's own engines must not idle beside later tests' engines
+        result = bench_score(dialogues=1, out=out, source=tmp_path / "run", reference_dialogues=1, max_new_tokens=8,
+                             model="embedded", workers=1)
+    assert json.loads(out.read_text()) == json.loads(json.dumps(result))
+    phases = result["phases"]
+    # ours: the service's path (a Ray pool), gone again afterwards
+    assert phases["ours"]["scored_dialogues"] == 1 and phases["ours"]["failed"] == 0 and phases["ours"]["workers"] == 1
+    import ray
+
+    assert not ray.is_initialized()
+    assert result["source"]["kind"] == "run_folder" and phases["ours_one_engine"]["requests"] == 7
+    # the same 7 requests in every phase: same prompt tokens
+    tokens = {phases[p]["prompt_tokens"] for p in ("ours", "ours_one_engine", "ours_one_engine_dimension_major",
+                                                   "batched_no_cache", "prefill_reference")}
+    assert len(tokens) == 1 and tokens.pop() > 7 * 300
+    binding = result["reference_binding"]
+    assert binding["chosen"] in binding["probes"] and all(p["decoded_tokens"] >= 1 for p in binding["probes"].values())
+    assert phases["batched_no_cache"]["cached_prompt_tokens"] == 0 and phases["prefill_reference"]["cached_prompt_tokens"] == 0
+    assert 1 <= phases["reference"]["decoded_tokens_mean"] <= 8
+    assert result["speedup_vs_reference"] > 0 and result["speedup_vs_prefill_reference"] > 0
+    assert result["score_agreement"]["ours_vs_dimension_major"] is not None
+
+
+def test_dialogue_first_order_computes_the_dialogue_once(embedded_model):
+    from esc_eval.sim.bench.scoring import _counting_model_class
+
+    model = _counting_model_class()("embedded")
+    assert model.host is embedded_model.host  # same engine kwargs: the session's engine
+    turns = SHORT_TURNS * 6  # ~18 turns: the dialogue spans several KV blocks
+
+    def score(order):
+        asyncio.run_coroutine_threadsafe(model.host.engine.reset_prefix_cache(), model.host.loop).result()
+        before = model.cached_tokens
+        rows = asyncio.run(score_dialogue(turns, "en", JudgeConfig(model=ModelRef(), prompt_order=order), model))
+        assert all(r["parse_status"] == "ok" for r in rows)
+        return model.cached_tokens - before, rows
+
+    cached_first, rows = score("dialogue_first")
+    cached_paper, _ = score("rubric_first")
+    dialogue_tokens = len(model.host.tokenizer.encode(render_dialogue(turns, "official")))
+    # six of the seven prompts reuse the first one's dialogue (up to a KV block at its end)
+    assert cached_first >= 6 * (dialogue_tokens - 128), (cached_first, dialogue_tokens)
+    assert cached_first > 3 * cached_paper
+
+
 # -- multi-LoRA judge ---------------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def lora_folder(tmp_path_factory):
@@ -110,11 +170,13 @@ def lora_folder(tmp_path_factory):
 @pytest.fixture(scope="module")
 def lora_judge(lora_folder):
     from esc_eval.serve.chat import get_chat_model
+    from esc_eval.serve.vllm_engine import engines_started_here
 
-    judge = multi_lora_judge(lora_folder, "vllm/embedded", name="tiny-lora")
-    model = get_chat_model(judge.model.model, **judge.model.options)
-    model.host.ensure_started()
-    return judge, model
+    with engines_started_here():  # its 14-adapter engine must not outlive the module's tests
+        judge = multi_lora_judge(lora_folder, "vllm/embedded", name="tiny-lora")
+        model = get_chat_model(judge.model.model, **judge.model.options)
+        model.host.ensure_started()
+        yield judge, model
 
 
 async def test_each_adapter_gives_its_own_distribution_in_one_engine(lora_judge):
@@ -145,53 +207,3 @@ async def test_scoring_routes_each_dimension_to_its_adapter(lora_judge):
         assert select_adapter(judge, d, "zh") == official_adapter_name(d)
         # same adapter, same prompt: the same distribution (up to bf16 batch-shape noise)
         assert max(abs(x - y) for x, y in zip(r["probs"], distribution(res.top_logprobs[0]))) < 0.05
-
-
-def test_bench_score_runs_on_one_short_dialogue(embedded_model, tmp_path):
-    from esc_eval.sim.bench.scoring import bench_score
-    from esc_eval.sim.config import SimulationConfig
-    from esc_eval.sim.simulation import run_simulation
-
-    # a short fake-model dialogue in a run folder: the bench's path, not its numbers, is tested here
-    # one round: the seven judge prompts stay short (each phase prefills them without a cache)
-    run_simulation(SimulationConfig(cards="sample", languages=["en"], limit=1, rounds=1, role=ModelRef(model="fake/seeker"),
-                                    targets=[ModelRef(model="fake/echo")], execution=ExecutionConfig(executor="local")),
-                   tmp_path / "run")
-    from esc_eval.serve.vllm_engine import engines_started_here
-
-    out = tmp_path / "bench.json"
-    with engines_started_here():  # the bench's own engines must not idle beside later tests' engines
-        result = bench_score(dialogues=1, out=out, source=tmp_path / "run", reference_dialogues=1, max_new_tokens=8,
-                             model="embedded")
-    assert json.loads(out.read_text()) == json.loads(json.dumps(result))
-    phases = result["phases"]
-    assert result["source"]["kind"] == "run_folder" and phases["ours"]["requests"] == 7
-    # the same 7 requests in every phase: same prompt tokens
-    tokens = {phases[p]["prompt_tokens"] for p in ("ours", "ours_dimension_major", "batched_no_cache", "prefill_reference")}
-    assert len(tokens) == 1 and tokens.pop() > 7 * 300
-    assert phases["batched_no_cache"]["cached_prompt_tokens"] == 0 and phases["prefill_reference"]["cached_prompt_tokens"] == 0
-    assert 1 <= phases["reference"]["decoded_tokens_mean"] <= 8
-    assert result["speedup_vs_reference"] > 0 and result["speedup_vs_prefill_reference"] > 0
-    assert result["score_agreement"]["ours_vs_dimension_major"] is not None
-
-
-def test_dialogue_first_order_computes_the_dialogue_once(embedded_model):
-    from esc_eval.sim.bench.scoring import _counting_model_class
-
-    model = _counting_model_class()("embedded")
-    assert model.host is embedded_model.host  # same engine kwargs: the session's engine
-    turns = SHORT_TURNS * 6  # ~18 turns: the dialogue spans several KV blocks
-
-    def score(order):
-        asyncio.run_coroutine_threadsafe(model.host.engine.reset_prefix_cache(), model.host.loop).result()
-        before = model.cached_tokens
-        rows = asyncio.run(score_dialogue(turns, "en", JudgeConfig(model=ModelRef(), prompt_order=order), model))
-        assert all(r["parse_status"] == "ok" for r in rows)
-        return model.cached_tokens - before, rows
-
-    cached_first, rows = score("dialogue_first")
-    cached_paper, _ = score("rubric_first")
-    dialogue_tokens = len(model.host.tokenizer.encode(render_dialogue(turns, "official")))
-    # six of the seven prompts reuse the first one's dialogue (up to a KV block at its end)
-    assert cached_first >= 6 * (dialogue_tokens - 128), (cached_first, dialogue_tokens)
-    assert cached_first > 3 * cached_paper
