@@ -83,7 +83,9 @@ def test_tiny_llama_trains_checkpoints_and_resumes(tmp_path, tiny_llama_dir):
 
 
 def test_tiny_llama_zero3_judge_multitask(tmp_path, tiny_llama_dir):
-    """ZeRO-3 (partitioned LoRA gathered on save) on the judge job, no evaluation."""
+    """ZeRO-3 (partitioned LoRA gathered on save) on the judge job, no evaluation; bf16, so DeepSpeed's
+    bf16 path on CPU is tested on every machine (on a tiny model it costs nothing even where bf16 is
+    emulated)."""
     from esc_eval.train.config import AnnotationSourceConfig, EvalConfig, RankDataConfig, RankJobConfig
     from esc_eval.train.rank_job import run_rank_job
     from esc_eval.sim.dimensions import DIMENSION_NAMES
@@ -96,7 +98,7 @@ def test_tiny_llama_zero3_judge_multitask(tmp_path, tiny_llama_dir):
     (tmp_path / "ann.json").write_text(json.dumps(rows))
     cfg = RankJobConfig(
         train=TrainConfig(model=str(tiny_llama_dir), max_steps=2, checkpoint_every=2, max_seq_len=2048, num_workers=2,
-                          precision="fp32", deepspeed_stage=3, learning_rate=1e-3, output_dir=tmp_path / "out"),
+                          precision="bf16", deepspeed_stage=3, learning_rate=1e-3, output_dir=tmp_path / "out"),
         data=RankDataConfig(dialogues=[DialogueSourceConfig(path=tmp_path / "m_en.json")],
                             annotations=[AnnotationSourceConfig(path=tmp_path / "ann.json")], layout="multitask"),
         evaluation=EvalConfig(enabled=False),
@@ -111,8 +113,9 @@ def test_tiny_llama_zero3_judge_multitask(tmp_path, tiny_llama_dir):
 
 
 def test_smollm2_adapter_changes_vllm_output(tmp_path):
-    """Train the embedded SmolLM2 for a few steps (Ray Train, DeepSpeed ZeRO-2, 2 CPU workers, bf16)
-    on a tiny memorable role-play set, then serve base + adapter in one vLLM engine."""
+    """Train the embedded SmolLM2 for a few steps (Ray Train, DeepSpeed ZeRO-2, 2 CPU workers, the
+    default precision: this CPU's fast dtype) on a tiny memorable role-play set, then serve base +
+    adapter in one vLLM engine."""
     from esc_eval.serve.chat import ChatMessage, GenerationParams
     from esc_eval.sim.prompts import opener, roleplay_system_prompt
     from esc_eval.train.adapter_registry import load_registry_entry
@@ -120,7 +123,7 @@ def test_smollm2_adapter_changes_vllm_output(tmp_path):
 
     cfg = RoleJobConfig(
         train=TrainConfig(model="embedded", max_steps=6, checkpoint_every=6, max_seq_len=256, num_workers=2,
-                          precision="bf16", deepspeed_stage=2, learning_rate=3e-3, lora={"r": 16, "alpha": 32, "dropout": 0.0},
+                          deepspeed_stage=2, learning_rate=3e-3, lora={"r": 16, "alpha": 32, "dropout": 0.0},
                           output_dir=tmp_path / "out"),
         data=RoleDataConfig(sources=[DialogueSourceConfig(path=memorable_esconv(tmp_path / "memo.json"))],
                             validation_fraction=0.0),
