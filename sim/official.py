@@ -84,7 +84,7 @@ def official_stems(pairs: Iterable[tuple[str, str]]) -> dict[tuple[str, str], st
     for pair in pairs:
         if pair in stems:
             continue
-        stem = Path(official_file_name(*pair)).stem
+        stem = official_file_stem(*pair)
         if stem in owner:
             raise OfficialFormatError(f"models {owner[stem][0]!r} and {pair[0]!r} would both be written to {stem}.json; "
                                       "give one of them another name (the target's `name`)")

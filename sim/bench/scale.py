@@ -19,7 +19,7 @@ import statistics
 import tempfile
 import time
 from pathlib import Path
-from typing import Any, Callable, Iterable, Iterator
+from typing import Any, Iterable, Iterator
 
 from esc_eval.sim.config import ExecutionConfig, JudgeConfig, ScoringConfig
 from esc_eval.sim.prompts import judge_messages
@@ -134,13 +134,13 @@ def _scoring_item(row: dict[str, Any], judge: JudgeConfig) -> dict[str, Any]:
             "turns": row["turns"], "status": "ok", "dimensions": list(judge.dimensions)}
 
 
-def _score_on_pool(rows: list[dict[str, Any]], items: Callable[[float], Iterable[dict[str, Any]]], judge: JudgeConfig,
-                   dtype: str, workers: int, concurrency: int, kv_cache_gb: int,
-                   chunk_size: int) -> tuple[Any, float, dict[str, Any]]:
+def _score_on_pool(rows: list[dict[str, Any]], items: Iterable[dict[str, Any]], judge: JudgeConfig, dtype: str,
+                   workers: int, concurrency: int, kv_cache_gb: int, chunk_size: int,
+                   budget_s: float | None = None) -> tuple[Any, float, dict[str, Any]]:
     """ScoringJob on a fresh Ray pool of `workers` engines, one per core: one marked copy of a
     dialogue of `rows` per worker first (engines up before the clock, and nothing the measured
-    items could reuse from the cache), then the clock runs over items(start time). Returns the
-    pool's stats, the wall seconds and the set-up."""
+    items could reuse from the cache), then the clock runs over `items`, handed out for at most
+    `budget_s` s when given. Returns the pool's stats, the wall seconds and the set-up."""
     from esc_eval.sim.pool import WorkerPool, ensure_ray
     from esc_eval.sim.scoring import ScoringJob
 
@@ -156,7 +156,9 @@ def _score_on_pool(rows: list[dict[str, Any]], items: Callable[[float], Iterable
         warm = [_scoring_item(r, judge) for r in scale_dialogues(rows, workers, mark="warm-up")]
         pool.run(ScoringJob(cfg), warm, str(tmp / "warm"), execution=ex.model_copy(update={"chunk_size": 1}))
         started = time.monotonic()
-        stats = pool.run(ScoringJob(cfg), items(started), str(tmp / "run"))
+        if budget_s is not None:
+            items = _budgeted(items, started + budget_s)
+        stats = pool.run(ScoringJob(cfg), items, str(tmp / "run"))
         wall = time.monotonic() - started
     setup = {"workers": workers, "cpu_bind": ex.cpu_bind, "concurrency_per_worker": concurrency,
              "kv_cache_gb_per_engine": kv_cache_gb, "chunk_size": chunk_size}
@@ -172,9 +174,9 @@ def measure_scale(rows: list[dict[str, Any]], n: int, judge: JudgeConfig, dtype:
     """Score up to n repeated dialogues through the production path (ScoringJob on the Ray pool, one
     engine per core, bound to it) for at most `budget_s` s after the engines are up."""
     workers = _workers(workers)
-    stats, wall, setup = _score_on_pool(
-        rows, lambda started: _budgeted((_scoring_item(r, judge) for r in scale_dialogues(rows, n)), started + budget_s),
-        judge, dtype, workers, concurrency, kv_cache_gb, chunk_size=4)
+    items = (_scoring_item(r, judge) for r in scale_dialogues(rows, n))
+    stats, wall, setup = _score_on_pool(rows, items, judge, dtype, workers, concurrency, kv_cache_gb, chunk_size=4,
+                                        budget_s=budget_s)
     dph = stats.done / wall * 3600 if wall > 0 else 0.0
     return {"path": "ScoringJob on the Ray pool (the service's scoring path)", **setup,
             "requested_dialogues": n, "scored_dialogues": stats.done, "failed": stats.failed,
@@ -189,8 +191,8 @@ def measure_service(rows: list[dict[str, Any]], judge: JudgeConfig, dtype: str, 
     """Score `rows` once through the production path (what `esc-eval score` runs: ScoringJob on the
     Ray pool, one engine per core), each dialogue its own chunk so they spread over the engines."""
     workers = _workers(workers)
-    stats, wall, setup = _score_on_pool(rows, lambda started: [_scoring_item(r, judge) for r in rows], judge, dtype,
-                                        workers, concurrency, kv_cache_gb, chunk_size=1)
+    stats, wall, setup = _score_on_pool(rows, [_scoring_item(r, judge) for r in rows], judge, dtype, workers,
+                                        concurrency, kv_cache_gb, chunk_size=1)
     return {"path": "ScoringJob on the Ray pool (the service's scoring path)", **setup,
             "dialogues": len(rows), "scored_dialogues": stats.done, "failed": stats.failed,
             "wall_s": round(wall, 3), "prompt_tokens": stats.tokens,
