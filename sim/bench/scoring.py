@@ -36,7 +36,6 @@ warm-up per engine are excluded from every timing.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import os
 import statistics
@@ -47,6 +46,7 @@ from typing import Any, Optional
 
 
 from esc_eval.serve.chat import ChatMessage, GenerationParams
+from esc_eval.sim.bench.env import temporary_env
 from esc_eval.sim.config import JudgeConfig, ModelRef
 from esc_eval.sim.dimensions import DIMENSION_NAMES
 from esc_eval.sim.prompts import judge_messages
@@ -296,22 +296,10 @@ def run_bench(dialogues: int = 4, source: Path | None = None, reference_dialogue
     return out
 
 
-@contextlib.contextmanager
 def _thread_bind(value: str | None):
     """VLLM_CPU_OMP_THREADS_BIND for the engines started inside (their core process reads it at
     spawn); None = vLLM's default (one core)."""
-    old = os.environ.get(BIND_ENV)
-    if value is None:
-        os.environ.pop(BIND_ENV, None)
-    else:
-        os.environ[BIND_ENV] = value
-    try:
-        yield
-    finally:
-        if old is None:
-            os.environ.pop(BIND_ENV, None)
-        else:
-            os.environ[BIND_ENV] = old
+    return temporary_env(BIND_ENV, value)
 
 
 def _reference_bindings() -> dict[str, str | None]:
@@ -332,19 +320,34 @@ async def _probe_call(model, messages: list[ChatMessage], max_new_tokens: int) -
 def _fastest_reference_binding(Counting, model: str, dtype: str, messages: list[ChatMessage],
                                max_new_tokens: int) -> tuple[str, dict[str, Any]]:
     """The reference gets the machine the way it runs fastest: one generating call (the median
-    dialogue's first dimension, greedy to EOS) timed on an engine under each thread binding."""
-    from esc_eval.serve.vllm_engine import engines_started_here
+    dialogue's first dimension, greedy to EOS) timed on an engine under each thread binding. The
+    winner's engine is left running for the reference phases (an engine start saved); the others
+    are stopped."""
+    from esc_eval.serve.vllm_engine import shutdown_engine
 
     probes: dict[str, Any] = {}
+    best: tuple[str, Any] | None = None
     for name, value in _reference_bindings().items():
-        with engines_started_here(), _thread_bind(value):
+        with _thread_bind(value):
             m = Counting(model, enable_prefix_caching=False, dtype=dtype)
-            m.host.ensure_started()
-            probes[name] = {"VLLM_CPU_OMP_THREADS_BIND": value or "(unset: vLLM's default)",
-                            **_on_loop(m, _probe_call(m, messages, max_new_tokens))}
+            try:
+                start_s = _start(m)
+                probes[name] = {"VLLM_CPU_OMP_THREADS_BIND": value or "(unset: vLLM's default)",
+                                "engine_start_s": round(start_s, 1), **_on_loop(m, _probe_call(m, messages, max_new_tokens))}
+            except BaseException:
+                shutdown_engine(m.host)
+                if best:
+                    shutdown_engine(best[1].host)
+                raise
+        if best is None or probes[name]["wall_s"] < probes[best[0]]["wall_s"]:
+            if best:
+                shutdown_engine(best[1].host)
+            best = (name, m)
+        else:
+            shutdown_engine(m.host)
         time.sleep(PHASE_PAUSE_S)
-    best = min(probes, key=lambda n: probes[n]["wall_s"])
-    return best, probes
+    assert best is not None
+    return best[0], probes
 
 
 def _compare(rows, judge: JudgeConfig, model: str, dtype: str, k: int, max_new_tokens: int,
@@ -368,9 +371,9 @@ def _compare(rows, judge: JudgeConfig, model: str, dtype: str, k: int, max_new_t
                                     rubric=judge.rubric, rendering=judge.rendering, order=judge.prompt_order)
     bind_name, probes = _fastest_reference_binding(Counting, model, dtype, probe_messages, max_new_tokens)
     out["reference_binding"] = {"chosen": bind_name, "probes": probes}
-    with _thread_bind(_reference_bindings()[bind_name]):
-        ref_model = Counting(model, enable_prefix_caching=False, dtype=dtype)  # a distinct engine (keyed by kwargs)
-        ref_start = _start(ref_model)
+    # the probe's winning engine, still running (keyed by its kwargs): distinct from ours_model's
+    ref_model = Counting(model, enable_prefix_caching=False, dtype=dtype)
+    ref_start = probes[bind_name]["engine_start_s"]
     ours_model = Counting(model, dtype=dtype)  # default engine kwargs: prefix caching on, vLLM's default binding
     out["engine_start_s"] = {"ours_one_engine": round(_start(ours_model), 1), "reference": round(ref_start, 1)}
 

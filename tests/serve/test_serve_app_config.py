@@ -30,7 +30,10 @@ def test_cpu_llm_config_matches_the_recipe():
     (c,) = build_llm_configs(_cfg(min_replicas=1, max_replicas=3, target_ongoing_requests=8))
     lc = llm.LLMConfig.model_validate(c)
     assert lc.accelerator_config.kind == "cpu" and lc.accelerator_type is None
-    assert lc.engine_kwargs == {"max_model_len": 2048, "max_num_seqs": 32, "enforce_eager": True, "dtype": best_dtype()}
+    from esc_eval.serve.cpu import kv_block_size
+
+    block = {"block_size": kv_block_size()} if kv_block_size() else {}  # 32 unless the CPU has AMX
+    assert lc.engine_kwargs == {"max_model_len": 2048, "max_num_seqs": 32, "enforce_eager": True, "dtype": best_dtype(), **block}
     assert lc.runtime_env == {"env_vars": {"VLLM_CPU_KVCACHE_SPACE": "2"}}
     assert lc.model_id == "embedded" and lc.model_loading_config.model_source == "/models/smol"
     auto = lc.deployment_config["autoscaling_config"]

@@ -40,6 +40,13 @@ def test_flags_decide_the_dtype(text, isa, native, dtype):
     assert info.cores == 2
 
 
+@pytest.mark.parametrize("text, block", [(EPYC_AVX2, 32), (AVX512_NO_BF16, 32), (XEON_AMX, None)])
+def test_kv_block_size_is_small_without_amx(text, block):
+    from esc_eval.serve.cpu import kv_block_size
+
+    assert kv_block_size(cpu_info(text, cores=2)) == block  # None: vLLM's own default (128 on CPU)
+
+
 def test_avx512_bf16_alone_is_enough():
     info = cpu_info("model name: X\nflags: avx2 avx512f avx512_bf16\n", cores=4)
     assert info.native_bf16 and best_dtype(info) == "bfloat16" and info.isa == "avx512_bf16"
@@ -191,3 +198,13 @@ def test_real_engine_loads_the_cpus_best_dtype(embedded_model, monkeypatch):
     monkeypatch.delenv(cpu.DTYPE_ENV, raising=False)
     assert embedded_model.host.dtype == best_dtype()
     assert str(embedded_model.host.engine.vllm_config.model_config.dtype) == f"torch.{best_dtype()}"
+
+
+@pytest.mark.slow
+def test_real_engine_gets_the_cpus_kv_block_size(embedded_model):
+    from esc_eval.serve.cpu import kv_block_size
+
+    want = kv_block_size()
+    assert embedded_model.host.block_size == want
+    if want is not None:  # vLLM took it (its CPU default would be 128)
+        assert embedded_model.host.engine.vllm_config.cache_config.block_size == want

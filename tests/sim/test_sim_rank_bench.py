@@ -66,3 +66,50 @@ def test_reference_thread_binding_is_set_for_the_engine_start_and_restored(monke
     assert _reference_bindings() == {"vllm_default": None, "all_2_cores": "0-1"}
     monkeypatch.setattr(os, "cpu_count", lambda: 1)
     assert _reference_bindings() == {"vllm_default": None}
+
+
+@pytest.mark.parametrize("walls, winner", [({"vllm_default": 5.0, "all_2_cores": 3.0}, "all_2_cores"),
+                                           ({"vllm_default": 2.0, "all_2_cores": 3.0}, "vllm_default")])
+def test_binding_probe_keeps_the_winners_engine_and_stops_the_others(monkeypatch, walls, winner):
+    import os
+
+    import esc_eval.serve.vllm_engine as ve
+    import esc_eval.sim.bench.scoring as sc
+
+    monkeypatch.setattr(os, "cpu_count", lambda: 2)
+    monkeypatch.setattr(sc, "PHASE_PAUSE_S", 0)
+    made, stopped = [], []
+
+    class Host:
+        def __init__(self, bind):
+            self.bind = bind
+
+    class Counting:
+        def __init__(self, model, **kw):
+            self.host = Host(os.environ.get(sc.BIND_ENV))  # the binding in force at the engine start
+            made.append(self)
+
+    monkeypatch.setattr(sc, "_start", lambda m: 1.5)
+    monkeypatch.setattr(sc, "_on_loop", lambda m, coro: (coro.close(), {"wall_s": walls[
+        "vllm_default" if m.host.bind is None else "all_2_cores"], "decoded_tokens": 9})[1])
+    monkeypatch.setattr(ve, "shutdown_engine", stopped.append)
+    name, probes = sc._fastest_reference_binding(Counting, "embedded", "float32", [], 8)
+    assert name == winner and set(probes) == {"vllm_default", "all_2_cores"}
+    assert probes["all_2_cores"]["VLLM_CPU_OMP_THREADS_BIND"] == "0-1" and probes[winner]["engine_start_s"] == 1.5
+    kept = made[list(probes).index(winner)]
+    assert stopped == [m.host for m in made if m is not kept]  # the loser only: the winner serves the reference
+
+
+def test_shutdown_engine_forgets_only_that_engine(monkeypatch):
+    import esc_eval.serve.vllm_engine as ve
+
+    class Host:
+        down = False
+
+        def shutdown(self):
+            self.down = True
+
+    a, b = Host(), Host()
+    monkeypatch.setattr(ve, "_HOSTS", {("m", (), ("x",)): a, ("m", (), ("y",)): b})
+    ve.shutdown_engine(a)
+    assert a.down and not b.down and list(ve._HOSTS.values()) == [b]
