@@ -74,7 +74,8 @@ def _engine_rates(contexts: list[int], streams: int, new_tokens: int, dtype: str
             rows.append({"context_tokens": ctx, "prefill_tokens_per_s": round(streams * ctx / prefill_s, 1),
                          "decode_tokens_per_s": round(generated / decode_s, 1),
                          "step_ms": round(decode_s / new_tokens * 1000, 1), "generated_tokens": generated})
-    return rows, {"engine_start_s": round(start_s, 1), "dtype": model.host.dtype}
+    return rows, {"engine_start_s": round(start_s, 1), "dtype": model.host.dtype,
+                  "kv_block_size": model.host.block_size or "vLLM's default"}
 
 
 def _reference_rates(contexts: list[int], new_tokens: int, dtype: str) -> dict[int, float]:
