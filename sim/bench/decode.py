@@ -52,14 +52,12 @@ def _engine_rates(contexts: list[int], streams: int, new_tokens: int, dtype: str
     from vllm import SamplingParams
 
     from esc_eval.serve.vllm_engine import VLLMChatModel, engines_started_here
-    from esc_eval.sim.bench.scoring import BIND_ENV, _on_loop
+    from esc_eval.sim.bench.scoring import BIND_ENV, _on_loop, _start
 
     rows = []
     with engines_started_here(), temporary_env(BIND_ENV, bind), temporary_env(KV_ENV, str(kv_cache_gb)):
         model = VLLMChatModel("embedded", dtype=dtype, enforce_eager=not compiled, max_model_len=max(contexts) + new_tokens + 64)
-        started = time.perf_counter()
-        model.host.ensure_started()
-        start_s = time.perf_counter() - started
+        start_s = _start(model)
         source = _source_ids(model.host.tokenizer)
         prefill_sp = SamplingParams(max_tokens=1, temperature=0.0)
         decode_sp = SamplingParams(max_tokens=new_tokens, ignore_eos=True, temperature=0.0)
