@@ -28,6 +28,7 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 # URI schemes of object stores: one PUT creates an object atomically, and there is no rename.
 OBJECT_STORE_SCHEMES = {"s3", "s3a", "gs", "gcs", "abfs", "abfss", "az", "azure", "oss", "r2", "memory"}
+CHECK_HINT = "check the endpoint, the bucket and the store's credentials in the environment or its config files"
 # Query parameters that can carry secrets in a storage URI (pyarrow accepts some of them).
 _SECRET_QUERY = re.compile(r"(key|secret|token|password|credential|signature|sig)", re.IGNORECASE)
 
@@ -352,7 +353,7 @@ class ArrowStorage(RunStorage):
                 return True
             infos = self.fs.get_file_info(pafs.FileSelector(self.root, allow_not_found=True, recursive=False))
         except OSError as e:
-            raise self._error("cannot be read", e) from e
+            raise self._error(f"cannot be read ({CHECK_HINT})", e) from e
         return bool(infos)
 
     def check_writable(self) -> None:
@@ -367,12 +368,12 @@ class ArrowStorage(RunStorage):
                                          f"(create it first; esc-eval never creates buckets)")
             probe = f".write-test-{uuid.uuid4().hex}"
             with self.fs.open_output_stream(self._full(probe)) as f:
-                f.write(b"")
+                f.write(b"probe")  # not empty: an empty upload is a zero-part multipart upload S3 refuses
             self.fs.delete_file(self._full(probe))
         except RunFolderError:
             raise
         except (OSError, ValueError) as e:
-            raise self._error("not writable (endpoint, bucket and credentials?)", e) from e
+            raise self._error(f"not writable ({CHECK_HINT})", e) from e
 
 
 def _open_filesystem(location: str):
@@ -419,6 +420,9 @@ def _s3(parts):
         "connect_timeout": float(query.pop("connect_timeout", 5)),
         "request_timeout": float(query.pop("request_timeout", 60)),
         "retry_strategy": pafs.AwsStandardS3RetryStrategy(max_attempts=int(query.pop("max_attempts", 3))),
+        # Small objects (parts, checkpoint segments, the manifest) go up in one PutObject instead of a
+        # three-request multipart upload; large ones still use multipart.
+        "allow_delayed_open": True,
     }
     endpoint = query.pop("endpoint_override", None) or os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL")
     if endpoint:
