@@ -49,11 +49,15 @@ def bench_sim(
     compiled: bool = typer.Option(True, "--compiled/--eager", help="(b) compiled vLLM engines (slower start, excluded from the timing; faster steps)."),
     dtype: str = typer.Option("auto", "--dtype", help="(b) model dtype of both sides: auto (bfloat16 only with "
                               "AVX512-BF16/AMX, else float32), float32 or bfloat16."),
+    via_driver: bool = typer.Option(False, "--via-driver", help="(a) also with every row and turn checkpoint shipped "
+                                    "through the writer actor on the driver's node (a multi-node run's path)."),
+    storage_uri: Optional[str] = typer.Option(None, "--storage-uri", help="(a) also with the run folder under this "
+                                              "storage URI (e.g. s3://bucket/prefix; credentials from the environment)."),
 ) -> None:
     """Simulation throughput: fake backend, embedded model vs the release's loop, driver memory."""
     from esc_eval.sim.bench.simulation import run_bench_sim
 
-    _write(run_bench_sim(fake_dialogues=fake_dialogues, fake_latency=fake_latency, saturation_latency=saturation_latency, workers=workers, memory_items=memory_items, embedded_dialogues=embedded_dialogues, reference_dialogues=reference_dialogues, max_tokens=max_tokens, concurrency=concurrency, shared_cards=shared_cards, kv_cache_gb=kv_cache_gb, engines=engines, compiled=compiled, dtype=_dtype(dtype)), out)
+    _write(run_bench_sim(fake_dialogues=fake_dialogues, fake_latency=fake_latency, saturation_latency=saturation_latency, workers=workers, memory_items=memory_items, embedded_dialogues=embedded_dialogues, reference_dialogues=reference_dialogues, max_tokens=max_tokens, concurrency=concurrency, shared_cards=shared_cards, kv_cache_gb=kv_cache_gb, engines=engines, compiled=compiled, dtype=_dtype(dtype), via_driver=via_driver, storage_uri=storage_uri), out)
 
 
 @app.command("score")
