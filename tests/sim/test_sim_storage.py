@@ -14,7 +14,8 @@ import pytest
 
 from esc_eval.sim.checkpoints import TurnCheckpoints, clear_folder, compact_folder, has_logs, read_folder
 from esc_eval.sim.runfolder import RunFolder, RunFolderError
-from esc_eval.sim.storage import (ArrowStorage, LocalStorage, OutputFolder, StorageSpec, is_uri, join_location,
+from esc_eval.sim.storage_objects import ArrowStorage
+from esc_eval.sim.storage import (LocalStorage, OutputFolder, StorageSpec, is_uri, join_location,
                                   location_name, open_storage, redact_uri)
 
 REPO = Path(__file__).resolve().parents[2]
