@@ -21,6 +21,8 @@ from esc_eval.analysis.rubric import annotation_rubric_version
 
 Stratum = Literal["target_model", "language", "category_1", "category_2", "category_3"]
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+# Annotator ids may be e-mail addresses (Label Studio's users).
+_ANNOTATOR = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.@+-]{0,127}$")
 
 
 class StudyConfig(BaseModel):
@@ -29,7 +31,7 @@ class StudyConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     name: str = Field(description="Study name: letters, digits, '_', '-', '.' (at most 64).")
-    annotators: list[str] = Field(min_length=1, description="Annotator ids (same characters as the name).")
+    annotators: list[str] = Field(min_length=1, description="Annotator ids: letters, digits, '_', '-', '.', '@', '+'.")
     overlap: int = Field(2, ge=1, description="Annotators per dialogue (2 or more gives agreement figures).")
     sample: int | None = Field(None, ge=1, description="Dialogues to sample; None = every ok dialogue of the runs.")
     strata: list[Stratum] = Field(default_factory=lambda: ["target_model", "language", "category_1"],
@@ -50,9 +52,9 @@ class StudyConfig(BaseModel):
     @field_validator("annotators")
     @classmethod
     def _annotators(cls, v: list[str]) -> list[str]:
-        bad = [a for a in v if not _NAME.match(a)]
+        bad = [a for a in v if not _ANNOTATOR.match(a)]
         if bad:
-            raise ValueError(f"{bad}: annotator ids use letters, digits, '_', '-', '.'")
+            raise ValueError(f"{bad}: annotator ids use letters, digits, '_', '-', '.', '@', '+' (at most 128)")
         if len(set(v)) != len(v):
             raise ValueError(f"annotator ids repeat: {v}")
         return v
@@ -71,15 +73,18 @@ def study_config(data: dict[str, Any]) -> StudyConfig:
         return StudyConfig.model_validate(data)
     except ValidationError as e:
         err = e.errors()[0]
-        where = ".".join(str(p) for p in err["loc"]) or "study"
-        raise AnnotationStoreError(f"study field {where}: {err['msg']}") from None
+        where = ".".join(str(p) for p in err["loc"])
+        msg = str(err["msg"]).removeprefix("Value error, ")
+        raise AnnotationStoreError(f"study field {where}: {msg}" if where else f"study: {msg}") from None
 
 
-def _allocate(sizes: pd.Series, n: int) -> pd.Series:
-    """Proportional allocation of n over strata of the given sizes (largest remainder; never more than a stratum holds)."""
+def _allocate(sizes: pd.Series, n: int, rng: np.random.Generator) -> pd.Series:
+    """Proportional allocation of n over strata of the given sizes (largest remainder, equal
+    remainders in random order; never more than a stratum holds)."""
     quota = sizes / sizes.sum() * n
     take = np.floor(quota).astype(int)
-    order = (quota - take).sort_values(ascending=False, kind="stable").index
+    remainder = (quota - take) + rng.random(len(quota)) * 1e-9
+    order = remainder.sort_values(ascending=False, kind="stable").index
     for key in order:
         if take.sum() >= n:
             break
@@ -115,7 +120,7 @@ def select_dialogues(index: pd.DataFrame, cfg: StudyConfig) -> pd.DataFrame:
     rng = np.random.default_rng(cfg.seed)
     keys = [pool[c].astype(str).fillna("") for c in cfg.strata] or [pd.Series("", index=pool.index)]
     strata = pd.Series(list(zip(*keys)), index=pool.index)
-    take = _allocate(strata.value_counts().sort_index(), cfg.sample)
+    take = _allocate(strata.value_counts().sort_index(), cfg.sample, rng)
     chosen = []
     for key, k in take.items():
         members = pool.index[strata == key]
