@@ -79,8 +79,9 @@ def live_results(long: pd.DataFrame, judge_scores: pd.DataFrame | None = None) -
                            "judges": []}
     if long.empty:
         return out
-    out["agreement"] = records(agreement_summary(long))
-    out["pairs"] = records(pairwise_kappa(long))
+    pairs = pairwise_kappa(long)
+    out["agreement"] = records(agreement_summary(long, pairs))
+    out["pairs"] = records(pairs)
     out["icc"] = records(icc_table(long))
     ref = human_reference(long)
     out["judges"] = [_judge_vs_human(name, pred, long, ref) for name, pred in judge_frames(judge_scores).items()]

@@ -356,27 +356,42 @@ class AnnotationStore:
         s = con.execute("SELECT COUNT(*), MAX(updated_at) FROM item_state WHERE study = ?", (study,)).fetchone()
         return tuple(a) + tuple(s)
 
+    def next_open(self, study: str, annotator: str, after: int) -> tuple[int | None, int]:
+        """(the first queue position after `after`, wrapping round, whose dialogue is neither
+        complete nor skipped, or None; how many such remain). Two indexed queries: milliseconds
+        whatever the queue's length and the answers stored."""
+        where = ("FROM queue q WHERE q.study = ? AND q.annotator = ? AND (SELECT COUNT(*) FROM answers a "
+                 "WHERE a.study = q.study AND a.annotator = q.annotator AND a.dialogue_id = q.dialogue_id) < ? "
+                 "AND NOT EXISTS (SELECT 1 FROM item_state s WHERE s.study = q.study AND s.annotator = q.annotator "
+                 "AND s.dialogue_id = q.dialogue_id AND s.skipped = 1)")
+        args = (study, annotator, len(DIMENSION_NAMES))
+        con = self._con()
+        row = con.execute(f"SELECT q.position {where} ORDER BY q.position <= ?, q.position LIMIT 1", (*args, after)).fetchone()
+        remaining = con.execute(f"SELECT COUNT(*) {where}", args).fetchone()[0]
+        return (None if row is None else int(row[0])), int(remaining)
+
     def progress(self, study: str) -> list[dict[str, Any]]:
         """Per annotator: dialogues assigned, done (all seven dimensions scored), skipped, flagged,
-        answers given, median seconds per done dialogue."""
+        answers given, median seconds per done dialogue (its last answer's time since it opened)."""
+        import statistics
+
         con = self._con()
         assigned = dict(con.execute("SELECT annotator, COUNT(*) FROM queue WHERE study = ? GROUP BY annotator", (study,)).fetchall())
-        done = dict(con.execute(
-            "SELECT annotator, COUNT(*) FROM (SELECT annotator, dialogue_id FROM answers WHERE study = ? "
-            "GROUP BY annotator, dialogue_id HAVING COUNT(DISTINCT dimension) = ?) GROUP BY annotator",
-            (study, len(DIMENSION_NAMES))).fetchall())
         n_answers = dict(con.execute("SELECT annotator, COUNT(*) FROM answers WHERE study = ? GROUP BY annotator",
                                      (study,)).fetchall())
-        states = self.item_states(study)
-        secs = self.answers(study).groupby(["annotator", "dialogue_id"])["seconds"].max()
+        done: dict[str, list[float | None]] = {a: [] for a in assigned}
+        for a, secs in con.execute("SELECT annotator, MAX(seconds) FROM answers WHERE study = ? "
+                                   "GROUP BY annotator, dialogue_id HAVING COUNT(*) = ?", (study, len(DIMENSION_NAMES))):
+            done.setdefault(a, []).append(secs)
+        marks = {a: (int(f or 0), int(s or 0)) for a, f, s in con.execute(
+            "SELECT annotator, SUM(flagged), SUM(skipped) FROM item_state WHERE study = ? GROUP BY annotator", (study,))}
         out = []
         for a in sorted(assigned):
-            st = states[states["annotator"] == a]
-            per = secs[secs.index.get_level_values(0) == a].dropna() if len(secs) else secs
-            out.append({"annotator": a, "assigned": int(assigned[a]), "done": int(done.get(a, 0)),
-                        "skipped": int(st["skipped"].astype(bool).sum()), "flagged": int(st["flagged"].astype(bool).sum()),
-                        "answers": int(n_answers.get(a, 0)),
-                        "median_seconds": float(per.median()) if len(per) else None})
+            secs = [x for x in done.get(a, []) if x is not None]
+            flagged, skipped = marks.get(a, (0, 0))
+            out.append({"annotator": a, "assigned": int(assigned[a]), "done": len(done.get(a, [])), "skipped": skipped,
+                        "flagged": flagged, "answers": int(n_answers.get(a, 0)),
+                        "median_seconds": float(statistics.median(secs)) if secs else None})
         return out
 
 

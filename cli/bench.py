@@ -160,3 +160,34 @@ def bench_view(
     finally:
         if tmp is not None:
             tmp.cleanup()
+
+
+@app.command("annotate")
+def bench_annotate(
+    out: Optional[Path] = typer.Option(None, "--out", "-o", help="Also write the JSON here."),
+    dialogues: int = typer.Option(8_500, help="Fake dialogues in the folder (7 scores each), like the paper's 8.5K."),
+    models: int = typer.Option(14, help="Models the dialogues are spread over."),
+    annotate: int = typer.Option(50, help="Dialogues one annotator scores during the measurement."),
+    folder: Optional[Path] = typer.Option(None, help="Run folder to use (built there first if it has no dialogues)."),
+) -> None:
+    """The annotation server on a big folder: opening the next dialogue, saving an answer, live results."""
+    import tempfile
+    import time
+
+    from esc_eval.analysis.annotation_bench import bench_annotation
+    from esc_eval.analysis.fake_runs import write_fake_run
+
+    tmp = None
+    if folder is None:
+        tmp = tempfile.TemporaryDirectory(prefix="esc-eval-annotate-bench-")
+        folder = Path(tmp.name) / "run"
+    try:
+        build_s = None
+        if not list((folder / "dialogues").glob("part-*.parquet")):
+            t0 = time.perf_counter()
+            write_fake_run(folder, dialogues, [f"model-{i:02d}" for i in range(models)])
+            build_s = round(time.perf_counter() - t0, 1)
+        _write({"folder": str(folder), "build_s": build_s, **bench_annotation([folder], dialogues=annotate)}, out)
+    finally:
+        if tmp is not None:
+            tmp.cleanup()
