@@ -20,18 +20,18 @@ rebinding).
 """
 from __future__ import annotations
 
+import functools
 import json
 import logging
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any, Callable
 from urllib.parse import parse_qs, urlparse
 
-import functools
-from pathlib import Path
-
 from esc_eval.analysis.annotation_service import AnnotationService, Forbidden, Identity, Unauthorized, is_loopback
 from esc_eval.analysis.loaders import AnalysisInputError
+from esc_eval.analysis.viewer_server import JSONRequestHandler
 
 log = logging.getLogger(__name__)
 MAX_BODY = 1 << 20
@@ -58,24 +58,8 @@ def make_handler(service: AnnotationService, loopback: bool) -> type[BaseHTTPReq
         "/api/study": service.create,
     }
 
-    class Handler(BaseHTTPRequestHandler):
+    class Handler(JSONRequestHandler):
         server_version = "esc-eval-annotate"
-
-        def log_message(self, fmt: str, *args: Any) -> None:
-            log.debug("%s " + fmt, self.address_string(), *args)
-
-        def _send(self, status: int, body: bytes, ctype: str) -> None:
-            self.send_response(status)
-            self.send_header("Content-Type", ctype)
-            self.send_header("Content-Length", str(len(body)))
-            self.send_header("Cache-Control", "no-store")
-            self.send_header("X-Content-Type-Options", "nosniff")
-            self.end_headers()
-            self.wfile.write(body)
-
-        def _json(self, status: int, obj: Any) -> None:
-            self._send(status, json.dumps(obj, ensure_ascii=False, default=str).encode("utf-8"),
-                       "application/json; charset=utf-8")
 
         def _host_ok(self) -> bool:
             if not loopback:

@@ -5,7 +5,6 @@ The CLI only parses and calls analysis/annotation_*; the one piece of glue it ow
 exported table with train's own reader (analysis may not import train)."""
 from __future__ import annotations
 
-import signal
 import time
 from pathlib import Path
 from typing import Annotated, Optional
@@ -13,6 +12,7 @@ from typing import Annotated, Optional
 import typer
 
 from esc_eval.cli.common import emit
+from esc_eval.cli.view import serve_until_stopped
 
 app = typer.Typer(no_args_is_help=True, help="Human evaluation of dialogues in the browser: studies, the annotating "
                                              "page, live agreement and judge-vs-human tables, export for train rank.")
@@ -40,10 +40,6 @@ def _index(runs: list[Path]):
     return ResultsViewer(runs).index
 
 
-def _interrupt(signum, frame) -> None:
-    raise KeyboardInterrupt
-
-
 @app.command("serve")
 def serve(
     runs: Runs,
@@ -68,14 +64,7 @@ def serve(
     how = ("annotators open their token link (esc-eval annotate tokens)" if service.require_tokens
            else "annotators open ?annotator=NAME; without it: results and new studies")
     console.print(f"serving http://{bound_host}:{bound_port}/ ({how}; Ctrl-C stops)")
-    signal.signal(signal.SIGINT, signal.default_int_handler)
-    signal.signal(signal.SIGTERM, _interrupt)
-    try:
-        server.serve_forever()
-    except KeyboardInterrupt:
-        pass
-    finally:
-        server.server_close()
+    serve_until_stopped(server)
 
 
 @app.command("study")
