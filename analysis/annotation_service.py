@@ -145,6 +145,9 @@ class AnnotationService:
         name = self._study_of(who, study)
         annotator = self._annotator(who)
         pos, did, language = self._dialogue_at(name, annotator, position)
+        if did not in self._where:
+            raise KeyError(f"dialogue {pos} of your queue is not in the run(s) this server was started with "
+                           f"({', '.join(str(p) for p in self.run_dirs)})")
         run, part, row = self._where[did]
         turns = self.viewer.runs[run].dialogue_row(part, row)["turns"] or []
         mine = self.store.answers(name, annotator, did)

@@ -6,6 +6,7 @@ from annotate_testdata import Client, fake_run, score_for, serving, study_reques
 from esc_eval.analysis.annotation_bench import bench_annotation
 from esc_eval.analysis.annotation_service import Identity
 from esc_eval.analysis.annotation_study import create_study
+from esc_eval.analysis.fake_runs import write_fake_run
 from esc_eval.sim.dimensions import DIMENSION_NAMES
 
 
@@ -38,3 +39,14 @@ def test_bench_opens_the_next_dialogue_fast(tmp_path):
     out = bench_annotation([run], dialogues=4, annotators=4)
     assert out["n_dialogues"] == 120 and out["queue_length"] == 60
     assert out["open_next"]["p95_ms"] < 100, out
+
+
+def test_a_server_over_other_runs_says_so(tmp_path):
+    run_a = fake_run(tmp_path / "a", 12)
+    store_path = tmp_path / "store.sqlite"
+    with serving([run_a], store_path) as (_, service):
+        create_study(service.store, service.viewer.index, study_request(annotators=("a1",), overlap=1, sample=3))
+    run_c = write_fake_run(tmp_path / "c", 12, models=["x1", "x2"])  # other models: other dialogue ids
+    with serving([run_c], store_path) as (base, _):
+        status, body = Client(base, "a1").call("/api/item?position=0")
+        assert status == 404 and "not in the run(s) this server was started with" in body["error"]
