@@ -25,12 +25,13 @@ StudyOpt = Annotated[str, typer.Option("--study", "-s", help="Study name.")]
 
 
 def _store(runs: list[Path], store: Path | None, create: bool):
-    from esc_eval.analysis.annotation_store import AnnotationStore, default_store_path
-    from esc_eval.analysis.loaders import AnalysisInputError
+    """The store: --store, or beside the first run folder (which must then be a local folder)."""
+    from esc_eval.analysis.annotation_store import AnnotationStore, AnnotationStoreError, default_store_path
 
-    for r in runs:
-        if not Path(r).is_dir():
-            raise AnalysisInputError(f"run folder {r} does not exist")
+    if store is None:
+        if "://" in str(runs[0]) or not Path(runs[0]).is_dir():
+            raise AnnotationStoreError(f"run folder {runs[0]} does not exist here as a local folder; the store lives beside "
+                                       "a local run folder, or give its file with --store")
     return AnnotationStore(store or default_store_path(runs[0]), create=create)
 
 
@@ -53,9 +54,12 @@ def serve(
     from esc_eval.analysis.annotation_service import AnnotationService, is_loopback
     from esc_eval.sim.progress import console
 
+    from esc_eval.analysis.viewer import ResultsViewer
+
     t0 = time.perf_counter()
+    viewer = ResultsViewer(runs)  # the runs are checked before anything is written beside them
     st = _store(runs, store, create=True)
-    service = AnnotationService(runs, st, require_tokens=not is_loopback(host))
+    service = AnnotationService(runs, st, require_tokens=not is_loopback(host), viewer=viewer)
     server = make_annotation_server(service, host, port)
     bound_host, bound_port = server.server_address[:2]
     studies = [s["study"] for s in st.studies()]
