@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import signal
 import time
-from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -14,7 +13,7 @@ def _interrupt(signum, frame) -> None:
 
 
 def view(
-    run_dirs: Annotated[list[Path], typer.Argument(help="Run folders to browse (their dialogues/ and scores/ parts).")],
+    run_dirs: Annotated[list[str], typer.Argument(help="Run folders or storage URIs to browse (their dialogues/ and scores/ parts).")],
     port: Annotated[int, typer.Option("--port", "-p", help="Port to listen on (0 = any free port).")] = 8765,
     host: Annotated[str, typer.Option("--host", help="Address to bind; the default keeps the viewer local.")] = "127.0.0.1",
 ) -> None:

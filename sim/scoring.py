@@ -30,6 +30,7 @@ from esc_eval.sim.prompts import judge_messages
 from esc_eval.sim.records import score_row
 from esc_eval.sim.runfolder import RunFolder, now_utc
 from esc_eval.sim.score_parser import LABELS, distribution, parse_score
+from esc_eval.sim.storage import is_uri, open_storage, redact_uri
 from esc_eval.sim.usage import record_usage
 
 log = logging.getLogger("esc_eval.scoring")
@@ -113,6 +114,16 @@ class ScoringJob:
     def after_flush(self, items) -> None:
         pass
 
+    # -- the driver's check that every (dialogue, dimension) sent has its score row -----------
+    def item_keys(self, item: dict[str, Any]) -> list[tuple[str, str]]:
+        return [(item["dialogue_id"], dim) for dim in item["dimensions"]]
+
+    def present_keys(self, run: RunFolder) -> set[tuple[str, str]]:
+        t = run.read("scores", columns=["dialogue_id", "dimension", "judge"])
+        judge = self.cfg.judge.judge_id
+        return {(d, dim) for d, dim, j in zip(*(t.column(c).to_pylist() for c in ("dialogue_id", "dimension", "judge")))
+                if j == judge}
+
     async def run(self, item: dict[str, Any]) -> tuple[list[dict[str, Any]], dict[str, Any]]:
         judge = self.cfg.judge
         turns = [(t["speaker"], t["text"]) for t in item["turns"]]
@@ -125,12 +136,22 @@ class ScoringJob:
 
 
 
-def is_run_folder(path: Path) -> bool:
+def is_run_folder(path: str | Path) -> bool:
+    if is_uri(path):
+        storage = open_storage(path)
+        return storage.exists("manifest.json") or bool(storage.list("dialogues", ".parquet"))
+    path = Path(path)
     return (path / "manifest.json").exists() or (path / "dialogues").is_dir()
 
 
 def prepare_input(input_path: str | Path, out_dir: str | Path | None) -> RunFolder:
     """A run folder to score: the input itself, or (official JSON) a new one holding its dialogues."""
+    if is_uri(input_path):  # a run folder in object storage, scored in place
+        if out_dir not in (None, input_path):
+            raise ValueError(f"{redact_uri(input_path)} is a run folder: score it in place (omit --out)")
+        if not is_run_folder(input_path):
+            raise FileNotFoundError(f"{redact_uri(input_path)}: no run folder there (no manifest.json or dialogues/)")
+        return RunFolder(str(input_path), create=True)
     src = Path(input_path)
     if not src.exists():
         raise FileNotFoundError(f"{src}: no such run folder or official result folder")
@@ -200,7 +221,7 @@ def run_scoring(cfg: ScoringConfig, input_path: str | Path, out_dir: str | Path 
     run = prepare_input(input_path, out_dir)
     n_dialogues = sum(1 for d in run.iter_rows("dialogues", columns=["status"]) if d["status"] == "ok")
     if n_dialogues == 0:
-        raise ValueError(f"{run.path}: no completed dialogues to score")
+        raise ValueError(f"{run}: no completed dialogues to score")
     todo = sum(1 for _ in iter_scoring_items(run, cfg.judge))
     ex = cfg.execution
     run.update_manifest(scoring={"config": cfg.model_dump(mode="json"), "judge": cfg.judge.judge_id,
@@ -211,10 +232,10 @@ def run_scoring(cfg: ScoringConfig, input_path: str | Path, out_dir: str | Path 
     run.append_event("scoring_start", todo=todo)
     stats = PoolStats()
     if todo:
-        stats = run_pool(ScoringJob(cfg), iter_scoring_items(run, cfg.judge), str(run.path), cfg.execution,
+        stats = run_pool(ScoringJob(cfg), iter_scoring_items(run, cfg.judge), run.location, cfg.execution,
                          on_summary=on_summary, pool=pool)
     result = {**stats.as_dict(), "dialogues": n_dialogues, "skipped_done": n_dialogues - todo,
-              "wall_s": round(time.time() - started, 3), "run_dir": str(run.path)}
+              "wall_s": round(time.time() - started, 3), "run_dir": str(run)}
     run.append_event("scoring_end", **result)
     run.update_manifest(scoring={"last": result})
     record_usage(run, cfg.prices)  # calls, tokens, engine time and dollars per model and stage

@@ -8,7 +8,7 @@ import time
 import pyarrow.parquet as pq
 
 from esc_eval.sim.config import ExecutionConfig, JudgeConfig, ModelRef, ScoringConfig, SimulationConfig
-from esc_eval.sim.pool import WorkerPool, _WorkerCore, run_pool
+from esc_eval.sim.pool import WorkerPool, WorkerCore, run_pool
 from esc_eval.sim.participants import ModelPool
 from esc_eval.sim.runfolder import RunFolder
 from esc_eval.sim.scoring import run_scoring
@@ -113,7 +113,7 @@ def test_parts_flush_on_a_timer_when_no_further_row_arrives(tmp_path):
     ex = ExecutionConfig(executor="local", flush_rows=100, flush_seconds=0.2)
 
     async def scenario():
-        core = _WorkerCore(_OneRowJob(), str(tmp_path), ex, ModelPool())
+        core = WorkerCore(_OneRowJob(), str(tmp_path), ex, ModelPool())
         await core.run_chunk([{"dialogue_id": "a"}])
         assert not RunFolder(tmp_path).parts("dialogues")  # buffered: 1 row < flush_rows
         await asyncio.sleep(0.8)  # no new row arrives; the timer must flush
