@@ -17,7 +17,6 @@ import os
 import threading
 import time
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Iterable
 
 import pandas as pd
@@ -29,6 +28,7 @@ from esc_eval.analysis.loaders import load_scores
 from esc_eval.analysis.rubric import annotation_rubric, annotation_rubric_version
 from esc_eval.analysis.viewer import ResultsViewer
 from esc_eval.sim.dimensions import DIMENSION_NAMES
+from esc_eval.sim.storage import as_location
 
 log = logging.getLogger(__name__)
 LOOPBACK = {"127.0.0.1", "localhost", "::1"}
@@ -62,7 +62,7 @@ class AnnotationService:
 
     def __init__(self, run_dirs: Iterable[str | os.PathLike[str]], store: AnnotationStore, require_tokens: bool = False,
                  viewer: ResultsViewer | None = None):
-        self.run_dirs = [Path(p) for p in run_dirs]
+        self.run_dirs = [as_location(p) for p in run_dirs]  # local Paths; storage URIs stay strings
         self.store = store
         self.require_tokens = require_tokens
         self.viewer = viewer or ResultsViewer(self.run_dirs)

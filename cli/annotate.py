@@ -17,25 +17,28 @@ from esc_eval.cli.view import serve_until_stopped
 app = typer.Typer(no_args_is_help=True, help="Human evaluation of dialogues in the browser: studies, the annotating "
                                              "page, live agreement and judge-vs-human tables, export for train rank.")
 
-Runs = Annotated[list[Path], typer.Argument(help="Run folders whose dialogues are annotated (their dialogues/ and "
-                                                 "scores/ parts; the judges in scores/ are compared with the humans).")]
+Runs = Annotated[list[str], typer.Argument(help="Run folders or storage URIs whose dialogues are annotated (their "
+                                                "dialogues/ and scores/ parts; the judges in scores/ are compared "
+                                                "with the humans).")]
 StoreOpt = Annotated[Optional[Path], typer.Option("--store", help="The annotation store (SQLite). Default: "
                                                   "<first run>/annotations/annotations.sqlite.")]
 StudyOpt = Annotated[str, typer.Option("--study", "-s", help="Study name.")]
 
 
-def _store(runs: list[Path], store: Path | None, create: bool):
-    """The store: --store, or beside the first run folder (which must then be a local folder)."""
+def _store(runs: list[str], store: Path | None, create: bool):
+    """The store (SQLite, a local file): --store, or beside the first run folder when that is local."""
     from esc_eval.analysis.annotation_store import AnnotationStore, AnnotationStoreError, default_store_path
+    from esc_eval.sim.storage import is_uri, local_path
 
     if store is None:
-        if "://" in str(runs[0]) or not Path(runs[0]).is_dir():
-            raise AnnotationStoreError(f"run folder {runs[0]} does not exist here as a local folder; the store lives beside "
-                                       "a local run folder, or give its file with --store")
-    return AnnotationStore(store or default_store_path(runs[0]), create=create)
+        if is_uri(runs[0]) or not local_path(runs[0]).is_dir():
+            raise AnnotationStoreError(f"run folder {runs[0]} is not a local folder here; the store lives beside a "
+                                       "local run folder, or give its file with --store")
+        store = default_store_path(local_path(runs[0]))
+    return AnnotationStore(store, create=create)
 
 
-def _index(runs: list[Path]):
+def _index(runs: list[str]):
     from esc_eval.analysis.viewer import ResultsViewer
 
     return ResultsViewer(runs).index

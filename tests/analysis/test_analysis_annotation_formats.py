@@ -143,3 +143,25 @@ def test_rank_config_can_point_at_an_export(tmp_path):
                                                             "annotations": [{"path": str(tmp_path / "ann.csv")}]}}))
     loaded = load_rank_config(cfg)
     assert loaded.data.annotations[0].format == "table"
+
+
+def test_runs_in_object_storage_need_a_store_file(tmp_path):
+    """A run folder behind a storage URI (fsspec's in-memory store here): the CLI asks for --store,
+    then studies, answers, results and both exports work through the run-folder API."""
+    from esc_eval.analysis.fake_runs import write_fake_run
+
+    uri = f"memory://annotate-{tmp_path.name}/runs/a"
+    write_fake_run(uri, 30, models=["m1", "m2"])
+    runner = CliRunner()
+    res = runner.invoke(app, ["annotate", "study", uri, "--name", "s1", "--annotators", "a1,a2", "--sample", "4"])
+    assert res.exit_code != 0 and "give its file with --store" in str(res.exception)
+    store = tmp_path / "store.sqlite"
+    res = runner.invoke(app, ["annotate", "study", uri, "--name", "s1", "--annotators", "a1,a2", "--sample", "4",
+                              "--store", str(store)])
+    assert res.exit_code == 0, res.output
+    with serving([uri], store) as (base, service):
+        answer_queue(Client(base, "a1"), service.store, "s1", "a1")
+        assert Client(base).ok("/api/results")["judges"][0]["accuracy"]
+    for args in (["-o", str(tmp_path / "t.csv")], ["-o", str(tmp_path / "ls.json"), "--format", "labelstudio"]):
+        res = runner.invoke(app, ["annotate", "export", uri, "--study", "s1", "--store", str(store), *args])
+        assert res.exit_code == 0, res.output
