@@ -3,6 +3,7 @@
 The measurements live in sim/bench/; these commands only parse options and call them."""
 from __future__ import annotations
 
+import contextlib
 import json
 from pathlib import Path
 from typing import Any, Optional
@@ -144,15 +145,24 @@ def bench_view(
     folder: Optional[Path] = typer.Option(None, help="Run folder to open (built there first if it has no dialogues)."),
 ) -> None:
     """The viewer on a big folder of fake dialogues: time to the first page, search, peak RSS."""
+    from esc_eval.analysis.viewer_bench import bench_viewer
+
+    with _fake_folder(folder, dialogues, models, part_rows, "view") as (path, build_s):
+        _write({"folder": str(path), "build_s": build_s, **bench_viewer([path])}, out)
+
+
+@contextlib.contextmanager
+def _fake_folder(folder: Optional[Path], dialogues: int, models: int, part_rows: int, what: str):
+    """(the run folder, seconds it took to build or None): `folder` as given, built with fake
+    dialogues if it holds none, or a temporary one removed afterwards."""
     import tempfile
     import time
 
     from esc_eval.analysis.fake_runs import write_fake_run
-    from esc_eval.analysis.viewer_bench import bench_viewer
 
     tmp = None
     if folder is None:
-        tmp = tempfile.TemporaryDirectory(prefix="esc-eval-view-bench-")
+        tmp = tempfile.TemporaryDirectory(prefix=f"esc-eval-{what}-bench-")
         folder = Path(tmp.name) / "run"
     try:
         build_s = None
@@ -160,7 +170,22 @@ def bench_view(
             t0 = time.perf_counter()
             write_fake_run(folder, dialogues, [f"model-{i:02d}" for i in range(models)], part_rows=part_rows)
             build_s = round(time.perf_counter() - t0, 1)
-        _write({"folder": str(folder), "build_s": build_s, **bench_viewer([folder])}, out)
+        yield folder, build_s
     finally:
         if tmp is not None:
             tmp.cleanup()
+
+
+@app.command("annotate")
+def bench_annotate(
+    out: Optional[Path] = typer.Option(None, "--out", "-o", help="Also write the JSON here."),
+    dialogues: int = typer.Option(8_500, help="Fake dialogues in the folder (7 scores each), like the paper's 8.5K."),
+    models: int = typer.Option(14, help="Models the dialogues are spread over."),
+    annotate: int = typer.Option(50, help="Dialogues one annotator scores during the measurement."),
+    folder: Optional[Path] = typer.Option(None, help="Run folder to use (built there first if it has no dialogues)."),
+) -> None:
+    """The annotation server on a big folder: opening the next dialogue, saving an answer, live results."""
+    from esc_eval.analysis.annotation_bench import bench_annotation
+
+    with _fake_folder(folder, dialogues, models, 64, "annotate") as (path, build_s):
+        _write({"folder": str(path), "build_s": build_s, **bench_annotation([path], dialogues=annotate)}, out)

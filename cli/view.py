@@ -28,7 +28,12 @@ def view(
     bound_host, bound_port = server.server_address[:2]
     console.print(f"{len(viewer.index)} dialogues from {len(run_dirs)} run(s) indexed in "
                   f"{time.perf_counter() - t0:.2f} s; serving http://{bound_host}:{bound_port}/ (Ctrl-C stops)")
-    # Ctrl-C or a plain kill stops it cleanly, even when started with SIGINT ignored (a background job).
+    serve_until_stopped(server)
+
+
+def serve_until_stopped(server) -> None:
+    """Serve until Ctrl-C or a plain kill, which stop it cleanly even when started with SIGINT
+    ignored (a background job)."""
     signal.signal(signal.SIGINT, signal.default_int_handler)
     signal.signal(signal.SIGTERM, _interrupt)
     try:
