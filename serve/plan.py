@@ -31,11 +31,10 @@ from typing import Any, Literal
 
 from pydantic import Field, field_validator
 
-from esc_eval.serve.chat import UnknownModelError
 from esc_eval.serve.config_base import ConfigModel
 from esc_eval.serve.engine_args import COMMON_ENGINE
-from esc_eval.serve.registry import (ModelEntry, ModelSize, Registry, RegistryError, VLLM_LORA_RANKS, default_registry,
-                                     is_spec, lora_rank)
+from esc_eval.serve.model_size import ModelFacts, dtype_bytes, model_facts
+from esc_eval.serve.registry import Registry, RegistryError, VLLM_LORA_RANKS, default_registry, lora_rank
 
 GB = 1e9
 ENGINE_OVERHEAD_GB = 2.0  # per GPU per engine (estimate; see the module doc)
@@ -243,89 +242,6 @@ def _memory(e: EnginePlan) -> str:
     return "; ".join(parts)
 
 
-# ------------------------------------------------------------------ model facts
-@dataclass
-class ModelFacts:
-    """What the planner knows about one configured model."""
-
-    name: str  # registry name, or the spec when not in the registry
-    backend: str
-    entry: ModelEntry | None = None
-    weights: str | None = None  # local folder or hub id (vllm/)
-    size: ModelSize | None = None
-    size_source: str = "unknown"
-    weights_bytes_stored: int | None = None  # sum of a local folder's weight files
-    stored_dtype_bytes: int | None = None
-    error: str | None = None
-
-
-def _registry_entry_for_spec(spec: str, registry: Registry) -> ModelEntry | None:
-    for entry in registry.models.values():
-        if entry.spec == spec and "{" not in entry.spec:
-            return entry
-    return None
-
-
-def _dtype_bytes(name: str | None) -> int | None:
-    return {"float32": 4, "float": 4, "bfloat16": 2, "float16": 2, "half": 2}.get(str(name or "").replace("torch.", ""))
-
-
-def size_from_config_json(folder: str | Path) -> tuple[ModelSize | None, int | None, int | None]:
-    """(size, bytes of the weight files, bytes per stored parameter) from a local model folder."""
-    folder = Path(folder).expanduser()
-    try:
-        cfg = json.loads((folder / "config.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None, None, None
-    cfg = cfg.get("text_config", cfg) if isinstance(cfg.get("text_config"), dict) else cfg
-    layers = cfg.get("num_hidden_layers") or cfg.get("num_layers") or cfg.get("n_layer")
-    heads = cfg.get("num_attention_heads") or cfg.get("n_head")
-    hidden = cfg.get("hidden_size") or cfg.get("n_embd")
-    kv = cfg.get("num_key_value_heads") or (cfg.get("multi_query_group_num") if cfg.get("multi_query_attention") else None) or heads
-    head_dim = cfg.get("head_dim") or cfg.get("kv_channels") or (hidden // heads if hidden and heads else None)
-    files = [p for pat in ("*.safetensors", "*.bin") for p in folder.glob(pat)]
-    stored = sum(p.stat().st_size for p in files) or None
-    stored_dtype = _dtype_bytes(cfg.get("dtype") or cfg.get("torch_dtype"))
-    if not (layers and heads and kv and head_dim):
-        return None, stored, stored_dtype
-    params = round((stored / (stored_dtype or 2)) / 1e9, 6) if stored else None
-    if not params:
-        return None, stored, stored_dtype
-    return (ModelSize(params_b=params, layers=int(layers), attention_heads=int(heads), kv_heads=int(kv),
-                      head_dim=int(head_dim)), stored, stored_dtype)
-
-
-def model_facts(model: str, registry: Registry) -> ModelFacts:
-    """Backend, registry entry, weights and size of a configured model (never loads anything)."""
-    if is_spec(model):
-        backend, _, rest = model.partition("/")
-        if backend != "vllm":
-            return ModelFacts(name=model, backend=backend)
-        entry = _registry_entry_for_spec(model, registry)
-        facts = ModelFacts(name=entry.name if entry else model, backend="vllm", entry=entry,
-                           weights=(entry.weights if entry else rest))
-    else:
-        try:
-            entry = registry.get(model)
-        except UnknownModelError as e:
-            return ModelFacts(name=model, backend="?", error=str(e))
-        backend = entry.spec.partition("/")[0]
-        facts = ModelFacts(name=entry.name, backend=backend, entry=entry, weights=entry.weights)
-        if backend == "vllm" and entry.weights is None:
-            facts.error = f"model {entry.name!r} has no public weights ({entry.note or 'source is unset'}); give a local folder"
-    if facts.backend != "vllm":
-        return facts
-    local = facts.weights and facts.weights != "embedded" and Path(facts.weights).expanduser().is_dir()
-    if local:
-        size, stored, stored_dtype = size_from_config_json(facts.weights)
-        facts.weights_bytes_stored, facts.stored_dtype_bytes = stored, stored_dtype
-        if size is not None:
-            facts.size, facts.size_source = size, "config.json"
-    if facts.size is None and facts.entry is not None and facts.entry.size is not None:
-        facts.size, facts.size_source = facts.entry.size, "registry"
-    return facts
-
-
 # ------------------------------------------------------------------ the planner
 @dataclass
 class _Engine:
@@ -397,9 +313,9 @@ def _dtype(options: dict[str, Any], gpu: bool, cpu_dtype: str) -> str:
 def _weights_bytes(e: _Engine, dtype: str) -> float | None:
     f = e.facts
     if f.weights_bytes_stored and f.stored_dtype_bytes:
-        return f.weights_bytes_stored * (_dtype_bytes(dtype) or 2) / f.stored_dtype_bytes
+        return f.weights_bytes_stored * (dtype_bytes(dtype) or 2) / f.stored_dtype_bytes
     if f.size is not None:
-        return f.size.params_b * 1e9 * (_dtype_bytes(dtype) or 2)
+        return f.size.params_b * 1e9 * (dtype_bytes(dtype) or 2)
     return None
 
 
@@ -418,7 +334,7 @@ def _sizes(e: EnginePlan, f: ModelFacts, weights: float | None, dtype: str) -> N
 def _kv(e: EnginePlan, f: ModelFacts, kv_bytes: float, dtype: str) -> None:
     e.kv_gb = round(kv_bytes / GB, 2)
     if f.size is not None:
-        e.kv_tokens = int(kv_bytes // f.size.kv_bytes_per_token(_dtype_bytes(dtype) or 2))
+        e.kv_tokens = int(kv_bytes // f.size.kv_bytes_per_token(dtype_bytes(dtype) or 2))
         if e.max_model_len:
             e.kv_sequences = round(e.kv_tokens / e.max_model_len, 1)
 
@@ -588,7 +504,7 @@ def _share_worker_gpus(plan: Plan, engines: list[_Engine], plans: dict[str, Engi
 
     def kv_rate(key: str) -> float:  # KV bytes per token on one GPU
         e = next(x for x in engines if x.key == key)
-        per = e.facts.size.kv_bytes_per_token(_dtype_bytes(plans[key].dtype) or 2) if e.facts.size else 1
+        per = e.facts.size.kv_bytes_per_token(dtype_bytes(plans[key].dtype) or 2) if e.facts.size else 1
         return per / plans[key].tensor_parallel_size
 
     role = next((e.key for e in engines if "role" in e.uses), None)
@@ -656,7 +572,9 @@ def _check_adapters(plan: Plan, e: _Engine, placement: PlacementConfig, mode: Mo
         if r:
             ranks[name] = r
     unknown = sorted(set(adapters) - set(ranks))
-    ep = next(x for x in plan.engines if set(x.refs) == set(e.refs))
+    ep = next((x for x in plan.engines if set(x.refs) == set(e.refs)), None)
+    if ep is None:
+        return  # refused already (e.g. not deployable)
     if unknown:
         ep.notes.append(f"LoRA rank unknown for {len(unknown)} adapter(s) not in a local folder ({', '.join(unknown[:3])}"
                         f"{', ...' if len(unknown) > 3 else ''}): checked when the replica loads them")

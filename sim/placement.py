@@ -24,9 +24,10 @@ from pathlib import Path
 from typing import Any, Callable, Iterator
 
 from esc_eval.serve.cpu import resolve_dtype
-from esc_eval.serve.plan import (GPU_MEMORY_GB, PLACEMENT_ENV, Hardware, ModelUse, Plan, hardware_for, model_facts,
-                                 plan_run)
+from esc_eval.serve.model_size import model_facts
+from esc_eval.serve.plan import GPU_MEMORY_GB, PLACEMENT_ENV, Hardware, ModelUse, Plan, hardware_for, plan_run
 from esc_eval.serve.registry import default_registry
+from esc_eval.sim.bench.env import temporary_env
 from esc_eval.sim.config import ExecutionConfig, ScoringConfig, SimulationConfig
 
 log = logging.getLogger("esc_eval.placement")
@@ -98,7 +99,7 @@ def cluster_hardware(execution: ExecutionConfig) -> Hardware:
     else:
         import ray
 
-        from esc_eval.sim.pool import ensure_ray
+        from esc_eval.sim.pool_ray import ensure_ray
 
         ensure_ray(execution)
         resources = ray.cluster_resources()
@@ -114,21 +115,6 @@ def make_plan(execution: ExecutionConfig, uses: list[ModelUse], hardware: Hardwa
     return plan_run(uses, hardware, execution.placement, workers=execution.workers,
                     gpus_per_worker=execution.num_gpus_per_worker, cpu_kv_cache_gib=kv,
                     cpu_dtype=resolve_dtype(execution.dtype, gpu=False))
-
-
-@contextlib.contextmanager
-def _environ(name: str, value: str | None) -> Iterator[None]:
-    """This process's environment (the local executor's worker reads it) for the block."""
-    old = os.environ.get(name)
-    if value is not None:
-        os.environ[name] = value
-    try:
-        yield
-    finally:
-        if old is None:
-            os.environ.pop(name, None)
-        else:
-            os.environ[name] = old
 
 
 def _serve_running() -> bool:
@@ -149,7 +135,7 @@ def _deployed(plan: Plan, execution: ExecutionConfig, say: Callable[[str], None]
 
     from esc_eval.serve.deploy import deploy_app
     from esc_eval.serve.serve_app import ServeConfig, ServeModelConfig
-    from esc_eval.sim.pool import ensure_ray
+    from esc_eval.sim.pool_ray import ensure_ray
 
     placement = execution.placement
     ensure_ray(execution)
@@ -180,7 +166,7 @@ def _deployed(plan: Plan, execution: ExecutionConfig, say: Callable[[str], None]
 
 
 @contextlib.contextmanager
-def placed(execution: ExecutionConfig, uses: list[ModelUse], *, run_dir: str | Path | None = None,
+def placed(execution: ExecutionConfig, uses: list[ModelUse], *, run_dir: str | None = None,
            say: Callable[[str], None] = log.info) -> Iterator[tuple[ExecutionConfig, Plan | None]]:
     """The execution to run with, once the plan for `uses` is made (a refusal raises PlanError, one
     line, before any engine starts) and followed; the plan is recorded in `run_dir`'s manifest."""
@@ -194,28 +180,33 @@ def placed(execution: ExecutionConfig, uses: list[ModelUse], *, run_dir: str | P
     if plan.mode == "serve":
         update["num_gpus_per_worker"] = 0.0  # the workers only call the deployments
     ex = execution.model_copy(update=update)
-    with _environ(PLACEMENT_ENV, env.get(PLACEMENT_ENV)):
+    with temporary_env(PLACEMENT_ENV, env.get(PLACEMENT_ENV)):  # the local executor's worker is this process
         with _deployed(plan, ex, say) if plan.mode == "serve" else contextlib.nullcontext():
             yield ex, plan
-    if run_dir is not None and Path(run_dir, "manifest.json").exists():
-        from esc_eval.sim.runfolder import RunFolder
+    if run_dir is not None:
+        from esc_eval.sim.runfolder import RunFolder, RunFolderError
 
-        RunFolder(run_dir).update_manifest(placement=plan.as_dict())
+        try:
+            run = RunFolder(str(run_dir), create=False)  # a local folder or a storage URI
+        except RunFolderError:
+            return  # the job refused before writing anything: neither does the plan
+        if run.read_manifest():
+            run.update_manifest(placement=plan.as_dict())
 
 
 @contextlib.contextmanager
-def placed_simulation(cfg: SimulationConfig, run_dir: str | Path | None = None,
+def placed_simulation(cfg: SimulationConfig, run_dir: str | None = None,
                       say: Callable[[str], None] = log.info) -> Iterator[SimulationConfig]:
     with placed(cfg.execution, model_uses(cfg), run_dir=run_dir, say=say) as (ex, _plan):
         yield cfg.model_copy(update={"execution": ex})
 
 
 @contextlib.contextmanager
-def placed_scoring(cfg: ScoringConfig, run_dir: str | Path | None = None,
+def placed_scoring(cfg: ScoringConfig, run_dir: str | None = None,
                    say: Callable[[str], None] = log.info) -> Iterator[ScoringConfig]:
     with placed(cfg.execution, model_uses(scoring=cfg), run_dir=run_dir, say=say) as (ex, _plan):
         yield cfg.model_copy(update={"execution": ex})
 
 
-__all__ = ["GPU_MEMORY_GB", "cluster_hardware", "local_gpus", "make_plan", "model_uses", "placed", "placed_scoring",
+__all__ = ["cluster_hardware", "local_gpus", "make_plan", "model_uses", "placed", "placed_scoring",
            "placed_simulation", "self_hosted"]

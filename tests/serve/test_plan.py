@@ -5,8 +5,8 @@ import json
 
 import pytest
 
-from esc_eval.serve.plan import (GB, Hardware, ModelUse, PlacementConfig, Plan, PlanError, hardware_for, plan_run,
-                                 ref_key, size_from_config_json)
+from esc_eval.serve.model_size import size_from_config_json
+from esc_eval.serve.plan import GB, Hardware, ModelUse, PlacementConfig, Plan, PlanError, hardware_for, plan_run, ref_key
 from esc_eval.serve.registry import load_registry
 
 SIM = [ModelUse("esc-role", {}, "role"), ModelUse("qwen1.5-7b-chat", {}, "target"),

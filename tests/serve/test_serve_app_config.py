@@ -161,6 +161,7 @@ def test_template_override_reaches_vllm_frontend_as_text():
     assert "chat_template" not in plain["engine_kwargs"]
 
 
+@pytest.mark.filterwarnings("ignore:The `metrics_interval_s`:DeprecationWarning")  # Ray still reads it in 2.60
 def test_gpu_replica_memory_share_and_autoscaling_delays_reach_ray():
     from ray.serve.config import AutoscalingConfig
 
