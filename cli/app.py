@@ -14,7 +14,7 @@ import sys
 
 import typer
 
-from esc_eval.cli import analysis, annotate, bench, cards, compare, demo, export, report, score, serve, simulate, train, view
+from esc_eval.cli import analysis, annotate, bench, cards, compare, demo, export, plan, report, score, serve, simulate, train, view
 from esc_eval.cli.common import STATE
 
 app = typer.Typer(add_completion=False, no_args_is_help=True,
@@ -28,6 +28,7 @@ app.command("leaderboard")(report.leaderboard)
 app.command("view")(view.view)
 app.command("compare")(compare.compare)
 app.command("export")(export.export)
+app.command("plan")(plan.plan)
 app.add_typer(cards.app, name="cards")
 app.add_typer(serve.app, name="serve")
 app.add_typer(train.app, name="train")

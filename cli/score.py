@@ -68,11 +68,12 @@ def score(
     address: Optional[str] = typer.Option(None, "--address", help="Join an existing Ray cluster."),
 ) -> None:
     """Score dialogues on the 7 dimensions with a judge; resumable."""
-    from esc_eval.sim.progress import job_progress
+    from esc_eval.sim.placement import placed_scoring
+    from esc_eval.sim.progress import console, job_progress
     from esc_eval.sim.scoring import run_scoring
 
     cfg = load_score_config(config, judge, method, parser, rubric, address)
-    with job_progress("score", unit="dialogues") as jp:
+    with placed_scoring(cfg, out or input, say=console.print) as cfg, job_progress("score", unit="dialogues") as jp:
         result = run_scoring(cfg, input, out, on_summary=jp.on_summary, on_start=jp.on_start)
     if official_out:
         result["official_files"] = [str(p) for p in write_official(result["run_dir"], official_out, cfg.judge.judge_id)]

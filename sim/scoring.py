@@ -109,6 +109,7 @@ class ScoringJob:
         self.cfg = cfg
 
     async def setup(self, models: ModelPool) -> None:
+        models.retain([self.cfg.judge.model])  # the simulation's engines go, unless the judge shares one
         self.judge_model = models.get(self.cfg.judge.model, self.cfg.execution)
 
     def after_flush(self, items) -> None:

@@ -22,7 +22,7 @@ from esc_eval.sim.dialogue import DialogueSetup, Participant, Turn, run_dialogue
 from esc_eval.sim.fingerprint import check_resume, fingerprint, simulation_inputs
 from esc_eval.sim.generation import effective_adapter, effective_params, samples
 from esc_eval.serve.registry import is_spec, resolve
-from esc_eval.sim.participants import ModelPool
+from esc_eval.sim.participants import ModelPool, TargetEngines
 from esc_eval.sim.pool import PoolStats, WorkerPool, run_pool
 from esc_eval.sim.prompts import opener, roleplay_system_prompt, target_system_prompt
 from esc_eval.sim.records import dialogue_id, dialogue_row
@@ -50,10 +50,11 @@ def target_name(ref: ModelRef) -> str:
 
 
 def iter_items(cfg: SimulationConfig, cards: list[RoleCard], skip: set[str]) -> Iterator[dict[str, Any]]:
-    """Work items, generated lazily (memory stays flat for any product size)."""
-    for seed in cfg.seeds:
-        for strategy in cfg.strategies:
-            for t_index, target in enumerate(cfg.targets):
+    """Work items, generated lazily (memory stays flat for any product size); target by target, so a
+    worker holding one target engine at a time (sim/participants.py TargetEngines) switches once each."""
+    for t_index, target in enumerate(cfg.targets):
+        for seed in cfg.seeds:
+            for strategy in cfg.strategies:
                 for card in cards:
                     did = dialogue_id(card.id, target_name(target), cfg.role.model, strategy, seed)
                     if did in skip:
@@ -164,6 +165,8 @@ class SimulationJob:
     async def setup(self, models: ModelPool) -> None:
         # Build every model now so a bad name or missing weights fails at start, not mid-run.
         ex = self.cfg.execution
+        models.retain([self.cfg.role, *self.cfg.targets])  # engines of an earlier job on this worker it does not use
+        self.engines = TargetEngines(models, self.cfg.role, self.cfg.targets)
         self.role_model = models.get(self.cfg.role, ex)
         self.target_models = [models.get(t, ex) for t in self.cfg.targets]
         self.target_systems = [registry_system_prompt(t) for t in self.cfg.targets]
@@ -175,6 +178,10 @@ class SimulationJob:
         self._checkpoints()  # reads what earlier or dead writers left, before any item runs
 
     async def run(self, item: dict[str, Any]) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+        async with self.engines.lease(item["target_index"]):  # one target engine at a time per worker
+            return await self._run(item)
+
+    async def _run(self, item: dict[str, Any]) -> tuple[list[dict[str, Any]], dict[str, Any]]:
         cfg = self.cfg
         card = RoleCard(**item["card"])
         target_ref = cfg.targets[item["target_index"]]

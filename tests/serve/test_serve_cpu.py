@@ -2,9 +2,6 @@
 one-line error when an engine refuses a dtype."""
 from __future__ import annotations
 
-import sys
-import types
-
 import pytest
 
 from esc_eval.serve import cpu
@@ -107,45 +104,15 @@ def test_refused_message_names_option_and_capability():
     assert "float32" in msg and "bfloat16 is not supported" in msg and "more detail" not in msg
 
 
-def _fake_vllm(monkeypatch, error: Exception | None, seen: dict):
-    """vllm.engine.arg_utils / vllm.v1.engine.async_llm stand-ins that record the dtype asked for."""
-    arg_utils = types.ModuleType("vllm.engine.arg_utils")
-    async_llm = types.ModuleType("vllm.v1.engine.async_llm")
-
-    class AsyncEngineArgs:
-        def __init__(self, model, **kw):
-            seen.update(kw, model=model)
-
-    class AsyncLLM:
-        @classmethod
-        def from_engine_args(cls, args):
-            if error is not None:
-                raise error
-            return cls()
-
-        def shutdown(self):
-            pass
-
-    arg_utils.AsyncEngineArgs = AsyncEngineArgs
-    async_llm.AsyncLLM = AsyncLLM
-    for name in ("vllm", "vllm.engine", "vllm.v1", "vllm.v1.engine"):
-        monkeypatch.setitem(sys.modules, name, types.ModuleType(name))
-    monkeypatch.setitem(sys.modules, "vllm.engine.arg_utils", arg_utils)
-    monkeypatch.setitem(sys.modules, "vllm.v1.engine.async_llm", async_llm)
-    import transformers
-
-    monkeypatch.setattr(transformers.AutoTokenizer, "from_pretrained", classmethod(lambda cls, *a, **k: object()))
-
-
 def _host(engine_kwargs):
     from esc_eval.serve.vllm_engine import _EngineHost
 
     return _EngineHost("/models/fake", {}, engine_kwargs)
 
 
-def test_engine_gets_the_resolved_dtype(monkeypatch):
+def test_engine_gets_the_resolved_dtype(monkeypatch, fake_vllm):
     seen: dict = {}
-    _fake_vllm(monkeypatch, None, seen)
+    fake_vllm(None, seen)
     monkeypatch.delenv(cpu.DTYPE_ENV, raising=False)
     host = _host({})
     try:
@@ -158,9 +125,9 @@ def test_engine_gets_the_resolved_dtype(monkeypatch):
         host.shutdown()
 
 
-def test_engine_refusing_a_dtype_gives_one_line(monkeypatch):
+def test_engine_refusing_a_dtype_gives_one_line(monkeypatch, fake_vllm):
     seen: dict = {}
-    _fake_vllm(monkeypatch, ValueError("torch.bfloat16 is not supported for the current CPU\n(traceback)"), seen)
+    fake_vllm(ValueError("torch.bfloat16 is not supported for the current CPU\n(traceback)"), seen)
     host = _host({"dtype": "bfloat16"})
     try:
         with pytest.raises(ChatModelError) as e:
@@ -172,8 +139,8 @@ def test_engine_refusing_a_dtype_gives_one_line(monkeypatch):
     assert msg.startswith("dtype") and "= bfloat16" in msg and cpu_info().describe() in msg
 
 
-def test_engine_other_failures_pass_through(monkeypatch):
-    _fake_vllm(monkeypatch, RuntimeError("out of memory for KV cache"), {})
+def test_engine_other_failures_pass_through(monkeypatch, fake_vllm):
+    fake_vllm(RuntimeError("out of memory for KV cache"), {})
     host = _host({})
     try:
         with pytest.raises(RuntimeError, match="out of memory"):
@@ -182,8 +149,8 @@ def test_engine_other_failures_pass_through(monkeypatch):
         host.shutdown()
 
 
-def test_engine_unknown_dtype_option(monkeypatch):
-    _fake_vllm(monkeypatch, None, {})
+def test_engine_unknown_dtype_option(monkeypatch, fake_vllm):
+    fake_vllm(None, {})
     host = _host({"dtype": "int3"})
     try:
         with pytest.raises(ChatModelError, match="unknown dtype 'int3'"):

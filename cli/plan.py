@@ -1,0 +1,72 @@
+"""`esc-eval plan CONFIG [--gpus N --gpu-mem GB]`: where each model of a config would run, on how
+many GPUs, with how much memory for weights and KV cache, and what is refused. Pure: nothing is
+started or probed (the GPUs are the ones given, else the config's `execution.placement`, else none).
+`esc-eval simulate` makes the same plan at run time from the cluster it runs on.
+
+    esc-eval plan sim.yaml --gpus 8 --gpu-mem 24 --gpus-per-node 4
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from esc_eval.cli.common import emit
+
+
+def load_any_config(path: Path):
+    """(model uses, execution) of a simulation, scoring, pipeline or Serve (`serve up --config`) YAML,
+    told apart by their keys; a Serve config is planned as deployments (placement mode serve)."""
+    from esc_eval.serve.config_base import read_yaml_mapping
+    from esc_eval.serve.plan import ModelUse, PlacementConfig
+    from esc_eval.serve.serve_app import ServeConfig
+    from esc_eval.sim.config import ConfigError, ExecutionConfig, PipelineConfig, ScoringConfig, SimulationConfig, load_config
+    from esc_eval.sim.placement import model_uses
+
+    data = read_yaml_mapping(path, ConfigError)
+    if isinstance(data.get("models"), list):
+        serve_cfg = ServeConfig.from_yaml(path)
+        set_by_plan = {"name", "accelerator", "accelerator_type", "gpu_memory_utilization"}
+        models = {m.name: m.model_dump(exclude_defaults=True, exclude=set_by_plan) for m in serve_cfg.models}
+        types = {m.accelerator_type for m in serve_cfg.models} - {None}
+        utils = {m.gpu_memory_utilization for m in serve_cfg.models} - {None}
+        placement = PlacementConfig(mode="serve", models=models, app_name=serve_cfg.app_name,
+                                    accelerator_type=types.pop() if len(types) == 1 else None,
+                                    **({"gpu_memory_utilization": utils.pop()} if len(utils) == 1 else {}))
+        return ([ModelUse(m.name, {}, "served") for m in serve_cfg.models],
+                ExecutionConfig(placement=placement, env={"VLLM_CPU_KVCACHE_SPACE": str(serve_cfg.kv_cache_gib)}))
+    if "simulation" in data or "scoring" in data:
+        cfg = load_config(path, PipelineConfig)
+        return model_uses(cfg.simulation, cfg.scoring), cfg.simulation.execution
+    if "judge" in data:
+        cfg = load_config(path, ScoringConfig)
+        return model_uses(scoring=cfg), cfg.execution
+    cfg = load_config(path, SimulationConfig)
+    return model_uses(cfg), cfg.execution
+
+
+def plan(
+    config: Path = typer.Argument(..., help="Simulation, scoring, pipeline or Serve (serve up --config) YAML."),
+    gpus: Optional[int] = typer.Option(None, "--gpus", min=0, help="GPUs the run may use (default: execution.placement.gpus, else none)."),
+    gpu_mem: Optional[float] = typer.Option(None, "--gpu-mem", min=1, help="Memory of one GPU in GB (default: execution.placement.gpu_memory_gb or the accelerator type's)."),
+    gpus_per_node: Optional[int] = typer.Option(None, "--gpus-per-node", min=1, help="GPUs on one node: the largest tensor-parallel group."),
+    accelerator_type: Optional[str] = typer.Option(None, "--accelerator-type", help="GPU type, e.g. A10G, L4, H100 (gives the memory when --gpu-mem is not)."),
+    as_json: bool = typer.Option(False, "--json", help="Print the plan as JSON."),
+) -> None:
+    """Print where each model of CONFIG runs, on what, with how much memory, and what is refused."""
+    from esc_eval.serve.plan import hardware_for
+    from esc_eval.sim.placement import make_plan
+
+    uses, execution = load_any_config(config)
+    p = execution.placement
+    n = gpus if gpus is not None else (p.gpus or 0)
+    hardware = hardware_for(n, gpu_mem if gpu_mem is not None else p.gpu_memory_gb,
+                            gpus_per_node or p.gpus_per_node, accelerator_type or p.accelerator_type)
+    result = make_plan(execution, uses, hardware)
+    if as_json:
+        emit(result.as_dict())
+    else:
+        print("\n".join(result.lines()))
+    if not result.ok:
+        raise SystemExit(1)  # each refusal is printed above, one line each
