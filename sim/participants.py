@@ -46,7 +46,16 @@ class ModelPool:
 
     def __init__(self) -> None:
         self._models: dict[str, ChatModel] = {}
+        self._stores: dict[str, object] = {}
         self.tally = CallTally()
+
+    def store(self, root: str):
+        """The call cache at `root` (a folder or a URI; sim/call_setup.call_cache_location says where)."""
+        if root not in self._stores:
+            from esc_eval.serve.call_cache import ArrowFsStore
+
+            self._stores[root] = ArrowFsStore(root)
+        return self._stores[root]
 
     def raw(self, ref: ModelRef) -> ChatModel:
         spec, registry_options = resolve(ref.model)
@@ -56,9 +65,22 @@ class ModelPool:
             self._models[key] = get_chat_model(spec, **options)
         return self._models[key]
 
-    def get(self, ref: ModelRef, execution: ExecutionConfig) -> ChatModel:
-        """The model behind `ref`, with the job's timeouts and classified retries."""
-        return _Tallied(RetryingChatModel(self.raw(ref), execution.retry_policy()), self.tally)
+    def get(self, ref: ModelRef, execution: ExecutionConfig, calls=None) -> ChatModel:
+        """The model behind `ref`, with the job's timeouts and classified retries; with the job's
+        `calls` (sim/call_setup.CallSettings), also its limits, spend cap and call cache:
+        cache -> retries -> (each attempt) limits and budget -> the backend."""
+        raw = self.raw(ref)
+        if calls is None:
+            return _Tallied(RetryingChatModel(raw, execution.retry_policy()), self.tally)
+        key, mc = calls.for_ref(ref)
+        gate = calls.gate(key, mc)
+        model: ChatModel = RetryingChatModel(raw, execution.retry_policy(), gate=gate)
+        if mc is not None and mc.cache_root:
+            from esc_eval.serve.call_cache import CachedChatModel
+
+            model = CachedChatModel(model, self.store(mc.cache_root), default_params=getattr(raw, "default_params", None),
+                                    on_hit=gate.hit if gate is not None else None)
+        return _Tallied(model, self.tally)
 
     async def close(self) -> None:
         for m in self._models.values():
