@@ -6,7 +6,7 @@ from typing import Any, Optional
 
 import typer
 
-from esc_eval.cli.common import console_env, default_out, emit
+from esc_eval.cli.common import console_env, default_out, emit, exit_for_outcome
 
 
 def sim_overrides(cards, target, role, limit, language, address, workers, concurrency) -> dict[str, Any]:
@@ -49,4 +49,6 @@ def simulate(
     out = out or default_out("sim")
     with job_progress("simulate") as jp:
         result = run_simulation(cfg, out, on_summary=jp.on_summary, on_start=jp.on_start)
-    emit({"run_dir": str(out), **result})
+    result = {"run_dir": str(out), **result}
+    emit(result)
+    exit_for_outcome(result, "dialogues", cfg.execution.max_failure_rate)

@@ -359,7 +359,7 @@ def backend_options(entry: ModelEntry) -> dict[str, Any]:
         if entry.api_key_env:
             opts["api_key_env"] = entry.api_key_env
         if entry.base_url:
-            opts["base_url"] = entry.base_url
+            opts["base_url" if backend == "openai" else "api_base"] = entry.base_url
         return opts
     if backend == "serve":
         return {"default_params": entry.generation}
