@@ -117,12 +117,11 @@ def _cached(execution: ExecutionConfig, spec: str) -> bool:
     return execution.call_cache == "on" or (execution.call_cache == "auto" and is_api_spec(spec))
 
 
-@contextlib.contextmanager
-def prepare_calls(models: list[PlannedModel], execution: ExecutionConfig, prices: dict[str, TokenPrice],
-                  run_dir: str | Path) -> Iterator[CallSettings]:
-    """Check, start and yield the job's call settings; stop the limiters and ledger after, with
-    their totals in `settings.totals` (see the module docstring). Raises ValueError before anything
-    starts on bad input."""
+def check_calls(models: list[PlannedModel], execution: ExecutionConfig,
+                prices: dict[str, TokenPrice]) -> tuple[dict[str, dict[str, Any]], set[str]]:
+    """What can be checked before anything starts or is written: a key, a provider, a limit no
+    call can meet, a budget over a model without a price. ValueError with one line naming the model
+    and the setting. Returns the plan per quota key and the variables the workers need."""
     plan: dict[str, dict[str, Any]] = {}
     needed_env: set[str] = set()
     for m in models:
@@ -148,6 +147,16 @@ def prepare_calls(models: list[PlannedModel], execution: ExecutionConfig, prices
             raise ValueError(
                 f"model {m.ref.model!r}: budget_usd={execution.budget_usd:g} needs its price: add "
                 f"prices: {{{m.ref.model}: {{prompt_per_1m: ..., completion_per_1m: ...}}}} to the config")
+    return plan, needed_env
+
+
+@contextlib.contextmanager
+def prepare_calls(models: list[PlannedModel], execution: ExecutionConfig, prices: dict[str, TokenPrice],
+                  run_dir: str | Path) -> Iterator[CallSettings]:
+    """Check, start and yield the job's call settings; stop the limiters and ledger after, with
+    their totals in `settings.totals` (see the module docstring). Raises ValueError before anything
+    starts on bad input."""
+    plan, needed_env = check_calls(models, execution, prices)
     # The workers (on any node) need the keys and endpoints the driver has.
     forwarded = {k: os.environ[k] for k in sorted(needed_env) if os.environ.get(k)}
     if forwarded:

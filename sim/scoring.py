@@ -23,7 +23,7 @@ from esc_eval.serve.cpu import execution_runtime
 from esc_eval.sim.config import JudgeConfig, ScoringConfig
 from esc_eval.serve.limits import BudgetExceededError
 from esc_eval.serve.chat import backend_capabilities
-from esc_eval.sim.call_setup import CallSettings, PlannedModel, prepare_calls
+from esc_eval.sim.call_setup import CallSettings, PlannedModel, check_calls, prepare_calls
 from esc_eval.sim.judge_plan import JudgePlan, default_plan, label_position, plan_judge
 from esc_eval.sim.outcome import JobOutcome
 from esc_eval.sim.judges import select_adapter
@@ -230,6 +230,7 @@ def run_scoring(cfg: ScoringConfig, input_path: str | Path, out_dir: str | Path 
     configured_method = cfg.judge.method
     if plan.method == "generate" and configured_method != "generate":  # the fallback: rows and judge id say so
         cfg = cfg.model_copy(update={"judge": cfg.judge.model_copy(update={"method": "generate"})})
+    check_calls([PlannedModel(cfg.judge.model, plan.params or cfg.judge.model.params)], cfg.execution, cfg.prices)
     run = prepare_input(input_path, out_dir)
     n_dialogues = sum(1 for d in run.iter_rows("dialogues", columns=["status"]) if d["status"] == "ok")
     if n_dialogues == 0:

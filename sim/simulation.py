@@ -14,7 +14,7 @@ from typing import Any, Callable, Iterator
 
 from esc_eval.serve.chat import ChatMessage, ChatModelError
 from esc_eval.serve.limits import BudgetExceededError
-from esc_eval.sim.call_setup import CallSettings, PlannedModel, prepare_calls
+from esc_eval.sim.call_setup import CallSettings, PlannedModel, check_calls, prepare_calls
 from esc_eval.sim.outcome import JobOutcome
 from esc_eval.serve.cpu import execution_runtime
 from esc_eval.sim.cards import RoleCard, load_cards, sample_cards
@@ -274,6 +274,7 @@ def run_simulation(cfg: SimulationConfig, run_dir: str | Path,
     cards = select_cards(cfg)
     if not cards:
         raise ValueError(f"no role cards selected from {cfg.cards!r} (check languages / card_ids / limit)")
+    check_calls(planned_models(cfg, cards), cfg.execution, cfg.prices)  # keys, providers, limits, prices: before anything
     systems = {target_name(t): t.system_prompt if t.system_prompt is not None else registry_system_prompt(t)
                for t in cfg.targets}
     inputs = simulation_inputs(cfg, systems)
