@@ -191,6 +191,7 @@ class SpendLedger:
 
 # -- where a run's limiters and ledger live -----------------------------------------------------
 _LOCAL: dict[str, Any] = {}  # name -> object, for executor "local" (the workers are this process)
+_HANDLES: dict[str, Any] = {}  # name -> the driver's handle of a named actor (without one Ray would collect it)
 _names = itertools.count()
 
 
@@ -214,8 +215,8 @@ def host_governor(cls: type, args: tuple, *, remote: bool, prefix: str = "esc-ev
 
     namespace = ray.get_runtime_context().namespace
     # Many callers wait in acquire() at once: an async actor serves them all on one loop.
-    ray.remote(cls).options(name=name, namespace=namespace, num_cpus=0, max_concurrency=100_000,
-                            max_restarts=0).remote(*args)
+    _HANDLES[name] = ray.remote(cls).options(name=name, namespace=namespace, num_cpus=0, max_concurrency=100_000,
+                                             max_restarts=0).remote(*args)
     return GovernorRef(name, remote=True, namespace=namespace)
 
 
@@ -225,10 +226,9 @@ def stop_governor(ref: GovernorRef) -> None:
         return
     import ray
 
-    try:
-        ray.kill(ray.get_actor(ref.name, namespace=ref.namespace))
-    except ValueError:  # already gone
-        pass
+    handle = _HANDLES.pop(ref.name, None)
+    if handle is not None:
+        ray.kill(handle)
 
 
 class Governor:

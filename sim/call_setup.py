@@ -203,7 +203,9 @@ def _read_totals(ref: GovernorRef) -> dict[str, Any] | None:
         if ref.remote:
             import ray
 
-            return ray.get(ray.get_actor(ref.name, namespace=ref.namespace).totals.remote(), timeout=30)
+            from esc_eval.serve.limits import _HANDLES
+
+            return ray.get(_HANDLES[ref.name].totals.remote(), timeout=30)
         return asyncio.run(Governor(ref).call("totals"))
     except Exception as e:  # noqa: BLE001 - counters are a report; losing them must not fail the job
         log.warning("call counters unavailable: %s", e)
