@@ -72,7 +72,8 @@ class ExecutionConfig(_Strict):
         "reach; None = the run folder's `cache/`. Point two runs at one folder to share answers.")
     max_failure_rate: float = Field(
         0.5, ge=0, le=1, description="The command exits non-zero (one line saying why; the rows stay for a resume) when "
-        "more than this share of the job's items failed (dialogues: failed rows; scores: rows without a score), or "
+        "more than this share of the job's items failed (dialogues: failed rows; scores: judge calls that failed, not "
+        "answers that did not parse), or "
         "every one did.")
     dtype: Literal["auto", "float32", "bfloat16", "float16"] = Field(
         "auto", description="Model dtype of the workers' in-process vLLM engines: 'auto' = bfloat16 on GPUs and on CPUs "

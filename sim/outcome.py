@@ -1,7 +1,7 @@
 """What a job came to, for its exit status: failures past the threshold, or a stop by the spend cap.
 
 `JobOutcome` sees every item's summary as the pool reports it (simulation: one dialogue, `ok` or
-not; scoring: one dialogue's score rows, how many have no score and why) and stops the item feed
+not; scoring: one dialogue's score rows, how many calls failed and how many answers did not parse) and stops the item feed
 once the spend cap refused a call (the items in flight finish or stop at their next call; nothing
 new is sent). `outcome_line` turns the job's result into the one line a command exits non-zero
 with, or None when the job is fine. The rows stay either way, for a resume.
@@ -67,9 +67,9 @@ def outcome_line(result: dict[str, Any], kind: str, max_failure_rate: float) -> 
             f"{'dialogues' if kind == 'dialogues' else 'dialogues to score'} stopped before a call that could pass it "
             f"and more not started; the rows stay in {where}: run the same command again to resume")
     if kind == "scores":
-        n, bad = o.get("score_rows", 0), o.get("unscored_rows", 0)
-        what = (f"{bad} of {n} judge calls gave no score ({o.get('error_rows', 0)} errors, "
-                f"{bad - o.get('error_rows', 0)} unparsed answers)")
+        # calls that failed; an answer that did not parse is the parse-failure report's business
+        n, bad = o.get("score_rows", 0), o.get("error_rows", 0)
+        what = f"{bad} of {n} judge calls failed ({o.get('unscored_rows', 0) - bad} more answers did not parse)"
     else:
         n, bad = o.get("finished_items", 0), o.get("failed_items", 0)
         what = f"{bad} of {n} dialogues failed"

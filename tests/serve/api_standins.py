@@ -19,6 +19,7 @@ subprocesses reach it over 127.0.0.1).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import json
 import math
@@ -255,3 +256,15 @@ class StrictAnthropic(_Base):
             "id": f"msg_{self.requests:024d}", "type": "message", "role": "assistant", "model": body["model"],
             "content": [{"type": "text", "text": text}], "stop_reason": "end_turn", "stop_sequence": None,
             "usage": {"input_tokens": prompt, "output_tokens": _tokens(text)}})
+
+
+@contextlib.contextmanager
+def openai_standin(monkeypatch, key: str = "sk-local"):
+    """A StrictOpenAI that OPENAI_BASE_URL and OPENAI_API_KEY point at (what a user would export)."""
+    srv = StrictOpenAI(key=key).start()
+    monkeypatch.setenv("OPENAI_BASE_URL", srv.base_url + "/v1")
+    monkeypatch.setenv("OPENAI_API_KEY", key)
+    try:
+        yield srv
+    finally:
+        srv.stop()

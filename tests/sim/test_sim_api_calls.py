@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "serve"))
-from api_standins import StrictAnthropic, StrictOpenAI  # noqa: E402
+from api_standins import StrictAnthropic, openai_standin  # noqa: E402
 
 from esc_eval.serve.chat import GenerationParams  # noqa: E402
 from esc_eval.sim.config import ExecutionConfig, JudgeConfig, ModelRef, ScoringConfig, SimulationConfig  # noqa: E402
@@ -27,11 +27,8 @@ LOCAL = dict(executor="local", concurrency=8, chunk_size=2, flush_seconds=0.5, m
 
 @pytest.fixture()
 def openai_server(monkeypatch):
-    srv = StrictOpenAI(key="sk-local").start()
-    monkeypatch.setenv("OPENAI_BASE_URL", srv.base_url + "/v1")
-    monkeypatch.setenv("OPENAI_API_KEY", "sk-local")
-    yield srv
-    srv.stop()
+    with openai_standin(monkeypatch) as srv:
+        yield srv
 
 
 def sim_config(n_cards=4, rounds=2, **execution) -> SimulationConfig:
@@ -137,7 +134,7 @@ def test_a_job_whose_every_call_failed_exits_non_zero_with_one_line(shared_data,
                "-c", str(cfg))
     assert proc.returncode == 1
     line = last_error_line(proc)
-    assert "3 of 3 judge calls gave no score (3 errors" in line and "Unrecognized request argument" in line
+    assert "3 of 3 judge calls failed" in line and "Unrecognized request argument" in line
     assert json.loads(proc.stdout)["outcome"]["error_rows"] == 3  # the result is still printed, rows kept
     assert len(list(RunFolder(tmp_path / "s").iter_rows("scores"))) == 3
 

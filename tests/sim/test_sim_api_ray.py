@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "serve"))
-from api_standins import StrictOpenAI  # noqa: E402
+from api_standins import openai_standin  # noqa: E402
 
 from esc_eval.serve.chat import GenerationParams  # noqa: E402
 from esc_eval.sim.config import ExecutionConfig, ModelRef, SimulationConfig  # noqa: E402
@@ -34,11 +34,8 @@ def ray2():
 
 @pytest.fixture()
 def server(monkeypatch):
-    srv = StrictOpenAI(key="sk-local").start()
-    monkeypatch.setenv("OPENAI_BASE_URL", srv.base_url + "/v1")
-    monkeypatch.setenv("OPENAI_API_KEY", "sk-local")
-    yield srv
-    srv.stop()
+    with openai_standin(monkeypatch) as srv:
+        yield srv
 
 
 def two_workers(**kw) -> ExecutionConfig:
