@@ -93,13 +93,10 @@ def structured_mode(model: str, api: ApiKind, structured_outputs: StructuredMode
 def capabilities(name: str, *, api: ApiKind = "openai", structured_outputs: StructuredMode | None = None,
                  **_: Any) -> Capabilities:
     """What an OpenAI-compatible endpoint supports, from its `api` rules and the model name."""
-    if api == "vllm":
-        choice = None if structured_outputs == "none" else "logit_bias" if structured_outputs == "logit_bias" else "structured"
-        return Capabilities(logprobs=True, max_top_logprobs=OPENAI_MAX_TOP_LOGPROBS, choice=choice, logit_bias=True)
     mode = structured_mode(name, api, structured_outputs)
-    choice = {"logit_bias": "logit_bias", "vllm": None, "none": None}.get(mode, "structured")
-    if structured_outputs == "vllm":
-        choice = "structured"  # said explicitly: the server takes vLLM's field
+    # Under OpenAI's rules vLLM's field is sent only where the config says the server takes it.
+    implied_vllm = api == "openai" and structured_outputs is None and mode == "vllm"
+    choice = None if mode == "none" or implied_vllm else "logit_bias" if mode == "logit_bias" else "structured"
     return Capabilities(logprobs=True, max_top_logprobs=OPENAI_MAX_TOP_LOGPROBS, choice=choice, logit_bias=True)
 
 
