@@ -5,8 +5,6 @@ its resume, the exit status, and bad input refused in one line before anything i
 from __future__ import annotations
 
 import json
-import os
-import subprocess
 import sys
 from pathlib import Path
 
@@ -21,7 +19,6 @@ from esc_eval.sim.runfolder import RunFolder  # noqa: E402
 from esc_eval.sim.scoring import run_scoring  # noqa: E402
 from esc_eval.sim.simulation import run_simulation  # noqa: E402
 
-REPO = Path(__file__).resolve().parents[2]
 LOCAL = dict(executor="local", concurrency=8, chunk_size=2, flush_seconds=0.5, max_attempts=2, retry_initial_wait_s=0.01)
 
 
@@ -111,48 +108,59 @@ def test_budget_stops_the_run_and_a_resume_finishes_it_without_repeating_a_call(
     assert resumed["outcome"]["budget_stopped_items"] == 0 and openai_server.ok > before
 
 
-def cli(*args, env=None, cwd=REPO):
-    env = {**os.environ, "RAY_AUTH_MODE": "disabled", **(env or {})}
-    return subprocess.run([sys.executable, "-m", "esc_eval.cli", *args], cwd=cwd, env=env, capture_output=True,
-                          text=True, timeout=180)
+def cli(capsys, monkeypatch, *args) -> tuple[int, str, str]:
+    """`esc-eval ARGS` in this process, as the console script runs it: (exit status, stdout, stderr)."""
+    from esc_eval.cli.app import main
+
+    monkeypatch.setattr(sys, "argv", ["esc-eval", *args])
+    capsys.readouterr()
+    try:
+        main()
+        code = 0
+    except SystemExit as e:
+        code = e.code
+    out, err = capsys.readouterr()
+    return code, out, err
 
 
-def last_error_line(proc) -> str:
-    assert "Traceback" not in proc.stderr, proc.stderr[-3000:]
-    lines = [line for line in proc.stderr.splitlines() if line.strip()]
-    assert lines and lines[-1].startswith("error: "), proc.stderr[-3000:]
+def last_error_line(err: str) -> str:
+    assert "Traceback" not in err, err[-3000:]
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert lines and lines[-1].startswith("error: "), err[-3000:]
     return lines[-1]
 
 
-def test_a_job_whose_every_call_failed_exits_non_zero_with_one_line(shared_data, openai_server, tmp_path):
+def test_a_job_whose_every_call_failed_exits_non_zero_with_one_line(shared_data, openai_server, tmp_path, capsys,
+                                                                     monkeypatch):
     cfg = tmp_path / "score.yaml"
     # a judge told the server takes vLLM's fields: OpenAI's API refuses every request
     cfg.write_text(json.dumps({"judge": {"model": {"model": "openai/judge", "options": {"api": "vllm"}},
                                          "dimensions": ["empathy"]},
                                "execution": {"executor": "local", "max_attempts": 1}}))
-    proc = cli("score", "-i", str(shared_data / "esc-eval" / "dialogues" / "llama3_en.json"), "-o", str(tmp_path / "s"),
-               "-c", str(cfg))
-    assert proc.returncode == 1
-    line = last_error_line(proc)
-    assert "3 of 3 judge calls failed" in line and "Unrecognized request argument" in line
-    assert json.loads(proc.stdout)["outcome"]["error_rows"] == 3  # the result is still printed, rows kept
+    code, out, err = cli(capsys, monkeypatch, "score", "-i", str(shared_data / "esc-eval" / "dialogues" / "llama3_en.json"),
+                         "-o", str(tmp_path / "s"), "-c", str(cfg))
+    line = last_error_line(err)
+    assert code == 1 and "3 of 3 judge calls failed" in line and "Unrecognized request argument" in line
+    assert json.loads(out)["outcome"]["error_rows"] == 3  # the result is still printed, rows kept
     assert len(list(RunFolder(tmp_path / "s").iter_rows("scores"))) == 3
 
 
-def test_bad_api_input_is_one_line_before_anything_is_written(tmp_path):
-    env = {"OPENAI_API_KEY": "", "OPENAI_BASE_URL": "", "ANTHROPIC_API_KEY": ""}
-    proc = cli("simulate", "--target", "openai/gpt-4", "--role", "fake/seeker", "-n", "1", "-o", str(tmp_path / "a"), env=env)
-    assert proc.returncode == 2 and "openai/gpt-4" in last_error_line(proc) and "OPENAI_API_KEY" in last_error_line(proc)
+def test_bad_api_input_is_one_line_before_anything_is_written(tmp_path, capsys, monkeypatch):
+    for var in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "ANTHROPIC_API_KEY"):
+        monkeypatch.delenv(var, raising=False)
+    code, _, err = cli(capsys, monkeypatch, "simulate", "--target", "openai/gpt-4", "--role", "fake/seeker", "-n", "1",
+                       "-o", str(tmp_path / "a"))
+    assert code == 2 and "openai/gpt-4" in last_error_line(err) and "OPENAI_API_KEY" in last_error_line(err)
     cfg = tmp_path / "limits.yaml"
     cfg.write_text(json.dumps({"limit": 1, "role": {"model": "fake/seeker"},
                                "targets": [{"model": "openai/gpt-4", "options": {"base_url": "http://127.0.0.1:9/v1"},
                                             "limits": {"tokens_per_minute": 100}}]}))
-    proc = cli("simulate", "-c", str(cfg), "-o", str(tmp_path / "b"), env=env)
-    line = last_error_line(proc)
-    assert proc.returncode == 2 and "'openai/gpt-4'" in line and "limits.tokens_per_minute=100" in line
-    proc = cli("simulate", "--target", "litellm/nosuchprovider/m", "--role", "fake/seeker", "-n", "1", "-o",
-               str(tmp_path / "c"), env=env)
-    line = last_error_line(proc)
-    assert proc.returncode == 2 and "litellm/nosuchprovider/m" in line and "unknown LiteLLM provider" in line
+    code, _, err = cli(capsys, monkeypatch, "simulate", "-c", str(cfg), "-o", str(tmp_path / "b"))
+    line = last_error_line(err)
+    assert code == 2 and "'openai/gpt-4'" in line and "limits.tokens_per_minute=100" in line
+    code, _, err = cli(capsys, monkeypatch, "simulate", "--target", "litellm/nosuchprovider/m", "--role", "fake/seeker",
+                       "-n", "1", "-o", str(tmp_path / "c"))
+    line = last_error_line(err)
+    assert code == 2 and "litellm/nosuchprovider/m" in line and "unknown LiteLLM provider" in line
     for d in "abc":
         assert not (tmp_path / d).exists()
