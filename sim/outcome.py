@@ -65,7 +65,7 @@ def outcome_line(result: dict[str, Any], kind: str, max_failure_rate: float) -> 
         return EXIT_BUDGET, (
             f"stopped by budget_usd={calls.get('budget_usd')}: ${spent} spent; {o['budget_stopped_items']} "
             f"{'dialogues' if kind == 'dialogues' else 'dialogues to score'} stopped before a call that could pass it "
-            f"and more not started; the rows stay in {where}: run the same command again to resume")
+            f"(any others not started); what finished is in {where}: run the same command again to resume")
     if kind == "scores":
         # calls that failed; an answer that did not parse is the parse-failure report's business
         n, bad = o.get("score_rows", 0), o.get("error_rows", 0)
