@@ -11,6 +11,8 @@ from esc_eval.analysis.annotation import (
     agreement_markdown,
     agreement_summary,
     export_annotation_sheets,
+    icc_oneway,
+    icc_table,
     import_annotations,
     krippendorff_alpha,
     pairwise_kappa,
@@ -58,6 +60,15 @@ from esc_eval.analysis.usage_report import add_usage_columns, usage_rows
 
 
 
+_ANNOTATE = {
+    "AnnotationStore": "annotation_store", "AnnotationStoreError": "annotation_store",
+    "StudyConfig": "annotation_study", "create_study": "annotation_study",
+    "live_results": "annotation_results", "AnnotationService": "annotation_service",
+    "make_annotation_server": "annotation_server", "annotation_table": "annotation_formats",
+    "labelstudio_export": "annotation_formats", "import_labelstudio": "annotation_formats",
+}
+
+
 def __getattr__(name: str):
     # report/plots import matplotlib and jinja2 (slow): load them on first use.
     if name == "write_report":
@@ -68,6 +79,10 @@ def __getattr__(name: str):
         from esc_eval.analysis import viewer, viewer_server
 
         return getattr(viewer if name == "ResultsViewer" else viewer_server, name)
+    if name in _ANNOTATE:  # the human-evaluation modules (annotate), on first use
+        import importlib
+
+        return getattr(importlib.import_module(f"esc_eval.analysis.{_ANNOTATE[name]}"), name)
     raise AttributeError(f"module 'analysis' has no attribute {name!r}")
 
 
@@ -84,4 +99,5 @@ __all__ = [
     "ResultsViewer", "add_usage_columns", "compare_runs", "comparison_markdown", "correlation_ci_markdown",
     "correlations_with_ci", "export_pairwise_sheets", "import_pairwise_sheets", "load_references", "make_server",
     "run_text_metrics", "usage_rows", "win_rates_with_ci", "write_comparison", "write_fake_run",
+    "icc_oneway", "icc_table", *_ANNOTATE,
 ]

@@ -4,7 +4,8 @@ A sheet has one row per dialogue and one score column per dimension (paper names
 dialogue rendered as text, and a comment column. The model under test is not shown (blind
 annotation); rows are shuffled per annotator. Beside the sheets: rubric.csv and README.md with
 the scoring rules of the paper's Table 16. Agreement: quadratic-weighted Cohen's kappa per
-annotator pair and Krippendorff's alpha (ordinal, `krippendorff` package) over all annotators.
+annotator pair, Krippendorff's alpha (ordinal, `krippendorff` package) over all annotators, and
+the one-way random-effects intraclass correlation ICC(1) with its F-based confidence interval.
 """
 from __future__ import annotations
 
@@ -193,20 +194,24 @@ def pairwise_kappa(annotations: pd.DataFrame, by_dimension: bool = True) -> pd.D
     rows = []
     names = sorted(annotations["annotator"].unique())
     wide = annotations.pivot_table(index=["dialogue_id", "dimension"], columns="annotator", values="score",
-                                   aggfunc="first")
+                                   aggfunc="first").reindex(columns=names)
     scopes = (["all"] + [d for d in DIMENSION_NAMES if d in set(annotations["dimension"])]) if by_dimension else ["all"]
-    for x, y in itertools.combinations(names, 2):
+    # One float array per scope, split once: a study of 8,500 dialogues x 10 annotators has 45 pairs x 8 scopes.
+    dims = wide.index.get_level_values("dimension")
+    arrays = {scope: (wide if scope == "all" else wide[dims == scope]).to_numpy(dtype=float) for scope in scopes}
+    for (i, x), (j, y) in itertools.combinations(enumerate(names), 2):
         for scope in scopes:
-            sub = wide if scope == "all" else wide[wide.index.get_level_values("dimension") == scope]
-            both = sub[[x, y]].dropna()
+            arr = arrays[scope]
+            both = ~(np.isnan(arr[:, i]) | np.isnan(arr[:, j]))
+            n = int(both.sum())
             note = ""
-            if len(both) < 2:
-                kappa, note = float("nan"), f"{len(both)} item(s) scored by both"
+            if n < 2:
+                kappa, note = float("nan"), f"{n} item(s) scored by both"
             else:
-                kappa = quadratic_weighted_kappa(both[x], both[y])
+                kappa = quadratic_weighted_kappa(arr[both, i], arr[both, j])
                 if math.isnan(kappa):
                     note = "both annotators gave one constant score: kappa undefined"
-            rows.append({"annotator_a": x, "annotator_b": y, "dimension": scope, "n": int(len(both)),
+            rows.append({"annotator_a": x, "annotator_b": y, "dimension": scope, "n": n,
                          "kappa": kappa, "note": note})
     return pd.DataFrame(rows, columns=["annotator_a", "annotator_b", "dimension", "n", "kappa", "note"])
 
@@ -230,9 +235,64 @@ def krippendorff_alpha(annotations: pd.DataFrame, dimension: str | None = None, 
     return float(alpha), ""
 
 
-def agreement_summary(annotations: pd.DataFrame) -> pd.DataFrame:
-    """Per dimension and overall: n annotators, items, mean pairwise kappa, Krippendorff's alpha."""
-    kap = pairwise_kappa(annotations)
+def icc_oneway(annotations: pd.DataFrame, dimension: str | None = None, confidence: float = 0.95) -> dict:
+    """One-way random-effects ICC (Shrout & Fleiss 1979, ICC(1,1) and ICC(1,k)) with F-based CIs.
+
+    One-way, because in an overlap design each dialogue is scored by its own subset of the
+    annotators: rater identity is not a crossed factor. Items = dialogues (one dimension) or
+    dialogue x dimension ("all"); items with fewer than two scores are left out. Unequal numbers of
+    scores per item use the ANOVA's n0 = (N - sum n_i^2 / N) / (a - 1) in place of k.
+    Returns icc, ci_lo, ci_hi (single score), icc_k, ci_k_lo, ci_k_hi (mean of n0 scores), n_items,
+    k (n0) and a note (NaN figures with the reason when they cannot be computed)."""
+    from scipy import stats
+
+    sub = annotations if dimension in (None, "all") else annotations[annotations["dimension"] == dimension]
+    nan = float("nan")
+    out = {"icc": nan, "ci_lo": nan, "ci_hi": nan, "icc_k": nan, "ci_k_lo": nan, "ci_k_hi": nan, "n_items": 0,
+           "k": nan, "note": ""}
+    item = sub.groupby(["dialogue_id", "dimension"], sort=False).ngroup().to_numpy()
+    x = sub["score"].to_numpy(dtype=float)
+    counts = np.bincount(item)
+    keep = counts[item] >= 2
+    item, x = np.unique(item[keep], return_inverse=True)[1], x[keep]
+    a = int(item.max()) + 1 if len(item) else 0
+    out["n_items"] = a
+    if a < 2:
+        out["note"] = f"{a} item(s) scored by 2 or more annotators: too few for ICC"
+        return out
+    n = np.bincount(item).astype(float)
+    means = np.bincount(item, weights=x) / n
+    big_n = n.sum()
+    grand = float(x.mean())
+    ss_between = float((n * (means - grand) ** 2).sum())
+    ss_within = float(((x - means[item]) ** 2).sum())
+    df_b, df_w = a - 1, big_n - a
+    ms_b, ms_w = ss_between / df_b, ss_within / df_w
+    n0 = (big_n - (n ** 2).sum() / big_n) / df_b
+    out["k"] = float(n0)
+    if ms_w == 0:
+        out["note"] = "every item's annotators agree exactly: the within-item variance is 0, ICC undefined"
+        return out
+    f = ms_b / ms_w
+    q = 1 - (1 - confidence) / 2
+    f_lo, f_hi = f / stats.f.ppf(q, df_b, df_w), f * stats.f.ppf(q, df_w, df_b)
+    out.update(icc=(ms_b - ms_w) / (ms_b + (n0 - 1) * ms_w),
+               ci_lo=(f_lo - 1) / (f_lo + n0 - 1), ci_hi=(f_hi - 1) / (f_hi + n0 - 1),
+               icc_k=(ms_b - ms_w) / ms_b, ci_k_lo=1 - 1 / f_lo, ci_k_hi=1 - 1 / f_hi)
+    out.update({k: float(v) for k, v in out.items() if k.startswith(("icc", "ci"))})
+    return out
+
+
+def icc_table(annotations: pd.DataFrame, confidence: float = 0.95) -> pd.DataFrame:
+    """icc_oneway per dimension and pooled ("all"): one row each."""
+    scopes = ["all"] + [d for d in DIMENSION_NAMES if d in set(annotations["dimension"])]
+    return pd.DataFrame([{"dimension": s, **icc_oneway(annotations, s, confidence)} for s in scopes])
+
+
+def agreement_summary(annotations: pd.DataFrame, pairs: pd.DataFrame | None = None) -> pd.DataFrame:
+    """Per dimension and overall: n annotators, items, mean pairwise kappa, Krippendorff's alpha.
+    `pairs`: pairwise_kappa(annotations) when the caller has it already."""
+    kap = pairwise_kappa(annotations) if pairs is None else pairs
     rows = []
     for scope in ["all"] + [d for d in DIMENSION_NAMES if d in set(annotations["dimension"])]:
         sub = annotations if scope == "all" else annotations[annotations["dimension"] == scope]

@@ -16,6 +16,7 @@ import numpy as np
 from esc_eval.sim.dimensions import DIMENSION_NAMES
 from esc_eval.sim.records import dialogue_id as make_dialogue_id
 from esc_eval.sim.runfolder import RunFolder
+from esc_eval.sim.storage import is_uri
 
 _WORDS = ("anxious job sleep family friend boss exam money lonely partner breakup grief move city school "
           "tired angry sad hopeless stressed worried talk help listen understand feel try plan week").split()
@@ -29,7 +30,7 @@ def _sentence(rng: np.random.Generator, n: int) -> str:
 
 def write_fake_run(path: str | os.PathLike[str], n_dialogues: int, models: list[str] | None = None,
                    part_rows: int = 64, seed: int = 0, run_id: str = "fake", judge: str = "fake/judge",
-                   seeds_per_card: int = 1) -> Path:
+                   seeds_per_card: int = 1) -> Path | str:
     """A run folder of n_dialogues ok dialogues (cards x models x seeds) and their seven scores each.
 
     part_rows: rows per Parquet part, like the batch layer's flush (64 rows)."""
@@ -75,4 +76,4 @@ def write_fake_run(path: str | os.PathLike[str], n_dialogues: int, models: list[
     folder.write_part("dialogues", dialogues)
     folder.write_part("scores", scores)
     folder.update_manifest(run_id=run_id, kind="fake", n_dialogues=n_dialogues)
-    return folder.path
+    return folder.path if not is_uri(path) else str(path)  # a storage URI has no local path

@@ -15,6 +15,7 @@ import pandas as pd
 
 from esc_eval.analysis.loaders import AnalysisInputError
 from esc_eval.sim.dimensions import DIMENSION_NAMES, DIMENSION_TITLES, to_paper_dimension
+from esc_eval.sim.storage import OutputFolder
 
 AVERAGE = "average"
 
@@ -92,11 +93,10 @@ def accuracy_markdown(acc: pd.DataFrame, judge: str = "judge") -> str:
 
 
 def write_accuracy(acc: pd.DataFrame, out_dir: str | Path, judge: str = "judge") -> dict[str, Path]:
-    """judge_accuracy.json (one object per dimension + average) and judge_accuracy.md."""
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    js, md = out / "judge_accuracy.json", out / "judge_accuracy.md"
-    records = json.loads(acc.to_json(orient="records"))  # NaN -> null
-    js.write_text(json.dumps({"judge": judge, "dimensions": records}, indent=2), encoding="utf-8")
-    md.write_text(f"# Judge accuracy ({judge})\n\n" + accuracy_markdown(acc, judge), encoding="utf-8")
-    return {"json": js, "markdown": md}
+    """judge_accuracy.json (one object per dimension + average) and judge_accuracy.md (a folder or a storage URI)."""
+    with OutputFolder(out_dir) as out:
+        js, md = out / "judge_accuracy.json", out / "judge_accuracy.md"
+        records = json.loads(acc.to_json(orient="records"))  # NaN -> null
+        js.write_text(json.dumps({"judge": judge, "dimensions": records}, indent=2), encoding="utf-8")
+        md.write_text(f"# Judge accuracy ({judge})\n\n" + accuracy_markdown(acc, judge), encoding="utf-8")
+        return out.finals({"json": js, "markdown": md})

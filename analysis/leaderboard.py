@@ -13,6 +13,7 @@ from scipy import stats
 
 from esc_eval.analysis.loaders import AnalysisInputError
 from esc_eval.sim.dimensions import DIMENSION_NAMES, DIMENSION_TITLES, TABLE_SCALE
+from esc_eval.sim.storage import OutputFolder
 
 # The paper's column order; "Average" is the mean of the seven dimension columns.
 TITLES = [DIMENSION_TITLES[d] for d in DIMENSION_NAMES]
@@ -223,14 +224,14 @@ def leaderboard_markdown(df: pd.DataFrame, bold_best: bool = True) -> str:
 
 
 def write_leaderboard(df: pd.DataFrame, out_dir: str | Path) -> dict[str, Path]:
-    """Write leaderboard.md and leaderboard.csv into out_dir; returns {"markdown": ..., "csv": ...}."""
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    md, csv = out / "leaderboard.md", out / "leaderboard.csv"
-    md.write_text("# Leaderboard (mean score x 25, bootstrap 95% CI over dialogues)\n\n" + leaderboard_markdown(df),
-                  encoding="utf-8")
-    df.to_csv(csv, index=False)
-    return {"markdown": md, "csv": csv}
+    """Write leaderboard.md and leaderboard.csv into out_dir (a folder or a storage URI); returns
+    {"markdown": ..., "csv": ...}."""
+    with OutputFolder(out_dir) as out:
+        md, csv = out / "leaderboard.md", out / "leaderboard.csv"
+        md.write_text("# Leaderboard (mean score x 25, bootstrap 95% CI over dialogues)\n\n" + leaderboard_markdown(df),
+                      encoding="utf-8")
+        df.to_csv(csv, index=False)
+        return out.finals({"markdown": md, "csv": csv})
 
 
 BY_COLUMNS = {"category": "category_1", "category_1": "category_1", "category_2": "category_2",

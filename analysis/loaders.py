@@ -21,6 +21,7 @@ from esc_eval.sim import official
 from esc_eval.sim.official import KNOWN_LANGUAGES, OFFICIAL_UNPARSED, OfficialFormatError  # noqa: F401 - re-exported
 from esc_eval.sim.records import DIALOGUE_SCHEMA, SCORE_SCHEMA
 from esc_eval.sim.runfolder import RunFolder, RunFolderError
+from esc_eval.sim.storage import as_location, is_uri
 
 PathLike = str | os.PathLike[str]
 SCORE_KEY = ["run_id", "dialogue_id", "dimension", "judge"]
@@ -30,23 +31,24 @@ class AnalysisInputError(ValueError):
     """The input files cannot be analysed as given (the message names the file and the field)."""
 
 
-def _as_paths(run_dirs: PathLike | Iterable[PathLike]) -> list[Path]:
+def _as_paths(run_dirs: PathLike | Iterable[PathLike]) -> list[Path | str]:
+    """Local folders as Paths; storage URIs (s3://...) stay strings."""
     if isinstance(run_dirs, (str, os.PathLike)):
-        return [Path(run_dirs)]
-    paths = [Path(p) for p in run_dirs]
+        return [as_location(run_dirs)]
+    paths = [as_location(p) for p in run_dirs]
     if not paths:
         raise AnalysisInputError("no run folder given")
     return paths
 
 
-def _open(path: Path) -> RunFolder:
+def _open(path: Path | str) -> RunFolder:
     try:
         return RunFolder(path, create=False)
     except RunFolderError as e:  # "run folder ... does not exist"
         raise AnalysisInputError(str(e)) from e
 
 
-def _read_kind(path: Path, kind: str) -> pd.DataFrame:
+def _read_kind(path: Path | str, kind: str) -> pd.DataFrame:
     df = _open(path).read(kind).to_pandas()
     df["run_dir"] = str(path)
     # Row order within a run = part order (part names start with a UTC stamp); keep it as a
@@ -100,6 +102,8 @@ def load_scores(run_dirs: PathLike | Iterable[PathLike]) -> pd.DataFrame:
 
 def is_official_json(path: PathLike) -> bool:
     """A file or folder of official ESC-Eval JSON (scores or dialogues) rather than a run folder."""
+    if is_uri(path):
+        return False  # storage URIs name run folders
     p = Path(path)
     if p.is_file():
         return p.suffix == ".json"

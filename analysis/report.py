@@ -30,6 +30,7 @@ from esc_eval.analysis.plots import (
 )
 from esc_eval.analysis.roleplay import character_breaks, fidelity_summary
 from esc_eval.sim.dimensions import DIMENSION_NAMES, DIMENSION_TITLES, TABLE_SCALE
+from esc_eval.sim.storage import OutputFolder, as_location, join_location
 
 TEMPLATE = Path(__file__).with_name("report.html.jinja")
 PAPER_GROUPS = ("close", "open", "domain")
@@ -375,14 +376,22 @@ def write_report(run_dirs: list[Path], out_dir: Path | None = None, *, groups: d
     <first run>/report/. groups: model -> close/open/domain (the CLI passes the registry's; unknown models show as unassigned).
     Returns the written paths by name ("html", "markdown", "leaderboard_md", "leaderboard_csv",
     "figure:<name>")."""
-    paths = [Path(p) for p in ([run_dirs] if isinstance(run_dirs, (str, Path)) else run_dirs)]
+    paths = [as_location(p) for p in ([run_dirs] if isinstance(run_dirs, (str, Path)) else run_dirs)]
     if not paths:
         raise AnalysisInputError("write_report needs at least one run folder")
-    out = Path(out_dir) if out_dir else paths[0] / "report"
-    fig_dir = out / "figures"
-    manifests = load_manifests(paths)
+    manifests = load_manifests(paths)  # read (and checked) before any output folder is made
     dialogues = load_dialogues(paths)
     scores = load_scores(paths)
+    # A report of a run folder in object storage is written locally, then uploaded beside it.
+    with OutputFolder(out_dir or join_location(paths[0], "report")) as folder:
+        return folder.finals(_write_report(paths, folder.path, manifests, dialogues, scores, groups=groups,
+                                           leaderboard=leaderboard, n_boot=n_boot, seed=seed, n_samples=n_samples,
+                                           n_resamples=n_resamples, title=title))
+
+
+def _write_report(paths: list, out: Path, manifests: dict, dialogues: pd.DataFrame, scores: pd.DataFrame, *,
+                  groups, leaderboard, n_boot, seed, n_samples, n_resamples, title) -> dict[str, Path]:
+    fig_dir = out / "figures"
     # leaderboard: the caller's Table 2 (built once, with its grouping rule); else built here.
     lb = leaderboard if leaderboard is not None else build_leaderboard(scores, groups=groups or {}, n_boot=n_boot, seed=seed)
     written: dict[str, Path] = {}

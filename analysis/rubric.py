@@ -5,6 +5,14 @@ Fluency's level 3). Keys are the paper dimension names of sim.dimensions.
 """
 from __future__ import annotations
 
+import functools
+import hashlib
+import json
+import re
+
+from esc_eval.sim.dimensions import DIMENSION_NAMES, DIMENSION_TITLES
+from esc_eval.sim.prompt_texts import rubric_text as judge_rubric_text
+
 # dimension -> (name in Table 16, explanation, {score: description})
 RUBRIC: dict[str, tuple[str, str, dict[int, str]]] = {
     'fluency': (
@@ -92,3 +100,40 @@ def rubric_text(dimension: str) -> str:
     """'0: ...\n1: ...' for one dimension (paper name)."""
     _, explanation, levels = RUBRIC[dimension]
     return explanation + "\n" + "\n".join(f"{k}: {v}" for k, v in sorted(levels.items()))
+
+
+_LEVEL = re.compile(r"^([0-4]):\s*(.*)$")
+ANNOTATION_LANGUAGES = ("en", "zh")
+
+
+@functools.lru_cache(maxsize=None)
+def annotation_rubric(language: str) -> dict[str, dict]:
+    """What the annotation page shows per dimension, in the dialogue's language: the paper's
+    Figures 12-19 instruction (Figure 13 for Chinese fluency; sim/data/prompts/rubrics.yaml,
+    variant "paper") split into its explanation and its 0-4 rules, and Table 16's rule per score.
+
+    {dimension: {"title", "explanation", "levels": {"0": text, ...}, "table16": {"0": text, ...}}}."""
+    lang = language if language in ANNOTATION_LANGUAGES else "en"
+    out = {}
+    for dim in DIMENSION_NAMES:
+        explanation, levels = [], {}
+        for line in judge_rubric_text(dim, lang, "paper").splitlines():
+            m = _LEVEL.match(line.strip())
+            if m:
+                levels[m.group(1)] = m.group(2)
+            elif not levels:
+                explanation.append(line.strip())
+        if sorted(levels) != ["0", "1", "2", "3", "4"]:
+            raise ValueError(f"the paper rubric of {dim} ({lang}) does not list the scores 0-4")
+        out[dim] = {"title": DIMENSION_TITLES[dim], "explanation": " ".join(e for e in explanation if e),
+                    "levels": levels, "table16": {str(k): v for k, v in RUBRIC[dim][2].items()}}
+    return out
+
+
+@functools.lru_cache(maxsize=1)
+def annotation_rubric_version() -> str:
+    """A short hash of every rubric text annotators see: recorded with each answer, so a later
+    change of the texts is visible in the data."""
+    texts = {lang: annotation_rubric(lang) for lang in ANNOTATION_LANGUAGES}
+    digest = hashlib.sha256(json.dumps(texts, sort_keys=True, ensure_ascii=False).encode("utf-8")).hexdigest()
+    return f"paper-fig12-19+table16:{digest[:12]}"

@@ -21,6 +21,7 @@ from esc_eval.analysis.compare import holm, paired_comparison
 from esc_eval.analysis.loaders import AnalysisInputError, is_official_json, load_scores
 from esc_eval.sim.dimensions import DIMENSION_NAMES, DIMENSION_TITLES, TABLE_SCALE
 from esc_eval.sim.runfolder import RunFolder
+from esc_eval.sim.storage import OutputFolder
 
 PairBy = Literal["auto", "dialogue", "card"]
 KEYS = {"dialogue": ["dialogue_id"], "card": ["language", "card_id", "seed"]}
@@ -142,9 +143,8 @@ def comparison_markdown(result: dict[str, Any]) -> str:
 
 
 def write_comparison(result: dict[str, Any], out: str | os.PathLike[str]) -> dict[str, Path]:
-    out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
-    md, js = out / "compare.md", out / "compare.json"
-    md.write_text(comparison_markdown(result), encoding="utf-8")
-    js.write_text(json.dumps(result, indent=2, ensure_ascii=False), encoding="utf-8")
-    return {"markdown": md, "json": js}
+    with OutputFolder(out) as folder:
+        md, js = folder / "compare.md", folder / "compare.json"
+        md.write_text(comparison_markdown(result), encoding="utf-8")
+        js.write_text(json.dumps(result, indent=2, ensure_ascii=False), encoding="utf-8")
+        return folder.finals({"markdown": md, "json": js})

@@ -13,6 +13,7 @@ import functools
 import json
 import math
 import os
+import posixpath
 from collections import OrderedDict
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -28,6 +29,7 @@ import pyarrow.parquet as pq
 from esc_eval.analysis.loaders import AnalysisInputError
 from esc_eval.sim.dimensions import DIMENSION_NAMES, to_paper_dimension
 from esc_eval.sim.runfolder import RunFolder, RunFolderError
+from esc_eval.sim.storage import location_name
 
 # Dialogue columns the index holds: everything but the turns and the generation parameters.
 INDEX_COLUMNS = ["dialogue_id", "card_id", "language", "category_1", "category_2", "category_3", "target_model",
@@ -48,9 +50,9 @@ CACHE_VERSION = 2
 SCORE_INDEX_COLUMNS = ["dialogue_id", "dimension", "score"]
 
 
-def _read_projected(path: Path, columns: list[str], part: int) -> pa.Table:
+def _read_projected(folder: RunFolder, key: str, columns: list[str], part: int) -> pa.Table:
     # ParquetFile.read is ~2x cheaper per small file than pq.read_table (no dataset discovery).
-    table = pq.ParquetFile(path).read(columns=columns)
+    table = folder.open_part(key).read(columns=columns)
     n = table.num_rows
     # The part (an index into the folder's sorted part list) and the row within it: where the
     # full row is read from when the dialogue is opened. Integers, not names: cheap to cache and read.
@@ -58,17 +60,17 @@ def _read_projected(path: Path, columns: list[str], part: int) -> pa.Table:
     return table.append_column("_row", pa.array(np.arange(n, dtype=np.int32)))
 
 
-def load_projected(run: Path, kind: str, parts: list[Path], columns: list[str], pool: ThreadPoolExecutor) -> pa.Table:
+def load_projected(run: RunFolder, kind: str, parts: list[str], columns: list[str], pool: ThreadPoolExecutor) -> pa.Table:
     """The given columns of every part of a kind (+ _part: index into `parts`, _row), through the
     folder's cache (its schema metadata lists the part names its _part values refer to)."""
-    cache = run / CACHE_DIR / f"{kind}-v{CACHE_VERSION}.parquet"
+    cache = f"{CACHE_DIR}/{kind}-v{CACHE_VERSION}.parquet"
     wanted = [*columns, "_part", "_row"]
-    names = [p.name for p in parts]
+    names = [posixpath.basename(p) for p in parts]
     position = {n: i for i, n in enumerate(names)}
     cached, cached_names = None, []
-    if cache.exists():
+    if run.storage.exists(cache):
         try:
-            cached = pq.read_table(cache)
+            cached = pq.read_table(pa.BufferReader(run.storage.read(cache)))
             cached_names = json.loads((cached.schema.metadata or {}).get(b"esc_eval_parts", b"null"))
             if cached.column_names != wanted or not isinstance(cached_names, list):
                 cached, cached_names = None, []
@@ -83,19 +85,17 @@ def load_projected(run: Path, kind: str, parts: list[Path], columns: list[str], 
         cached = cached.set_column(cached.column_names.index("_part"), "_part", pa.array(new_part))
         tables.append(cached if keep.all() else cached.filter(pa.array(keep)))
     known = set(cached_names)
-    missing = [(i, p) for i, p in enumerate(parts) if p.name not in known]
-    tables += list(pool.map(lambda ip: _read_projected(ip[1], columns, ip[0]), missing))
+    missing = [(i, p) for i, p in enumerate(parts) if posixpath.basename(p) not in known]
+    tables += list(pool.map(lambda ip: _read_projected(run, ip[1], columns, ip[0]), missing))
     if not tables:
         raise AnalysisInputError(f"{run}: no {kind}/part-*.parquet")
     table = pa.concat_tables(tables, promote_options="default").replace_schema_metadata(None)
     if missing or known != set(names):
         try:
-            from esc_eval.sim.runfolder import atomic_write_bytes
-
             sink = pa.BufferOutputStream()
             pq.write_table(table.replace_schema_metadata({"esc_eval_parts": json.dumps(names)}), sink,
                            compression="zstd")
-            atomic_write_bytes(cache, sink.getvalue().to_pybytes(), fsync=False)
+            run.storage.write(cache, sink.getvalue().to_pybytes(), durable=False)
         except OSError:
             pass  # a read-only run folder is browsed without a cache
     return table
@@ -104,18 +104,18 @@ def load_projected(run: Path, kind: str, parts: list[Path], columns: list[str], 
 class RunView:
     """One run folder: its index rows and where each dialogue's row and score rows live."""
 
-    def __init__(self, path: Path, label: str, pool: ThreadPoolExecutor):
+    def __init__(self, path: str, label: str, pool: ThreadPoolExecutor):
         try:
             self.folder = RunFolder(path, create=False)
         except RunFolderError as e:
             raise AnalysisInputError(str(e)) from e
-        self.path, self.label = Path(path), label
+        self.path, self.label = str(self.folder), label
         self.dialogue_parts = self.folder.parts("dialogues")
         self.score_parts = self.folder.parts("scores")
         if not self.dialogue_parts:
             raise AnalysisInputError(f"{path}: no dialogues/part-*.parquet (not a run folder?)")
         self.manifest = self.folder.read_manifest()
-        table = load_projected(self.path, "dialogues", self.dialogue_parts, INDEX_COLUMNS, pool)
+        table = load_projected(self.folder, "dialogues", self.dialogue_parts, INDEX_COLUMNS, pool)
         index = table.to_pandas()
         index["run"] = label
         # A re-run rewrites a dialogue (e.g. failed -> ok): the latest row wins, ties to the later part
@@ -131,7 +131,7 @@ class RunView:
         self._score_loc = np.zeros(0, dtype=np.int64)
         if not self.score_parts:
             return pd.DataFrame(columns=cols, dtype=float)
-        scores = load_projected(self.path, "scores", self.score_parts, SCORE_INDEX_COLUMNS, pool)
+        scores = load_projected(self.folder, "scores", self.score_parts, SCORE_INDEX_COLUMNS, pool)
         # Mean over judges (and re-scores) per dialogue and dimension, with integer codes and
         # bincount: a pandas pivot of 700K rows costs seconds, this a few tens of ms.
         did = pc.dictionary_encode(scores.column("dialogue_id")).combine_chunks()
@@ -159,7 +159,7 @@ class RunView:
         return wide
 
     def dialogue_row(self, part: int, row: int) -> dict[str, Any]:
-        t = pq.ParquetFile(self.dialogue_parts[part]).read().slice(row, 1).to_pylist()[0]
+        t = self.folder.open_part(self.dialogue_parts[part]).read().slice(row, 1).to_pylist()[0]
         for key in ("target_params", "role_params"):
             if t.get(key):
                 try:
@@ -177,7 +177,7 @@ class RunView:
         parts = [self.score_parts[int(k % n)] for k in self._score_loc[lo:hi]]
         if not parts:
             return []
-        t = ds.dataset(parts, format="parquet").to_table(
+        t = self.folder.dataset(parts).to_table(
             filter=ds.field("dialogue_id") == dialogue_id,
             columns=["dimension", "score", "probs", "expected", "raw", "parse_status", "judge", "method", "parser",
                      "error", "scored_at"])
@@ -215,7 +215,7 @@ class ResultsViewer:
     """Queries over the dialogues of several run folders (the JSON API's back end)."""
 
     def __init__(self, run_dirs: Iterable[str | os.PathLike[str]]):
-        paths = [Path(p) for p in run_dirs]
+        paths = [str(p) for p in run_dirs]
         if not paths:
             raise AnalysisInputError("no run folder given")
         labels = self._labels(paths)
@@ -229,8 +229,8 @@ class ResultsViewer:
         self._search_cache: OrderedDict[str, set[tuple[str, str]]] = OrderedDict()
 
     @staticmethod
-    def _labels(paths: list[Path]) -> list[str]:
-        names = [p.resolve().name or str(p) for p in paths]
+    def _labels(paths: list[str]) -> list[str]:
+        names = [location_name(p) for p in paths]
         if len(set(names)) == len(names):
             return names
         return [f"{i}:{n}" for i, n in enumerate(names)]
@@ -261,7 +261,7 @@ class ResultsViewer:
             return self._search_cache[key]
         hits: set[tuple[str, str]] = set()
         for run in self.runs.values():
-            dataset = ds.dataset(run.dialogue_parts, format="parquet")
+            dataset = run.folder.dataset(run.dialogue_parts)
             for batch in dataset.to_batches(columns=["dialogue_id", "turns"], batch_size=4096):
                 turns = batch.column("turns")
                 texts = pc.struct_field(pc.list_flatten(turns), "text")

@@ -44,6 +44,26 @@ def _int(params: dict[str, str], key: str, default: int) -> int:
         raise AnalysisInputError(f"{key}: not an integer: {value!r}") from None
 
 
+class JSONRequestHandler(BaseHTTPRequestHandler):
+    """What the local web tools' handlers share: uncached responses, JSON bodies, quiet logs."""
+
+    def log_message(self, fmt: str, *args: Any) -> None:  # requests go to the debug log, not stderr
+        log.debug("%s " + fmt, self.address_string(), *args)
+
+    def _send(self, status: int, body: bytes, ctype: str) -> None:
+        self.send_response(status)
+        self.send_header("Content-Type", ctype)
+        self.send_header("Content-Length", str(len(body)))
+        self.send_header("Cache-Control", "no-store")
+        self.send_header("X-Content-Type-Options", "nosniff")
+        self.end_headers()
+        self.wfile.write(body)
+
+    def _json(self, status: int, obj: Any) -> None:
+        self._send(status, json.dumps(obj, ensure_ascii=False, default=str).encode("utf-8"),
+                   "application/json; charset=utf-8")
+
+
 def make_handler(viewer: ResultsViewer) -> type[BaseHTTPRequestHandler]:
     # The viewer's pandas index is read-only after start-up, but the search cache is not: one lock.
     lock = threading.Lock()
@@ -66,23 +86,8 @@ def make_handler(viewer: ResultsViewer) -> type[BaseHTTPRequestHandler]:
                                                            p.get("language") or None),
     }
 
-    class Handler(BaseHTTPRequestHandler):
+    class Handler(JSONRequestHandler):
         server_version = "esc-eval-viewer"
-
-        def log_message(self, fmt: str, *args: Any) -> None:  # requests go to the debug log, not stderr
-            log.debug("%s " + fmt, self.address_string(), *args)
-
-        def _send(self, status: int, body: bytes, ctype: str) -> None:
-            self.send_response(status)
-            self.send_header("Content-Type", ctype)
-            self.send_header("Content-Length", str(len(body)))
-            self.send_header("Cache-Control", "no-store")
-            self.end_headers()
-            self.wfile.write(body)
-
-        def _json(self, status: int, obj: Any) -> None:
-            self._send(status, json.dumps(obj, ensure_ascii=False, default=str).encode("utf-8"),
-                       "application/json; charset=utf-8")
 
         def do_GET(self) -> None:  # noqa: N802 (http.server's name)
             url = urlparse(self.path)

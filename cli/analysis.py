@@ -10,14 +10,16 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated, Callable, Optional
 
 import typer
 
 from esc_eval.analysis.loaders import AnalysisInputError
+from esc_eval.sim.storage import OutputFolder, join_location
 
-RunDirs = Annotated[list[Path], typer.Argument(help="Run folders (or folders of official score JSON).")]
-Out = Annotated[Optional[Path], typer.Option("--out", "-o", help="Output folder (default <first run>/report).")]
+# Run folders and outputs are strings: a storage URI (s3://bucket/run) would lose a '/' as a Path.
+RunDirs = Annotated[list[str], typer.Argument(help="Run folders or storage URIs (or folders of official score JSON).")]
+Out = Annotated[Optional[str], typer.Option("--out", "-o", help="Output folder or storage URI (default <first run>/report).")]
 
 app = typer.Typer(no_args_is_help=True, help="Analysis: model comparison, judge accuracy, annotation sheets and agreement, role-play fidelity.")
 
@@ -53,7 +55,7 @@ def compare(
 
 @app.command("judge-accuracy")
 def judge_accuracy(
-    pred: Annotated[list[Path], typer.Argument(help="Run folders (or official score JSON) of the judge to check.")],
+    pred: Annotated[list[str], typer.Argument(help="Run folders (or official score JSON) of the judge to check.")],
     human: Annotated[Path, typer.Option("--human", help="Filled annotation sheet(s): a CSV or a folder of annotate_*.csv.")],
     judge: Annotated[Optional[str], typer.Option("--judge", help="Judge id to check when the runs hold several.")] = None,
     out: Out = None,
@@ -72,7 +74,7 @@ def judge_accuracy(
            .assign(score=lambda d: (d["score"] + 0.5).apply(int).astype(float)))
     acc = _acc(scores, ref)
     typer.echo(accuracy_markdown(acc, name))
-    paths = write_accuracy(acc, out or Path(pred[0]) / "report", judge=name)
+    paths = write_accuracy(acc, out or join_location(pred[0], "report"), judge=name)
     _echo({k: str(v) for k, v in paths.items()})
 
 
@@ -122,12 +124,17 @@ def roleplay_fidelity(run_dirs: RunDirs) -> None:
 
 
 
-def _write_outputs(out: Path, stem: str, markdown: str, data: dict) -> dict[str, str]:
-    out.mkdir(parents=True, exist_ok=True)
-    md, js = out / f"{stem}.md", out / f"{stem}.json"
-    md.write_text(markdown, encoding="utf-8")
-    js.write_text(json.dumps(data, indent=2, ensure_ascii=False, default=str), encoding="utf-8")
-    return {"markdown": str(md), "json": str(js)}
+def _write_outputs(out: str | Path, stem: str, markdown: str, data: dict,
+                   extra: Optional[dict[str, Callable[[Path], None]]] = None) -> dict[str, str]:
+    """<stem>.md and <stem>.json (and each `extra` file, written by its function) in a folder or a storage URI."""
+    with OutputFolder(out) as folder:
+        files = {"markdown": folder / f"{stem}.md", "json": folder / f"{stem}.json"}
+        files["markdown"].write_text(markdown, encoding="utf-8")
+        files["json"].write_text(json.dumps(data, indent=2, ensure_ascii=False, default=str), encoding="utf-8")
+        for name, write in (extra or {}).items():
+            files[name] = folder / name
+            write(files[name])
+        return {k: str(v) for k, v in folder.finals(files).items()}
 
 
 def _records(df) -> list[dict]:
@@ -136,7 +143,7 @@ def _records(df) -> list[dict]:
 
 @app.command("correlate")
 def correlate_cmd(
-    pred: Annotated[list[Path], typer.Argument(help="Run folders (or official score JSON) of the judge.")],
+    pred: Annotated[list[str], typer.Argument(help="Run folders (or official score JSON) of the judge.")],
     human: Annotated[Path, typer.Option("--human", help="Filled annotation sheet(s): a CSV or a folder of annotate_*.csv.")],
     judge: Annotated[Optional[str], typer.Option("--judge", help="Judge id when the runs hold several.")] = None,
     metrics_csv: Annotated[Optional[Path], typer.Option("--metrics", help="Correlate these per-dialogue metric columns (e.g. text-metrics' per_dialogue.csv) instead of the judge's scores.")] = None,
@@ -176,7 +183,7 @@ def correlate_cmd(
                                             seed=seed) for lv in levels], ignore_index=True)
     md = correlation_ci_markdown(table)
     typer.echo(md)
-    _echo(_write_outputs(out or Path(pred[0]) / "report", "correlations", "# Judge vs human correlations\n\n" + md,
+    _echo(_write_outputs(out or join_location(pred[0], "report"), "correlations", "# Judge vs human correlations\n\n" + md,
                          {"judge": judge or (judges[0] if judges else None), "n_boot": n_boot, "rows": _records(table)}))
 
 
@@ -193,11 +200,10 @@ def text_metrics_cmd(
     per, corpus = run_text_metrics(load_dialogues(run_dirs), load_references(references))
     md = text_metrics_markdown(corpus)
     typer.echo(md)
-    target = out or Path(run_dirs[0]) / "report"
-    paths = _write_outputs(target, "text_metrics", "# Text metrics against references\n\n" + md,
-                           {"corpus": _records(corpus)})
-    per.to_csv(target / "text_metrics_per_dialogue.csv", index=False)
-    _echo({**paths, "per_dialogue": str(target / "text_metrics_per_dialogue.csv")})
+    paths = _write_outputs(out or join_location(run_dirs[0], "report"), "text_metrics",
+                           "# Text metrics against references\n\n" + md, {"corpus": _records(corpus)},
+                           extra={"text_metrics_per_dialogue.csv": lambda p: per.to_csv(p, index=False)})
+    _echo({"markdown": paths["markdown"], "json": paths["json"], "per_dialogue": paths["text_metrics_per_dialogue.csv"]})
 
 
 @app.command("roleplay-export")
@@ -273,7 +279,7 @@ def judge_agreement_cmd(
     cfg = load_score_config(config, judge, method, None, rubric, None)
     with job_progress("judge-agreement", unit="dialogues") as jp:
         scored = run_scoring(cfg, dialogues, out, on_summary=jp.on_summary, on_start=jp.on_start)
-    pred = load_scores([Path(scored["run_dir"])])
+    pred = load_scores([scored["run_dir"]])
     pred = pred[pred["judge"] == cfg.judge.judge_id]
     result = judge_agreement(pred, reference, n_boot=n_boot, seed=seed)
     console.print(agreement_table_markdown(result))

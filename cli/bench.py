@@ -3,6 +3,7 @@
 The measurements live in sim/bench/; these commands only parse options and call them."""
 from __future__ import annotations
 
+import contextlib
 import json
 from pathlib import Path
 from typing import Any, Optional
@@ -49,11 +50,15 @@ def bench_sim(
     compiled: bool = typer.Option(True, "--compiled/--eager", help="(b) compiled vLLM engines (slower start, excluded from the timing; faster steps)."),
     dtype: str = typer.Option("auto", "--dtype", help="(b) model dtype of both sides: auto (bfloat16 only with "
                               "AVX512-BF16/AMX, else float32), float32 or bfloat16."),
+    via_driver: bool = typer.Option(False, "--via-driver", help="(a) also with every row and turn checkpoint shipped "
+                                    "through the writer actor on the driver's node (a multi-node run's path)."),
+    storage_uri: Optional[str] = typer.Option(None, "--storage-uri", help="(a) also with the run folder under this "
+                                              "storage URI (e.g. s3://bucket/prefix; credentials from the environment)."),
 ) -> None:
     """Simulation throughput: fake backend, embedded model vs the release's loop, driver memory."""
     from esc_eval.sim.bench.simulation import run_bench_sim
 
-    _write(run_bench_sim(fake_dialogues=fake_dialogues, fake_latency=fake_latency, saturation_latency=saturation_latency, workers=workers, memory_items=memory_items, embedded_dialogues=embedded_dialogues, reference_dialogues=reference_dialogues, max_tokens=max_tokens, concurrency=concurrency, shared_cards=shared_cards, kv_cache_gb=kv_cache_gb, engines=engines, compiled=compiled, dtype=_dtype(dtype)), out)
+    _write(run_bench_sim(fake_dialogues=fake_dialogues, fake_latency=fake_latency, saturation_latency=saturation_latency, workers=workers, memory_items=memory_items, embedded_dialogues=embedded_dialogues, reference_dialogues=reference_dialogues, max_tokens=max_tokens, concurrency=concurrency, shared_cards=shared_cards, kv_cache_gb=kv_cache_gb, engines=engines, compiled=compiled, dtype=_dtype(dtype), via_driver=via_driver, storage_uri=storage_uri), out)
 
 
 @app.command("score")
@@ -140,15 +145,24 @@ def bench_view(
     folder: Optional[Path] = typer.Option(None, help="Run folder to open (built there first if it has no dialogues)."),
 ) -> None:
     """The viewer on a big folder of fake dialogues: time to the first page, search, peak RSS."""
+    from esc_eval.analysis.viewer_bench import bench_viewer
+
+    with _fake_folder(folder, dialogues, models, part_rows, "view") as (path, build_s):
+        _write({"folder": str(path), "build_s": build_s, **bench_viewer([path])}, out)
+
+
+@contextlib.contextmanager
+def _fake_folder(folder: Optional[Path], dialogues: int, models: int, part_rows: int, what: str):
+    """(the run folder, seconds it took to build or None): `folder` as given, built with fake
+    dialogues if it holds none, or a temporary one removed afterwards."""
     import tempfile
     import time
 
     from esc_eval.analysis.fake_runs import write_fake_run
-    from esc_eval.analysis.viewer_bench import bench_viewer
 
     tmp = None
     if folder is None:
-        tmp = tempfile.TemporaryDirectory(prefix="esc-eval-view-bench-")
+        tmp = tempfile.TemporaryDirectory(prefix=f"esc-eval-{what}-bench-")
         folder = Path(tmp.name) / "run"
     try:
         build_s = None
@@ -156,7 +170,22 @@ def bench_view(
             t0 = time.perf_counter()
             write_fake_run(folder, dialogues, [f"model-{i:02d}" for i in range(models)], part_rows=part_rows)
             build_s = round(time.perf_counter() - t0, 1)
-        _write({"folder": str(folder), "build_s": build_s, **bench_viewer([folder])}, out)
+        yield folder, build_s
     finally:
         if tmp is not None:
             tmp.cleanup()
+
+
+@app.command("annotate")
+def bench_annotate(
+    out: Optional[Path] = typer.Option(None, "--out", "-o", help="Also write the JSON here."),
+    dialogues: int = typer.Option(8_500, help="Fake dialogues in the folder (7 scores each), like the paper's 8.5K."),
+    models: int = typer.Option(14, help="Models the dialogues are spread over."),
+    annotate: int = typer.Option(50, help="Dialogues one annotator scores during the measurement."),
+    folder: Optional[Path] = typer.Option(None, help="Run folder to use (built there first if it has no dialogues)."),
+) -> None:
+    """The annotation server on a big folder: opening the next dialogue, saving an answer, live results."""
+    from esc_eval.analysis.annotation_bench import bench_annotation
+
+    with _fake_folder(folder, dialogues, models, 64, "annotate") as (path, build_s):
+        _write({"folder": str(path), "build_s": build_s, **bench_annotation([path], dialogues=annotate)}, out)

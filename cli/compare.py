@@ -7,12 +7,13 @@ from typing import Annotated, Optional
 import typer
 
 from esc_eval.cli.common import emit
+from esc_eval.sim.storage import is_uri, join_location, location_name
 
 
 def compare(
-    run_a: Annotated[Path, typer.Argument(help="Run A (the baseline): a run folder or official score JSON.")],
-    run_b: Annotated[Path, typer.Argument(help="Run B (compared with A: differences are B - A).")],
-    out: Annotated[Optional[Path], typer.Option("--out", "-o", help="Folder for compare.md/.json (default <RUN_B>/report/compare-<A>).")] = None,
+    run_a: Annotated[str, typer.Argument(help="Run A (the baseline): a run folder, a storage URI or official score JSON.")],
+    run_b: Annotated[str, typer.Argument(help="Run B (compared with A: differences are B - A).")],
+    out: Annotated[Optional[str], typer.Option("--out", "-o", help="Folder or storage URI for compare.md/.json (default <RUN_B>/report/compare-<A>).")] = None,
     pair_by: Annotated[str, typer.Option("--pair-by", help="auto | dialogue (same dialogues, two judges) | card (same card and seed).")] = "auto",
     model_a: Annotated[Optional[str], typer.Option("--model-a", help="Target model of run A when it holds several.")] = None,
     model_b: Annotated[Optional[str], typer.Option("--model-b", help="Target model of run B when it holds several.")] = None,
@@ -27,7 +28,8 @@ def compare(
 
     result = compare_runs(run_a, run_b, pair_by=pair_by, model_a=model_a, model_b=model_b, judge_a=judge_a,
                           judge_b=judge_b, n_resamples=n_resamples, seed=seed, top=top)
-    target = out or (run_b if run_b.is_dir() else run_b.parent) / "report" / f"compare-{run_a.resolve().name}"
+    folder_b = run_b if is_uri(run_b) or Path(run_b).is_dir() else str(Path(run_b).parent)
+    target = out or join_location(folder_b, "report", f"compare-{location_name(run_a)}")
     paths = write_comparison(result, target)
     from esc_eval.sim.progress import console
 

@@ -16,7 +16,7 @@ import typer
 from esc_eval.cli.common import emit
 
 
-def export_official(run_dir: Path, out: Path, judge: Optional[str] = None, include_failed: bool = False) -> dict:
+def export_official(run_dir: str | Path, out: Path, judge: Optional[str] = None, include_failed: bool = False) -> dict:
     from esc_eval.sim.official import official_keys, write_official_dialogues, write_official_scores
     from esc_eval.sim.runfolder import RunFolder, RunFolderError
 
@@ -25,7 +25,7 @@ def export_official(run_dir: Path, out: Path, judge: Optional[str] = None, inclu
     except RunFolderError as e:
         raise FileNotFoundError(str(e)) from None
     if not run.parts("dialogues"):
-        raise FileNotFoundError(f"{run_dir}: no dialogues/part-*.parquet (not a run folder?)")
+        raise FileNotFoundError(f"{run}: no dialogues/part-*.parquet (not a run folder?)")
     latest: dict[str, dict] = {}
     # The latest row of a dialogue wins, an ok row over a failed one (a re-run rewrites it).
     for r in run.iter_rows("dialogues"):
@@ -41,9 +41,9 @@ def export_official(run_dir: Path, out: Path, judge: Optional[str] = None, inclu
     scores = list(run.iter_rows("scores", columns=cols)) if run.parts("scores") else []
     judges = sorted({s["judge"] for s in scores})
     if judge is None and len(judges) > 1:
-        raise ValueError(f"{run_dir}: scores from several judges {judges}: pick one with --judge")
+        raise ValueError(f"{run}: scores from several judges {judges}: pick one with --judge")
     if judge is not None and judge not in judges:
-        raise ValueError(f"--judge {judge!r}: no such judge in {run_dir} (has {judges})")
+        raise ValueError(f"--judge {judge!r}: no such judge in {run} (has {judges})")
     score_files = []
     if scores:
         chosen = judge or judges[0]
@@ -57,7 +57,7 @@ def export_official(run_dir: Path, out: Path, judge: Optional[str] = None, inclu
 
 
 def export(
-    run_dir: Annotated[Path, typer.Argument(help="Run folder to export.")],
+    run_dir: Annotated[str, typer.Argument(help="Run folder (or storage URI) to export.")],
     official: Annotated[Path, typer.Option("--official", help="Output folder: dialogues/ and scores/ in the release's JSON layout.")],
     judge: Annotated[Optional[str], typer.Option("--judge", help="Judge whose scores are exported when the run holds several.")] = None,
     include_failed: Annotated[bool, typer.Option("--include-failed", help="Also export failed dialogues (their turns so far).")] = False,

@@ -11,9 +11,11 @@ from typing import Annotated, Optional
 import typer
 
 from esc_eval.cli.common import emit
+from esc_eval.sim.storage import OutputFolder, join_location
 
-RunDirs = Annotated[list[Path], typer.Argument(help="Run folders (or folders of official score JSON).")]
-Out = Annotated[Optional[Path], typer.Option("--out", "-o", help="Output folder (default <first run>/report).")]
+# Strings, not Paths: a storage URI (s3://bucket/run) would lose a '/' as a Path.
+RunDirs = Annotated[list[str], typer.Argument(help="Run folders or storage URIs (or folders of official score JSON).")]
+Out = Annotated[Optional[str], typer.Option("--out", "-o", help="Output folder or storage URI (default <first run>/report).")]
 NBoot = Annotated[int, typer.Option("--n-boot", help="Bootstrap resamples for the CIs (0 = none).")]
 Seed = Annotated[int, typer.Option("--seed", help="Bootstrap seed.")]
 
@@ -42,7 +44,7 @@ def show_leaderboard(table) -> None:
     console.print(t)
 
 
-def write_leaderboard_for(run_dirs: list[Path], out: Optional[Path], n_boot: int = 1000, seed: int = 0) -> dict[str, Path]:
+def write_leaderboard_for(run_dirs: list[str], out: Optional[str], n_boot: int = 1000, seed: int = 0) -> dict[str, Path]:
     from esc_eval.analysis import build_leaderboard, load_scores, write_leaderboard
 
     scores = load_scores(run_dirs)
@@ -50,12 +52,12 @@ def write_leaderboard_for(run_dirs: list[Path], out: Optional[Path], n_boot: int
     from esc_eval.analysis import load_manifests
     from esc_eval.analysis.usage_report import add_usage_columns
 
-    paths = write_leaderboard(add_usage_columns(table, load_manifests(run_dirs)), out or (Path(run_dirs[0]) / "report"))
+    paths = write_leaderboard(add_usage_columns(table, load_manifests(run_dirs)), out or join_location(run_dirs[0], "report"))
     show_leaderboard(table)
     return paths
 
 
-def write_report_for(run_dirs: list[Path], out: Optional[Path], n_boot: int = 1000, seed: int = 0,
+def write_report_for(run_dirs: list[str], out: Optional[str], n_boot: int = 1000, seed: int = 0,
                      samples: int = 3) -> dict[str, Path]:
     """The report (which writes the leaderboard once) and the leaderboard on the terminal."""
     from esc_eval.analysis import build_leaderboard, load_scores
@@ -69,7 +71,7 @@ def write_report_for(run_dirs: list[Path], out: Optional[Path], n_boot: int = 10
     return paths
 
 
-def write_leaderboard_by_for(run_dirs: list[Path], out: Optional[Path], by: str, n_boot: int = 1000,
+def write_leaderboard_by_for(run_dirs: list[str], out: Optional[str], by: str, n_boot: int = 1000,
                              seed: int = 0) -> dict[str, Path]:
     """Table 2 per value of a card attribute: leaderboard_by_<by>.md/.csv, and one terminal table per value."""
     from esc_eval.analysis import build_leaderboard_by, leaderboard_by_markdown, load_dialogues, load_scores
@@ -78,17 +80,17 @@ def write_leaderboard_by_for(run_dirs: list[Path], out: Optional[Path], by: str,
     scores = load_scores(run_dirs)
     table = build_leaderboard_by(scores, load_dialogues(run_dirs), by,
                                  groups=registry_groups(scores["target_model"].dropna()), n_boot=n_boot, seed=seed)
-    folder = out or (Path(run_dirs[0]) / "report")
-    folder.mkdir(parents=True, exist_ok=True)
-    md, csv = folder / f"leaderboard_by_{by}.md", folder / f"leaderboard_by_{by}.csv"
-    md.write_text(f"# Leaderboard by {by} (mean score x 25, bootstrap 95% CI)\n\n" + leaderboard_by_markdown(table, by),
-                  encoding="utf-8")
-    table.to_csv(csv, index=False)
+    with OutputFolder(out or join_location(run_dirs[0], "report")) as folder:
+        md, csv = folder / f"leaderboard_by_{by}.md", folder / f"leaderboard_by_{by}.csv"
+        md.write_text(f"# Leaderboard by {by} (mean score x 25, bootstrap 95% CI)\n\n" + leaderboard_by_markdown(table, by),
+                      encoding="utf-8")
+        table.to_csv(csv, index=False)
+        paths = folder.finals({"markdown": md, "csv": csv})
     name = table.columns[0]
     for value, g in table.groupby(name, sort=True):
         console.print(f"[bold]{name}: {value}[/bold] ({int(g['n_dialogues'].sum())} dialogues)")
         show_leaderboard(g)
-    return {"markdown": md, "csv": csv}
+    return paths
 
 
 def leaderboard(

@@ -27,7 +27,7 @@ def load_score_config(config, judge, method, parser, rubric, address):
     return cfg
 
 
-def report_parse_failures(run_dir: Path, judge_id: str) -> list[dict[str, Any]]:
+def report_parse_failures(run_dir: str, judge_id: str) -> list[dict[str, Any]]:
     """(Target model, dimension) pairs whose answers did not all become scores: a table on
     stderr and the same rows in the JSON result (an empty list when every answer parsed)."""
     from rich.table import Table
@@ -47,7 +47,7 @@ def report_parse_failures(run_dir: Path, judge_id: str) -> list[dict[str, Any]]:
     return failing.to_dict(orient="records")
 
 
-def write_official(run_dir: Path, out_dir: Path, judge_id: str) -> list[Path]:
+def write_official(run_dir: str, out_dir: Path, judge_id: str) -> list[Path]:
     from esc_eval.sim.official import write_official_scores
     from esc_eval.sim.runfolder import RunFolder
 
@@ -57,8 +57,8 @@ def write_official(run_dir: Path, out_dir: Path, judge_id: str) -> list[Path]:
 
 
 def score(
-    input: Path = typer.Option(..., "--input", "-i", help="A run folder, or a folder/file of official ESC-Eval dialogue JSON."),
-    out: Optional[Path] = typer.Option(None, "--out", "-o", help="Run folder for the scores (default: the input run folder; <input>-scored for official JSON)."),
+    input: str = typer.Option(..., "--input", "-i", help="A run folder or storage URI, or a folder/file of official ESC-Eval dialogue JSON."),
+    out: Optional[str] = typer.Option(None, "--out", "-o", help="Run folder for the scores (default: the input run folder; <input>-scored for official JSON)."),
     config: Optional[Path] = typer.Option(None, "--config", "-c", help="Scoring YAML (sim.config.ScoringConfig)."),
     judge: Optional[str] = typer.Option(None, "--judge", "-j", help="Judge model (registry name or spec)."),
     method: Optional[str] = typer.Option(None, "--method", help="logprob (one pass, P(0..4)) | generate (parse the answer)."),
@@ -76,7 +76,7 @@ def score(
         result = run_scoring(cfg, input, out, on_summary=jp.on_summary, on_start=jp.on_start)
     judge_id = result.get("judge", cfg.judge.judge_id)  # the judge id of the method used (a fallback says generate)
     if official_out:
-        result["official_files"] = [str(p) for p in write_official(Path(result["run_dir"]), official_out, judge_id)]
-    result["parse_failures"] = report_parse_failures(Path(result["run_dir"]), judge_id)
+        result["official_files"] = [str(p) for p in write_official(result["run_dir"], official_out, judge_id)]
+    result["parse_failures"] = report_parse_failures(result["run_dir"], judge_id)
     emit(result)
     exit_for_outcome(result, "scores", cfg.execution.max_failure_rate)

@@ -7,6 +7,7 @@ from typing import Any, Optional
 import typer
 
 from esc_eval.cli.common import console_env, default_out, emit, exit_for_outcome
+from esc_eval.sim.storage import redact_uri
 
 
 def sim_overrides(cards, target, role, limit, language, address, workers, concurrency) -> dict[str, Any]:
@@ -31,7 +32,7 @@ def load_sim_config(config: Optional[Path], overrides: dict[str, Any]):
 
 def simulate(
     config: Optional[Path] = typer.Option(None, "--config", "-c", help="Simulation YAML (sim.config.SimulationConfig)."),
-    out: Optional[Path] = typer.Option(None, "--out", "-o", help="Run folder (re-running the same folder resumes)."),
+    out: Optional[str] = typer.Option(None, "--out", "-o", help="Run folder or storage URI, e.g. s3://bucket/prefix (re-running the same folder resumes)."),
     cards: Optional[Path] = typer.Option(None, "--cards", help="Card file (ours or official JSON); default: shipped samples."),
     target: Optional[list[str]] = typer.Option(None, "--target", "-t", help="Model under test (registry name or spec); repeatable."),
     role: Optional[str] = typer.Option(None, "--role", help="Role-play model (registry name or spec)."),
@@ -46,9 +47,9 @@ def simulate(
     from esc_eval.sim.simulation import run_simulation
 
     cfg = load_sim_config(config, sim_overrides(cards, target, role, limit, language, address, workers, concurrency))
-    out = out or default_out("sim")
+    out = out or str(default_out("sim"))
     with job_progress("simulate") as jp:
         result = run_simulation(cfg, out, on_summary=jp.on_summary, on_start=jp.on_start)
-    result = {"run_dir": str(out), **result}
+    result = {"run_dir": redact_uri(out), **result}
     emit(result)
     exit_for_outcome(result, "dialogues", cfg.execution.max_failure_rate)

@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import signal
 import time
-from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -14,7 +13,7 @@ def _interrupt(signum, frame) -> None:
 
 
 def view(
-    run_dirs: Annotated[list[Path], typer.Argument(help="Run folders to browse (their dialogues/ and scores/ parts).")],
+    run_dirs: Annotated[list[str], typer.Argument(help="Run folders or storage URIs to browse (their dialogues/ and scores/ parts).")],
     port: Annotated[int, typer.Option("--port", "-p", help="Port to listen on (0 = any free port).")] = 8765,
     host: Annotated[str, typer.Option("--host", help="Address to bind; the default keeps the viewer local.")] = "127.0.0.1",
 ) -> None:
@@ -29,7 +28,12 @@ def view(
     bound_host, bound_port = server.server_address[:2]
     console.print(f"{len(viewer.index)} dialogues from {len(run_dirs)} run(s) indexed in "
                   f"{time.perf_counter() - t0:.2f} s; serving http://{bound_host}:{bound_port}/ (Ctrl-C stops)")
-    # Ctrl-C or a plain kill stops it cleanly, even when started with SIGINT ignored (a background job).
+    serve_until_stopped(server)
+
+
+def serve_until_stopped(server) -> None:
+    """Serve until Ctrl-C or a plain kill, which stop it cleanly even when started with SIGINT
+    ignored (a background job)."""
     signal.signal(signal.SIGINT, signal.default_int_handler)
     signal.signal(signal.SIGTERM, _interrupt)
     try:

@@ -9,8 +9,9 @@ from esc_eval.sim.config import (ConfigError, ExecutionConfig, JudgeConfig, Mode
                         SimulationConfig, load_config)
 from esc_eval.sim.dialogue import DialogueSetup, Participant, Turn, run_dialogue
 from esc_eval.sim.dimensions import DIMENSION_NAMES, DIMENSIONS
-from esc_eval.sim.pool import WorkerPool, run_pool
+from esc_eval.sim.pool import MissingRowsError, WorkerPool, run_pool
 from esc_eval.sim.runfolder import RunFolder
+from esc_eval.sim.storage import OutputFolder, RunFolderError, RunStorage, is_uri, open_storage
 from esc_eval.sim.score_parser import parse_compat, parse_score, parse_strict
 from esc_eval.sim.scoring import run_scoring, score_dialogue
 from esc_eval.sim.simulation import run_simulation
@@ -19,6 +20,7 @@ from esc_eval.sim.usage import compute_usage, record_usage
 
 __all__ = [
     "compute_usage", "record_usage",
+    "MissingRowsError", "OutputFolder", "RunFolderError", "RunStorage", "is_uri", "open_storage",
     "CardError", "ConfigError", "DIMENSIONS", "DIMENSION_NAMES", "DialogueSetup", "ExecutionConfig", "JudgeConfig",
     "ModelRef", "Participant", "PipelineConfig", "RoleCard", "RunFolder", "ScoringConfig", "SimulationConfig", "Turn",
     "WorkerPool", "load_cards", "load_config", "load_taxonomy", "parse_compat", "parse_score", "parse_strict",

@@ -31,7 +31,7 @@ log = logging.getLogger("esc_eval.calls")
 def call_cache_location(run_dir: str | Path, execution: ExecutionConfig) -> str:
     """THE place that says where a job's call cache lives: `execution.cache_dir`, else the run
     folder's `cache/` (a local path or a URI; every worker opens it with pyarrow.fs)."""
-    return execution.cache_dir or str(Path(run_dir) / "cache")
+    return execution.cache_dir or f"{str(run_dir).rstrip('/')}/cache"
 
 
 def quota_key(spec: str, options: dict[str, Any]) -> str:

@@ -13,6 +13,13 @@ loop goes out in one line, one encoding and one `write` (before the loop runs an
 guarantee is the one the JSON files gave: a turn survives a crash of its process once its
 `on_turn` returned; without fsync, as before, since only a process crash has to be survived).
 
+Where the logs live is the run folder's storage (sim/storage.py): on a local disk (or on the
+driver's disk through its writer actor, for workers on other nodes) a writer appends to one file,
+`checkpoints/<writer>.log`; in object storage, which cannot append, each send is a new object
+`checkpoints/<writer>.<seq>.log`, and readers join a writer's objects in order. Stores where a send
+is a round trip batch a writer's lines for `checkpoint_interval_s` (a crash loses at most that long
+of turns, played again).
+
 Compaction: when a writer's log outgrows `rotate_bytes` at a flush, it starts a new log holding
 only its live dialogues and removes the old one. The driver merges every log of a folder into one
 before a job (`compact_folder`) and removes them all once the job has written a row per item
@@ -23,27 +30,25 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import re
 import socket
 import uuid
 from pathlib import Path
 from typing import Any, Iterable
 
-from esc_eval.sim.runfolder import atomic_write_bytes
+from esc_eval.sim.storage import LocalStorage, RunStorage
 
 LOG_GLOB = "*.log"
+LOG_SUFFIX = ".log"
+# <writer>.log (appended) or <writer>.<seq>.log (one object per send); writer names have no dots.
+_LOG_NAME = re.compile(r"^(?P<writer>[^.]+)(?:\.(?P<seq>\d+))?\.log$")
 # One encoder for every line (json.dumps builds one per call when given options). ASCII escapes:
 # any text a model returns (even a lone surrogate) round-trips, and the C encoder is the fast one.
 _encode = json.JSONEncoder(separators=(",", ":")).encode
 
 
-def _lines(path: Path, offset: int = 0) -> tuple[list[dict[str, Any]], int]:
-    """Complete JSON lines of `path` from byte `offset`; returns them and the offset after the last one."""
-    try:
-        with open(path, "rb") as f:
-            f.seek(offset)
-            data = f.read()
-    except FileNotFoundError:
-        return [], offset
+def _parse(data: bytes) -> tuple[list[dict[str, Any]], int]:
+    """Complete JSON lines of `data`; returns them and the length of the bytes they used."""
     end = data.rfind(b"\n") + 1  # a line without its newline is still being written, or torn
     out = []
     for raw in data[:end].splitlines():
@@ -52,7 +57,29 @@ def _lines(path: Path, offset: int = 0) -> tuple[list[dict[str, Any]], int]:
         except ValueError:
             continue  # a torn line left by a crash, followed by later writes: skip it
         out.extend(e for e in (line if isinstance(line, list) else [line]) if isinstance(e, dict))
-    return out, offset + end
+    return out, end
+
+
+def _where(folder: str | os.PathLike[str], storage: RunStorage | None) -> tuple[RunStorage, str]:
+    """(storage, key prefix) of a checkpoint folder: a local path, or a folder in a run's storage."""
+    if storage is None:
+        return LocalStorage(folder), ""
+    return storage, str(folder).strip("/")
+
+
+def _logs(storage: RunStorage, prefix: str) -> list[tuple[str, str]]:
+    """(writer, key) of every log object of the folder, a writer's objects in send order."""
+    out = []
+    for key in storage.list(prefix, LOG_SUFFIX):
+        m = _LOG_NAME.match(key.rsplit("/", 1)[-1])
+        if m:
+            out.append((m["writer"], int(m["seq"] or 0), key))
+    return [(w, k) for w, _, k in sorted(out)]
+
+
+def _writer_name() -> str:
+    host = re.sub(r"[^A-Za-z0-9_-]", "_", socket.gethostname()[:12])
+    return f"{host}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
 
 
 class _Index:
@@ -85,58 +112,76 @@ class _Index:
             self.turns[did], self.holder[did] = merged, source
 
 
-def read_folder(folder: str | os.PathLike[str]) -> dict[str, list[dict[str, Any]]]:
+class _Reader:
+    """Reads a checkpoint folder incrementally: each log from where the last look stopped."""
+
+    def __init__(self, storage: RunStorage, prefix: str):
+        self.storage, self.prefix = storage, prefix
+        self.index = _Index()
+        self.offsets: dict[str, int] = {}
+
+    def refresh(self, skip_writer: str | None = None) -> None:
+        for writer, key in _logs(self.storage, self.prefix):
+            if writer == skip_writer:
+                continue
+            offset = self.offsets.get(key, 0)
+            lines, used = _parse(self.storage.read_from(key, offset))
+            self.offsets[key] = offset + used
+            for line in lines:
+                self.index.apply(line, writer)
+
+
+def read_folder(folder: str | os.PathLike[str], storage: RunStorage | None = None) -> dict[str, list[dict[str, Any]]]:
     """Every live dialogue's checkpointed turns (turn rows) in a checkpoint folder."""
-    index = _Index()
-    folder = Path(folder)
-    for path in sorted(folder.glob(LOG_GLOB)) if folder.is_dir() else []:
-        for line in _lines(path)[0]:
-            index.apply(line, path)
-    return index.turns
+    reader = _Reader(*_where(folder, storage))
+    reader.refresh()
+    return reader.index.turns
 
 
-def has_logs(folder: str | os.PathLike[str]) -> bool:
-    folder = Path(folder)
-    return folder.is_dir() and any(folder.glob(LOG_GLOB))
+def has_logs(folder: str | os.PathLike[str], storage: RunStorage | None = None) -> bool:
+    return bool(_logs(*_where(folder, storage)))
 
 
-def compact_folder(folder: str | os.PathLike[str], drop: set[str] | frozenset[str] = frozenset()) -> int:
+def compact_folder(folder: str | os.PathLike[str], drop: set[str] | frozenset[str] = frozenset(),
+                   storage: RunStorage | None = None) -> int:
     """Merge every log of the folder into one holding only live dialogues not in `drop` (e.g. those
     that have a row already); returns how many. Run it when no writer is running (the driver does,
     before a job)."""
-    folder = Path(folder)
-    logs = sorted(folder.glob(LOG_GLOB)) if folder.is_dir() else []
+    store, prefix = _where(folder, storage)
+    logs = _logs(store, prefix)
     if not logs:
         return 0
-    live = {did: t for did, t in read_folder(folder).items() if did not in drop}
+    live = {did: t for did, t in read_folder(prefix, store).items() if did not in drop}
     if live:
         body = _encode([{"d": did, "from": 0, "turns": turns} for did, turns in live.items()]) + "\n"
-        atomic_write_bytes(folder / f"{_writer_name()}.log", body.encode("utf-8"))
-    for p in logs:  # after the merged log is durable
-        p.unlink(missing_ok=True)
+        store.write(f"{prefix}/{_writer_name()}.log" if prefix else f"{_writer_name()}.log", body.encode("utf-8"))
+    for _, key in logs:  # after the merged log is durable
+        store.delete(key)
     return len(live)
 
 
-def clear_folder(folder: str | os.PathLike[str]) -> None:
+def clear_folder(folder: str | os.PathLike[str], storage: RunStorage | None = None) -> None:
     """Remove every log (the job wrote a row for each of its items: nothing is in flight)."""
-    folder = Path(folder)
-    for p in folder.glob(LOG_GLOB) if folder.is_dir() else []:
-        p.unlink(missing_ok=True)
-
-
-def _writer_name() -> str:
-    return f"{socket.gethostname()[:12]}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+    store, prefix = _where(folder, storage)
+    for _, key in _logs(store, prefix):
+        store.delete(key)
 
 
 class TurnCheckpoints:
     """One writer's view of a checkpoint folder: `save` appends turns, `load` finds turns saved by
-    any writer (including dead ones), `done` forgets dialogues whose rows are written."""
+    any writer (including dead ones), `done` forgets dialogues whose rows are written.
 
-    def __init__(self, folder: str | os.PathLike[str], rotate_bytes: int = 8 << 20):
-        self.folder = Path(folder)
+    folder: a local path, or with `storage` the checkpoint folder's key in a run folder's storage."""
+
+    def __init__(self, folder: str | os.PathLike[str], rotate_bytes: int = 8 << 20, storage: RunStorage | None = None):
+        self.storage, self.prefix = _where(folder, storage)
+        self.folder = Path(folder) if storage is None else None  # kept for local callers
         self.rotate_bytes = rotate_bytes
-        self.path: Path | None = None
-        self._fd: int | None = None
+        self.interval = self.storage.checkpoint_interval_s
+        self.writer: str | None = None
+        self._appender = None
+        self._seq = 0
+        self._keys: list[str] = []  # this writer's log objects
         self._size = 0
         self.live: dict[str, list[dict[str, Any]]] = {}  # this writer's dialogues (the callers' lists)
         self._written: dict[str, int] = {}  # how many of a live dialogue's turns are in the log
@@ -144,21 +189,21 @@ class TurnCheckpoints:
         self._logged_turns = 0  # turns in the log
         self._pending: list[dict[str, Any]] = []  # entries of the next line
         self._flush_scheduled = False
-        self._others = _Index()
-        self._offsets: dict[Path, int] = {}
+        self._reader = _Reader(self.storage, self.prefix)
+        self._others = self._reader.index
         self.refresh()
+
+    @property
+    def path(self) -> Path | None:
+        """This writer's current log on local disk (tests and tools); None elsewhere or before a write."""
+        if self.folder is None or not self._keys:
+            return None
+        return self.folder / self._keys[-1].rsplit("/", 1)[-1]
 
     # -- reading what other writers left --------------------------------------------------------
     def refresh(self) -> None:
         """Read what other logs gained since the last look (a dead worker's dialogues to take over)."""
-        if not self.folder.is_dir():
-            return
-        for path in sorted(self.folder.glob(LOG_GLOB)):
-            if path == self.path:
-                continue
-            lines, self._offsets[path] = _lines(path, self._offsets.get(path, 0))
-            for line in lines:
-                self._others.apply(line, path)
+        self._reader.refresh(skip_writer=self.writer)
 
     def load(self, did: str) -> list[dict[str, Any]]:
         """The turns (rows) checkpointed for a dialogue by this or another writer; [] if none."""
@@ -196,7 +241,8 @@ class TurnCheckpoints:
             self._rotate()
 
     def _schedule(self) -> None:
-        # Turns finished in one pass of the event loop leave in one write, before the loop goes on.
+        # Turns finished in one pass of the event loop leave in one write, before the loop goes on
+        # (or, where a send is a round trip, within `interval` seconds).
         if self._flush_scheduled:
             return
         try:
@@ -205,7 +251,13 @@ class TurnCheckpoints:
             self.flush()
             return
         self._flush_scheduled = True
-        loop.call_soon(self.flush)
+        if self.interval > 0:
+            loop.call_later(self.interval, self.flush)
+        else:
+            loop.call_soon(self.flush)
+
+    def _key(self, name: str) -> str:
+        return f"{self.prefix}/{name}" if self.prefix else name
 
     def flush(self) -> None:
         self._flush_scheduled = False
@@ -213,34 +265,36 @@ class TurnCheckpoints:
             return
         data = (_encode(self._pending) + "\n").encode("utf-8")
         self._pending = []
-        if self._fd is None:
-            self._open()
-        written = 0
-        while written < len(data):
-            written += os.write(self._fd, data[written:])
+        if self.writer is None:
+            self.writer = _writer_name()
+        if self.storage.supports_append:
+            if self._appender is None:
+                key = self._key(f"{self.writer}.log")
+                self._appender = self.storage.open_appender(key)
+                self._keys = [key]
+            self._appender.write(data)
+        else:  # object storage: one object per send, joined in order by readers
+            key = self._key(f"{self.writer}.{self._seq:08d}.log")
+            self.storage.write(key, data, durable=False)
+            self._keys.append(key)
+            self._seq += 1
         self._size += len(data)
-
-    def _open(self) -> None:
-        self.folder.mkdir(parents=True, exist_ok=True)
-        self.path = self.folder / f"{_writer_name()}.log"
-        self._fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
-        self._size = 0
 
     def _rotate(self) -> None:
         """A new log with only the live dialogues; the old one goes once the new one is written."""
-        old_path, old_fd = self.path, self._fd
-        self._fd = None
+        old_keys, old_appender = self._keys, self._appender
+        self.writer, self._appender, self._keys, self._seq, self._size = None, None, [], 0, 0
         self._pending = [{"d": did, "from": 0, "turns": turns[: self._written[did]]} for did, turns in self.live.items()]
         self._logged_turns = self._live_turns
         if self._pending:
             self.flush()
-        if old_fd is not None:
-            os.close(old_fd)
-        if old_path is not None:
-            old_path.unlink(missing_ok=True)
+        if old_appender is not None:
+            old_appender.close()
+        for key in old_keys:
+            self.storage.delete(key)
 
     def close(self) -> None:
         self.flush()
-        if self._fd is not None:
-            os.close(self._fd)
-            self._fd = None
+        if self._appender is not None:
+            self._appender.close()
+            self._appender = None

@@ -60,6 +60,12 @@ class ExecutionConfig(_Strict):
         "auto", description="vLLM-CPU thread binding of the workers' engines: 'auto' = vLLM's default (every engine on "
         "the first core); 'per_worker' = worker i's engine on core i (mod the cores): several CPU engines on one "
         "machine use all its cores. Ignored by GPU engines.")
+    worker_writes: Literal["auto", "direct", "via_driver"] = Field(
+        "auto", description="How Ray workers reach a run folder on the driver's disk (a local path; URIs such as "
+        "s3:// are written by every worker directly): 'auto' = directly when the worker sees the folder (same node, "
+        "or a file system shared by every node: checked with a marker file per job), else through a writer actor on "
+        "the driver's node; 'direct' = require a shared file system (a worker that cannot see the folder fails); "
+        "'via_driver' = always through the driver's node.")
     budget_usd: float | None = Field(
         None, gt=0, description="Spend cap of this job (one simulate or score command) on priced API models, in US dollars: "
         "a call that could pass it (its prompt estimate plus max_tokens at the model's price) is not made; the job stops "

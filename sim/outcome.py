@@ -22,12 +22,14 @@ class JobOutcome:
         self.items_done = self.items_failed = 0
         self.rows = self.rows_unscored = self.rows_error = 0
         self.budget_stopped = 0
+        self.stopped_keys: set = set()  # row keys the cap stopped (the pool's end-of-job check excuses them)
         self.first_error: str | None = None
 
     def on_summary(self, summary: dict[str, Any], stats: Any) -> None:
         if not summary.get("live"):
             if summary.get("budget_stopped"):
                 self.budget_stopped += 1
+                self.stopped_keys.update(tuple(k) if isinstance(k, list) else k for k in summary.get("stopped_keys") or ())
             else:
                 self.items_done += 1
                 self.items_failed += 0 if summary.get("ok", True) else 1

@@ -6,25 +6,15 @@ filled with str.replace so that braces inside the texts are harmless.
 """
 from __future__ import annotations
 
-from functools import lru_cache
-from importlib import resources
 from typing import Any, Literal, Sequence
-
-import yaml
 
 from esc_eval.serve.chat import ChatMessage
 from esc_eval.sim.dimensions import to_paper_dimension
 from esc_eval.sim.official import official_lines
+from esc_eval.sim.prompt_texts import RubricVariant, load_prompt_file as _load, rubric_text
 
-RubricVariant = Literal["official", "paper"]
 Rendering = Literal["official", "clean"]
 PromptOrder = Literal["rubric_first", "dialogue_first"]
-
-
-@lru_cache(maxsize=None)
-def _load(name: str) -> dict[str, Any]:
-    text = resources.files("esc_eval.sim").joinpath(f"data/prompts/{name}.yaml").read_text(encoding="utf-8")
-    return yaml.safe_load(text)
 
 
 def strategies() -> list[str]:
@@ -75,13 +65,6 @@ def render_dialogue(turns: Sequence[tuple[str, str]], rendering: Rendering = "of
     if rendering == "clean":
         return "\n".join(("AI assistant: " if s == "assistant" else "User: ") + t.strip() for s, t in turns)
     raise ValueError(f"unknown dialogue rendering {rendering!r} (official | clean)")
-
-
-def rubric_text(dimension: str, language: str, variant: RubricVariant = "official") -> str:
-    dim = _load("rubrics")["dimensions"][to_paper_dimension(dimension)]
-    if variant not in ("official", "paper"):
-        raise ValueError(f"unknown rubric variant {variant!r} (official | paper)")
-    return dim[variant][language]
 
 
 def judge_messages(

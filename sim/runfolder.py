@@ -18,7 +18,6 @@ import datetime as dt
 import json
 import os
 import socket
-import tempfile
 import time
 import uuid
 from pathlib import Path
@@ -30,6 +29,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from esc_eval.sim.records import DIALOGUE_SCHEMA, SCORE_SCHEMA
+from esc_eval.sim.storage import RunFolderError, RunStorage, atomic_write_bytes, location_name, open_storage, redact_uri  # noqa: F401 - re-exported
 
 SCHEMAS = {"dialogues": DIALOGUE_SCHEMA, "scores": SCORE_SCHEMA}
 # The key of a row, and how to rank two rows of one key: (success column, value meaning success or
@@ -58,59 +58,57 @@ def redact_env(value: Any) -> Any:
     return value
 
 
-class RunFolderError(ValueError):
-    pass
-
-
-def atomic_write_bytes(path: Path, data: bytes, fsync: bool = True) -> None:
-    """Write via a temp file + rename: readers never see half a file. fsync=False keeps that
-    guarantee against a process crash (not a power loss) at a fraction of the cost."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            if fsync:
-                os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
 def now_utc() -> dt.datetime:
     return dt.datetime.now(dt.timezone.utc)
 
 
-class RunFolder:
-    """Reads and writes one run folder. Safe to use from many processes: part names are unique."""
+def part_name(tag: str) -> str:
+    """A new part's file name: its UTC write time first (names sort in write order), then who wrote it."""
+    stamp = now_utc().strftime("%Y%m%dT%H%M%S%f")
+    return f"part-{stamp}-{tag}-{os.getpid()}-{uuid.uuid4().hex[:8]}.parquet"
 
-    def __init__(self, path: str | os.PathLike[str], create: bool = True):
-        self.path = Path(path)
+
+def _parquet_bytes(table: pa.Table) -> bytes:
+    sink = pa.BufferOutputStream()
+    pq.write_table(table, sink, compression="zstd")
+    return sink.getvalue().to_pybytes()
+
+
+class RunFolder:
+    """Reads and writes one run folder: a local path or a storage URI (s3://bucket/prefix, ...).
+    Safe to use from many processes and nodes: part names are unique."""
+
+    def __init__(self, path: str | os.PathLike[str], create: bool = True, storage: RunStorage | None = None):
+        self.storage = storage or open_storage(path)
+        self.location = str(path) if storage is None else storage.location
+        if storage is not None:
+            return  # a worker's view, opened by the pool (the driver checked the folder)
         if create:
-            try:
-                self.path.mkdir(parents=True, exist_ok=True)
-                probe = self.path / f".write-test-{uuid.uuid4().hex}"
-                probe.write_bytes(b"")
-                probe.unlink()
-            except OSError as e:
-                raise RunFolderError(f"output folder {self.path} is not writable: {e.strerror or e}") from e
-        elif not self.path.is_dir():
-            raise RunFolderError(f"run folder {self.path} does not exist")
+            self.storage.check_writable()
+        elif not self.storage.is_folder():
+            raise RunFolderError(f"run folder {redact_uri(self.location)} does not exist")
+
+    @property
+    def path(self) -> Path:
+        """The folder on this machine's disk (local run folders only; use `location` for any)."""
+        root = self.storage.local_root
+        if root is None:
+            raise RunFolderError(f"{redact_uri(self.location)} is not on this machine's disk")
+        return root
+
+    def __str__(self) -> str:
+        return redact_uri(self.location)
 
     # -- manifest ---------------------------------------------------------------------------
-    @property
-    def manifest_path(self) -> Path:
-        return self.path / "manifest.json"
-
     def read_manifest(self) -> dict[str, Any]:
-        if not self.manifest_path.exists():
+        try:
+            data = self.storage.read("manifest.json")
+        except FileNotFoundError:
             return {}
         try:
-            return json.loads(self.manifest_path.read_text(encoding="utf-8"))
-        except json.JSONDecodeError as e:
-            raise RunFolderError(f"{self.manifest_path}: not valid JSON ({e})") from e
+            return json.loads(data.decode("utf-8"))
+        except (json.JSONDecodeError, UnicodeDecodeError) as e:
+            raise RunFolderError(f"{self}/manifest.json: not valid JSON ({e})") from e
 
     def update_manifest(self, **fields: Any) -> dict[str, Any]:
         """Merge fields into manifest.json (dicts merge one level deep), atomically."""
@@ -122,9 +120,7 @@ class RunFolder:
                 manifest[key] = value
         manifest.setdefault("created_at", now_utc().isoformat())
         manifest["updated_at"] = now_utc().isoformat()
-        atomic_write_bytes(
-            self.manifest_path, json.dumps(manifest, indent=2, ensure_ascii=False, default=str).encode("utf-8")
-        )
+        self.storage.write("manifest.json", json.dumps(manifest, indent=2, ensure_ascii=False, default=str).encode("utf-8"))
         return manifest
 
     def append_event(self, kind: str, **fields: Any) -> None:
@@ -135,42 +131,50 @@ class RunFolder:
         self.update_manifest(events=events)
 
     # -- parts ------------------------------------------------------------------------------
-    def part_dir(self, kind: str) -> Path:
+    @staticmethod
+    def _check_kind(kind: str) -> str:
         if kind not in SCHEMAS:
             raise ValueError(f"unknown part kind {kind!r}")
-        return self.path / kind
+        return kind
 
-    def write_part(self, kind: str, rows: list[dict[str, Any]]) -> Path | None:
-        """Write rows as one new Parquet part, atomically. Returns its path (None if no rows)."""
+    def write_part(self, kind: str, rows: list[dict[str, Any]]) -> str | None:
+        """Write rows as one new Parquet part, atomically. Returns its key (None if no rows)."""
         if not rows:
             return None
-        table = pa.Table.from_pylist(rows, schema=SCHEMAS[kind])
-        stamp = now_utc().strftime("%Y%m%dT%H%M%S%f")
-        name = f"part-{stamp}-{socket.gethostname()[:12]}-{os.getpid()}-{uuid.uuid4().hex[:8]}.parquet"
-        target = self.part_dir(kind) / name
-        sink = pa.BufferOutputStream()
-        pq.write_table(table, sink, compression="zstd")
-        atomic_write_bytes(target, sink.getvalue().to_pybytes())
-        return target
+        table = pa.Table.from_pylist(rows, schema=SCHEMAS[self._check_kind(kind)])
+        key = f"{kind}/{part_name(socket.gethostname()[:12])}"
+        self.storage.write(key, _parquet_bytes(table))
+        return key
 
-    def parts(self, kind: str) -> list[Path]:
-        d = self.part_dir(kind)
-        return sorted(d.glob("part-*.parquet")) if d.is_dir() else []
+    def parts(self, kind: str) -> list[str]:
+        """Keys of the parts of a kind, in write order ("dialogues/part-....parquet")."""
+        return self.storage.list(self._check_kind(kind), ".parquet")
 
-    @staticmethod
-    def _read_part(path: Path, kind: str, columns: list[str] | None) -> pa.Table:
+    def open_part(self, key: str) -> pq.ParquetFile:
+        return pq.ParquetFile(self.storage.source(key))
+
+    def dataset(self, keys: list[str]):
+        """A pyarrow dataset over some parts (streamed scans and filters)."""
+        return self.storage.dataset(keys)
+
+    @property
+    def name(self) -> str:
+        """The folder's last path component (a label for reports and the viewer)."""
+        return location_name(self.location)
+
+    def _read_part(self, key: str, kind: str, columns: list[str] | None) -> pa.Table:
         if columns is not None:
             # ParquetFile.read: no dataset discovery, about half the cost of pq.read_table per small part.
-            return pq.ParquetFile(path).read(columns=columns)
+            return self.open_part(key).read(columns=columns)
         # Every column, conformed to the current schema (a part written before a column existed reads it as null).
-        table, schema = pq.ParquetFile(path).read(), SCHEMAS[kind]
+        table, schema = self.open_part(key).read(), SCHEMAS[kind]
         if table.schema.equals(schema, check_metadata=False):
             return table
         return pa.Table.from_arrays(
             [table.column(f.name).cast(f.type) if f.name in table.column_names else pa.nulls(table.num_rows, f.type)
              for f in schema], schema=schema)
 
-    def _read_ranked(self, kind: str, columns: list[str] | None) -> tuple[list[Path], list[pa.Table], np.ndarray]:
+    def _read_ranked(self, kind: str, columns: list[str] | None) -> tuple[list[str], list[pa.Table], np.ndarray]:
         """Every part of a kind read once (the asked columns plus the ranking ones) and the global
         positions (in part, then row order) of the rows that win their key."""
         ok_col, _, ts_col = _RANK[kind]
@@ -178,7 +182,7 @@ class RunFolder:
         parts, tables = self._read_parts(kind, lambda parts: [self._read_part(p, kind, need) for p in parts])
         return parts, tables, _winning_rows(kind, tables)
 
-    def _read_parts(self, kind: str, read: Any) -> tuple[list[Path], Any]:
+    def _read_parts(self, kind: str, read: Any) -> tuple[list[str], Any]:
         """(the parts of a kind, read(parts)), listing again when a part vanished under a concurrent
         compaction (its rows are in the new part)."""
         for attempt in range(5):
@@ -191,13 +195,13 @@ class RunFolder:
                 time.sleep(0.05 * (attempt + 1))
         raise AssertionError("unreachable")
 
-    def _winners(self, kind: str, parts: list[Path]) -> list[list[int]]:
+    def _winners(self, kind: str, parts: list[str]) -> list[list[int]]:
         """For each part, the indices of its rows that win their key (see the module docstring)."""
         ok_col, _, ts_col = _RANK[kind]
-        tables = [pq.ParquetFile(p).read(columns=[*KEYS[kind], ok_col, ts_col]) for p in parts]
+        tables = [self.open_part(p).read(columns=[*KEYS[kind], ok_col, ts_col]) for p in parts]
         return _split_by_part(_winning_rows(kind, tables), [t.num_rows for t in tables])
 
-    def _snapshot(self, kind: str) -> tuple[list[Path], list[list[int]]]:
+    def _snapshot(self, kind: str) -> tuple[list[str], list[list[int]]]:
         return self._read_parts(kind, lambda parts: self._winners(kind, parts))
 
     def read(self, kind: str, columns: list[str] | None = None) -> pa.Table:
@@ -220,7 +224,7 @@ class RunFolder:
         parts, kept = self._snapshot(kind)
         for p, idx in zip(parts, kept):
             if idx:
-                yield from pq.read_table(p, columns=columns).take(idx).to_pylist()
+                yield from self.open_part(p).read(columns=columns).take(idx).to_pylist()
 
     def compact(self, kind: str) -> tuple[int, int]:
         """If some key has several rows, rewrite the parts of `kind` as one part with one row per key.
@@ -229,21 +233,21 @@ class RunFolder:
         Call it when no job writes this kind into the folder (the pool does, when a job finishes). A
         part written meanwhile by someone else is left alone (only the parts read are removed)."""
         parts, kept = self._snapshot(kind)
-        before = sum(pq.ParquetFile(p).metadata.num_rows for p in parts)
+        before = sum(self.open_part(p).metadata.num_rows for p in parts)
         after = sum(len(k) for k in kept)
         if before == after:
             return before, after
-        table = pa.concat_tables([pq.read_table(p, schema=SCHEMAS[kind]).take(idx)
+        table = pa.concat_tables([self._read_part(p, kind, None).take(idx)
                                   for p, idx in zip(parts, kept) if idx]) if after else None
         if table is not None:
-            sink = pa.BufferOutputStream()
-            pq.write_table(table, sink, compression="zstd")
-            stamp = now_utc().strftime("%Y%m%dT%H%M%S%f")
-            name = f"part-{stamp}-compact-{os.getpid()}-{uuid.uuid4().hex[:8]}.parquet"
-            atomic_write_bytes(self.part_dir(kind) / name, sink.getvalue().to_pybytes())
+            self.storage.write(f"{kind}/{part_name('compact')}", _parquet_bytes(table))
         for p in parts:  # only after the merged part is durable
-            p.unlink(missing_ok=True)
+            self.storage.delete(p)
         return before, after
+
+    def keys(self, kind: str) -> pa.Table:
+        """The key columns of the rows of a kind (one row per key)."""
+        return self.read(kind, columns=list(KEYS[kind]))
 
     def done_dialogue_ids(self, include_failed: bool = False) -> set[str]:
         """Ids of dialogues with a final row. Failed rows count as done only if asked."""

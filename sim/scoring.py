@@ -35,6 +35,7 @@ from esc_eval.sim.prompts import judge_messages
 from esc_eval.sim.records import score_row
 from esc_eval.sim.runfolder import RunFolder, now_utc
 from esc_eval.sim.score_parser import LABELS, distribution, parse_score
+from esc_eval.sim.storage import is_uri, open_storage, redact_uri
 from esc_eval.sim.usage import record_usage
 
 log = logging.getLogger("esc_eval.scoring")
@@ -115,17 +116,29 @@ async def score_dialogue(turns: list[tuple[str, str]], language: str, judge_cfg:
 class ScoringJob:
     kind = "scores"
 
-    def __init__(self, cfg: ScoringConfig, plan: JudgePlan | None = None, calls: CallSettings | None = None):
+    def __init__(self, cfg: ScoringConfig, plan: JudgePlan | None = None, calls: CallSettings | None = None,
+                 excused: set[tuple[str, str]] | None = None):
         self.calls_per_item = len(cfg.judge.dimensions)  # one judge call per dimension
         self.cfg = cfg
         self.plan = plan  # how the judge's calls are made (None: the configured method as it always ran)
         self.calls = calls  # cache, limits, spend cap (sim/call_setup.py)
+        self.excused = excused if excused is not None else set()  # the driver's: stopped by the cap, owe no row
 
     async def setup(self, models: ModelPool) -> None:
         self.judge_model = models.get(self.cfg.judge.model, self.cfg.execution, self.calls)
 
     def after_flush(self, items) -> None:
         pass
+
+    # -- the driver's check that every (dialogue, dimension) sent has its score row -----------
+    def item_keys(self, item: dict[str, Any]) -> list[tuple[str, str]]:
+        return [(item["dialogue_id"], dim) for dim in item["dimensions"]]
+
+    def present_keys(self, run: RunFolder) -> set[tuple[str, str]]:
+        t = run.read("scores", columns=["dialogue_id", "dimension", "judge"])
+        judge = self.cfg.judge.judge_id
+        return {(d, dim) for d, dim, j in zip(*(t.column(c).to_pylist() for c in ("dialogue_id", "dimension", "judge")))
+                if j == judge} | self.excused
 
     async def run(self, item: dict[str, Any]) -> tuple[list[dict[str, Any]], dict[str, Any]]:
         judge = self.cfg.judge
@@ -139,18 +152,30 @@ class ScoringJob:
         summary = {"ok": ok, "calls": len(rows), "tokens": sum(r["prompt_tokens"] or 0 for r in rows),
                    "rows": len(rows), "unscored": sum(r["score"] is None for r in rows), "errors": len(errors),
                    "error": errors[0] if errors else None}
-        if len(rows) < len(item["dimensions"]):
-            summary["budget_stopped"] = True  # the spend cap refused a call: the missing dimensions wait for a resume
+        if len(rows) < len(item["dimensions"]):  # the spend cap refused a call: the missing dimensions wait for a resume
+            scored = {r["dimension"] for r in rows}
+            summary["budget_stopped"] = True
+            summary["stopped_keys"] = [(item["dialogue_id"], d) for d in item["dimensions"] if d not in scored]
         return rows, summary
 
 
 
-def is_run_folder(path: Path) -> bool:
+def is_run_folder(path: str | Path) -> bool:
+    if is_uri(path):
+        storage = open_storage(path)
+        return storage.exists("manifest.json") or bool(storage.list("dialogues", ".parquet"))
+    path = Path(path)
     return (path / "manifest.json").exists() or (path / "dialogues").is_dir()
 
 
 def prepare_input(input_path: str | Path, out_dir: str | Path | None) -> RunFolder:
     """A run folder to score: the input itself, or (official JSON) a new one holding its dialogues."""
+    if is_uri(input_path):  # a run folder in object storage, scored in place
+        if out_dir not in (None, input_path):
+            raise ValueError(f"{redact_uri(input_path)} is a run folder: score it in place (omit --out)")
+        if not is_run_folder(input_path):
+            raise FileNotFoundError(f"{redact_uri(input_path)}: no run folder there (no manifest.json or dialogues/)")
+        return RunFolder(str(input_path), create=True)
     src = Path(input_path)
     if not src.exists():
         raise FileNotFoundError(f"{src}: no such run folder or official result folder")
@@ -234,7 +259,7 @@ def run_scoring(cfg: ScoringConfig, input_path: str | Path, out_dir: str | Path 
     run = prepare_input(input_path, out_dir)
     n_dialogues = sum(1 for d in run.iter_rows("dialogues", columns=["status"]) if d["status"] == "ok")
     if n_dialogues == 0:
-        raise ValueError(f"{run.path}: no completed dialogues to score")
+        raise ValueError(f"{run}: no completed dialogues to score")
     todo = sum(1 for _ in iter_scoring_items(run, cfg.judge))
     ex = cfg.execution
     outcome = JobOutcome(on_summary)
@@ -243,7 +268,7 @@ def run_scoring(cfg: ScoringConfig, input_path: str | Path, out_dir: str | Path 
                                     first["language"], rubric=cfg.judge.rubric, rendering=cfg.judge.rendering,
                                     order=cfg.judge.prompt_order) if first else None
     planned = [PlannedModel(cfg.judge.model, plan.params or cfg.judge.model.params, first_messages)]
-    with prepare_calls(planned, ex, cfg.prices, run.path) as calls:  # bad input stops here, before any call
+    with prepare_calls(planned, ex, cfg.prices, run.location) as calls:  # bad input stops here, before any call
         run.update_manifest(scoring={"config": cfg.model_dump(mode="json"), "judge": cfg.judge.judge_id,
                                      "judge_method": {"configured": configured_method, "used": plan.method,
                                                       "note": plan.note},
@@ -254,10 +279,11 @@ def run_scoring(cfg: ScoringConfig, input_path: str | Path, out_dir: str | Path 
         run.append_event("scoring_start", todo=todo)
         stats = PoolStats()
         if todo:
-            stats = run_pool(ScoringJob(cfg, plan, calls), outcome.feed(iter_scoring_items(run, cfg.judge)),
-                             str(run.path), cfg.execution, on_summary=outcome.on_summary, pool=pool)
+            stats = run_pool(ScoringJob(cfg, plan, calls, excused=outcome.stopped_keys),
+                             outcome.feed(iter_scoring_items(run, cfg.judge)), run.location, cfg.execution,
+                             on_summary=outcome.on_summary, pool=pool)
     result = {**stats.as_dict(), "dialogues": n_dialogues, "skipped_done": n_dialogues - todo,
-              "wall_s": round(time.time() - started, 3), "run_dir": str(run.path), "judge": cfg.judge.judge_id,
+              "wall_s": round(time.time() - started, 3), "run_dir": str(run), "judge": cfg.judge.judge_id,
               "judge_method": plan.method, "outcome": outcome.as_dict("scores"), "api_calls": calls.totals}
     run.append_event("scoring_end", **result)
     run.update_manifest(scoring={"last": result})

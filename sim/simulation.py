@@ -19,6 +19,7 @@ from esc_eval.sim.outcome import JobOutcome
 from esc_eval.serve.cpu import execution_runtime
 from esc_eval.sim.cards import RoleCard, load_cards, sample_cards
 from esc_eval.sim.checkpoints import TurnCheckpoints, clear_folder, compact_folder, has_logs
+from esc_eval.sim.storage import open_storage
 from esc_eval.sim.config import ModelRef, SimulationConfig
 from esc_eval.sim.dialogue import DialogueSetup, Participant, Turn, run_dialogue
 from esc_eval.sim.fingerprint import check_resume, fingerprint, simulation_inputs
@@ -32,6 +33,7 @@ from esc_eval.sim.runfolder import RunFolder, now_utc
 from esc_eval.sim.usage import record_usage
 
 log = logging.getLogger("esc_eval.simulation")
+CHECKPOINTS = "checkpoints"  # the run folder's turn-checkpoint logs (sim/checkpoints.py)
 
 
 def select_cards(cfg: SimulationConfig) -> list[RoleCard]:
@@ -103,27 +105,42 @@ def classify_failure(exc: BaseException) -> str:
 class SimulationJob:
     kind = "dialogues"
 
-    def __init__(self, cfg: SimulationConfig, run_dir: str, run_id: str, calls: CallSettings | None = None):
+    def __init__(self, cfg: SimulationConfig, run_dir: str, run_id: str, calls: CallSettings | None = None,
+                 excused: set[str] | None = None):
         self.cfg = cfg
         self.run_dir = run_dir
         self.run_id = run_id
         self.calls_per_item = 2 * cfg.rounds  # model calls of a dialogue (the opener is none)
         self.calls = calls  # cache, limits, spend cap (sim/call_setup.py)
         self.budget_stopped: set[str] = set()  # dialogues the spend cap stopped: no row, checkpoints kept
+        self.excused = excused if excused is not None else set()  # the driver's: stopped by the cap, owe no row
 
     # -- checkpoints ------------------------------------------------------------------------
-    # One append-only log per worker process (sim/checkpoints.py), opened at setup.
+    # One append-only log per worker process (sim/checkpoints.py), opened at setup, in the run
+    # folder as this worker reaches it (directly, through the driver's node, or object storage).
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
         state.pop("ckpts", None)  # an open log stays with its process; a copy opens its own
+        state.pop("run_folder", None)  # so does this worker's view of the run folder
         return state
+
+    def open_run(self, run: RunFolder) -> None:
+        self.run_folder = run
 
     def _checkpoints(self) -> TurnCheckpoints | None:
         if not self.cfg.execution.turn_checkpoints:
             return None
         if getattr(self, "ckpts", None) is None:
-            self.ckpts = TurnCheckpoints(Path(self.run_dir) / "checkpoints")
+            run = getattr(self, "run_folder", None) or RunFolder(self.run_dir)
+            self.ckpts = TurnCheckpoints(CHECKPOINTS, storage=run.storage)
         return self.ckpts
+
+    # -- the driver's check that every dialogue sent has its row -----------------------------
+    def item_keys(self, item: dict[str, Any]) -> list[str]:
+        return [item["dialogue_id"]]
+
+    def present_keys(self, run: RunFolder) -> set[str]:
+        return set(run.read("dialogues", columns=["dialogue_id"]).column("dialogue_id").to_pylist()) | self.excused
 
     def _load_ckpt(self, did: str) -> list[Turn]:
         ckpts = self._checkpoints()
@@ -207,7 +224,7 @@ class SimulationJob:
         except BudgetExceededError:
             # Not a failure: no row (a resume runs it), and its turn checkpoints stay to continue from.
             self.budget_stopped.add(did)
-            return [], {"ok": True, "budget_stopped": True, "tokens": 0, "dialogue_id": did,
+            return [], {"ok": True, "budget_stopped": True, "stopped_keys": [did], "tokens": 0, "dialogue_id": did,
                         "calls": max(0, len(turns) - max(len(resume), 1))}
         except Exception as e:  # noqa: BLE001 - failures are data: record, never crash the job
             status, reason = "failed", classify_failure(e)
@@ -278,8 +295,8 @@ def run_simulation(cfg: SimulationConfig, run_dir: str | Path,
     systems = {target_name(t): t.system_prompt if t.system_prompt is not None else registry_system_prompt(t)
                for t in cfg.targets}
     inputs = simulation_inputs(cfg, systems)
-    check_resume(run_dir, RunFolder(run_dir, create=False).read_manifest().get("simulation") if Path(run_dir).is_dir() else None,
-                 inputs)  # before anything is written
+    check_resume(run_dir, RunFolder(run_dir, create=False).read_manifest().get("simulation")
+                 if open_storage(run_dir).is_folder() else None, inputs)  # before anything is written
     run = RunFolder(run_dir)
     manifest = run.read_manifest()
     run_id = manifest.get("run_id") or f"run-{now_utc().strftime('%Y%m%d-%H%M%S')}-{os.getpid()}"
@@ -297,20 +314,20 @@ def run_simulation(cfg: SimulationConfig, run_dir: str | Path,
                                                    "runtime": execution_runtime(ex.dtype, gpu=ex.num_gpus_per_worker > 0)},
                         versions=versions())
     outcome = JobOutcome(on_summary)
-    with prepare_calls(planned_models(cfg, cards), ex, cfg.prices, run.path) as calls:  # bad input stops here
+    with prepare_calls(planned_models(cfg, cards), ex, cfg.prices, run.location) as calls:  # bad input stops here
         if on_start:
             on_start(total, todo)
         started = time.time()
         run.append_event("simulation_start", todo=todo, total=total)
         stats = PoolStats()
-        ckpt_dir = run.path / "checkpoints"
         if todo:  # nothing left: do not start workers and engines just to find that out
-            if has_logs(ckpt_dir):  # the logs of earlier runs, one per writer, merged into one
-                compact_folder(ckpt_dir, drop=run.done_dialogue_ids(include_failed=True))
-            stats = run_pool(SimulationJob(cfg, str(run.path), run_id, calls), outcome.feed(iter_items(cfg, cards, skip)),
-                             str(run.path), cfg.execution, on_summary=outcome.on_summary, pool=pool)
-    if not outcome.budget_stopped:
-        clear_folder(ckpt_dir)  # every item has its row: no dialogue is in flight
+            if has_logs(CHECKPOINTS, run.storage):  # the logs of earlier runs, one per writer, merged into one
+                compact_folder(CHECKPOINTS, drop=run.done_dialogue_ids(include_failed=True), storage=run.storage)
+            stats = run_pool(SimulationJob(cfg, run.location, run_id, calls, excused=outcome.stopped_keys),
+                             outcome.feed(iter_items(cfg, cards, skip)), run.location, cfg.execution,
+                             on_summary=outcome.on_summary, pool=pool)
+    if not outcome.budget_stopped:  # budget-stopped dialogues continue from their checkpoints on resume
+        clear_folder(CHECKPOINTS, storage=run.storage)  # every item has its row: no dialogue is in flight
     result = {**stats.as_dict(), "skipped_done": total - todo, "wall_s": round(time.time() - started, 3),
               "outcome": outcome.as_dict("dialogues"), "api_calls": calls.totals}
     run.append_event("simulation_end", **result)

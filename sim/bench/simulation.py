@@ -14,6 +14,7 @@ import os
 import resource
 import tempfile
 import time
+import uuid
 from pathlib import Path
 from typing import Any, Optional
 
@@ -22,6 +23,7 @@ from esc_eval.sim.cards import RoleCard, load_cards, sample_cards, write_cards
 from esc_eval.sim.config import ExecutionConfig, ModelRef, SimulationConfig
 from esc_eval.sim.pool import WorkerPool
 from esc_eval.sim.simulation import run_simulation
+from esc_eval.sim.storage import join_location, redact_uri
 
 
 def _rss_mb() -> float:
@@ -38,32 +40,39 @@ def synthetic_cards(n: int) -> list[RoleCard]:
             for i in range(n)]
 
 
-def bench_fake(dialogues: int, latency: float, workers: int, rounds: int = 5, production: bool = False) -> dict[str, Any]:
+def bench_fake(dialogues: int, latency: float, workers: int, rounds: int = 5, production: bool = False,
+               worker_writes: str = "auto", folder: str | None = None) -> dict[str, Any]:
     """production=False: turn checkpoints off and parts of 5,000 rows (the pool alone);
-    production=True: ExecutionConfig's defaults for checkpoints and flushing (what `simulate` does)."""
+    production=True: ExecutionConfig's defaults for checkpoints and flushing (what `simulate` does).
+    worker_writes='via_driver': rows and checkpoints travel through the writer actor on the driver's
+    node, as from a node that cannot see the driver's disk. folder: the run folders' parent (a
+    storage URI such as s3://bucket/prefix; default a local temporary folder)."""
     tmp = Path(tempfile.mkdtemp(prefix="esc-bench-fake-"))
+    runs = join_location(folder, f"bench-{uuid.uuid4().hex[:8]}") if folder else str(tmp)
     cards_file = write_cards(synthetic_cards(dialogues), tmp / "cards.json")
     per_worker = math.ceil(dialogues / workers)
     chunk = max(64, per_worker // 8)
     # every dialogue in flight at once: room for the balanced share plus a chunk's rounding
     io = {} if production else {"flush_rows": 5000, "flush_seconds": 30, "turn_checkpoints": False}
     ex = ExecutionConfig(workers=workers, concurrency=per_worker + chunk, chunk_size=chunk,
-                         num_cpus_per_worker=max(0.1, 2 / workers - 0.1), max_attempts=1, log_to_driver=False, **io)
+                         num_cpus_per_worker=max(0.1, 2 / workers - 0.1), max_attempts=1, log_to_driver=False,
+                         worker_writes=worker_writes, **io)
     cfg = SimulationConfig(cards=str(cards_file), rounds=rounds, role=ModelRef(model=f"fake/seeker?latency={latency}"),
                            targets=[ModelRef(model=f"fake/fixed?latency={latency}&reply=I hear you, tell me more.")],
                            execution=ex)
     with WorkerPool(ex) as pool:
         warm = cfg.model_copy(update={"cards": str(write_cards(synthetic_cards(workers * 2), tmp / "warm.json"))})
-        run_simulation(warm, tmp / "warm", pool=pool)  # actors up and models built before the clock starts
+        run_simulation(warm, join_location(runs, "warm"), pool=pool)  # actors up and models built before the clock starts
         t0 = time.perf_counter()
-        res = run_simulation(cfg, tmp / "run", pool=pool)
+        res = run_simulation(cfg, join_location(runs, "run"), pool=pool)
         wall = time.perf_counter() - t0
     critical = 2 * rounds * latency
     return {"dialogues": res["items"], "failed": res["failed"], "model_calls": res["model_calls"], "latency_s": latency,
             "workers": workers, "in_flight": dialogues, "wall_s": round(wall, 3),
             "critical_path_s": critical, "critical_path_ratio": round(wall / critical, 3),
             "fake_calls_per_s": round(res["model_calls"] / wall, 1), "turn_checkpoints": ex.turn_checkpoints,
-            "flush_rows": ex.flush_rows, "flush_seconds": ex.flush_seconds,
+            "flush_rows": ex.flush_rows, "flush_seconds": ex.flush_seconds, "worker_writes": worker_writes,
+            "run_folder": redact_uri(runs) if folder else "local temporary folder",
             "path": "Ray actor pool -> RetryingChatModel -> fake backend in-process (no DeploymentHandle)"}
 
 
@@ -172,8 +181,12 @@ def run_bench_sim(
     engines: int = 0,
     compiled: bool = True,
     dtype: str = "auto",
+    via_driver: bool = False,
+    storage_uri: str | None = None,
 ) -> dict[str, Any]:
-    """Simulation throughput: (a) fake backend, (b) embedded model vs the release's loop, (c) driver memory."""
+    """Simulation throughput: (a) fake backend, (b) embedded model vs the release's loop, (c) driver memory.
+    via_driver / storage_uri: (a) with production defaults again, rows shipped to the driver's node /
+    written to a storage URI."""
     from esc_eval.serve.cpu import resolve_dtype, runtime_summary
     from esc_eval.sim.pool import ensure_ray
 
@@ -192,6 +205,14 @@ def run_bench_sim(
             # The same with `simulate`'s defaults: a turn checkpoint per call, parts flushed as usual.
             result["fake_production"] = bench_fake(fake_dialogues, saturation_latency, workers, production=True)
             result["fake_calls_per_s_production"] = result["fake_production"]["fake_calls_per_s"]
+            if via_driver:  # every row and checkpoint through the writer actor on the driver's node
+                result["fake_production_via_driver"] = bench_fake(fake_dialogues, saturation_latency, workers,
+                                                                  production=True, worker_writes="via_driver")
+                result["fake_calls_per_s_via_driver"] = result["fake_production_via_driver"]["fake_calls_per_s"]
+            if storage_uri:  # every worker writing the object store directly
+                result["fake_production_uri"] = bench_fake(fake_dialogues, saturation_latency, workers,
+                                                           production=True, folder=storage_uri)
+                result["fake_calls_per_s_uri"] = result["fake_production_uri"]["fake_calls_per_s"]
     if memory_items:
         result["memory"] = bench_memory(memory_items, workers)
     if embedded_dialogues:

@@ -211,7 +211,7 @@ def test_index_cache_follows_the_parts(two_runs):
     v = ResultsViewer([a])
     assert v.query()["total"] == 11 and v.query(model="m9")["rows"][0]["average"] == 1.0
     # A removed part drops its rows; a damaged cache is rebuilt.
-    new.unlink()
+    (a / new).unlink()  # write_part returns the part's key in the folder
     assert ResultsViewer([a]).query(model="m9")["total"] == 0
     (cache / "dialogues-v2.parquet").write_bytes(b"not parquet")
     v = ResultsViewer([a])

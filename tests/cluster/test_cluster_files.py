@@ -75,6 +75,7 @@ class Container(_M):
     image: str = Field(min_length=1)
     ports: list[dict] = []
     env: list[dict] = []
+    envFrom: list[dict] = []
     resources: dict[str, dict[str, str]]
     volumeMounts: list[dict] = []
 
@@ -187,6 +188,16 @@ def test_rayjob_manifest():
     mounts = {m["mountPath"] for m in job.spec.rayClusterSpec.headGroupSpec.template.spec.containers[0].volumeMounts}
     config_path = job.spec.entrypoint.split("--config ")[1].split()[0]
     assert any(config_path.startswith(m) for m in mounts)  # the config file is mounted where the job reads it
+    # The run folder is on the head (the driver's node) only: workers on other nodes send their rows
+    # there, so the volume needs no ReadWriteMany; every pod can read the object-store Secret.
+    out = job.spec.entrypoint.split("--out ")[1].split()[0]
+    assert any(out.startswith(m) for m in mounts)
+    for group in job.spec.rayClusterSpec.workerGroupSpecs:
+        for c in group.template.spec.containers:
+            assert not any(out.startswith(m["mountPath"]) for m in c.volumeMounts), group.groupName
+    pods = [job.spec.rayClusterSpec.headGroupSpec, *job.spec.rayClusterSpec.workerGroupSpecs]
+    for c in (c for p in pods for c in p.template.spec.containers):
+        assert {"secretRef": {"name": "esc-eval-storage", "optional": True}} in c.envFrom, c.name
 
 
 def test_kuberay_models_reject_what_they_should():

@@ -151,7 +151,7 @@ def test_ray_pool_with_fake_models(tmp_path, ray_local):
     res = run_simulation(cfg, tmp_path)
     assert res["items"] == 12 and res["failed"] == 0
     parts = RunFolder(tmp_path).parts("dialogues")
-    rows = [r for p in parts for r in pq.read_table(p).to_pylist()]
+    rows = [r for p in parts for r in RunFolder(tmp_path).open_part(p).read().to_pylist()]
     assert len(rows) == 12 and len({r["dialogue_id"] for r in rows}) == 12
 
 

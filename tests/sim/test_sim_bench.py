@@ -8,11 +8,13 @@ from typer.testing import CliRunner
 from esc_eval.cli.app import app
 
 
-def test_bench_sim_fake_and_memory_print_the_contract_keys(ray_local, tmp_path):
+def test_bench_sim_fake_and_memory_print_the_contract_keys(s3_uri, ray_local, tmp_path):
+    # s3_uri first: the local Ray started by ray_local gives its workers this process's AWS_* settings
     out = tmp_path / "bench.json"
     res = CliRunner().invoke(app, ["bench", "sim", "--fake-dialogues", "200", "--fake-latency", "0.3",
                                    "--saturation-latency", "0.01", "--memory-items", "3000",
-                                   "--embedded-dialogues", "0", "--workers", "2", "--out", str(out)])
+                                   "--embedded-dialogues", "0", "--workers", "2", "--out", str(out),
+                                   "--via-driver", "--storage-uri", s3_uri])
     assert res.exit_code == 0, res.output
     data = json.loads(out.read_text())
     fake, sat = data["fake"], data["fake_saturated"]
@@ -25,5 +27,9 @@ def test_bench_sim_fake_and_memory_print_the_contract_keys(ray_local, tmp_path):
     prod = data["fake_production"]  # the same run with `simulate`'s defaults
     assert prod["turn_checkpoints"] is True and prod["model_calls"] == 2000 and prod["failed"] == 0
     assert data["fake_calls_per_s_production"] == prod["fake_calls_per_s"] > 0
+    for key, writes in (("fake_production_via_driver", "via_driver"), ("fake_production_uri", "auto")):
+        # the same production run, rows shipped to the driver's node / written to the S3 server
+        assert data[key]["model_calls"] == 2000 and data[key]["failed"] == 0 and data[key]["worker_writes"] == writes
+    assert data["fake_production_uri"]["run_folder"].startswith(s3_uri)
     assert data["memory"]["items"] == 3000
     assert "speedup_vs_reference" not in data  # the embedded part was skipped

@@ -8,7 +8,7 @@ import time
 import pyarrow.parquet as pq
 
 from esc_eval.sim.config import ExecutionConfig, JudgeConfig, ModelRef, ScoringConfig, SimulationConfig
-from esc_eval.sim.pool import WorkerPool, _WorkerCore, run_pool
+from esc_eval.sim.pool import WorkerPool, WorkerCore, run_pool
 from esc_eval.sim.participants import ModelPool
 from esc_eval.sim.runfolder import RunFolder
 from esc_eval.sim.scoring import run_scoring
@@ -113,7 +113,7 @@ def test_parts_flush_on_a_timer_when_no_further_row_arrives(tmp_path):
     ex = ExecutionConfig(executor="local", flush_rows=100, flush_seconds=0.2)
 
     async def scenario():
-        core = _WorkerCore(_OneRowJob(), str(tmp_path), ex, ModelPool())
+        core = WorkerCore(_OneRowJob(), str(tmp_path), ex, ModelPool())
         await core.run_chunk([{"dialogue_id": "a"}])
         assert not RunFolder(tmp_path).parts("dialogues")  # buffered: 1 row < flush_rows
         await asyncio.sleep(0.8)  # no new row arrives; the timer must flush
@@ -135,3 +135,33 @@ def test_secret_looking_env_values_are_redacted_in_the_manifest(tmp_path):
     saved = json.loads(text)["simulation"]["config"]["execution"]["env"]
     assert saved["VLLM_CPU_KVCACHE_SPACE"] == "2" and saved["OPENAI_API_KEY"] == "***redacted***"
     assert set(saved) == set(env)
+
+
+class _DropsOneRowJob(_OneRowJob):
+    """Writes every item's row except one: what a worker writing to a disk the driver cannot see
+    looks like from the driver."""
+
+    def item_keys(self, item):
+        return [item["dialogue_id"]]
+
+    def present_keys(self, run):
+        return set(run.read("dialogues", columns=["dialogue_id"]).column("dialogue_id").to_pylist())
+
+    async def run(self, item):
+        rows, summary = await super().run(item)
+        return ([] if item["dialogue_id"] == "lost" else rows), summary
+
+
+def test_the_driver_refuses_success_for_rows_missing_from_the_folder(tmp_path):
+    import pytest
+
+    from esc_eval.sim.pool import MissingRowsError
+
+    items = [{"dialogue_id": d} for d in ("a", "lost", "b")]
+    with pytest.raises(MissingRowsError, match=r"1 of 3 dialogues rows are not in .*: 1 sent to worker 0 on .*"
+                                               r"\(this process\) \(e\.g\. lost\); .*run the same command again"):
+        run_pool(_DropsOneRowJob(), items, str(tmp_path), ExecutionConfig(executor="local"))
+    # The rows that did arrive stay for the resume.
+    assert sorted(r["dialogue_id"] for r in physical_rows(tmp_path, "dialogues")) == ["a", "b"]
+    stats = run_pool(_DropsOneRowJob(), items[:1], str(tmp_path / "ok"), ExecutionConfig(executor="local"))
+    assert stats.rows_checked == 1

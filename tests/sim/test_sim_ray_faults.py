@@ -75,7 +75,7 @@ class DieMidwayJob(SimulationJob):
 
 @pytest.mark.slow
 def test_a_dead_workers_chunks_go_to_the_others_and_resume_from_its_checkpoints(ray_local, tmp_path, monkeypatch):
-    monkeypatch.setattr("esc_eval.sim.pool.LIVE_PROGRESS_S", 0.3)
+    monkeypatch.setattr("esc_eval.sim.pool_ray.LIVE_PROGRESS_S", 0.3)  # the Ray loop reads it
     live = []  # (calls answered so far, dialogues finished) at each live update
     c = cfg(workers=2, num_cpus_per_worker=0.5, concurrency=4, chunk_size=2)
     c = c.model_copy(update={"role": ModelRef(model="fake/seeker?latency=0.1"), "limit": 8,

@@ -46,12 +46,12 @@ def test_vectorised_winners_follow_the_row_by_row_rule(tmp_path, seed):
         parts_rows.append(rows)
         run.write_part("scores", rows)
     parts = run.parts("scores")
-    by_name = dict(zip(sorted(p.name for p in parts), parts_rows))  # part names sort in write order
-    expected = reference_winners([by_name[p.name] for p in parts], "scores")
+    by_name = dict(zip(sorted(parts), parts_rows))  # part names sort in write order
+    expected = reference_winners([by_name[p] for p in parts], "scores")
     got = [(pi, ri) for pi, rows in enumerate(run._winners("scores", parts)) for ri in rows]
     assert got == expected
     table = run.read("scores", columns=["dialogue_id", "dimension", "judge", "parse_status", "scored_at"])
-    ordered = [by_name[p.name] for p in parts]
+    ordered = [by_name[p] for p in parts]
     assert table.to_pylist() == [{k: ordered[pi][ri][k] for k in table.column_names} for pi, ri in expected]
     assert run.read("scores").num_rows == len(expected)
 
@@ -70,7 +70,7 @@ def test_read_opens_each_part_once(tmp_path, monkeypatch):
         opened.clear()
         table = run.read("scores", columns=columns)
         assert table.num_rows == 60
-        assert sorted(opened) == sorted(str(p) for p in run.parts("scores"))
+        assert sorted(opened) == sorted(run.storage.source(p) for p in run.parts("scores"))
 
 
 def test_a_part_without_a_newer_column_reads_it_as_null(tmp_path):
@@ -80,7 +80,7 @@ def test_a_part_without_a_newer_column_reads_it_as_null(tmp_path):
     run.write_part("scores", [score_row("a", "fluency", "j", "ok", 1)])
     old = pa.table({"run_id": ["r"], "dialogue_id": ["b"], "dimension": ["fluency"], "judge": ["j"],
                     "parse_status": ["ok"], "scored_at": pa.array([T0], pa.timestamp("us", tz="UTC"))})
-    pq.write_table(old, run.part_dir("scores") / "part-00000000T000000000000-old.parquet")
+    pq.write_table(old, run.path / "scores" / "part-00000000T000000000000-old.parquet")
     rows = {r["dialogue_id"]: r for r in run.read("scores").to_pylist()}
     assert set(rows) == {"a", "b"} and rows["b"]["score"] is None and rows["a"]["score"] == 1
     assert run.read("scores").schema.equals(rf.SCHEMAS["scores"], check_metadata=False)

@@ -1,0 +1,201 @@
+"""Inside a worker: what runs a job's items and writes their rows (the same in a Ray actor and in
+the driver's process, executor 'local').
+
+Each worker runs up to `concurrency` items at once and streams result rows into atomic Parquet
+parts (a buffered sink flushed every `flush_rows` rows or `flush_seconds`). The run folder is
+reached through the storage the driver's `StorageSpec` names (sim/storage.py): directly when the
+worker sees it, else through the writer actor on the driver's node.
+"""
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+from typing import Any, Callable, Protocol
+
+from esc_eval.sim.config import ExecutionConfig
+from esc_eval.sim.participants import ModelPool
+from esc_eval.sim.runfolder import RunFolder
+from esc_eval.sim.storage import StorageSpec
+
+
+class Job(Protocol):
+    """What a worker runs. Must pickle before setup() (it travels to the actors)."""
+
+    kind: str  # run-folder part kind the rows go to: "dialogues" | "scores"
+
+    async def setup(self, models: ModelPool) -> None:
+        """Build what the job needs; `models` outlives the job (engines are shared and reused)."""
+
+    async def run(self, item: dict[str, Any]) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+        """Process one item; return (rows to write, a small summary for progress)."""
+
+    def after_flush(self, items: list[dict[str, Any]]) -> None:
+        """Called with the items whose rows were just written (e.g. drop their checkpoints)."""
+
+    # Optional:
+    # def open_run(self, run: RunFolder) -> None: the run folder as this worker reaches it (before
+    #     setup; e.g. where turn checkpoints go).
+    # def rerun(self, items) -> None: items re-sent here after the worker running them was lost
+    #     (e.g. read the checkpoints that worker left).
+    # def finish(self) -> None: the job ended on this worker, after its last flush (close files).
+    # def item_keys(self, item) -> list: the row keys an item must leave in the run folder, and
+    # def present_keys(self, run: RunFolder) -> set: those the folder holds (the driver's final check).
+
+
+class PartSink:
+    """Buffers rows and writes them as atomic Parquet parts."""
+
+    def __init__(self, run: RunFolder, kind: str, flush_rows: int, flush_seconds: float,
+                 on_flush: Callable[[list[dict[str, Any]]], None] | None = None):
+        self.run, self.kind = run, kind
+        self.flush_rows, self.flush_seconds = flush_rows, flush_seconds
+        self.on_flush = on_flush
+        self.rows: list[dict[str, Any]] = []
+        self.items: list[dict[str, Any]] = []
+        self.last = time.monotonic()
+        self.parts_written = 0
+
+    def add(self, rows: list[dict[str, Any]], item: dict[str, Any]) -> None:
+        self.rows.extend(rows)
+        self.items.append(item)
+        if len(self.rows) >= self.flush_rows or self.due():
+            self.flush()
+
+    def due(self) -> bool:
+        return bool(self.rows or self.items) and time.monotonic() - self.last >= self.flush_seconds
+
+    async def flush_every(self, period: float) -> None:
+        """Flush on a timer, so rows finished just before a long quiet spell do not wait for the next row."""
+        while True:
+            await asyncio.sleep(period)
+            if self.due():
+                self.flush()
+
+    def flush(self) -> None:
+        if self.rows:
+            self.run.write_part(self.kind, self.rows)  # durable before the items are forgotten below
+            self.parts_written += 1
+        if self.on_flush and self.items:
+            self.on_flush(self.items)
+        self.rows, self.items = [], []
+        self.last = time.monotonic()
+
+
+def as_spec(run_dir: str | StorageSpec) -> StorageSpec:
+    return run_dir if isinstance(run_dir, StorageSpec) else StorageSpec(str(run_dir))
+
+
+class WorkerCore:
+    """One job's state inside a worker (the same in a Ray actor and in-process)."""
+
+    def __init__(self, job: Job, run_dir: str | StorageSpec, execution: ExecutionConfig, models: ModelPool):
+        self.job = job
+        self.execution = execution
+        self.models = models
+        self.run = RunFolder(str(as_spec(run_dir).location), storage=as_spec(run_dir).open())
+        if hasattr(job, "open_run"):
+            job.open_run(self.run)
+        self.sink = PartSink(self.run, job.kind, execution.flush_rows, execution.flush_seconds, on_flush=job.after_flush)
+        self.sem = asyncio.Semaphore(execution.concurrency)
+        self.tally_at_start = models.tally.snapshot()
+        self._setup_task: asyncio.Future | None = None
+        self._timer: asyncio.Future | None = None
+
+    async def ensure_setup(self) -> None:
+        if self._setup_task is None:
+            self._setup_task = asyncio.ensure_future(self.job.setup(self.models))
+            period = min(1.0, self.execution.flush_seconds / 2)
+            self._timer = asyncio.ensure_future(self.sink.flush_every(period))
+        await self._setup_task
+
+    async def run_one(self, item: dict[str, Any]) -> dict[str, Any]:
+        async with self.sem:
+            rows, summary = await self.job.run(item)
+        self.sink.add(rows, item)
+        return summary
+
+    async def run_chunk(self, items: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        await self.ensure_setup()
+        return list(await asyncio.gather(*(self.run_one(it) for it in items)))
+
+    async def finish(self) -> int:
+        if self._timer is not None:
+            self._timer.cancel()
+        self.sink.flush()
+        if hasattr(self.job, "finish"):
+            self.job.finish()
+        return self.sink.parts_written
+
+
+class Worker:
+    """A worker: engines that outlive jobs (ModelPool) plus the state of each job it runs."""
+
+    def __init__(self) -> None:
+        self.models = ModelPool()
+        self.jobs: dict[str, WorkerCore] = {}
+
+    def start_job(self, job_id: str, job: Job, run_dir: str | StorageSpec, execution: ExecutionConfig) -> str:
+        """Returns how this worker reaches the run folder (direct, via the driver, object storage)."""
+        if job_id not in self.jobs:
+            self.jobs[job_id] = WorkerCore(job, run_dir, execution, self.models)
+        return type(self.jobs[job_id].run.storage).__name__
+
+    async def setup(self, job_id: str) -> str:
+        await self.jobs[job_id].ensure_setup()
+        return f"{os.uname().nodename}:{os.getpid()}"
+
+    async def run_chunk(self, job_id: str, items: list[dict[str, Any]],
+                        spec: tuple[Job, Any, ExecutionConfig] | None = None, rerun: bool = False) -> list[dict[str, Any]]:
+        if job_id not in self.jobs and spec is not None:
+            # A restarted actor (the old one died) re-running this chunk: it has no job state yet.
+            self.start_job(job_id, *spec)
+        core = self.jobs[job_id]
+        if rerun and hasattr(core.job, "rerun"):
+            core.job.rerun(items)  # another worker ran these and was lost: pick up what it left
+        return await core.run_chunk(items)
+
+    async def finish_job(self, job_id: str) -> int:
+        core = self.jobs.pop(job_id, None)
+        return await core.finish() if core else 0
+
+    def progress(self, job_id: str) -> dict[str, int]:
+        """Model calls and tokens answered in this worker since the job started here."""
+        core = self.jobs.get(job_id)
+        now = self.models.tally.snapshot()
+        base = core.tally_at_start if core else now
+        return {k: now[k] - base[k] for k in now}
+
+    async def close(self) -> None:
+        for job_id in list(self.jobs):
+            await self.finish_job(job_id)
+        await self.models.close()
+
+
+def actor_class():
+    import ray
+
+    @ray.remote
+    class PoolWorker:
+        def __init__(self):
+            self.w = Worker()
+
+        def start_job(self, job_id, job, run_dir, execution):
+            return self.w.start_job(job_id, job, run_dir, execution)
+
+        async def setup(self, job_id):
+            return await self.w.setup(job_id)
+
+        async def run_chunk(self, job_id, items, spec=None, rerun=False):
+            return await self.w.run_chunk(job_id, items, spec, rerun)
+
+        async def finish_job(self, job_id):
+            return await self.w.finish_job(job_id)
+
+        async def progress(self, job_id):
+            return self.w.progress(job_id)
+
+        async def close(self):
+            await self.w.close()
+
+    return PoolWorker
