@@ -134,7 +134,11 @@ class CachedChatModel(ChatModel):
         if not cacheable(effective):
             return await self.inner.chat(messages, params, adapter=adapter, session_id=session_id)
         key = cache_key(self.identity, messages, effective, adapter)
-        data = await asyncio.to_thread(self.store.get, key)
+        try:
+            data = await asyncio.to_thread(self.store.get, key)
+        except OSError as e:  # an unreadable cache is a miss, never a failed call
+            self._warn("read", e)
+            data = None
         if data is not None:
             result = decode_result(data)
             if result is not None:
@@ -147,10 +151,13 @@ class CachedChatModel(ChatModel):
         try:
             await asyncio.to_thread(self.store.put, key, encode_result(result))
         except OSError as e:  # a cache that cannot be written costs money later, never the answer now
-            if not self._warned:
-                log.warning("call cache %r: cannot write (%s); answers are not cached", self.store, e)
-                self._warned = True
+            self._warn("write", e)
         return result
+
+    def _warn(self, what: str, e: OSError) -> None:
+        if not self._warned:
+            log.warning("call cache %r: cannot %s (%s); calls go to the model", self.store, what, e)
+            self._warned = True
 
     async def close(self) -> None:
         await self.inner.close()

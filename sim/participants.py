@@ -6,11 +6,14 @@ model share one engine (and its batching and prefix cache).
 from __future__ import annotations
 
 import json
+import logging
 
 from esc_eval.serve.chat import ChatModel, get_chat_model
 from esc_eval.serve.registry import resolve
 from esc_eval.sim.config import ExecutionConfig, ModelRef
 from esc_eval.serve.retry import RetryingChatModel
+
+log = logging.getLogger("esc_eval.participants")
 
 
 class CallTally:
@@ -78,8 +81,14 @@ class ModelPool:
         if mc is not None and mc.cache_root:
             from esc_eval.serve.call_cache import CachedChatModel
 
-            model = CachedChatModel(model, self.store(mc.cache_root), default_params=getattr(raw, "default_params", None),
-                                    on_hit=gate.hit if gate is not None else None)
+            try:
+                store = self.store(mc.cache_root)
+            except (OSError, ValueError) as e:  # e.g. an object store this worker has no credentials for
+                log.warning("call cache at %s unavailable (%s); calls are not cached", mc.cache_root, e)
+                store = None
+            if store is not None:
+                model = CachedChatModel(model, store, default_params=getattr(raw, "default_params", None),
+                                        on_hit=gate.hit if gate is not None else None)
         return _Tallied(model, self.tally)
 
     async def close(self) -> None:

@@ -166,3 +166,18 @@ async def test_cached_model_answers_repeats_without_a_call(tmp_path):
     # a second process (or worker) with the same store gets the same answer
     other = CachedChatModel(get_chat_model("fake/judge"), ArrowFsStore(str(tmp_path)))
     assert (await other.chat(MSGS, params)).cached and other.inner.calls == 0
+
+
+async def test_an_unreachable_cache_is_a_miss_never_a_failed_call(caplog):
+    class Broken:
+        def get(self, key):
+            raise OSError("no route to the bucket")
+
+        def put(self, key, data):
+            raise OSError("no route to the bucket")
+
+    inner = get_chat_model("fake/judge")
+    model = CachedChatModel(inner, Broken())
+    for _ in range(2):
+        assert (await model.chat(MSGS, GenerationParams(max_tokens=1))).text
+    assert inner.calls == 2 and caplog.text.count("cannot read") == 1  # warned once
