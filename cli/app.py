@@ -59,7 +59,9 @@ def _unwrap(exc: BaseException) -> BaseException:
 
 def main() -> None:
     try:
-        app(standalone_mode=False)
+        code = app(standalone_mode=False)  # without standalone mode, click returns a typer.Exit's code
+        if isinstance(code, int) and code:
+            sys.exit(code)
     except SystemExit:
         raise
     except typer.Abort:

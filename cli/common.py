@@ -30,6 +30,22 @@ def console_env(ex) -> None:
     ex.log_to_driver = ex.log_to_driver and STATE["verbose"]
 
 
+def exit_for_outcome(result: dict[str, Any], kind: str, max_failure_rate: float) -> None:
+    """After the result is printed: exit non-zero with one line when the job stopped on its budget
+    or failed past the threshold (sim/outcome.py); the rows stay for a resume."""
+    import sys
+
+    import typer
+
+    from esc_eval.sim.outcome import outcome_line
+
+    verdict = outcome_line(result, kind, max_failure_rate)
+    if verdict is not None:
+        code, line = verdict
+        sys.stderr.write(f"error: {line}\n")
+        raise typer.Exit(code)
+
+
 def default_out(prefix: str) -> Path:
     from esc_eval.sim.runfolder import now_utc
 

@@ -6,7 +6,7 @@ from typing import Optional
 
 import typer
 
-from esc_eval.cli.common import console_env, emit
+from esc_eval.cli.common import exit_for_outcome, console_env, emit
 
 DEMO_CARDS = 8
 
@@ -74,3 +74,5 @@ def demo(
     paths = write_report_for([out], None)
     emit({"run_dir": str(out), "simulation": sim_result, "scoring": score_result,
           "files": {k: str(v) for k, v in paths.items()}})
+    exit_for_outcome({"run_dir": str(out), **sim_result}, "dialogues", sim_cfg.execution.max_failure_rate)
+    exit_for_outcome({"run_dir": str(out), **score_result}, "scores", cfg.scoring.execution.max_failure_rate)

@@ -6,7 +6,7 @@ from typing import Any, Optional
 
 import typer
 
-from esc_eval.cli.common import console_env, emit
+from esc_eval.cli.common import console_env, emit, exit_for_outcome
 
 
 def load_score_config(config, judge, method, parser, rubric, address):
@@ -75,7 +75,9 @@ def score(
     cfg = load_score_config(config, judge, method, parser, rubric, address)
     with placed_scoring(cfg, out or input, say=console.print) as cfg, job_progress("score", unit="dialogues") as jp:
         result = run_scoring(cfg, input, out, on_summary=jp.on_summary, on_start=jp.on_start)
+    judge_id = result.get("judge", cfg.judge.judge_id)  # the judge id of the method used (a fallback says generate)
     if official_out:
-        result["official_files"] = [str(p) for p in write_official(result["run_dir"], official_out, cfg.judge.judge_id)]
-    result["parse_failures"] = report_parse_failures(result["run_dir"], cfg.judge.judge_id)
+        result["official_files"] = [str(p) for p in write_official(result["run_dir"], official_out, judge_id)]
+    result["parse_failures"] = report_parse_failures(result["run_dir"], judge_id)
     emit(result)
+    exit_for_outcome(result, "scores", cfg.execution.max_failure_rate)

@@ -6,7 +6,7 @@ from typing import Any, Optional
 
 import typer
 
-from esc_eval.cli.common import console_env, default_out, emit
+from esc_eval.cli.common import console_env, default_out, emit, exit_for_outcome
 from esc_eval.sim.storage import redact_uri
 
 
@@ -54,4 +54,6 @@ def simulate(
     # where the models run (in the workers, or Serve deployments on GPU clusters) is planned first
     with placed_simulation(cfg, out, say=console.print) as cfg, job_progress("simulate") as jp:
         result = run_simulation(cfg, out, on_summary=jp.on_summary, on_start=jp.on_start)
-    emit({"run_dir": redact_uri(out), **result})
+    result = {"run_dir": redact_uri(out), **result}
+    emit(result)
+    exit_for_outcome(result, "dialogues", cfg.execution.max_failure_rate)

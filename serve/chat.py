@@ -4,8 +4,14 @@ Implementations are picked by a spec string `<backend>/<name>`:
   vllm/<model>    in-process vLLM engine (AsyncLLM); `vllm/embedded` = SmolLM2 shipped on PyPI
   serve/<app>     a Ray Serve deployment handle
   openai/<model>  any OpenAI-compatible HTTP endpoint
+  litellm/<provider>/<model>  a provider's own API through LiteLLM (anthropic, gemini, ...)
   fake/<script>   a scripted fake for tests and orchestration benchmarks
 Each backend module imports its heavy dependencies lazily, inside the implementation.
+
+A backend module may also define, without building a model (the driver calls these before any
+worker starts): `capabilities(name, **options) -> Capabilities` (what a judge may ask of it),
+`preflight(name, **options)` (raise ValueError with one line on a missing key or an unknown
+provider) and `required_env(name, **options) -> list[str]` (variables the workers need).
 """
 from __future__ import annotations
 
@@ -62,6 +68,25 @@ class ChatResult:
     top_logprobs: list[dict[str, float]] = field(default_factory=list)
     model: str = ""
     attempts: int = 1  # set by the retry layer (serve/retry.py) when the call needed more than one
+    # The generated tokens where the backend reports them (OpenAI's logprobs.content[].token):
+    # which position of the answer holds the score when an answer is not constrained.
+    tokens: list[str] = field(default_factory=list)
+    cached: bool = False  # answered by the call cache (serve/call_cache.py), no model call made
+
+
+@dataclass(frozen=True)
+class Capabilities:
+    """What a backend can do beyond plain chat (what the judge's `logprob` method may ask for).
+
+    logprobs: returns the top log-probabilities of generated tokens; max_top_logprobs: how many
+    per token it accepts (OpenAI's API: 20); choice: how it can constrain an answer to given labels
+    ('structured': vLLM's structured outputs or allowed tokens; 'logit_bias': a +100 bias on the
+    labels' token ids, which the backend knows; None: it cannot); logit_bias: accepts logit_bias."""
+
+    logprobs: bool = False
+    max_top_logprobs: int = 0
+    choice: Literal["structured", "logit_bias"] | None = None
+    logit_bias: bool = False
 
 
 class ChatModelError(Exception):
@@ -105,6 +130,16 @@ class ChatModel(abc.ABC):
     async def close(self) -> None:  # noqa: B027 - optional hook
         """Release resources (engines, HTTP clients)."""
 
+    @property
+    def capabilities(self) -> Capabilities:
+        """What this backend supports beyond plain chat (none unless a backend says so)."""
+        return Capabilities()
+
+    def cache_identity(self) -> dict[str, Any]:
+        """What identifies this model's answers in the call cache besides messages and parameters
+        (the endpoint where it matters: the same name on another server is another model)."""
+        return {"backend": type(self).__name__, "name": self.name}
+
 
 def as_messages(messages: list[ChatMessage] | list[dict[str, Any]]) -> list[ChatMessage]:
     return [m if isinstance(m, ChatMessage) else ChatMessage(**m) for m in messages]
@@ -116,7 +151,11 @@ BACKENDS: dict[str, str] = {
     "fake": "esc_eval.serve.fake:make_fake_model",
     "openai": "esc_eval.serve.openai_http:make_openai_model",
     "serve": "esc_eval.serve.serve_handle:make_serve_model",
+    "litellm": "esc_eval.serve.litellm_backend:make_litellm_model",
 }
+# Backends whose calls cost money and go to someone else's servers: the call cache is on for them
+# by default, and budgets, prices and limits concern them.
+API_BACKENDS = ("openai", "litellm")
 
 
 class UnknownModelError(ValueError):
@@ -134,9 +173,34 @@ def parse_spec(spec: str) -> tuple[str, str]:
     return backend, name
 
 
+def _backend_module(backend: str):
+    return importlib.import_module(BACKENDS[backend].partition(":")[0])
+
+
 def get_chat_model(spec: str, **options: Any) -> ChatModel:
     """Build the chat model named by `spec` (e.g. 'vllm/embedded', 'fake/echo')."""
     backend, name = parse_spec(spec)
-    module_name, _, factory = BACKENDS[backend].partition(":")
-    module = importlib.import_module(module_name)
-    return getattr(module, factory)(name, **options)
+    factory = BACKENDS[backend].partition(":")[2]
+    return getattr(_backend_module(backend), factory)(name, **options)
+
+
+def is_api_spec(spec: str) -> bool:
+    """True for a model behind a paid API (openai/, litellm/)."""
+    return spec.partition("/")[0] in API_BACKENDS
+
+
+def backend_capabilities(spec: str, **options: Any) -> Capabilities:
+    """The capabilities of the model `spec` would build, without building it (no engine starts)."""
+    backend, name = parse_spec(spec)
+    fn = getattr(_backend_module(backend), "capabilities", None)
+    return fn(name, **options) if fn else Capabilities()
+
+
+def backend_preflight(spec: str, **options: Any) -> list[str]:
+    """Check what a backend can check before any call (a key, a provider); ValueError with one
+    line naming the model and the setting. Returns the environment variables its workers need."""
+    backend, name = parse_spec(spec)
+    module = _backend_module(backend)
+    if hasattr(module, "preflight"):
+        module.preflight(name, **options)
+    return list(module.required_env(name, **options)) if hasattr(module, "required_env") else []

@@ -23,7 +23,7 @@ import time
 from typing import Any
 from urllib.parse import parse_qsl
 
-from esc_eval.serve.chat import ChatMessage, ChatModel, ChatModelError, ChatResult, GenerationParams
+from esc_eval.serve.chat import Capabilities, ChatMessage, ChatModel, ChatModelError, ChatResult, GenerationParams
 
 SEEKER_LINES = [
     "Hi. I don't really know where to start, things have been rough lately.",
@@ -79,6 +79,10 @@ class FakeChatModel(ChatModel):
         self._attempts: dict[int, int] = {}
         self._cycle = itertools.count()
 
+    @property
+    def capabilities(self) -> Capabilities:
+        return FAKE_CAPABILITIES
+
     async def chat(self, messages: list[ChatMessage], params: GenerationParams | None = None, *,
                    adapter: str | None = None, session_id: str | None = None) -> ChatResult:
         params = params or GenerationParams()
@@ -132,6 +136,13 @@ class FakeChatModel(ChatModel):
             total = sum(weights)
             top = [{lab: math.log(w / total) for lab, w in zip(labels, weights)}]
         return text, top
+
+
+FAKE_CAPABILITIES = Capabilities(logprobs=True, max_top_logprobs=20, choice="structured")  # the judge script honours both
+
+
+def capabilities(name: str, **options: Any) -> Capabilities:
+    return FAKE_CAPABILITIES
 
 
 def make_fake_model(name: str, **options: Any) -> FakeChatModel:

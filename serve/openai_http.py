@@ -7,6 +7,12 @@ Failures are classified here and retried by the one retry policy (serve/retry.py
   other 4xx, a 5xx that names an unknown adapter -> fatal
 The API key is read from the environment variable named by `api_key_env` (default
 OPENAI_API_KEY) and never logged.
+
+`api` says whose rules the server follows, which decides what a judge may ask of it
+(`capabilities`): 'openai' (the default: OpenAI's API refuses unknown fields such as vLLM's
+`structured_outputs` and top_logprobs over 20; an answer is constrained with logit_bias on the
+labels' token ids where the model's tokenizer is known: OpenAI's tiktoken encodings) or 'vllm'
+(vLLM's or Ray Serve LLM's OpenAI server: structured outputs).
 """
 from __future__ import annotations
 
@@ -17,13 +23,22 @@ import os
 import time
 from typing import Any, Literal
 
-from esc_eval.serve.chat import ChatMessage, ChatModel, ChatModelError, ChatResult, GenerationParams, as_messages
+from esc_eval.serve.chat import (Capabilities, ChatMessage, ChatModel, ChatModelError, ChatResult, GenerationParams,
+                                 as_messages)
 
 log = logging.getLogger("esc_eval.serve.openai_http")
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 SESSION_HEADER = "x-session-id"
-StructuredMode = Literal["vllm", "guided_choice", "none"]
+StructuredMode = Literal["vllm", "guided_choice", "logit_bias", "none"]
+ApiKind = Literal["openai", "vllm"]
+OPENAI_MAX_TOP_LOGPROBS = 20  # OpenAI's API refuses more with HTTP 400
+LOGIT_BIAS_MAX = 100  # OpenAI's range is -100..100; +100 all but forces one of the biased tokens
+# In OpenAI's tiktoken encodings (r50k, p50k, cl100k, o200k) the first tokens are the printable
+# bytes in order, so the digits '0'..'9' are token ids 15..24 in every one of them (checked
+# against cl100k_base and o200k_base, which LiteLLM ships offline).
+OPENAI_DIGIT_TOKEN_IDS = {str(d): 15 + d for d in range(10)}
+OPENAI_MODEL_PREFIXES = ("gpt-", "chatgpt-", "o1", "o3", "o4", "text-davinci", "davinci", "babbage")
 # 5xx answers that will never succeed on retry (ray.serve.llm reports LoRA misuse as HTTP 500)
 PERMANENT_5XX = ("no adapter found", "lora config is not set", "must setup lora config")
 
@@ -57,6 +72,55 @@ def adapter_model_name(model: str, adapter: str | None) -> str:
     return f"{model}:{adapter}" if adapter else model
 
 
+def openai_label_token_ids(model: str, labels: list[str]) -> dict[str, int] | None:
+    """Token ids of single-digit labels for an OpenAI model (None for other models or labels)."""
+    base = model.split(":")[0].rsplit("/", 1)[-1].lower()
+    if not base.startswith(OPENAI_MODEL_PREFIXES) or not all(lab in OPENAI_DIGIT_TOKEN_IDS for lab in labels):
+        return None
+    return {lab: OPENAI_DIGIT_TOKEN_IDS[lab] for lab in labels}
+
+
+def structured_mode(model: str, api: ApiKind, structured_outputs: StructuredMode | None) -> StructuredMode:
+    """How `choices` are sent: the explicit setting, else vLLM's field on a vLLM server, else
+    logit_bias where the model's digit ids are known, else vLLM's field (the earlier default)."""
+    if structured_outputs is not None:
+        return structured_outputs
+    if api == "openai" and openai_label_token_ids(model, ["0"]) is not None:
+        return "logit_bias"
+    return "vllm"
+
+
+def capabilities(name: str, *, api: ApiKind = "openai", structured_outputs: StructuredMode | None = None,
+                 **_: Any) -> Capabilities:
+    """What an OpenAI-compatible endpoint supports, from its `api` rules and the model name."""
+    mode = structured_mode(name, api, structured_outputs)
+    # Under OpenAI's rules vLLM's field is sent only where the config says the server takes it.
+    implied_vllm = api == "openai" and structured_outputs is None and mode == "vllm"
+    choice = None if mode == "none" or implied_vllm else "logit_bias" if mode == "logit_bias" else "structured"
+    return Capabilities(logprobs=True, max_top_logprobs=OPENAI_MAX_TOP_LOGPROBS, choice=choice, logit_bias=True)
+
+
+def _key_env(options: dict[str, Any]) -> str:
+    return options.get("api_key_env", "OPENAI_API_KEY")
+
+
+def _base_url(options: dict[str, Any]) -> str:
+    return (options.get("base_url") or os.environ.get("OPENAI_BASE_URL") or DEFAULT_BASE_URL).rstrip("/")
+
+
+def preflight(name: str, **options: Any) -> None:
+    """OpenAI's own API needs a key: one line naming the model and the variable when it is missing."""
+    env = _key_env(options)
+    if _base_url(options) == DEFAULT_BASE_URL and env and not os.environ.get(env):
+        raise ValueError(f"model 'openai/{name}': no API key for {DEFAULT_BASE_URL}: set the environment variable "
+                         f"{env} (or point OPENAI_BASE_URL / options.base_url at another server)")
+
+
+def required_env(name: str, **options: Any) -> list[str]:
+    """What the workers need from the driver's environment: the key and the base URL."""
+    return [v for v in (_key_env(options), "OPENAI_BASE_URL") if v]
+
+
 def build_request_body(
     model: str,
     messages: list[ChatMessage],
@@ -81,7 +145,13 @@ def build_request_body(
         body["logprobs"] = True
         body["top_logprobs"] = params.logprobs
     if params.choices:
-        if structured == "vllm":
+        ids = openai_label_token_ids(model, list(params.choices)) if structured == "logit_bias" else None
+        if structured == "logit_bias" and ids is None:
+            raise ChatModelError(f"{model}: no known token ids for the labels {params.choices} (logit_bias)", kind="fatal")
+        if ids is not None:
+            body["logit_bias"] = {str(i): LOGIT_BIAS_MAX for i in ids.values()}
+            body["max_tokens"] = 1  # one label token: the bias has nothing to say about a second one
+        elif structured == "vllm":
             body["structured_outputs"] = {"choice": list(params.choices)}
         elif structured == "guided_choice":
             body["guided_choice"] = list(params.choices)
@@ -103,9 +173,11 @@ def parse_response(data: dict[str, Any], latency_s: float) -> ChatResult:
         raise ChatModelError(f"malformed chat completion (no choices[0]): {str(data)[:300]}", kind="fatal") from exc
     usage = data.get("usage") or {}
     top: list[dict[str, float]] = []
+    tokens: list[str] = []
     for tok in ((choice.get("logprobs") or {}).get("content") or []):
         cands = tok.get("top_logprobs") or [{"token": tok.get("token", ""), "logprob": tok.get("logprob", 0.0)}]
         top.append({c["token"]: float(c["logprob"]) for c in cands})
+        tokens.append(tok.get("token", ""))
     return ChatResult(
         text=message.get("content") or "",
         prompt_tokens=int(usage.get("prompt_tokens") or 0),
@@ -114,6 +186,7 @@ def parse_response(data: dict[str, Any], latency_s: float) -> ChatResult:
         latency_s=latency_s,
         top_logprobs=top,
         model=data.get("model", ""),
+        tokens=tokens,
     )
 
 
@@ -128,17 +201,22 @@ class OpenAIChatModel(ChatModel):
         api_key_env: str = "OPENAI_API_KEY",
         timeout_s: float = 120.0,
         connect_timeout_s: float = 5.0,
-        structured_outputs: StructuredMode = "vllm",
+        structured_outputs: StructuredMode | None = None,
+        api: ApiKind = "openai",
         extra_body: dict[str, Any] | None = None,
         default_params: GenerationParams | None = None,
     ):
+        """api: whose rules the server follows ('openai' or 'vllm', see the module docstring);
+        structured_outputs: how `choices` are sent (None: from `api` and the model name)."""
         self.name = model
         self.model = model
         self.base_url = (base_url or os.environ.get("OPENAI_BASE_URL") or DEFAULT_BASE_URL).rstrip("/")
         self.api_key_env = api_key_env
         self.timeout_s = timeout_s
         self.connect_timeout_s = connect_timeout_s
-        self.structured_outputs = structured_outputs
+        self.api = api
+        self._structured_option = structured_outputs
+        self.structured_outputs = structured_mode(model, api, structured_outputs)
         self.extra_body = extra_body
         self.default_params = default_params or GenerationParams()
         self._client = None
@@ -193,6 +271,14 @@ class OpenAIChatModel(ChatModel):
             raise ChatModelError(f"HTTP {resp.status_code}: {detail}", kind="transient",
                                  retry_after=parse_retry_after(resp.headers.get("retry-after")))
         raise ChatModelError(f"HTTP {resp.status_code} from {self.base_url} for model {body['model']!r}: {detail}", kind="fatal")
+
+    @property
+    def capabilities(self) -> Capabilities:
+        return capabilities(self.model, api=self.api, structured_outputs=self._structured_option)
+
+    def cache_identity(self) -> dict[str, Any]:
+        return {"backend": "openai", "model": self.model, "base_url": self.base_url, "api": self.api,
+                "structured": self.structured_outputs, "extra_body": self.extra_body}
 
     # -- the interface ----------------------------------------------------------------------
     async def chat(

@@ -24,6 +24,7 @@ from pydantic import Field, ValidationError, field_validator, model_validator
 from esc_eval.serve.config_base import ConfigModel, describe_validation_error
 
 from esc_eval.serve.chat import BACKENDS, GenerationParams, UnknownModelError
+from esc_eval.serve.limits import ModelLimits
 
 DEFAULT_REGISTRY_PATH = Path(__file__).parent / "data" / "registry.yaml"
 TEMPLATES_DIR = Path(__file__).parent / "data" / "templates"
@@ -153,6 +154,9 @@ class ModelEntry(ConfigModel):
     note: str = Field("", description="Provenance and open questions (what is unknown is said here).")
     price: TokenPrice | None = Field(None, description="API list price per 1M tokens (usage and cost in the manifest); "
                                      "None for self-hosted models (their cost is engine and GPU time).")
+    limits: ModelLimits | None = Field(None, description="The model's quota (max_concurrency, requests_per_minute, "
+                                       "tokens_per_minute), enforced for a whole run across all workers; a config's "
+                                       "`limits` on the model overrides it field by field.")
 
     @field_validator("name")
     @classmethod
@@ -367,12 +371,12 @@ def model_groups(models: list[str], registry: Registry | None = None) -> dict[st
 def backend_options(entry: ModelEntry) -> dict[str, Any]:
     """Options the entry implies for its backend's factory (only those the backend is known to take)."""
     backend = entry.spec.partition("/")[0]
-    if backend == "openai":
+    if backend in ("openai", "litellm"):
         opts: dict[str, Any] = {"default_params": entry.generation}
         if entry.api_key_env:
             opts["api_key_env"] = entry.api_key_env
         if entry.base_url:
-            opts["base_url"] = entry.base_url
+            opts["base_url" if backend == "openai" else "api_base"] = entry.base_url
         return opts
     if backend == "serve":
         return {"default_params": entry.generation}

@@ -5,7 +5,8 @@ Retry-After when it gave one; transient; timeout; fatal), as inspect_ai's `shoul
 `RetryingChatModel`, wrapped around any backend by the jobs that call models (simulation,
 scoring, card building), owns the per-call timeout, the attempts, exponential jittered backoff and
 Retry-After, and logs "attempt N of M failed: <error>; retrying in S s". Nothing else retries, so
-attempts never multiply.
+attempts never multiply. A `CallGate` (serve/limits.py), when given, is passed by every attempt:
+the model's limits for the whole run and the spend cap, outside the attempt's timeout.
 """
 from __future__ import annotations
 
@@ -54,16 +55,36 @@ class RetryingChatModel(ChatModel):
     """`inner` with the retry policy: per-attempt timeout, classified retries, attempts counted on
     the final error (`ChatModelError.attempts`)."""
 
-    def __init__(self, inner: ChatModel, policy: RetryPolicy | None = None, **overrides):
+    def __init__(self, inner: ChatModel, policy: RetryPolicy | None = None, gate=None, **overrides):
         self.inner = inner
         self.name = inner.name
         self.policy = (policy or RetryPolicy()).model_copy(update=overrides) if overrides else (policy or RetryPolicy())
+        self.gate = gate  # serve.limits.CallGate or None
+
+    @property
+    def capabilities(self):
+        return self.inner.capabilities
+
+    def cache_identity(self):
+        return self.inner.cache_identity()
 
     @property
     def max_attempts(self) -> int:
         return self.policy.max_attempts
 
     async def _once(self, messages, params, adapter, session_id) -> ChatResult:
+        if self.gate is None:
+            return await self._attempt(messages, params, adapter, session_id)
+        ticket = await self.gate.before(messages, params)  # may wait for a permit, or refuse (budget)
+        try:
+            result = await self._attempt(messages, params, adapter, session_id)
+        except BaseException as e:
+            await self.gate.after(ticket, exc=e)
+            raise
+        await self.gate.after(ticket, result=result)
+        return result
+
+    async def _attempt(self, messages, params, adapter, session_id) -> ChatResult:
         coro = self.inner.chat(messages, params, adapter=adapter, session_id=session_id)
         timeout = self.policy.timeout_s
         if timeout is None:

@@ -15,7 +15,7 @@ import logging
 import time
 from typing import Any
 
-from esc_eval.serve.chat import ChatModel, ChatModelError, ChatResult, GenerationParams, as_messages
+from esc_eval.serve.chat import Capabilities, ChatModel, ChatModelError, ChatResult, GenerationParams, as_messages
 from esc_eval.serve.openai_http import adapter_model_name, build_request_body, parse_response
 
 log = logging.getLogger("esc_eval.serve.serve_handle")
@@ -80,6 +80,13 @@ class ServeHandleChatModel(ChatModel):
         self.timeout_s = timeout_s
         self.default_params = default_params or GenerationParams()
         self._handle = None
+
+    @property
+    def capabilities(self) -> Capabilities:
+        return SERVE_CAPABILITIES
+
+    def cache_identity(self) -> dict[str, Any]:
+        return {"backend": "serve", "model": self.model_id, "app": self.app_name}
 
     def _get_handle(self):
         if self._handle is not None:
@@ -149,6 +156,14 @@ class ServeHandleChatModel(ChatModel):
         handle, self._handle = self._handle, None
         if handle is not None and handle.is_initialized:
             await handle.shutdown_async()
+
+
+# ray.serve.llm runs vLLM's OpenAI frontend: structured outputs and up to 20 top log-probabilities.
+SERVE_CAPABILITIES = Capabilities(logprobs=True, max_top_logprobs=20, choice="structured", logit_bias=True)
+
+
+def capabilities(name: str, **options: Any) -> Capabilities:
+    return SERVE_CAPABILITIES
 
 
 def make_serve_model(name: str, **options: Any) -> ChatModel:

@@ -19,7 +19,8 @@ from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
 
-from esc_eval.serve.chat import ChatMessage, ChatModel, ChatModelError, ChatResult, GenerationParams, as_messages
+from esc_eval.serve.chat import (Capabilities, ChatMessage, ChatModel, ChatModelError, ChatResult, GenerationParams,
+                                 as_messages)
 from esc_eval.serve.cpu import DtypeError, cpu_info, looks_like_dtype_error, refused_dtype_message, resolve_dtype
 from esc_eval.serve.engine_args import CPU_ENGINE, EngineConfigError, cpu_kv_cache_env, detect_device, engine_kwargs
 
@@ -300,6 +301,14 @@ class VLLMChatModel(ChatModel):
         self._released = True
         return release_engine(self._host)
 
+    @property
+    def capabilities(self) -> Capabilities:
+        return VLLM_CAPABILITIES
+
+    def cache_identity(self) -> dict[str, Any]:
+        return {"backend": "vllm", "model": self.model_path, "adapters": self.adapters,
+                "chat_template": self.chat_template, "supports_system": self.supports_system}
+
     def render(self, messages: list[ChatMessage]) -> list[int]:
         return self._host.tokenizer.encode(self.render_text(messages), add_special_tokens=False)
 
@@ -445,6 +454,14 @@ class VLLMChatModel(ChatModel):
             finish_reason=out.finish_reason or "stop", latency_s=time.perf_counter() - started,
             top_logprobs=top, model=self.name,
         )
+
+
+# In-process: answers are masked to the labels' tokens and exactly their log-probabilities read.
+VLLM_CAPABILITIES = Capabilities(logprobs=True, max_top_logprobs=20, choice="structured", logit_bias=True)
+
+
+def capabilities(name: str, **options: Any) -> Capabilities:
+    return VLLM_CAPABILITIES
 
 
 def make_vllm_model(name: str, **options: Any) -> VLLMChatModel:

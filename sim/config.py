@@ -9,6 +9,7 @@ from pydantic import BaseModel, Field, field_validator
 from esc_eval.serve.chat import GenerationParams
 from esc_eval.serve.config_base import ConfigModel, describe_validation_error, read_yaml_mapping, validate_config  # noqa: F401 - re-exported
 from esc_eval.serve.plan import PlacementConfig
+from esc_eval.serve.limits import ModelLimits
 from esc_eval.serve.registry import TokenPrice
 from esc_eval.sim.dimensions import DIMENSION_NAMES, to_paper_dimension
 
@@ -28,7 +29,8 @@ class ModelRef(_Strict):
     params: GenerationParams = Field(default_factory=GenerationParams, description="Sampling parameters for this model's calls.")
     system_prompt: str | None = Field(None, description="System prompt override (targets: default is the release's 'You are a helpful assistant!').")
     adapter: str | None = Field(None, description="LoRA adapter name to use on every call (multi-LoRA backends).")
-    options: dict[str, Any] = Field(default_factory=dict, description="Backend options, e.g. vLLM engine kwargs (max_model_len, adapters) or base_url for openai/.")
+    options: dict[str, Any] = Field(default_factory=dict, description="Backend options, e.g. vLLM engine kwargs (max_model_len, adapters), or base_url and api ('openai' | 'vllm') for openai/.")
+    limits: ModelLimits | None = Field(None, description="This model's quota for the whole run (max_concurrency, requests_per_minute, tokens_per_minute), over the registry entry's `limits` field by field; models named twice share one quota (the stricter value of each field).")
 
 
 class ExecutionConfig(_Strict):
@@ -65,6 +67,21 @@ class ExecutionConfig(_Strict):
         "or a file system shared by every node: checked with a marker file per job), else through a writer actor on "
         "the driver's node; 'direct' = require a shared file system (a worker that cannot see the folder fails); "
         "'via_driver' = always through the driver's node.")
+    budget_usd: float | None = Field(
+        None, gt=0, description="Spend cap of this job (one simulate or score command) on priced API models, in US dollars: "
+        "a call that could pass it (its prompt estimate plus max_tokens at the model's price) is not made; the job stops "
+        "feeding work, writes what finished and exits non-zero, resumable (a re-run spends up to the cap again).")
+    call_cache: Literal["auto", "on", "off"] = Field(
+        "auto", description="Cache deterministic calls (temperature 0 or a fixed seed), keyed by model, adapter, messages "
+        "and every parameter: 'auto' = for API models (openai/, litellm/), 'on' = every model, 'off' = none.")
+    cache_dir: str | None = Field(
+        None, description="Where the call cache lives: a folder or a URI pyarrow reads (s3://...) that every worker can "
+        "reach; None = the run folder's `cache/`. Point two runs at one folder to share answers.")
+    max_failure_rate: float = Field(
+        0.5, ge=0, le=1, description="The command exits non-zero (one line saying why; the rows stay for a resume) when "
+        "more than this share of the job's items failed (dialogues: failed rows; scores: judge calls that failed, not "
+        "answers that did not parse), or "
+        "every one did.")
     dtype: Literal["auto", "float32", "bfloat16", "float16"] = Field(
         "auto", description="Model dtype of the workers' in-process vLLM engines: 'auto' = bfloat16 on GPUs and on CPUs "
         "with AVX512-BF16 or AMX, float32 on other CPUs (bf16 is emulated there, 4-6x slower); a model's "

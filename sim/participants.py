@@ -19,14 +19,18 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import logging
 import os
 from typing import Any, AsyncIterator
 
 from esc_eval.serve.chat import ChatModel, get_chat_model
 from esc_eval.serve.plan import PLACEMENT_ENV, placement_from_env, ref_key
 from esc_eval.serve.registry import resolve
+from esc_eval.sim.call_setup import RUN_FOLDER_CACHE, RunFolderCallCache
 from esc_eval.sim.config import ExecutionConfig, ModelRef
 from esc_eval.serve.retry import RetryingChatModel
+
+log = logging.getLogger("esc_eval.participants")
 
 
 class CallTally:
@@ -80,6 +84,9 @@ class ModelPool:
 
     def __init__(self) -> None:
         self._models: dict[str, ChatModel] = {}
+        self._stores: dict[str, object] = {}
+        # The run folder as this worker reaches it (set per job by the pool: sim/pool_worker.py).
+        self.run_storage = None
         self.tally = CallTally()
         self._placement_raw: str | None = None
         self._placement: dict[str, dict[str, Any]] = {}
@@ -104,15 +111,46 @@ class ModelPool:
     def key(self, ref: ModelRef) -> str:
         return self._build(ref)[0]
 
+    def store(self, root: str):
+        """The call cache at `root` (a folder or a URI; sim/call_setup.call_cache_location says where)."""
+        if root == RUN_FOLDER_CACHE:
+            if self.run_storage is None:
+                raise ValueError("no run folder to keep the call cache in")
+            return RunFolderCallCache(self.run_storage)
+        if root not in self._stores:
+            from esc_eval.serve.call_cache import ArrowFsStore
+
+            self._stores[root] = ArrowFsStore(root)
+        return self._stores[root]
+
     def raw(self, ref: ModelRef) -> ChatModel:
         key, build = self._build(ref)
         if key not in self._models:
             self._models[key] = build()
         return self._models[key]
 
-    def get(self, ref: ModelRef, execution: ExecutionConfig) -> ChatModel:
-        """The model behind `ref`, with the job's timeouts and classified retries."""
-        return _Tallied(RetryingChatModel(_Pooled(self, ref), execution.retry_policy()), self.tally)
+    def get(self, ref: ModelRef, execution: ExecutionConfig, calls=None) -> ChatModel:
+        """The model behind `ref`, with the job's timeouts and classified retries; with the job's
+        `calls` (sim/call_setup.CallSettings), also its limits, spend cap and call cache:
+        cache -> retries -> (each attempt) limits and budget -> the backend."""
+        raw = _Pooled(self, ref)  # rebuilt after a release (see _Pooled)
+        if calls is None:
+            return _Tallied(RetryingChatModel(raw, execution.retry_policy()), self.tally)
+        key, mc = calls.for_ref(ref)
+        gate = calls.gate(key, mc)
+        model: ChatModel = RetryingChatModel(raw, execution.retry_policy(), gate=gate)
+        if mc is not None and mc.cache_root:
+            from esc_eval.serve.call_cache import CachedChatModel
+
+            try:
+                store = self.store(mc.cache_root)
+            except (OSError, ValueError) as e:  # e.g. an object store this worker has no credentials for
+                log.warning("call cache at %s unavailable (%s); calls are not cached", mc.cache_root, e)
+                store = None
+            if store is not None:
+                model = CachedChatModel(model, store, default_params=getattr(raw, "default_params", None),
+                                        on_hit=gate.hit if gate is not None else None)
+        return _Tallied(model, self.tally)
 
     def holds_engine(self, ref: ModelRef) -> bool:
         """Whether `ref` runs in an engine of this process (vllm/), i.e. something to release."""

@@ -94,6 +94,7 @@ class WorkerCore:
         self.execution = execution
         self.models = models
         self.run = RunFolder(str(as_spec(run_dir).location), storage=as_spec(run_dir).open())
+        models.run_storage = self.run.storage  # where the run folder's call cache is (sim/call_setup.py)
         if hasattr(job, "open_run"):
             job.open_run(self.run)
         self.sink = PartSink(self.run, job.kind, execution.flush_rows, execution.flush_seconds, on_flush=job.after_flush)

@@ -21,6 +21,11 @@ from typing import Any, Callable, Iterator
 from esc_eval.serve.chat import ChatMessage, GenerationParams
 from esc_eval.serve.cpu import execution_runtime
 from esc_eval.sim.config import JudgeConfig, ScoringConfig
+from esc_eval.serve.limits import BudgetExceededError
+from esc_eval.serve.chat import backend_capabilities
+from esc_eval.sim.call_setup import CallSettings, PlannedModel, check_calls, prepare_calls
+from esc_eval.sim.judge_plan import JudgePlan, default_plan, label_position, plan_judge
+from esc_eval.sim.outcome import JobOutcome
 from esc_eval.sim.judges import select_adapter
 from esc_eval.sim.official import official_dialogue_files, read_official_dialogues
 from esc_eval.serve.registry import default_adapter, default_registry, is_spec, resolve
@@ -37,39 +42,45 @@ log = logging.getLogger("esc_eval.scoring")
 
 
 async def score_dialogue(turns: list[tuple[str, str]], language: str, judge_cfg: JudgeConfig, model,
-                         dimensions: list[str] | None = None) -> list[dict[str, Any]]:
-    """Score one dialogue on the given dimensions; returns partial score rows (no ids)."""
-    dims = dimensions or judge_cfg.dimensions
+                         dimensions: list[str] | None = None, plan: JudgePlan | None = None) -> list[dict[str, Any]]:
+    """Score one dialogue on the given dimensions; returns partial score rows (no ids).
 
-    async def one(dim: str) -> dict[str, Any]:
+    plan: how the calls are made on this backend (sim/judge_plan.py; default: the configured
+    method as it always ran). A dimension whose call the spend cap refused gets no row (it is not
+    a failure: a resume scores it)."""
+    dims = dimensions or judge_cfg.dimensions
+    plan = plan or default_plan(judge_cfg)
+
+    async def one(dim: str) -> dict[str, Any] | None:
         messages = judge_messages(dim, turns, language, rubric=judge_cfg.rubric, rendering=judge_cfg.rendering,
                                   order=judge_cfg.prompt_order)
         if judge_cfg.system_prompt and messages[0].role != "system":
             messages = [ChatMessage(role="system", content=judge_cfg.system_prompt), *messages]
         adapter = select_adapter(judge_cfg, dim, language)
         row: dict[str, Any] = {"dimension": dim, "score": None, "probs": None, "expected": None, "raw": None,
-                               "parse_status": "error", "method": judge_cfg.method, "parser": judge_cfg.parser,
+                               "parse_status": "error", "method": plan.method, "parser": judge_cfg.parser,
                                "error": None, "prompt_tokens": None, "latency_s": None, "adapter": adapter,
                                "probs_status": None}
-        if judge_cfg.method == "logprob":
-            params = GenerationParams(max_tokens=1, temperature=0.0, choices=list(LABELS), logprobs=len(LABELS))
-        else:
-            params = judge_cfg.model.params
+        params = plan.params or judge_cfg.model.params
         started = time.perf_counter()
         try:
             result = await model.chat(messages, params, adapter=adapter)
+        except BudgetExceededError:
+            return None
         except Exception as e:  # noqa: BLE001 - recorded as data
             row.update(error=f"{type(e).__name__}: {e}", latency_s=time.perf_counter() - started)
             return row
         row.update(raw=result.text, prompt_tokens=result.prompt_tokens, latency_s=result.latency_s)
-        if judge_cfg.method == "logprob":
-            probs = distribution(result.top_logprobs[0]) if result.top_logprobs else None
+        if plan.reads_logprobs:
+            at = label_position(result.tokens, len(result.top_logprobs)) if plan.method == "logprob:top_logprobs" else 0
+            top = result.top_logprobs[at] if len(result.top_logprobs) > at else None
+            probs = distribution(top) if top else None
             if probs is None:
-                # A backend without logprobs: fall back to parsing the constrained answer.
+                # No label among the log-probabilities (or none returned): parse the answer instead.
                 parsed = parse_score(result.text, "strict")
                 row.update(score=parsed.score, parse_status=parsed.status)
             else:
-                present = {t.strip() for t in result.top_logprobs[0]} & set(LABELS)
+                present = {t.strip() for t in top} & set(LABELS)
                 best = max(range(len(probs)), key=probs.__getitem__)
                 if len(present) == len(LABELS):
                     row.update(score=best, probs=probs, expected=sum(i * p for i, p in enumerate(probs)),
@@ -85,7 +96,7 @@ async def score_dialogue(turns: list[tuple[str, str]], language: str, judge_cfg:
         return row
 
     if judge_cfg.prompt_order != "dialogue_first" or len(dims) < 2:
-        return list(await asyncio.gather(*(one(d) for d in dims)))
+        return [r for r in await asyncio.gather(*(one(d) for d in dims)) if r is not None]
     # Dialogue first: the prompts of one adapter share the dialogue as a prefix (a LoRA's KV is its
     # own, so only prompts on the same adapter share). Sent together they would all compute it in
     # the same engine step; the first one alone fills the prefix cache, then the rest reuse it.
@@ -97,20 +108,25 @@ async def score_dialogue(turns: list[tuple[str, str]], language: str, judge_cfg:
         first = await one(group[0])
         return [first, *await asyncio.gather(*(one(d) for d in group[1:]))]
 
-    by_dim = {r["dimension"]: r for rs in await asyncio.gather(*(staggered(g) for g in groups.values())) for r in rs}
-    return [by_dim[d] for d in dims]
+    by_dim = {r["dimension"]: r for rs in await asyncio.gather(*(staggered(g) for g in groups.values())) for r in rs
+              if r is not None}
+    return [by_dim[d] for d in dims if d in by_dim]
 
 
 class ScoringJob:
     kind = "scores"
 
-    def __init__(self, cfg: ScoringConfig):
+    def __init__(self, cfg: ScoringConfig, plan: JudgePlan | None = None, calls: CallSettings | None = None,
+                 excused: set[tuple[str, str]] | None = None):
         self.calls_per_item = len(cfg.judge.dimensions)  # one judge call per dimension
         self.cfg = cfg
+        self.plan = plan  # how the judge's calls are made (None: the configured method as it always ran)
+        self.calls = calls  # cache, limits, spend cap (sim/call_setup.py)
+        self.excused = excused if excused is not None else set()  # the driver's: stopped by the cap, owe no row
 
     async def setup(self, models: ModelPool) -> None:
         models.retain([self.cfg.judge.model])  # the simulation's engines go, unless the judge shares one
-        self.judge_model = models.get(self.cfg.judge.model, self.cfg.execution)
+        self.judge_model = models.get(self.cfg.judge.model, self.cfg.execution, self.calls)
 
     def after_flush(self, items) -> None:
         pass
@@ -123,17 +139,25 @@ class ScoringJob:
         t = run.read("scores", columns=["dialogue_id", "dimension", "judge"])
         judge = self.cfg.judge.judge_id
         return {(d, dim) for d, dim, j in zip(*(t.column(c).to_pylist() for c in ("dialogue_id", "dimension", "judge")))
-                if j == judge}
+                if j == judge} | self.excused
 
     async def run(self, item: dict[str, Any]) -> tuple[list[dict[str, Any]], dict[str, Any]]:
         judge = self.cfg.judge
         turns = [(t["speaker"], t["text"]) for t in item["turns"]]
-        partial = await score_dialogue(turns, item["language"], judge, self.judge_model, item["dimensions"])
+        partial = await score_dialogue(turns, item["language"], judge, self.judge_model, item["dimensions"], self.plan)
         rows = [score_row({"run_id": item["run_id"], "dialogue_id": item["dialogue_id"], "target_model": item["target_model"],
                            "language": item["language"], "judge": judge.judge_id, "scored_at": now_utc(), **r})
                 for r in partial]
         ok = all(r["parse_status"] == "ok" for r in rows)
-        return rows, {"ok": ok, "calls": len(rows), "tokens": sum(r["prompt_tokens"] or 0 for r in rows)}
+        errors = [r["error"] for r in rows if r["parse_status"] == "error"]
+        summary = {"ok": ok, "calls": len(rows), "tokens": sum(r["prompt_tokens"] or 0 for r in rows),
+                   "rows": len(rows), "unscored": sum(r["score"] is None for r in rows), "errors": len(errors),
+                   "error": errors[0] if errors else None}
+        if len(rows) < len(item["dimensions"]):  # the spend cap refused a call: the missing dimensions wait for a resume
+            scored = {r["dimension"] for r in rows}
+            summary["budget_stopped"] = True
+            summary["stopped_keys"] = [(item["dialogue_id"], d) for d in item["dimensions"] if d not in scored]
+        return rows, summary
 
 
 
@@ -214,29 +238,54 @@ def with_registry_adapters(judge: JudgeConfig) -> JudgeConfig:
     return judge.model_copy(update=update) if update else judge
 
 
+def judge_plan_for(judge: JudgeConfig) -> JudgePlan:
+    """The judge's plan on its backend (without building the model), the fallback logged."""
+    spec, implied = resolve(judge.model.model)
+    plan = plan_judge(judge, backend_capabilities(spec, **{**implied, **judge.model.options}))
+    if plan.note:
+        log.warning("%s", plan.note)
+    return plan
+
+
 def run_scoring(cfg: ScoringConfig, input_path: str | Path, out_dir: str | Path | None = None,
                 on_summary: Callable[[dict[str, Any], PoolStats], None] | None = None,
                 on_start: Callable[[int, int], None] | None = None, pool: WorkerPool | None = None) -> dict[str, Any]:
     resolve(cfg.judge.model.model)  # fail on an unknown judge or a missing adapter before reading anything
     cfg = cfg.model_copy(update={"judge": with_registry_adapters(cfg.judge)})
+    plan = judge_plan_for(cfg.judge)
+    configured_method = cfg.judge.method
+    if plan.method == "generate" and configured_method != "generate":  # the fallback: rows and judge id say so
+        cfg = cfg.model_copy(update={"judge": cfg.judge.model_copy(update={"method": "generate"})})
+    check_calls([PlannedModel(cfg.judge.model, plan.params or cfg.judge.model.params)], cfg.execution, cfg.prices)
     run = prepare_input(input_path, out_dir)
     n_dialogues = sum(1 for d in run.iter_rows("dialogues", columns=["status"]) if d["status"] == "ok")
     if n_dialogues == 0:
         raise ValueError(f"{run}: no completed dialogues to score")
     todo = sum(1 for _ in iter_scoring_items(run, cfg.judge))
     ex = cfg.execution
-    run.update_manifest(scoring={"config": cfg.model_dump(mode="json"), "judge": cfg.judge.judge_id,
-                                 "runtime": execution_runtime(ex.dtype, gpu=ex.num_gpus_per_worker > 0)})
-    if on_start:
-        on_start(n_dialogues, todo)
-    started = time.time()
-    run.append_event("scoring_start", todo=todo)
-    stats = PoolStats()
-    if todo:
-        stats = run_pool(ScoringJob(cfg), iter_scoring_items(run, cfg.judge), run.location, cfg.execution,
-                         on_summary=on_summary, pool=pool)
+    outcome = JobOutcome(on_summary)
+    first = next(iter_scoring_items(run, cfg.judge), None)
+    first_messages = judge_messages(cfg.judge.dimensions[0], [(t["speaker"], t["text"]) for t in first["turns"]],
+                                    first["language"], rubric=cfg.judge.rubric, rendering=cfg.judge.rendering,
+                                    order=cfg.judge.prompt_order) if first else None
+    planned = [PlannedModel(cfg.judge.model, plan.params or cfg.judge.model.params, first_messages)]
+    with prepare_calls(planned, ex, cfg.prices, run.location) as calls:  # bad input stops here, before any call
+        run.update_manifest(scoring={"config": cfg.model_dump(mode="json"), "judge": cfg.judge.judge_id,
+                                     "judge_method": {"configured": configured_method, "used": plan.method,
+                                                      "note": plan.note},
+                                     "runtime": execution_runtime(ex.dtype, gpu=ex.num_gpus_per_worker > 0)})
+        if on_start:
+            on_start(n_dialogues, todo)
+        started = time.time()
+        run.append_event("scoring_start", todo=todo)
+        stats = PoolStats()
+        if todo:
+            stats = run_pool(ScoringJob(cfg, plan, calls, excused=outcome.stopped_keys),
+                             outcome.feed(iter_scoring_items(run, cfg.judge)), run.location, cfg.execution,
+                             on_summary=outcome.on_summary, pool=pool)
     result = {**stats.as_dict(), "dialogues": n_dialogues, "skipped_done": n_dialogues - todo,
-              "wall_s": round(time.time() - started, 3), "run_dir": str(run)}
+              "wall_s": round(time.time() - started, 3), "run_dir": str(run), "judge": cfg.judge.judge_id,
+              "judge_method": plan.method, "outcome": outcome.as_dict("scores"), "api_calls": calls.totals}
     run.append_event("scoring_end", **result)
     run.update_manifest(scoring={"last": result})
     record_usage(run, cfg.prices)  # calls, tokens, engine time and dollars per model and stage

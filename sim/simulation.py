@@ -12,7 +12,10 @@ import traceback
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
-from esc_eval.serve.chat import ChatModelError
+from esc_eval.serve.chat import ChatMessage, ChatModelError
+from esc_eval.serve.limits import BudgetExceededError
+from esc_eval.sim.call_setup import CallSettings, PlannedModel, check_calls, prepare_calls
+from esc_eval.sim.outcome import JobOutcome
 from esc_eval.serve.cpu import execution_runtime
 from esc_eval.sim.cards import RoleCard, load_cards, sample_cards
 from esc_eval.sim.checkpoints import TurnCheckpoints, clear_folder, compact_folder, has_logs
@@ -103,11 +106,15 @@ def classify_failure(exc: BaseException) -> str:
 class SimulationJob:
     kind = "dialogues"
 
-    def __init__(self, cfg: SimulationConfig, run_dir: str, run_id: str):
+    def __init__(self, cfg: SimulationConfig, run_dir: str, run_id: str, calls: CallSettings | None = None,
+                 excused: set[str] | None = None):
         self.cfg = cfg
         self.run_dir = run_dir
         self.run_id = run_id
         self.calls_per_item = 2 * cfg.rounds  # model calls of a dialogue (the opener is none)
+        self.calls = calls  # cache, limits, spend cap (sim/call_setup.py)
+        self.budget_stopped: set[str] = set()  # dialogues the spend cap stopped: no row, checkpoints kept
+        self.excused = excused if excused is not None else set()  # the driver's: stopped by the cap, owe no row
 
     # -- checkpoints ------------------------------------------------------------------------
     # One append-only log per worker process (sim/checkpoints.py), opened at setup, in the run
@@ -134,7 +141,7 @@ class SimulationJob:
         return [item["dialogue_id"]]
 
     def present_keys(self, run: RunFolder) -> set[str]:
-        return set(run.read("dialogues", columns=["dialogue_id"]).column("dialogue_id").to_pylist())
+        return set(run.read("dialogues", columns=["dialogue_id"]).column("dialogue_id").to_pylist()) | self.excused
 
     def _load_ckpt(self, did: str) -> list[Turn]:
         ckpts = self._checkpoints()
@@ -148,7 +155,7 @@ class SimulationJob:
     def after_flush(self, items: list[dict[str, Any]]) -> None:
         ckpts = self._checkpoints()
         if ckpts is not None:
-            ckpts.done(it["dialogue_id"] for it in items)
+            ckpts.done(it["dialogue_id"] for it in items if it["dialogue_id"] not in self.budget_stopped)
 
     def rerun(self, items: list[dict[str, Any]]) -> None:
         """These items were re-sent here after their worker was lost: read what its log left."""
@@ -167,8 +174,8 @@ class SimulationJob:
         ex = self.cfg.execution
         models.retain([self.cfg.role, *self.cfg.targets])  # engines of an earlier job on this worker it does not use
         self.engines = TargetEngines(models, self.cfg.role, self.cfg.targets)
-        self.role_model = models.get(self.cfg.role, ex)
-        self.target_models = [models.get(t, ex) for t in self.cfg.targets]
+        self.role_model = models.get(self.cfg.role, ex, self.calls)
+        self.target_models = [models.get(t, ex, self.calls) for t in self.cfg.targets]
         self.target_systems = [registry_system_prompt(t) for t in self.cfg.targets]
         # The registry's adapter (ESC-Role's LoRA) and the profile's parameters apply to every call.
         self.role_adapter = effective_adapter(self.cfg.role)
@@ -221,6 +228,11 @@ class SimulationJob:
 
         try:
             turns = await run_dialogue(setup, role, target, resume_from=resume, on_turn=checkpoint)
+        except BudgetExceededError:
+            # Not a failure: no row (a resume runs it), and its turn checkpoints stay to continue from.
+            self.budget_stopped.add(did)
+            return [], {"ok": True, "budget_stopped": True, "stopped_keys": [did], "tokens": 0, "dialogue_id": did,
+                        "calls": max(0, len(turns) - max(len(resume), 1))}
         except Exception as e:  # noqa: BLE001 - failures are data: record, never crash the job
             status, reason = "failed", classify_failure(e)
             error = f"{type(e).__name__}: {e}"
@@ -240,7 +252,7 @@ class SimulationJob:
             "prompt_tokens": sum(t.prompt_tokens for t in turns), "completion_tokens": sum(t.completion_tokens for t in turns),
             "started_at": started, "finished_at": now_utc(),
         })
-        summary = {"ok": status == "ok", "tokens": row["completion_tokens"],
+        summary = {"ok": status == "ok", "tokens": row["completion_tokens"], "error": error,
                    "calls": max(0, len(turns) - max(len(resume), 1)), "dialogue_id": did}
         return [row], summary
 
@@ -258,6 +270,23 @@ def versions() -> dict[str, str]:
     return out
 
 
+def planned_models(cfg: SimulationConfig, cards: list[RoleCard]) -> list[PlannedModel]:
+    """The role and targets as their calls go out, with their first call's messages (the first card)
+    to check a tokens-per-minute limit against."""
+    card = cards[0]
+    strategy = cfg.strategies[0]
+    role_first = [ChatMessage(role="system", content=roleplay_system_prompt(card.text, card.language, strategy)),
+                  ChatMessage(role="user", content=opener(card.language, strategy))]
+    out = [PlannedModel(cfg.role, effective_params(cfg.role, cfg.profile), role_first)]
+    for t in cfg.targets:
+        system = t.system_prompt if t.system_prompt is not None else registry_system_prompt(t)
+        system = target_system_prompt(card.language) if system is None else system
+        # the target's first call: its system prompt and the seeker's first line (about the card's length)
+        first = ([ChatMessage(role="system", content=system)] if system else []) + [ChatMessage(role="user", content=card.text)]
+        out.append(PlannedModel(t, effective_params(t, cfg.profile), first))
+    return out
+
+
 def run_simulation(cfg: SimulationConfig, run_dir: str | Path,
                    on_summary: Callable[[dict[str, Any], PoolStats], None] | None = None,
                    on_start: Callable[[int, int], None] | None = None, pool: WorkerPool | None = None) -> dict[str, Any]:
@@ -269,6 +298,7 @@ def run_simulation(cfg: SimulationConfig, run_dir: str | Path,
     cards = select_cards(cfg)
     if not cards:
         raise ValueError(f"no role cards selected from {cfg.cards!r} (check languages / card_ids / limit)")
+    check_calls(planned_models(cfg, cards), cfg.execution, cfg.prices)  # keys, providers, limits, prices: before anything
     systems = {target_name(t): t.system_prompt if t.system_prompt is not None else registry_system_prompt(t)
                for t in cfg.targets}
     inputs = simulation_inputs(cfg, systems)
@@ -290,18 +320,23 @@ def run_simulation(cfg: SimulationConfig, run_dir: str | Path,
                                                    "fingerprint": {**old_fp, **fingerprint(inputs)},
                                                    "runtime": execution_runtime(ex.dtype, gpu=ex.num_gpus_per_worker > 0)},
                         versions=versions())
-    if on_start:
-        on_start(total, todo)
-    started = time.time()
-    run.append_event("simulation_start", todo=todo, total=total)
-    stats = PoolStats()
-    if todo:  # nothing left: do not start workers and engines just to find that out
-        if has_logs(CHECKPOINTS, run.storage):  # the logs of earlier runs, one per writer, merged into one
-            compact_folder(CHECKPOINTS, drop=run.done_dialogue_ids(include_failed=True), storage=run.storage)
-        stats = run_pool(SimulationJob(cfg, run.location, run_id), iter_items(cfg, cards, skip), run.location,
-                         cfg.execution, on_summary=on_summary, pool=pool)
-    clear_folder(CHECKPOINTS, storage=run.storage)  # every item has its row: no dialogue is in flight
-    result = {**stats.as_dict(), "skipped_done": total - todo, "wall_s": round(time.time() - started, 3)}
+    outcome = JobOutcome(on_summary)
+    with prepare_calls(planned_models(cfg, cards), ex, cfg.prices, run.location) as calls:  # bad input stops here
+        if on_start:
+            on_start(total, todo)
+        started = time.time()
+        run.append_event("simulation_start", todo=todo, total=total)
+        stats = PoolStats()
+        if todo:  # nothing left: do not start workers and engines just to find that out
+            if has_logs(CHECKPOINTS, run.storage):  # the logs of earlier runs, one per writer, merged into one
+                compact_folder(CHECKPOINTS, drop=run.done_dialogue_ids(include_failed=True), storage=run.storage)
+            stats = run_pool(SimulationJob(cfg, run.location, run_id, calls, excused=outcome.stopped_keys),
+                             outcome.feed(iter_items(cfg, cards, skip)), run.location, cfg.execution,
+                             on_summary=outcome.on_summary, pool=pool)
+    if not outcome.budget_stopped:  # budget-stopped dialogues continue from their checkpoints on resume
+        clear_folder(CHECKPOINTS, storage=run.storage)  # every item has its row: no dialogue is in flight
+    result = {**stats.as_dict(), "skipped_done": total - todo, "wall_s": round(time.time() - started, 3),
+              "outcome": outcome.as_dict("dialogues"), "api_calls": calls.totals}
     run.append_event("simulation_end", **result)
     run.update_manifest(simulation={"last": result})
     record_usage(run, cfg.prices)  # calls, tokens, engine time and dollars per model and stage

@@ -20,7 +20,7 @@ from typing import Any
 from esc_eval.serve.registry import TokenPrice
 from esc_eval.sim.runfolder import RunFolder
 
-API_BACKENDS = ("openai/",)
+API_BACKENDS = ("openai/", "litellm/")
 
 
 def _resolve(name: str) -> tuple[str, TokenPrice | None]:
@@ -34,6 +34,10 @@ def _resolve(name: str) -> tuple[str, TokenPrice | None]:
     reg = default_registry()
     entry = reg.models.get(name) or next((e for e in reg.models.values() if e.spec == name), None)
     price = getattr(entry, "price", None) if entry is not None else None
+    if price is None and spec.startswith("litellm/"):
+        from esc_eval.serve.litellm_backend import list_price
+
+        price = list_price(spec.partition("/")[2])
     return spec, price
 
 
@@ -96,7 +100,7 @@ def compute_usage(run: RunFolder, prices: dict[str, TokenPrice] | None = None) -
         for s in run.iter_rows("scores", columns=["judge", "prompt_tokens", "latency_s", "method", "parse_status"]):
             if s["parse_status"] == "error" and not s["prompt_tokens"]:
                 continue  # a call that never reached the model
-            _add(acc, ("judge", s["judge"]), 1, s["prompt_tokens"] or 0, 1 if s["method"] == "logprob" else 0,
+            _add(acc, ("judge", s["judge"]), 1, s["prompt_tokens"] or 0, 1 if (s["method"] or "").startswith("logprob") else 0,
                  float(s["latency_s"] or 0))
     manifest = run.read_manifest()
     jobs = {"simulation": _job_engine_seconds(manifest, "simulation"), "scoring": _job_engine_seconds(manifest, "scoring")}
@@ -129,9 +133,16 @@ def compute_usage(run: RunFolder, prices: dict[str, TokenPrice] | None = None) -
         gpu = sum(w * n * g for _, w, n, g in e["jobs"])
         engine_rows.append({"model": e["model"], "spec": e["spec"], "engine_seconds": round(secs, 3),
                             "gpu_seconds": round(gpu, 3)})
-    return {"by_stage": rows, "engines": engine_rows, "total_dollars": round(total_dollars, 6),
+    # What the last run of each job sent: requests that reached each API, 429s, call-cache hits and
+    # the dollars those requests cost (a cache hit costs nothing; by_stage prices the rows' tokens).
+    api_calls = {job: (manifest.get(job) or {}).get("last", {}).get("api_calls") for job in ("simulation", "scoring")}
+    api_calls = {k: v for k, v in api_calls.items() if v}
+    return {"by_stage": rows, "engines": engine_rows, "total_dollars": round(total_dollars, 6), "api_calls": api_calls,
+            "cache_hits": sum(int(m.get("cache_hits", 0)) for v in api_calls.values() for m in v.get("models", {}).values()),
             "notes": "engine_seconds = job wall time x worker actors (one engine per model per worker); "
-                     "gpu_seconds = engine_seconds x num_gpus_per_worker; dollars only for API models with a price."}
+                     "gpu_seconds = engine_seconds x num_gpus_per_worker; dollars only for API models with a price; "
+                     "api_calls = the last run of each job: requests that reached each model, 429s, call-cache hits "
+                     "and dollars spent (cache hits are free)."}
 
 
 def record_usage(run: RunFolder, prices: dict[str, TokenPrice] | None = None) -> dict[str, Any]:
