@@ -119,6 +119,23 @@ def _result(output: str) -> dict:
     return json.JSONDecoder().raw_decode(output[start:])[0]
 
 
+def _in_flight(log: Path) -> int:
+    """Dialogues of one checkpoint log with at least two turns and no row yet."""
+    turns: dict[str, int] = {}
+    done: set[str] = set()
+    for raw in log.read_bytes().splitlines():
+        try:
+            entries = json.loads(raw)
+        except ValueError:
+            continue  # a line still being written
+        for e in entries:
+            if "done" in e:
+                done.update(e["done"])
+            else:
+                turns[e["d"]] = e["from"] + len(e["turns"])
+    return sum(1 for d, n in turns.items() if n >= 2 and d not in done)
+
+
 def _second_nodes_view(second: subprocess.Popen, folder: Path) -> list[str]:
     """Files under `folder` as the second node's processes see it (its mount namespace)."""
     root = Path(f"/proc/{second.pid}/root") / folder.relative_to("/")
@@ -157,16 +174,16 @@ def test_a_node_lost_mid_run_resumes_from_checkpoints_it_shipped(cluster, tmp_pa
     out = runs / "run-b"
     cfg = _config(tmp_path, address, latency=0.25)
     proc = _cli("simulate", "-c", str(cfg), "-o", str(out), env=env)
-    # Both workers' checkpoint logs are on the driver's disk: the second node's came through Ray.
+    # Both workers' checkpoint logs are on the driver's disk (the second node's came through Ray),
+    # each with a dialogue in flight that has turns: kill the second node then.
     deadline = time.time() + 180
     while time.time() < deadline and proc.poll() is None:
         logs = list((out / "checkpoints").glob(LOG_GLOB)) if (out / "checkpoints").is_dir() else []
-        if len(logs) >= 2 and all(p.stat().st_size > 0 for p in logs):
+        if len(logs) >= 2 and all(_in_flight(p) for p in logs):
             break
-        time.sleep(0.1)
+        time.sleep(0.05)
     assert proc.poll() is None, proc.communicate()[0][-3000:]
     assert _second_nodes_view(second, runs) == []
-    time.sleep(1.0)
     os.killpg(second.pid, signal.SIGKILL)  # the whole node: its raylet, object store and worker
     killed_at = time.time()
     output = _finish(proc, 300)
