@@ -157,6 +157,7 @@ def bench_serve(
     ignore_eos: bool = typer.Option(True, "--ignore-eos/--no-ignore-eos", help="random: decode exactly --max-tokens (vLLM's ignore_eos)."),
     slo: Optional[list[str]] = typer.Option(None, "--slo", help="Goodput SLO METRIC:VALUE in ms (ttft, tpot, e2el; e.g. ttft:500, e2el:2s); repeatable."),
     session_header: bool = typer.Option(True, "--session-header/--no-session-header", help="Send x-session-id (the dialogue's id) for sticky routing."),
+    session_id: Optional[str] = typer.Option(None, "--session-id", help="One x-session-id for every request (pins the run to one replica of a sticky router)."),
     routing: Optional[str] = typer.Option(None, "--routing", help="Deploy --model as a Serve app per routing mode "
                                           "(default, session, prefix_cache; comma-separated), fresh replicas each, and compare."),
     replicas: int = typer.Option(2, "--replicas", help="--routing: replicas per app (at least 2)."),
@@ -180,7 +181,7 @@ def bench_serve(
             "language": language, "role_url": role_url, "role_model": role_model, "role_max_tokens": role_max_tokens,
             "cards": cards, "strategy": strategy, "prompt_orders": _csv(prompt_order, str, "--prompt-order"),
             "judge_method": judge_method, "input_len": input_len, "tokenizer": tokenizer, "ignore_eos": ignore_eos,
-            "slos": slo or [], "session_header": session_header, "routing": _csv(routing, str, "--routing"),
+            "slos": slo or [], "session_header": session_header, "session_id": session_id, "routing": _csv(routing, str, "--routing"),
             "replicas": replicas, "kv_cache_gib": kv_cache_gib, "max_num_seqs": max_num_seqs, "address": address,
             "timeout_s": timeout, "seed": seed}
     cfg = validate_config(ServeBenchConfig, {k: v for k, v in data.items() if v is not None}, "bench serve", BenchInputError)

@@ -4,7 +4,8 @@
     result = bench_serve(cfg)          # JSON-ready dict: one entry per arm, one per load level
 
 An arm is one variant of the run: the endpoint as given, or one routing mode deployed as a fresh
-Serve app (`routing`), or one judge prompt order; every arm sees the same stream of units, and
+Serve app (`routing`; arms of the same mode share it, their prefix caches emptied in between), or
+one judge prompt order; every arm sees the same stream of units, and
 with two arms or more `ratios` gives arm / first arm per level. The metrics are vLLM's
 (serve_metrics.py), the workloads ESC-Eval's own (serve_workloads.py), the load shapes in
 serve_load.py. An interrupt (Ctrl-C) stops the run and the result still holds every finished
@@ -62,6 +63,7 @@ class ServeBenchConfig(ConfigModel):
     ignore_eos: bool = Field(True, description="random: ask the server to decode exactly max_tokens (vLLM's ignore_eos).")
     slos: list[str] = Field(default_factory=list, description="Goodput SLOs METRIC:VALUE (ttft, tpot, e2el; ms, or with 'ms'/'s').")
     session_header: bool = Field(True, description="Send x-session-id (the dialogue's id) so a sticky router keeps a dialogue on one replica.")
+    session_id: str | None = Field(None, description="Send this one x-session-id on every request instead (a sticky router then keeps the whole run on one replica).")
     routing: list[RoutingMode] | None = Field(None, description="Deploy the model as a Serve app once per routing mode (fresh replicas each) and run every arm.")
     replicas: int = Field(2, ge=2, description="routing: replicas per app.")
     kv_cache_gib: int = Field(2, ge=1, description="routing: VLLM_CPU_KVCACHE_SPACE per CPU replica, GiB.")
@@ -204,7 +206,7 @@ def _level_summary(run: LevelRun, slos: dict[str, float], seen: set[int], interr
 async def _run_arm(arm: Arm, cfg: ServeBenchConfig, units: Iterator[Unit], levels: list[LoadShape], slos: dict[str, float],
                    state: dict[str, Any], on_progress: Callable[[str, LevelRun], None] | None) -> None:
     client = StreamingClient(arm.base_url or "", cfg.model, timeout_s=cfg.timeout_s, session_header=arm.session_header,
-                             ignore_eos=cfg.ignore_eos and cfg.workload == "random")
+                             ignore_eos=cfg.ignore_eos and cfg.workload == "random", fixed_session=cfg.session_id)
     try:
         for shape in levels:
             run = LevelRun(shape)
@@ -262,18 +264,8 @@ def bench_serve(cfg: ServeBenchConfig, arms: list[Arm] | None = None,
                 if state["current"] is not None:
                     state["levels"].append(_level_summary(state["current"], slos, state["seen"], interrupted=True))
                 break
-            finally:
-                if arm.routing is not None and deployed.get("app"):
-                    from esc_eval.sim.bench.serve_routing import delete_app
-
-                    delete_app(deployed.pop("app"))
     finally:
-        if deployed.get("started_ray"):
-            _, serve = _ray_serve()
-            serve.shutdown()
-            import ray
-
-            ray.shutdown()
+        _undeploy(deployed)
     if len(result["arms"]) > 1:
         base = result["arms"][0]
         result["ratios_vs"] = base["name"]
@@ -289,15 +281,43 @@ def _ray_serve():
 
 
 def _deploy(arm: Arm, cfg: ServeBenchConfig, deployed: dict[str, Any]) -> dict[str, Any]:
-    """Deploy the arm's routing mode as a fresh app; sets arm.base_url and checks the model is served."""
-    from esc_eval.sim.bench.serve_routing import deploy_routing_app, ensure_serve, routing_config
+    """Serve the arm's routing mode: a fresh app, or the one already up for this mode with its
+    replicas' prefix caches emptied (arms that differ only in prompt order share one deployment).
+    Sets arm.base_url and checks the model is served."""
+    from esc_eval.sim.bench.serve_routing import (delete_app, deploy_routing_app, ensure_serve, reset_prefix_cache,
+                                                   routing_config)
 
+    if deployed.get("mode") == arm.routing:
+        arm.base_url = deployed["url"]
+        return {"app": deployed["app"], "replicas": cfg.replicas, "deploy_s": 0.0,
+                "prefix_cache_reset": reset_prefix_cache(deployed["app"], cfg.model)}
+    if deployed.get("app"):
+        delete_app(deployed.pop("app"))
     if "port" not in deployed:
         started, port = ensure_serve(cfg.address)
         deployed.update(started_ray=started, port=port)
     app_cfg = routing_config(arm.routing or "default", cfg.model, cfg.replicas, cfg.kv_cache_gib, cfg.max_num_seqs,
                              port=deployed["port"])
-    deployed["app"] = app_cfg.app_name
+    deployed.update(app=app_cfg.app_name, mode=None)
     arm.base_url, seconds = deploy_routing_app(app_cfg, cfg.deploy_timeout_s)
+    deployed.update(mode=arm.routing, url=arm.base_url)
     check_endpoint(arm.base_url, cfg.model)
     return {"app": app_cfg.app_name, "replicas": cfg.replicas, "deploy_s": round(seconds, 1)}
+
+
+def _undeploy(deployed: dict[str, Any]) -> None:
+    """Delete the last app, and stop the Ray this run started."""
+    try:
+        if deployed.get("app"):
+            from esc_eval.sim.bench.serve_routing import delete_app
+
+            delete_app(deployed.pop("app"))
+    finally:
+        if deployed.get("started_ray"):
+            import ray
+
+            _, serve = _ray_serve()
+            try:
+                serve.shutdown()
+            finally:
+                ray.shutdown()

@@ -69,13 +69,14 @@ class StreamingClient:
     """Streams chat completions from one OpenAI-compatible endpoint and times them."""
 
     def __init__(self, base_url: str, model: str, *, timeout_s: float = 600.0, api_key_env: str = "OPENAI_API_KEY",
-                 session_header: bool = True, ignore_eos: bool = False):
+                 session_header: bool = True, ignore_eos: bool = False, fixed_session: str | None = None):
         self.base_url = base_url.rstrip("/")
         self.model = model
         self.timeout_s = timeout_s
         self.api_key_env = api_key_env
         self.session_header = session_header
         self.ignore_eos = ignore_eos
+        self.fixed_session = fixed_session  # one id for every request: a sticky router pins the run to one replica
         self._client = None
 
     def _headers(self, session_id: str | None) -> dict[str, str]:
@@ -83,6 +84,7 @@ class StreamingClient:
         key = os.environ.get(self.api_key_env) if self.api_key_env else None
         if key:
             headers["Authorization"] = f"Bearer {key}"
+        session_id = self.fixed_session or session_id
         if session_id and self.session_header:
             headers[SESSION_HEADER] = session_id
         return headers

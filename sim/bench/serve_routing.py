@@ -10,6 +10,7 @@ Each mode gets a fresh app (fresh engines, empty caches), deleted before the nex
 """
 from __future__ import annotations
 
+import os
 import socket
 import time
 
@@ -65,6 +66,9 @@ def ensure_serve(address: str | None) -> tuple[bool, int]:
             from esc_eval.serve.ray_cluster import forget_stale_address
 
             forget_stale_address()
+            # Ray's workers run at nice 15; here they hold the replicas' engines, the load under test,
+            # and at 15 any other process on the machine takes their CPU (as sim/pool.py does).
+            os.environ.setdefault("RAY_worker_niceness", "0")
             ray.init(namespace="serve", include_dashboard=False, log_to_driver=False)
             started = True
     serve.start(http_options={"host": "127.0.0.1", "port": free_port()})

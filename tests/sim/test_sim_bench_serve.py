@@ -384,3 +384,37 @@ def test_routing_configs_pick_the_routers():
     assert routers == {"default": None, "session": CONSISTENT_HASH_ROUTER, "prefix_cache": PREFIX_CACHE_ROUTER}
     with pytest.raises(ValueError, match="at least 2 replicas"):
         routing_config("session", "embedded", 1)
+
+
+def test_routing_arms_deploy_once_per_mode_and_clean_up(server, source, monkeypatch):
+    """The deploy sequence of --routing, with Ray Serve replaced by the local server (the real
+    deployments run in test_sim_bench_serve_slow.py's fixture and the README's runs)."""
+    from esc_eval.serve import serve_app
+    from esc_eval.sim.bench import serve_routing
+
+    calls = []
+    monkeypatch.setattr(serve_app, "build_app_args", lambda cfg, registry=None: calls.append(("check", cfg.app_name)))
+    monkeypatch.setattr(serve_routing, "ensure_serve", lambda address: (calls.append(("ray", address)), (True, 8123))[1])
+
+    def deploy(cfg, timeout_s):
+        calls.append(("deploy", cfg.app_name, cfg.port, cfg.models[0].routing, cfg.models[0].min_replicas))
+        return server.url, 1.0
+
+    monkeypatch.setattr(serve_routing, "deploy_routing_app", deploy)
+    monkeypatch.setattr(serve_routing, "delete_app", lambda name: calls.append(("delete", name)))
+    monkeypatch.setattr(serve_routing, "reset_prefix_cache", lambda app, model: calls.append(("reset", app, model)) or 3)
+    shut = []
+    monkeypatch.setattr("esc_eval.sim.bench.serve_bench._ray_serve", lambda: (None, type("S", (), {"shutdown": staticmethod(lambda: shut.append("serve"))})))
+    monkeypatch.setattr("ray.shutdown", lambda: shut.append("ray"))
+    cfg = ServeBenchConfig(model="tiny", workload="judge", routing=["default", "session"], replicas=3, concurrency=[1],
+                           num=1, warmup=0, max_tokens=1, source=str(source), prompt_orders=["rubric_first", "dialogue_first"])
+    res = bench_serve(cfg)
+    assert [a["name"] for a in res["arms"]] == ["default/rubric_first", "default/dialogue_first", "session/rubric_first",
+                                                "session/dialogue_first"]
+    assert calls == [("check", "bench-serve-default"), ("check", "bench-serve-session"), ("ray", None),
+                     ("deploy", "bench-serve-default", 8123, "default", 3), ("reset", "bench-serve-default", "tiny"),
+                     ("delete", "bench-serve-default"), ("deploy", "bench-serve-session", 8123, "session", 3),
+                     ("reset", "bench-serve-session", "tiny"), ("delete", "bench-serve-session")]
+    assert [a.get("prefix_cache_reset") for a in res["arms"]] == [None, 3, None, 3]
+    assert shut == ["serve", "ray"] and res["ratios_vs"] == "default/rubric_first"
+    assert all(a["levels"][0]["completed"] == 7 for a in res["arms"])
