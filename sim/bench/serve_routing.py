@@ -98,4 +98,7 @@ def reset_prefix_cache(app_name: str, model: str) -> int:
     """Empty the prefix cache of every replica of `model` in a running Serve app; replicas reset."""
     _, serve = _serve()
     handle = serve.get_deployment_handle(deployment_name(model), app_name)
-    return len(handle.broadcast("reset_prefix_cache").results())
+    try:
+        return len(handle.broadcast("reset_prefix_cache").results())
+    finally:
+        handle.shutdown()  # no router thread left pushing metrics from the measuring process

