@@ -53,6 +53,9 @@ def ttft_by_turn_plot(result: dict[str, Any], path: str | Path) -> Path:
     if not drawn:
         plt.close(fig)
         raise NothingToPlot("no request finished")
+    from matplotlib.ticker import MaxNLocator
+
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_xlabel("turn index (the unit's k-th request)")
     ax.set_ylabel("mean TTFT (ms)")
     ax.set_title(f"TTFT by turn: {result.get('workload')}")

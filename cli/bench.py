@@ -169,10 +169,15 @@ def bench_serve(
     out: Optional[Path] = typer.Option(None, "--out", "-o", help="Also write the JSON here, and the plots beside it (<stem>_*.png)."),
 ) -> None:
     """Throughput of a serving stack under ESC-Eval's workloads (vLLM's metrics; sweeps; router comparisons)."""
+    import logging
     import sys
 
+    from esc_eval.cli.common import STATE
     from esc_eval.serve.config_base import validate_config
     from esc_eval.sim.bench.serve_bench import ServeBenchConfig, bench_serve as run
+
+    if not STATE["verbose"]:  # one log line per measured request (httpx at INFO, once Ray set the root up) is noise
+        logging.getLogger("httpx").setLevel(logging.WARNING)
     from esc_eval.sim.bench.serve_client import BenchInputError
 
     data = {"base_url": base_url, "model": model, "workload": workload, "concurrency": _csv(concurrency, int, "--concurrency"),
