@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
-import logging
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterator, Literal
@@ -29,7 +28,6 @@ from esc_eval.sim.bench.serve_load import LevelRun, LoadShape, run_level
 from esc_eval.sim.bench.serve_metrics import level_metrics, parse_slos, ratios
 from esc_eval.sim.bench.serve_workloads import Unit
 
-log = logging.getLogger("esc_eval.bench.serve")
 PromptOrder = Literal["rubric_first", "dialogue_first"]
 RoutingMode = Literal["default", "session", "prefix_cache"]
 
@@ -135,6 +133,7 @@ class Workload:
 
         self.cfg = cfg
         self.info: dict[str, Any] = {}
+        self.role = None  # the live role model of the current arm (its HTTP client closes with the arm)
         self.params = GenerationParams(max_tokens=cfg.max_tokens, temperature=cfg.temperature)
         if cfg.workload == "random":
             path = cfg.tokenizer
@@ -178,8 +177,9 @@ class Workload:
             from esc_eval.serve.openai_http import OpenAIChatModel
             from esc_eval.serve.retry import RetryingChatModel, RetryPolicy
 
-            role = RetryingChatModel(OpenAIChatModel(cfg.role_model or "", base_url=cfg.role_url, timeout_s=cfg.timeout_s),
-                                     RetryPolicy(max_attempts=3, timeout_s=cfg.timeout_s))
+            self.role = role = RetryingChatModel(
+                OpenAIChatModel(cfg.role_model or "", base_url=cfg.role_url, timeout_s=cfg.timeout_s),
+                RetryPolicy(max_attempts=3, timeout_s=cfg.timeout_s))
             return w.live_units(self.cards, role, cfg.rounds, self.params,
                                 GenerationParams(max_tokens=cfg.role_max_tokens, temperature=cfg.temperature), cfg.strategy)
         return w.replay_units(self.rows, cfg.rounds, self.params)
@@ -203,8 +203,9 @@ def _level_summary(run: LevelRun, slos: dict[str, float], seen: set[int], interr
     return out
 
 
-async def _run_arm(arm: Arm, cfg: ServeBenchConfig, units: Iterator[Unit], levels: list[LoadShape], slos: dict[str, float],
+async def _run_arm(arm: Arm, cfg: ServeBenchConfig, workload: Workload, levels: list[LoadShape], slos: dict[str, float],
                    state: dict[str, Any], on_progress: Callable[[str, LevelRun], None] | None) -> None:
+    units = workload.units(arm)
     client = StreamingClient(arm.base_url or "", cfg.model, timeout_s=cfg.timeout_s, session_header=arm.session_header,
                              ignore_eos=cfg.ignore_eos and cfg.workload == "random", fixed_session=cfg.session_id)
     try:
@@ -220,6 +221,8 @@ async def _run_arm(arm: Arm, cfg: ServeBenchConfig, units: Iterator[Unit], level
                 on_progress(arm.name, run)
     finally:
         await client.close()
+        if workload.role is not None:
+            await workload.role.close()
 
 
 def bench_serve(cfg: ServeBenchConfig, arms: list[Arm] | None = None,
@@ -258,7 +261,7 @@ def bench_serve(cfg: ServeBenchConfig, arms: list[Arm] | None = None,
                 if arm.before is not None:
                     arm.before()
                 entry["base_url"] = arm.base_url
-                asyncio.run(_run_arm(arm, cfg, workload.units(arm), levels, slos, state, on_progress))
+                asyncio.run(_run_arm(arm, cfg, workload, levels, slos, state, on_progress))
             except KeyboardInterrupt:
                 result["interrupted"] = True
                 if state["current"] is not None:

@@ -18,7 +18,7 @@ from __future__ import annotations
 import itertools
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterator, Protocol
+from typing import Any, Iterator, Protocol
 
 from esc_eval.serve.chat import ChatModel, ChatModelError, ChatResult, GenerationParams
 from esc_eval.sim.bench.serve_client import BenchInputError, MeasuredModel
@@ -190,5 +190,3 @@ def load_dialogue_rows(source: Path | None, language: str | None, limit: int = 1
         info = {**info, "dialogues": len(rows), "languages": [language]}
     return rows, info
 
-
-UnitFactory = Callable[[], Iterator[Unit]]

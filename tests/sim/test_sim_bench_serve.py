@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import signal
 import subprocess
 import sys
@@ -19,7 +18,7 @@ from openai_stream_server import StreamServer
 
 from esc_eval.serve.chat import ChatMessage, GenerationParams
 from esc_eval.sim.bench.serve_bench import Arm, ServeBenchConfig, bench_serve
-from esc_eval.sim.bench.serve_client import BenchInputError, RequestRecord, Recorder, StreamingClient, check_endpoint
+from esc_eval.sim.bench.serve_client import BenchInputError, RequestRecord, StreamingClient, check_endpoint
 from esc_eval.sim.bench.serve_load import LevelRun, LoadShape, run_level
 from esc_eval.sim.bench.serve_metrics import level_metrics, parse_slos
 from esc_eval.sim.official import write_official_dialogues
