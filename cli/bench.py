@@ -1,4 +1,4 @@
-"""`esc-eval bench sim|score|decode|routing`: benchmarks printing JSON (`-o FILE` keeps it).
+"""`esc-eval bench sim|score|decode|serve|view`: benchmarks printing JSON (`-o FILE` keeps it).
 
 The measurements live in sim/bench/; these commands only parse options and call them."""
 from __future__ import annotations
@@ -119,21 +119,112 @@ def bench_decode(
                kv_cache_gb=kv_cache_gb, compiled=compiled, target=target), out)
 
 
-@app.command("routing")
-def bench_routing(
-    dialogues: int = typer.Option(16, "--dialogues", "-n", help="Dialogues in flight (ESC-Role and target both served)."),
-    rounds: int = typer.Option(3, help="Rounds per dialogue."),
-    max_tokens: int = typer.Option(48, help="Max new tokens per turn."),
-    replicas: int = typer.Option(2, help="Replicas of the served model (at least 2)."),
-    kv_cache_gib: int = typer.Option(1, help="VLLM_CPU_KVCACHE_SPACE per replica, whole GiB."),
-    out: Optional[Path] = typer.Option(None, "--out", "-o", help="Also write the JSON here."),
-) -> None:
-    """Sticky (session) vs default routing over several Serve replicas of the embedded model."""
-    from esc_eval.serve.cpu import resolve_dtype, runtime_summary
-    from esc_eval.sim.bench.routing import run_routing_bench
+def _csv(value: Optional[str], cast, option: str) -> Optional[list]:
+    """A comma-separated option as a list (one line naming the option when a value does not parse)."""
+    if value is None:
+        return None
+    try:
+        return [cast(v.strip()) for v in value.split(",") if v.strip()]
+    except ValueError:
+        raise typer.BadParameter(f"not a comma-separated list: {value!r}", param_hint=option) from None
 
-    result = run_routing_bench(dialogues, rounds, max_tokens, replicas, kv_cache_gib)
-    _write({**result, "machine": runtime_summary(resolve_dtype("auto"))}, out)  # Serve replicas use dtype auto
+
+@app.command("serve")
+def bench_serve(
+    base_url: Optional[str] = typer.Option(None, "--base-url", help="OpenAI-compatible endpoint under test, e.g. "
+                                           "http://127.0.0.1:8000/v1 (esc-eval serve up, vllm serve, SGLang, TGI, an API)."),
+    model: str = typer.Option("embedded", "--model", "-m", help="Model id the endpoint serves (with --routing: the registry model to deploy)."),
+    workload: str = typer.Option("dialogues", "--workload", "-w", help="dialogues | judge | random."),
+    concurrency: str = typer.Option("4", "--concurrency", "-c", help="Units in flight per level, comma-separated for a "
+                                    "sweep (e.g. 1,4,16,64); a unit is a dialogue, a judged dialogue or a random request."),
+    rate: Optional[str] = typer.Option(None, "--rate", help="New units per second (Poisson arrivals), comma-separated for a "
+                                       "sweep (instead of --concurrency levels)."),
+    max_concurrency: Optional[int] = typer.Option(None, "--max-concurrency", help="With --rate: at most this many units in flight."),
+    num: Optional[int] = typer.Option(None, "--num", "-n", help="Units measured per level (default: 2 x concurrency, at least 4; 16 with --rate)."),
+    duration: Optional[float] = typer.Option(None, "--duration", help="Seconds per level after which no new unit starts (instead of --num)."),
+    warmup: int = typer.Option(1, "--warmup", help="Units run first at each level and left out of its figures."),
+    max_tokens: int = typer.Option(128, "--max-tokens", help="Max new tokens per measured request (random: the output length)."),
+    temperature: float = typer.Option(0.0, "--temperature", help="Sampling temperature of the measured requests."),
+    rounds: int = typer.Option(5, "--rounds", help="dialogues: rounds per dialogue."),
+    source: Optional[Path] = typer.Option(None, "--source", help="dialogues (replayed seeker) and judge: run folder or official dialogue JSON "
+                                          "(default: ../shared official samples, else runs/demo)."),
+    language: Optional[str] = typer.Option(None, "--language", help="Only dialogues / cards in this language (en or zh)."),
+    role_url: Optional[str] = typer.Option(None, "--role-url", help="dialogues: endpoint of a live role model (default: replay the source's seeker turns)."),
+    role_model: Optional[str] = typer.Option(None, "--role-model", help="dialogues: model id of the live role model."),
+    role_max_tokens: int = typer.Option(128, "--role-max-tokens", help="dialogues: max new tokens of the live role model."),
+    cards: str = typer.Option("sample", "--cards", help="dialogues with --role-url: role-card file or 'sample'."),
+    strategy: str = typer.Option("official", "--strategy", help="dialogues with --role-url: role-play prompt strategy."),
+    prompt_order: str = typer.Option("dialogue_first", "--prompt-order", help="judge: rubric_first, dialogue_first, or both "
+                                     "comma-separated (one arm each: the prefix-cache effect)."),
+    judge_method: str = typer.Option("logprob", "--judge-method", help="judge: logprob (one constrained token, esc-eval's default) or generate."),
+    input_len: int = typer.Option(256, "--input-len", help="random: prompt tokens per request."),
+    tokenizer: Optional[str] = typer.Option(None, "--tokenizer", help="random: local tokenizer folder (default for 'embedded': its own)."),
+    ignore_eos: bool = typer.Option(True, "--ignore-eos/--no-ignore-eos", help="random: decode exactly --max-tokens (vLLM's ignore_eos)."),
+    slo: Optional[list[str]] = typer.Option(None, "--slo", help="Goodput SLO METRIC:VALUE in ms (ttft, tpot, e2el; e.g. ttft:500, e2el:2s); repeatable."),
+    session_header: bool = typer.Option(True, "--session-header/--no-session-header", help="Send x-session-id (the dialogue's id) for sticky routing."),
+    session_id: Optional[str] = typer.Option(None, "--session-id", help="One x-session-id for every request (pins the run to one replica of a sticky router)."),
+    routing: Optional[str] = typer.Option(None, "--routing", help="Deploy --model as a Serve app per routing mode "
+                                          "(default, session, prefix_cache; comma-separated), fresh replicas each, and compare."),
+    replicas: int = typer.Option(2, "--replicas", help="--routing: replicas per app (at least 2)."),
+    kv_cache_gib: int = typer.Option(2, "--kv-cache-gib", help="--routing: VLLM_CPU_KVCACHE_SPACE per CPU replica, GiB."),
+    max_num_seqs: int = typer.Option(64, "--max-num-seqs", help="--routing: vLLM batch size per replica."),
+    address: Optional[str] = typer.Option(None, "--address", help="--routing: Ray cluster to deploy on (default: a local Ray for this run)."),
+    timeout: float = typer.Option(600.0, "--timeout", help="Seconds before one measured request counts as failed."),
+    seed: int = typer.Option(0, "--seed", help="Seed of random prompts and Poisson arrivals."),
+    out: Optional[Path] = typer.Option(None, "--out", "-o", help="Also write the JSON here, and the plots beside it (<stem>_*.png)."),
+) -> None:
+    """Throughput of a serving stack under ESC-Eval's workloads (vLLM's metrics; sweeps; router comparisons)."""
+    import logging
+    import sys
+
+    from esc_eval.cli.common import STATE
+    from esc_eval.serve.config_base import validate_config
+    from esc_eval.sim.bench.serve_bench import ServeBenchConfig, bench_serve as run
+
+    if not STATE["verbose"]:  # one log line per measured request (httpx at INFO, once Ray set the root up) is noise
+        logging.getLogger("httpx").setLevel(logging.WARNING)
+    from esc_eval.sim.bench.serve_client import BenchInputError
+
+    data = {"base_url": base_url, "model": model, "workload": workload, "concurrency": _csv(concurrency, int, "--concurrency"),
+            "rate": _csv(rate, float, "--rate"), "max_concurrency": max_concurrency, "num": num, "duration_s": duration, "warmup": warmup,
+            "max_tokens": max_tokens, "temperature": temperature, "rounds": rounds, "source": str(source) if source else None,
+            "language": language, "role_url": role_url, "role_model": role_model, "role_max_tokens": role_max_tokens,
+            "cards": cards, "strategy": strategy, "prompt_orders": _csv(prompt_order, str, "--prompt-order"),
+            "judge_method": judge_method, "input_len": input_len, "tokenizer": tokenizer, "ignore_eos": ignore_eos,
+            "slos": slo or [], "session_header": session_header, "session_id": session_id, "routing": _csv(routing, str, "--routing"),
+            "replicas": replicas, "kv_cache_gib": kv_cache_gib, "max_num_seqs": max_num_seqs, "address": address,
+            "timeout_s": timeout, "seed": seed}
+    cfg = validate_config(ServeBenchConfig, {k: v for k, v in data.items() if v is not None}, "bench serve", BenchInputError)
+    if out:
+        out.parent.mkdir(parents=True, exist_ok=True)  # an unwritable folder fails now, not after the load
+    result = run(cfg, on_progress=_progress_printer())
+    if routing:
+        from esc_eval.serve.cpu import resolve_dtype, runtime_summary
+
+        result["machine"] = runtime_summary(resolve_dtype("auto"))  # the replicas ran here, dtype auto
+    if out:
+        from esc_eval.analysis.bench_plots import bench_serve_plots
+
+        result["plots"] = [str(p) for p in bench_serve_plots(result, out.with_suffix(""))]
+    _write(result, out)
+    if result["interrupted"]:
+        sys.stderr.write("interrupted: wrote what was measured\n")
+        raise SystemExit(130)  # typer.Exit under standalone_mode=False would return 0
+
+
+def _progress_printer():
+    """A progress line per level (and every 10 s while one runs) on stderr."""
+    import sys
+
+    def show(arm: str, run) -> None:
+        ok = run.recorder.records
+        done = "done" if run.finished else "running"
+        sys.stderr.write(f"[bench serve] {arm} {run.shape.label()}: {done}, {run.units_completed} units ok, "
+                         f"{run.units_failed} failed, {sum(r.success for r in ok)} requests, "
+                         f"{run.duration_s:.0f} s\n")
+        sys.stderr.flush()
+
+    return show
 
 
 @app.command("view")

@@ -55,7 +55,7 @@ def test_cli_composes_every_group_statically_and_once():
     assert len(names) == len(set(names))
     expected = {"demo", "simulate", "score", "report", "leaderboard", "cards validate", "cards build", "cards stats",
                 "cards export", "serve up", "serve status", "serve down", "serve write-config", "train role",
-                "train rank", "bench sim", "bench score", "bench routing", "analysis compare",
+                "train rank", "bench sim", "bench score", "bench serve", "analysis compare",
                 "analysis judge-accuracy", "analysis annotate-export", "analysis annotate-agreement",
                 "analysis roleplay-fidelity", "annotate serve", "annotate study", "annotate export", "annotate import"}
     assert expected <= set(names), expected - set(names)

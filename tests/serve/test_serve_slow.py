@@ -172,19 +172,6 @@ def test_replica_that_never_becomes_healthy_fails_in_bounded_time(cluster):
     serve.delete("never", _blocking=False)
 
 
-def test_routing_bench_sticky_vs_default_on_two_llm_replicas(cluster):
-    from esc_eval.sim.bench.routing import run_routing_bench
-
-    out = run_routing_bench(dialogues=4, rounds=2, max_tokens=16, replicas=2, kv_cache_gib=1, timeout_s=600)
-    for mode in ("session", "default"):
-        m = out[mode]
-        assert m["dialogues"] == 4 and m["failed"] == 0 and m["model_calls"] == 4 * 4
-        assert m["completion_tokens"] > 0 and m["call_latency_mean_s"] > 0
-    assert out["sticky_speedup"] > 0
-    assert not [a for a in serve.status().applications if a.startswith("bench-")]  # both deleted
-    measurements["routing_bench_small"] = out
-
-
 def test_llm_app_embedded_end_to_end(cluster):
     import httpx
 
