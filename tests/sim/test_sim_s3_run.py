@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from esc_eval.sim.checkpoints import read_folder
 from esc_eval.sim.runfolder import RunFolder
 from esc_eval.sim.storage import open_storage
 
@@ -25,6 +26,17 @@ def cli(*args, env, timeout=300):
                           text=True, timeout=timeout)
 
 
+def _in_flight(store, uri: str) -> int:
+    """Dialogues part-way through (2 to 8 of 11 turns) in the bucket's checkpoints, without a row (0
+    before any row). A finished dialogue awaiting its row's flush does not count: the workers, which
+    outlive the driver's kill by a moment, may still write its row."""
+    if not store.list("dialogues", ".parquet"):
+        return 0
+    turns = read_folder("checkpoints", store)
+    done = set(RunFolder(uri, create=False).read("dialogues", columns=["dialogue_id"]).column("dialogue_id").to_pylist())
+    return sum(1 for d, t in turns.items() if 2 <= len(t) <= 8 and d not in done)
+
+
 @pytest.mark.slow
 @pytest.mark.timeout(600)
 def test_simulate_kill_resume_score_report_view_export_on_s3(s3_env, s3_uri, tmp_path):
@@ -35,16 +47,18 @@ def test_simulate_kill_resume_score_report_view_export_on_s3(s3_env, s3_uri, tmp
     cfg = tmp_path / "sim.yaml"
     cfg.write_text(f"""
 cards: {tmp_path / 'cards.json'}
-role: {{model: "fake/seeker?latency=0.05"}}
-targets: [{{model: "fake/echo?latency=0.05"}}]
+role: {{model: "fake/seeker?latency=0.3"}}
+targets: [{{model: "fake/echo?latency=0.3"}}]
 execution: {{workers: 2, concurrency: 8, chunk_size: 4, flush_rows: 4, flush_seconds: 0.5, log_to_driver: false}}
 """)
     env = {**os.environ, **s3_env["env"], "RAY_AUTH_MODE": "disabled"}
     store = open_storage(s3_uri)
     proc = subprocess.Popen([sys.executable, "-m", "esc_eval.cli", "simulate", "-c", str(cfg), "-o", s3_uri], cwd=REPO,
                             env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
+    # Kill once rows are in the bucket and at least two dialogues are part-way through in its checkpoints
+    # (which go to an object store once a second, so rows alone do not mean that).
     deadline = time.time() + 180
-    while time.time() < deadline and proc.poll() is None and len(store.list("dialogues", ".parquet")) < 2:
+    while time.time() < deadline and proc.poll() is None and _in_flight(store, s3_uri) < 2:
         time.sleep(0.2)
     assert proc.poll() is None, proc.stderr.read()[-3000:]
     os.killpg(proc.pid, signal.SIGKILL)  # the driver and the local Ray it started, workers included
