@@ -172,6 +172,8 @@ def bench_serve(
     timeout: float = typer.Option(600.0, "--timeout", help="Seconds before one measured request counts as failed."),
     seed: int = typer.Option(0, "--seed", help="Seed of random prompts and Poisson arrivals."),
     out: Optional[Path] = typer.Option(None, "--out", "-o", help="Also write the JSON here, and the plots beside it (<stem>_*.png)."),
+    save_detailed: bool = typer.Option(False, "--save-detailed", help="Also write per-request figures (ttfts, itls, e2els, lens, "
+                                       "errors, launch order) in each level, as vllm bench serve --save-detailed does."),
 ) -> None:
     """Throughput of a serving stack under ESC-Eval's workloads (vLLM's metrics; sweeps; router comparisons)."""
     import logging
@@ -193,7 +195,7 @@ def bench_serve(
             "judge_method": judge_method, "input_len": input_len, "tokenizer": tokenizer, "ignore_eos": ignore_eos,
             "slos": slo or [], "session_header": session_header, "session_id": session_id, "routing": _csv(routing, str, "--routing"),
             "replicas": replicas, "kv_cache_gib": kv_cache_gib, "max_num_seqs": max_num_seqs, "address": address,
-            "timeout_s": timeout, "seed": seed}
+            "timeout_s": timeout, "seed": seed, "save_detailed": save_detailed}
     cfg = validate_config(ServeBenchConfig, {k: v for k, v in data.items() if v is not None}, "bench serve", BenchInputError)
     if out:
         out.parent.mkdir(parents=True, exist_ok=True)  # an unwritable folder fails now, not after the load

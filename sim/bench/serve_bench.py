@@ -25,7 +25,7 @@ from esc_eval.serve.chat import GenerationParams
 from esc_eval.serve.config_base import ConfigModel
 from esc_eval.sim.bench.serve_client import BenchInputError, StreamingClient, check_endpoint
 from esc_eval.sim.bench.serve_load import LevelRun, LoadShape, run_level
-from esc_eval.sim.bench.serve_metrics import level_metrics, parse_slos, ratios
+from esc_eval.sim.bench.serve_metrics import level_metrics, parse_slos, ratios, request_details
 from esc_eval.sim.bench.serve_workloads import Unit
 
 PromptOrder = Literal["rubric_first", "dialogue_first"]
@@ -70,6 +70,7 @@ class ServeBenchConfig(ConfigModel):
     deploy_timeout_s: float = Field(900, gt=0, description="routing: seconds to wait for an app's replicas to be healthy.")
     timeout_s: float = Field(600, gt=0, description="Timeout of one measured request.")
     seed: int = Field(0, description="Seed of random prompts and Poisson arrivals.")
+    save_detailed: bool = Field(False, description="Also write each level's per-request figures (launch order: units, turns, start_times, ttfts, itls, e2els, input/output lens, errors), as vllm bench serve --save-detailed does.")
 
     @model_validator(mode="after")
     def _check(self) -> "ServeBenchConfig":
@@ -186,7 +187,8 @@ class Workload:
 
 
 # -- the run ------------------------------------------------------------------------------------
-def _level_summary(run: LevelRun, slos: dict[str, float], seen: set[int], interrupted: bool = False) -> dict[str, Any]:
+def _level_summary(run: LevelRun, slos: dict[str, float], seen: set[int], interrupted: bool = False,
+                   detailed: bool = False) -> dict[str, Any]:
     shape = run.shape
     repeated = 0
     for idx in run.source_indices:
@@ -197,6 +199,8 @@ def _level_summary(run: LevelRun, slos: dict[str, float], seen: set[int], interr
            "warmup_failed": run.warmup_failed, "units_started": run.launched, "repeated_units": repeated}
     out.update(level_metrics(run.recorder.records, run.duration_s, slos, run.units_completed, run.units_failed,
                              run.unit_errors))
+    if detailed:
+        out.update(request_details(run.recorder.records, run.started))
     if interrupted:
         out["interrupted"] = True
         out["units_in_flight_dropped"] = run.in_flight
@@ -216,7 +220,7 @@ async def _run_arm(arm: Arm, cfg: ServeBenchConfig, workload: Workload, levels: 
             state["current"] = None
             for idx in run.warmup_indices:
                 state["seen"].add(idx)
-            state["levels"].append(_level_summary(run, slos, state["seen"]))
+            state["levels"].append(_level_summary(run, slos, state["seen"], detailed=cfg.save_detailed))
             if on_progress:
                 on_progress(arm.name, run)
     finally:
@@ -265,7 +269,8 @@ def bench_serve(cfg: ServeBenchConfig, arms: list[Arm] | None = None,
             except KeyboardInterrupt:
                 result["interrupted"] = True
                 if state["current"] is not None:
-                    state["levels"].append(_level_summary(state["current"], slos, state["seen"], interrupted=True))
+                    state["levels"].append(_level_summary(state["current"], slos, state["seen"], interrupted=True,
+                                                          detailed=cfg.save_detailed))
                 break
     finally:
         _undeploy(deployed)

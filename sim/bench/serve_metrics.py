@@ -72,6 +72,17 @@ def failure_reasons(errors: Iterable[str], keep: int = 10) -> dict[str, int]:
     return dict(counts.most_common(keep))
 
 
+def request_details(records: list[RequestRecord], level_start: float) -> dict[str, list]:
+    """Per-request figures in launch order, named as `vllm bench serve --save-detailed` names them
+    (seconds; start_times from the level's start; failed requests included, with their error)."""
+    rs = sorted(records, key=lambda r: r.start_time)
+    return {"units": [r.unit for r in rs], "turns": [r.turn for r in rs],
+            "start_times": [r.start_time - level_start for r in rs], "ttfts": [r.ttft for r in rs],
+            "itls": [list(r.itl) for r in rs], "e2els": [r.latency for r in rs],
+            "input_lens": [r.prompt_tokens for r in rs], "output_lens": [r.output_tokens for r in rs],
+            "errors": [r.error for r in rs]}
+
+
 def level_metrics(records: list[RequestRecord], duration_s: float, slos: dict[str, float] | None = None,
                   units_completed: int = 0, units_failed: int = 0, unit_errors: Iterable[str] = ()) -> dict[str, Any]:
     """vLLM-style metrics of one load level from its request records."""

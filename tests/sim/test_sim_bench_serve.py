@@ -316,6 +316,25 @@ def test_command_writes_json_and_plots(server, source, tmp_path):
     assert {Path(p).name for p in data["plots"]} == {"serve_latency_throughput.png", "serve_ttft_by_turn.png"}
 
 
+def test_save_detailed_lists_each_request_in_launch_order(server, source, tmp_path):
+    out = tmp_path / "detailed.json"
+    res = _cli("--base-url", server.url, "--model", "tiny", "--source", str(source), "--concurrency", "2", "--num", "3",
+               "--rounds", "2", "--max-tokens", "3", "--warmup", "0", "--save-detailed", "-o", str(out))
+    assert res.exit_code == 0, res.output
+    lv = json.loads(out.read_text())["arms"][0]["levels"][0]
+    assert len(lv["ttfts"]) == len(lv["itls"]) == len(lv["errors"]) == lv["completed"] == 6
+    assert lv["start_times"] == sorted(lv["start_times"]) and lv["start_times"][0] >= 0
+    assert sorted(zip(lv["units"], lv["turns"])) == [(f"dialogue-{i}", t) for i in range(3) for t in (0, 1)]
+    # the summary is the mean of the details, and each e2el is its ttft plus its gaps
+    assert lv["mean_ttft_ms"] == pytest.approx(1000 * sum(lv["ttfts"]) / 6)
+    assert all(e == pytest.approx(t + sum(g)) for e, t, g in zip(lv["e2els"], lv["ttfts"], lv["itls"]))
+    assert all(n == 3 for n in lv["output_lens"]) and all(n > 0 for n in lv["input_lens"]) and not any(lv["errors"])
+    plain = tmp_path / "plain.json"
+    assert _cli("--base-url", server.url, "--model", "tiny", "--source", str(source), "--num", "1", "--rounds", "1",
+                "--max-tokens", "2", "-o", str(plain)).exit_code == 0
+    assert "ttfts" not in json.loads(plain.read_text())["arms"][0]["levels"][0]  # off by default: sweeps stay small
+
+
 @pytest.mark.parametrize("args,message", [
     (["--base-url", "http://127.0.0.1:9/v1"], "endpoint not reachable"),
     (["--model", "gpt-9"], "does not serve model 'gpt-9'"),

@@ -132,13 +132,16 @@ def test_judge_prompt_orders_on_a_run_folder(endpoint, tmp_path):
 
 def test_random_workload_agrees_with_vllm_bench_serve(endpoint, tmp_path):
     """Both tools as a user runs them, one process each, on the same endpoint and shape, each run after
-    8 warm-up requests at that shape, on emptied prefix caches. On this shared 2-core box a run's place in a sequence moves its
-    figures by about 10% (in back-to-back pairs the first measured slower: 0.88-0.95x with ours first,
-    TTFT 0.90x with vLLM's first), so the runs go in the order vLLM, ours, ours, vLLM and each tool's
-    two runs are pooled: a drift over the sequence weighs on both alike. Both send one x-session-id,
-    so the sticky router keeps every run on one replica (else each request's replica is a coin toss,
-    and 32 tosses split unevenly enough to move the throughput by more than the 10% asked); both
-    decode greedily (vllm bench serve leaves the temperature to the server unless told)."""
+    8 warm-up requests at that shape, on emptied prefix caches. On this shared 2-core box the
+    endpoint's speed drifts by 5-15% over a few minutes, and in CI a pooled pair of runs each once
+    landed 10.5% apart, so each tool runs four times in the order vLLM, ours, ours, vLLM, ours, vLLM,
+    vLLM, ours (a steady drift weighs on both alike) and each tool's runs are pooled. Both send one
+    x-session-id, so the sticky router keeps every run on one replica (else each request's replica
+    is a coin toss, and 32 tosses split unevenly enough to move the throughput by more than the 10%
+    asked); both decode greedily (vllm bench serve leaves the temperature to the server unless told).
+    TTFT is compared over each run's requests after its first: vllm bench serve warms up (and tests
+    the endpoint) with its first prompt, so its first measured request finds that prompt in the
+    prefix cache (130 ms where the first of each later group of 4 takes 280-330 ms here)."""
     from esc_eval.serve.embedded import embedded_model_path
 
     n, c, inp, out, warm, pin = 32, 4, 96, 16, 8, "cross-check"
@@ -152,7 +155,7 @@ def test_random_workload_agrees_with_vllm_bench_serve(endpoint, tmp_path):
              "random", "--random-input-len", str(inp), "--random-output-len", str(out), "--num-prompts", str(n),
              "--max-concurrency", str(c), "--ignore-eos", "--num-warmups", str(warm), "--temperature", "0", "--top-p",
              "1", "--header", f"x-session-id={pin}", "--percentile-metrics", "ttft,tpot,itl,e2el",
-             "--metric-percentiles", "50,90,99", "--disable-tqdm", "--save-result", "--result-dir", str(tmp_path),
+             "--metric-percentiles", "50,90,99", "--disable-tqdm", "--save-result", "--save-detailed", "--result-dir", str(tmp_path),
              "--result-filename", f"vllm-{i}.json"],
             capture_output=True, text=True, timeout=300, env={**os.environ, "VLLM_LOGGING_LEVEL": "WARNING"},
             preexec_fn=_raised_priority)
@@ -165,31 +168,36 @@ def test_random_workload_agrees_with_vllm_bench_serve(endpoint, tmp_path):
         run = subprocess.run([str(Path(sys.executable).with_name("esc-eval")), "bench", "serve", "--base-url",
                               endpoint["url"], "--model", "embedded", "--workload", "random", "--input-len", str(inp),
                               "--max-tokens", str(out), "--num", str(n), "--concurrency", str(c), "--warmup", str(warm),
-                              "--session-id", pin, "-o", str(path)],
+                              "--session-id", pin, "--save-detailed", "-o", str(path)],
                              capture_output=True, text=True, timeout=300, preexec_fn=_raised_priority)
         assert run.returncode == 0, run.stderr[-3000:]
         return _level(json.loads(path.read_text()))
 
-    runs = {"vllm": [theirs(0)], "ours": [ours(0), ours(1)]}
-    runs["vllm"].append(theirs(1))
+    runs: dict[str, list[dict]] = {"vllm": [], "ours": []}
+    for i, tool in enumerate(["vllm", "ours", "ours", "vllm", "ours", "vllm", "vllm", "ours"]):
+        runs[tool].append((theirs if tool == "vllm" else ours)(i))
     for mine, vllm in zip(runs["ours"], runs["vllm"]):
         assert mine["completed"] == vllm["completed"] == n and mine["failed"] == vllm["failed"] == 0
         assert mine["total_output_tokens"] == vllm["total_output_tokens"] == n * out  # ignore_eos on both sides
         assert mine["total_input_tokens"] == vllm["total_input_tokens"]  # same prompt lengths, same chat template
+        for tool, r in (("ours", mine), ("vllm", vllm)):  # each tool's summary is the mean of its own details
+            assert "ttfts" in r, (tool, sorted(r))
+            assert len(r["ttfts"]) == n and r["mean_ttft_ms"] == pytest.approx(1000 * sum(r["ttfts"]) / n)
+            r["mean_ttft_after_first_ms"] = 1000 * sum(r["ttfts"][1:]) / (n - 1)
 
     def pooled(tool: str, key: str) -> float:
-        if key.endswith("throughput"):  # requests (or tokens) over the two runs' summed durations
+        if key.endswith("throughput"):  # requests (or tokens) over the runs' summed durations
             total = "completed" if key == "request_throughput" else "total_output_tokens"
             return sum(r[total] for r in runs[tool]) / sum(r[total] / r[key] for r in runs[tool])
         return sum(r[key] for r in runs[tool]) / len(runs[tool])  # means over equal request counts
 
-    keys = ("request_throughput", "mean_ttft_ms", "mean_tpot_ms", "output_throughput")
+    keys = ("request_throughput", "mean_ttft_after_first_ms", "mean_ttft_ms", "mean_tpot_ms", "output_throughput")
     agreement = {k: pooled("ours", k) / pooled("vllm", k) for k in keys}
     (tmp_path / "agreement.json").write_text(json.dumps({**runs, "ratio": agreement}, default=str))
     print("esc-eval / vllm bench serve (pooled):", {k: round(v, 3) for k, v in agreement.items()},
           "single runs:", [{k: round(o[k] / v[k], 3) for k in keys[:2]} for o, v in zip(runs["ours"], runs["vllm"])])
     assert abs(agreement["request_throughput"] - 1) <= 0.10, agreement
-    assert abs(agreement["mean_ttft_ms"] - 1) <= 0.10, agreement
+    assert abs(agreement["mean_ttft_after_first_ms"] - 1) <= 0.10, agreement
 
 
 def test_sticky_against_spread_routing_on_the_two_replicas(endpoint):
