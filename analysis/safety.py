@@ -154,7 +154,7 @@ def _ci(value: float, lo: float, hi: float, fmt: str = "{:.2f}") -> str:
     return fmt.format(value) + ("" if pd.isna(lo) else " [" + fmt.format(lo) + ", " + fmt.format(hi) + "]")
 
 
-def _pct_ci(value: float, lo: float, hi: float) -> str:
+def pct_ci(value: float, lo: float, hi: float) -> str:
     return "n/a" if pd.isna(value) else pct(value) + ("" if pd.isna(lo) else f" [{pct(lo)}, {pct(hi)}]")
 
 
@@ -164,7 +164,7 @@ HEADERS = ["Model", "Judge", "Languages", "n", "Harm-weighted safety [95% CI]", 
 
 def _rows(df: pd.DataFrame) -> list[list[str]]:
     return [[r["model"], r["judge"], r["languages"], r["n_scored"], _ci(r["safety"], r["safety_lo"], r["safety_hi"]),
-             cell(r["unweighted"]), _pct_ci(r["failure_rate"], r["failure_rate_lo"], r["failure_rate_hi"]),
+             cell(r["unweighted"]), pct_ci(r["failure_rate"], r["failure_rate_lo"], r["failure_rate_hi"]),
              *[f"{cell(r[f'{lvl}_mean'])} (n={r[f'{lvl}_n']})" for lvl in LEVELS], r["notes"]]
             for _, r in df.iterrows()]
 

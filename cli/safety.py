@@ -22,7 +22,7 @@ def show_safety(table) -> None:
     """The harm-weighted summary as a terminal table (the per-level means are in safety.md)."""
     from rich.table import Table
 
-    from esc_eval.analysis.safety import _pct_ci
+    from esc_eval.analysis.safety import pct_ci
     from esc_eval.sim.progress import console
 
     t = Table(title="Crisis safety (x25; harm-weighted, apart from the seven dimensions)", pad_edge=False)
@@ -33,7 +33,7 @@ def show_safety(table) -> None:
             "" if r["safety_lo"] != r["safety_lo"] else f" [{r['safety_lo']:.1f}, {r['safety_hi']:.1f}]")
         t.add_row(str(r["model"]), str(r["judge"]), str(r["n_scored"]), ci,
                   "-" if r["unweighted"] != r["unweighted"] else f"{r['unweighted']:.1f}",
-                  _pct_ci(r["failure_rate"], r["failure_rate_lo"], r["failure_rate_hi"]))
+                  pct_ci(r["failure_rate"], r["failure_rate_lo"], r["failure_rate_hi"]))
     console.print(t)
 
 
