@@ -1,7 +1,8 @@
 """analysis: everything that reads results — leaderboards (Table 2), judge accuracy (Table 4),
 correlations (Tables 3, 13-15), paired model comparisons, text metrics, human annotation and
 inter-annotator agreement, role-play evaluation (Table 1, Figure 3, fidelity checks), plots and
-the HTML/Markdown report. The `esc-eval report|leaderboard|analysis` commands are in cli/.
+the HTML/Markdown report; beyond the paper, the harm-weighted crisis-safety summary (safety.py)
+and cooperative vs worst-case seekers (seekers.py). The `esc-eval report|leaderboard|analysis` commands are in cli/.
 
 Layer: reads results only. analysis may import sim's data definitions (dimensions, record
 schemas, the official-format adapter, run folders); it never imports serve, train or cli, so
@@ -57,6 +58,9 @@ from esc_eval.analysis.roleplay_sheets import export_pairwise_sheets, import_pai
 from esc_eval.analysis.run_compare import compare_runs, comparison_markdown, write_comparison
 from esc_eval.analysis.text_metric_runs import load_references, run_text_metrics
 from esc_eval.analysis.usage_report import add_usage_columns, usage_rows
+# beyond the paper: crisis safety (apart from the seven dimensions) and worst-case seekers
+from esc_eval.analysis.safety import HARM_WEIGHTS, harm_weighted_summary, load_safety, safety_frame, safety_markdown, write_safety
+from esc_eval.analysis.seekers import dialogue_values, load_seeker_values, ranking_shift, seeker_shift, seekers_markdown, write_seekers
 
 
 
@@ -100,4 +104,6 @@ __all__ = [
     "correlations_with_ci", "export_pairwise_sheets", "import_pairwise_sheets", "load_references", "make_server",
     "run_text_metrics", "usage_rows", "win_rates_with_ci", "write_comparison", "write_fake_run",
     "icc_oneway", "icc_table", *_ANNOTATE,
+    "HARM_WEIGHTS", "harm_weighted_summary", "load_safety", "safety_frame", "safety_markdown", "write_safety",
+    "dialogue_values", "load_seeker_values", "ranking_shift", "seeker_shift", "seekers_markdown", "write_seekers",
 ]

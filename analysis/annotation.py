@@ -19,8 +19,8 @@ import numpy as np
 import pandas as pd
 
 from esc_eval.analysis.loaders import AnalysisInputError
-from esc_eval.analysis.rubric import RUBRIC, rubric_text
-from esc_eval.sim.dimensions import DIMENSION_NAMES, DIMENSION_TITLES, to_paper_dimension
+from esc_eval.analysis.rubric import human_rubric, rubric_text
+from esc_eval.sim.dimensions import ALL_DIMENSION_NAMES, DIMENSION_NAMES, dimension_title, to_dimension
 
 META_COLUMNS = ["item", "dialogue_id", "annotator", "language", "dialogue", "comment"]
 SHEET_PREFIX = "annotate_"
@@ -52,7 +52,7 @@ def export_annotation_sheets(
         annotators = [f"a{i + 1}" for i in range(annotators)]
     if len(set(annotators)) != len(annotators) or any(not a or "/" in a for a in annotators):
         raise ValueError(f"annotator names must be unique, non-empty file-name parts: {annotators}")
-    dims = [to_paper_dimension(d) for d in (dimensions or DIMENSION_NAMES)]
+    dims = [to_dimension(d) for d in (dimensions or DIMENSION_NAMES)]
     ok = dialogues[dialogues["status"] == "ok"] if "status" in dialogues.columns else dialogues
     if ok.empty:
         raise AnalysisInputError("no dialogue with status ok to annotate")
@@ -75,8 +75,8 @@ def export_annotation_sheets(
         p = out / f"{SHEET_PREFIX}{name}.csv"
         sheet.to_csv(p, index=False, encoding="utf-8-sig", quoting=csv.QUOTE_NONNUMERIC)  # BOM: Excel reads UTF-8
         paths[name] = p
-    rub = pd.DataFrame([{"dimension": d, "table16_name": RUBRIC[d][0], "explanation": RUBRIC[d][1], "score": s,
-                         "description": text} for d in dims for s, text in sorted(RUBRIC[d][2].items())])
+    rub = pd.DataFrame([{"dimension": d, "table16_name": human_rubric(d)[0], "explanation": human_rubric(d)[1], "score": s,
+                         "description": text} for d in dims for s, text in sorted(human_rubric(d)[2].items())])
     paths["rubric"] = out / "rubric.csv"
     rub.to_csv(paths["rubric"], index=False, encoding="utf-8-sig")
     readme = ["# Annotation instructions", "",
@@ -84,7 +84,7 @@ def export_annotation_sheets(
               "rules below (the paper's Table 16). Leave a cell empty only if you cannot judge it.",
               "Do not edit the item, dialogue_id or annotator columns.", ""]
     for d in dims:
-        readme += [f"## {DIMENSION_TITLES[d]} (column `{d}`)", "", *[f"- {ln}" for ln in rubric_text(d).splitlines()[1:]], ""]
+        readme += [f"## {dimension_title(d)} (column `{d}`)", "", *[f"- {ln}" for ln in rubric_text(d).splitlines()[1:]], ""]
     paths["readme"] = out / "README.md"
     paths["readme"].write_text("\n".join(readme), encoding="utf-8")
     return paths
@@ -131,10 +131,10 @@ def import_annotations(paths: str | Path | Iterable[str | Path]) -> pd.DataFrame
         dim_cols = []
         for c in ([] if long_format else [c for c in df.columns if c not in META_COLUMNS]):
             try:
-                to_paper_dimension(c)
+                to_dimension(c)
                 dim_cols.append(c)
             except ValueError:
-                errors.append(f"{path}: unknown dimension column {c!r}; expected {DIMENSION_NAMES}")
+                errors.append(f"{path}: unknown dimension column {c!r}; expected {ALL_DIMENSION_NAMES}")
         for i, r in df.iterrows():
             line = i + 2  # header is line 1
             annotator = (r.get("annotator") or default_annotator).strip()
@@ -148,7 +148,7 @@ def import_annotations(paths: str | Path | Iterable[str | Path]) -> pd.DataFrame
             cells = [(r["dimension"], r["score"])] if long_format else [(c, r[c]) for c in dim_cols]
             for dim_raw, raw in cells:
                 try:
-                    dim = to_paper_dimension(str(dim_raw))
+                    dim = to_dimension(str(dim_raw))
                 except ValueError:
                     errors.append(f"{path}:{line}: unknown dimension {dim_raw!r}")
                     continue
@@ -188,6 +188,19 @@ def quadratic_weighted_kappa(a: Iterable[float], b: Iterable[float], categories:
     return float("nan") if denom == 0 else 1.0 - float((w * observed).sum()) / denom
 
 
+def agreement_scopes(annotations: pd.DataFrame) -> list[str]:
+    """"all" (the seven dimensions pooled), each of the seven present, then each dimension beyond the
+    paper present (safety): shown like the others, never pooled into "all"."""
+    present = set(annotations["dimension"])
+    return ["all"] + [d for d in ALL_DIMENSION_NAMES if d in present]
+
+
+def _scope(annotations: pd.DataFrame, scope: str | None) -> pd.DataFrame:
+    if scope in (None, "all"):
+        return annotations[annotations["dimension"].isin(DIMENSION_NAMES)]
+    return annotations[annotations["dimension"] == scope]
+
+
 def pairwise_kappa(annotations: pd.DataFrame, by_dimension: bool = True) -> pd.DataFrame:
     """Quadratic-weighted kappa for every annotator pair on the items both scored, per dimension
     and pooled over dimensions ("all"). Columns: annotator_a, annotator_b, dimension, n, kappa, note."""
@@ -195,10 +208,11 @@ def pairwise_kappa(annotations: pd.DataFrame, by_dimension: bool = True) -> pd.D
     names = sorted(annotations["annotator"].unique())
     wide = annotations.pivot_table(index=["dialogue_id", "dimension"], columns="annotator", values="score",
                                    aggfunc="first").reindex(columns=names)
-    scopes = (["all"] + [d for d in DIMENSION_NAMES if d in set(annotations["dimension"])]) if by_dimension else ["all"]
+    scopes = agreement_scopes(annotations) if by_dimension else ["all"]
     # One float array per scope, split once: a study of 8,500 dialogues x 10 annotators has 45 pairs x 8 scopes.
     dims = wide.index.get_level_values("dimension")
-    arrays = {scope: (wide if scope == "all" else wide[dims == scope]).to_numpy(dtype=float) for scope in scopes}
+    arrays = {scope: (wide[dims.isin(DIMENSION_NAMES)] if scope == "all" else wide[dims == scope]).to_numpy(dtype=float)
+              for scope in scopes}
     for (i, x), (j, y) in itertools.combinations(enumerate(names), 2):
         for scope in scopes:
             arr = arrays[scope]
@@ -221,7 +235,7 @@ def krippendorff_alpha(annotations: pd.DataFrame, dimension: str | None = None, 
     Returns (alpha, note); NaN and a note when it cannot be computed."""
     import krippendorff
 
-    sub = annotations if dimension in (None, "all") else annotations[annotations["dimension"] == dimension]
+    sub = _scope(annotations, dimension)
     data = sub.pivot_table(index="annotator", columns=["dialogue_id", "dimension"], values="score", aggfunc="first")
     if data.shape[0] < 2:
         return float("nan"), "fewer than 2 annotators"
@@ -246,7 +260,7 @@ def icc_oneway(annotations: pd.DataFrame, dimension: str | None = None, confiden
     k (n0) and a note (NaN figures with the reason when they cannot be computed)."""
     from scipy import stats
 
-    sub = annotations if dimension in (None, "all") else annotations[annotations["dimension"] == dimension]
+    sub = _scope(annotations, dimension)
     nan = float("nan")
     out = {"icc": nan, "ci_lo": nan, "ci_hi": nan, "icc_k": nan, "ci_k_lo": nan, "ci_k_hi": nan, "n_items": 0,
            "k": nan, "note": ""}
@@ -285,7 +299,7 @@ def icc_oneway(annotations: pd.DataFrame, dimension: str | None = None, confiden
 
 def icc_table(annotations: pd.DataFrame, confidence: float = 0.95) -> pd.DataFrame:
     """icc_oneway per dimension and pooled ("all"): one row each."""
-    scopes = ["all"] + [d for d in DIMENSION_NAMES if d in set(annotations["dimension"])]
+    scopes = agreement_scopes(annotations)
     return pd.DataFrame([{"dimension": s, **icc_oneway(annotations, s, confidence)} for s in scopes])
 
 
@@ -294,8 +308,8 @@ def agreement_summary(annotations: pd.DataFrame, pairs: pd.DataFrame | None = No
     `pairs`: pairwise_kappa(annotations) when the caller has it already."""
     kap = pairwise_kappa(annotations) if pairs is None else pairs
     rows = []
-    for scope in ["all"] + [d for d in DIMENSION_NAMES if d in set(annotations["dimension"])]:
-        sub = annotations if scope == "all" else annotations[annotations["dimension"] == scope]
+    for scope in agreement_scopes(annotations):
+        sub = _scope(annotations, scope)
         alpha, note = krippendorff_alpha(annotations, scope)
         k = kap[kap["dimension"] == scope]["kappa"]
         rows.append({"dimension": scope, "n_annotators": int(sub["annotator"].nunique()),
@@ -310,7 +324,7 @@ def agreement_markdown(summary: pd.DataFrame, pairs: pd.DataFrame | None = None)
     lines = ["| Dimension | Annotators | Items | Mean pairwise kappa (quadratic) | Krippendorff alpha (ordinal) | Note |",
              "|---|---:|---:|---:|---:|---|"]
     for _, r in summary.iterrows():
-        title = "All" if r["dimension"] == "all" else DIMENSION_TITLES[r["dimension"]]
+        title = "All" if r["dimension"] == "all" else dimension_title(r["dimension"])
         lines.append(f"| {title} | {r['n_annotators']} | {r['n_items']} | {fmt(r['mean_pairwise_kappa'])} | "
                      f"{fmt(r['krippendorff_alpha'])} | {r['note']} |")
     if pairs is not None and not pairs.empty:

@@ -30,7 +30,7 @@ from esc_eval.analysis.annotation import SPEAKER_LABELS
 from esc_eval.analysis.annotation_store import AnnotationStore, AnnotationStoreError, check_dimension, check_score
 from esc_eval.analysis.annotation_study import StudyConfig, select_dialogues
 from esc_eval.analysis.rubric import annotation_rubric, annotation_rubric_version
-from esc_eval.sim.dimensions import DIMENSION_NAMES
+from esc_eval.sim.dimensions import ALL_DIMENSION_NAMES, DIMENSION_NAMES, SAFETY
 
 TABLE_COLUMNS = ["dialogue_id", "dimension", "score", "annotator", "target_model", "language", "seconds",
                  "rubric_version", "answered_at", "study", "source"]
@@ -70,11 +70,13 @@ def write_table(table: pd.DataFrame, path: str | Path) -> Path:
 
 
 # -- Label Studio export ------------------------------------------------------------------
-def label_config() -> str:
-    """The Label Studio labeling config matching the exported tasks (English rules as hints)."""
-    rub = annotation_rubric("en")
+def label_config(dimensions: list[str] | None = None) -> str:
+    """The Label Studio labeling config matching the exported tasks (English rules as hints): the
+    seven dimensions, or a study's (store.dimensions(study): the seven and safety)."""
+    dims = tuple(dimensions or DIMENSION_NAMES)
+    rub = annotation_rubric("en", dims)
     parts = ['<View>', f'  <Paragraphs name="{TO_NAME}" value="$dialogue" layout="dialogue"/>']
-    for dim in DIMENSION_NAMES:
+    for dim in dims:
         r = rub[dim]
         parts.append(f"  <Header value={quoteattr(r['title'])}/>")
         parts.append(f'  <Choices name="{dim}" toName="{TO_NAME}" choice="single-radio" showInline="true" required="true">')
@@ -200,7 +202,7 @@ def read_labelstudio(path: str | Path) -> list[dict[str, Any]]:
             errors.append(f"{where}: no dialogue_id (in data.dialogue_id)")
             continue
         if not full:  # JSON_MIN: one record per annotation, a field per control tag
-            for dim in DIMENSION_NAMES:
+            for dim in ALL_DIMENSION_NAMES:
                 if dim in task and task[dim] not in (None, ""):
                     add(task.get("annotator"), did, dim, task[dim], task.get("lead_time"), task.get("updated_at"), where)
             continue
@@ -248,12 +250,13 @@ def import_labelstudio(store: AnnotationStore, index: pd.DataFrame, path: str | 
                 per[r["annotator"]].append(r["dialogue_id"])
         ids = list(dict.fromkeys(r["dialogue_id"] for r in rows))
         overlap = max(1, int(pd.DataFrame(rows).groupby("dialogue_id")["annotator"].nunique().max()))
-        cfg = StudyConfig(name=study, annotators=sorted(per), overlap=overlap, dialogue_ids=ids)
+        cfg = StudyConfig(name=study, annotators=sorted(per), overlap=overlap, dialogue_ids=ids,
+                          safety=any(r["dimension"] == SAFETY for r in rows))
         chosen = select_dialogues(index, cfg)  # every dialogue must be an ok dialogue of the runs
         language = dict(zip(chosen["dialogue_id"], chosen["language"].astype(str)))
         config = {**cfg.model_dump(mode="json"), "runs": runs or [], "n_dialogues": len(ids), "source": source}
         tokens = store.create_study(study, config, {a: [(d, language[d]) for d in q] for a, q in per.items()},
-                           annotation_rubric_version())
+                           annotation_rubric_version(tuple(cfg.dimensions)))
     n = store.import_answers(study, rows, source)
     return {"study": study, "created": bool(tokens), "answers": n, "annotators": sorted({r["annotator"] for r in rows}),
             "tokens": tokens}

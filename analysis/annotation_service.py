@@ -22,12 +22,12 @@ from typing import Any, Iterable
 import pandas as pd
 
 from esc_eval.analysis.annotation_results import live_results
-from esc_eval.analysis.annotation_store import ADMIN, AnnotationStore, AnnotationStoreError, answers_long
+from esc_eval.analysis.annotation_store import ADMIN, AnnotationStore, AnnotationStoreError, answers_long, study_dimensions
 from esc_eval.analysis.annotation_study import create_study
 from esc_eval.analysis.loaders import load_scores
 from esc_eval.analysis.rubric import annotation_rubric, annotation_rubric_version
 from esc_eval.analysis.viewer import ResultsViewer
-from esc_eval.sim.dimensions import DIMENSION_NAMES
+from esc_eval.sim.dimensions import ALL_DIMENSION_NAMES, DIMENSION_NAMES
 from esc_eval.sim.storage import as_location
 
 log = logging.getLogger(__name__)
@@ -131,15 +131,21 @@ class AnnotationService:
         studies = [s for s in self.store.studies() if who.study is None or s["study"] == who.study]
         if who.role == "annotator":
             studies = [s for s in studies if who.annotator in self.store.annotators(s["study"])]
+        # `dimensions`: the named study's (or the seven); each study lists its own (safety is optional)
+        named = next((s for s in studies if s["study"] == study), None)
         return {"role": who.role, "annotator": who.annotator, "sees_results": who.sees_results,
-                "can_create": who.sees_results, "dimensions": DIMENSION_NAMES, "rubric_version": annotation_rubric_version(),
-                "studies": [{"study": s["study"], "created_at": s["created_at"],
+                "can_create": who.sees_results,
+                "dimensions": study_dimensions(named["config"]) if named else DIMENSION_NAMES,
+                "rubric_version": named["rubric_version"] if named else annotation_rubric_version(),
+                "studies": [{"study": s["study"], "created_at": s["created_at"], "dimensions": study_dimensions(s["config"]),
                              **({"overlap": s["config"].get("overlap"), "n_dialogues": s["config"].get("n_dialogues"),
                                  "annotators": s["config"].get("annotators")} if who.sees_results else {})}
                             for s in studies]}
 
     def rubric(self, language: str) -> dict[str, Any]:
-        return {"language": language, "version": annotation_rubric_version(), "dimensions": annotation_rubric(language)}
+        # every dimension a study may ask for: the page shows those of the study it is on
+        return {"language": language, "version": annotation_rubric_version(),
+                "dimensions": annotation_rubric(language, tuple(ALL_DIMENSION_NAMES))}
 
     def item(self, who: Identity, study: str | None, position: Any) -> dict[str, Any]:
         name = self._study_of(who, study)
@@ -192,7 +198,7 @@ class AnnotationService:
     def judge_scores(self) -> pd.DataFrame:
         with self._lock:
             if self._judge_scores is None:
-                self._judge_scores = load_scores(self.run_dirs)
+                self._judge_scores = load_scores(self.run_dirs, extra_dimensions=True)  # safety vs humans too
             return self._judge_scores
 
     def results(self, who: Identity, study: str | None) -> dict[str, Any]:

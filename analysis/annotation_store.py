@@ -26,7 +26,7 @@ from typing import Any, Iterable
 import pandas as pd
 
 from esc_eval.analysis.loaders import AnalysisInputError
-from esc_eval.sim.dimensions import DIMENSION_NAMES, to_paper_dimension
+from esc_eval.sim.dimensions import DIMENSION_NAMES, SAFETY, to_dimension
 
 SCHEMA_VERSION = 1
 STORE_DIR = "annotations"
@@ -93,9 +93,15 @@ def check_score(score: Any) -> int:
 
 def check_dimension(dimension: Any) -> str:
     try:
-        return to_paper_dimension(str(dimension))
+        return to_dimension(str(dimension))
     except ValueError as e:
         raise AnnotationStoreError(str(e)) from None
+
+
+def study_dimensions(config: dict[str, Any]) -> list[str]:
+    """A stored study config's dimensions: the seven, then safety when the study asked for it
+    (studies made before safety existed have the seven)."""
+    return [*DIMENSION_NAMES, *([SAFETY] if config.get("safety") else [])]
 
 
 def check_seconds(seconds: Any) -> float | None:
@@ -124,6 +130,7 @@ class AnnotationStore:
             except OSError as e:
                 raise AnnotationStoreError(f"cannot create {self.path.parent}: {e.strerror or e}") from e
         self._local = threading.local()
+        self._dimensions: dict[str, list[str]] = {}
         con = self._con()
         with con:
             con.executescript(_SCHEMA)
@@ -218,6 +225,20 @@ class AnnotationStore:
         raise AnnotationStoreError(f"no study {name!r} in {self.path}" + (f" (studies: {', '.join(known)})" if known
                                                                            else " (it holds no study yet)"))
 
+    def dimensions(self, study: str) -> list[str]:
+        """The dimensions a study's annotators score (study_dimensions of its config; a study's
+        config never changes once made, so it is read once)."""
+        dims = self._dimensions.get(study)
+        if dims is None:
+            dims = self._dimensions[study] = study_dimensions(self.study(study)["config"])
+        return dims
+
+    def _check_study_dimension(self, study: str, dimension: str) -> None:
+        dims = self.dimensions(study)
+        if dimension not in dims:
+            raise AnnotationStoreError(f"dimension {dimension!r} is not scored in study {study!r} (its dimensions: "
+                                       f"{', '.join(dims)})")
+
     def annotators(self, study: str) -> list[str]:
         self.study(study)
         rows = self._con().execute("SELECT DISTINCT annotator FROM queue WHERE study = ? ORDER BY annotator", (study,))
@@ -255,6 +276,7 @@ class AnnotationStore:
                     seconds: Any = None, rubric_version: str | None = None, source: str = "page") -> dict[str, Any]:
         """Validate, then write one answer (replacing that annotator's earlier answer to it)."""
         dim, value, secs = check_dimension(dimension), check_score(score), check_seconds(seconds)
+        self._check_study_dimension(study, dim)
         version = rubric_version or self.study(study)["rubric_version"]
         at = _now()
 
@@ -306,7 +328,9 @@ class AnnotationStore:
         for i, r in enumerate(rows):
             try:
                 self._assigned(con, study, str(r["annotator"]), str(r["dialogue_id"]))
-                clean.append((study, str(r["annotator"]), str(r["dialogue_id"]), check_dimension(r["dimension"]),
+                dim = check_dimension(r["dimension"])
+                self._check_study_dimension(study, dim)
+                clean.append((study, str(r["annotator"]), str(r["dialogue_id"]), dim,
                               check_score(r["score"]), check_seconds(r.get("seconds")),
                               str(r.get("rubric_version") or version), str(r.get("answered_at") or _now()), source))
             except AnnotationStoreError as e:
@@ -364,14 +388,14 @@ class AnnotationStore:
                  "WHERE a.study = q.study AND a.annotator = q.annotator AND a.dialogue_id = q.dialogue_id) < ? "
                  "AND NOT EXISTS (SELECT 1 FROM item_state s WHERE s.study = q.study AND s.annotator = q.annotator "
                  "AND s.dialogue_id = q.dialogue_id AND s.skipped = 1)")
-        args = (study, annotator, len(DIMENSION_NAMES))
+        args = (study, annotator, len(self.dimensions(study)))
         con = self._con()
         row = con.execute(f"SELECT q.position {where} ORDER BY q.position <= ?, q.position LIMIT 1", (*args, after)).fetchone()
         remaining = con.execute(f"SELECT COUNT(*) {where}", args).fetchone()[0]
         return (None if row is None else int(row[0])), int(remaining)
 
     def progress(self, study: str) -> list[dict[str, Any]]:
-        """Per annotator: dialogues assigned, done (all seven dimensions scored), skipped, flagged,
+        """Per annotator: dialogues assigned, done (every dimension of the study scored), skipped, flagged,
         answers given, median seconds per done dialogue (its last answer's time since it opened)."""
         import statistics
 
@@ -381,7 +405,7 @@ class AnnotationStore:
                                      (study,)).fetchall())
         done: dict[str, list[float | None]] = {a: [] for a in assigned}
         for a, secs in con.execute("SELECT annotator, MAX(seconds) FROM answers WHERE study = ? "
-                                   "GROUP BY annotator, dialogue_id HAVING COUNT(*) = ?", (study, len(DIMENSION_NAMES))):
+                                   "GROUP BY annotator, dialogue_id HAVING COUNT(*) = ?", (study, len(self.dimensions(study)))):
             done.setdefault(a, []).append(secs)
         marks = {a: (int(f or 0), int(s or 0)) for a, f, s in con.execute(
             "SELECT annotator, SUM(flagged), SUM(skipped) FROM item_state WHERE study = ? GROUP BY annotator", (study,))}

@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from esc_eval.analysis.annotation_store import AnnotationStore, AnnotationStoreError
+from esc_eval.analysis.annotation_store import AnnotationStore, AnnotationStoreError, study_dimensions
 from esc_eval.analysis.rubric import annotation_rubric_version
 
 Stratum = Literal["target_model", "language", "category_1", "category_2", "category_3"]
@@ -41,6 +41,13 @@ class StudyConfig(BaseModel):
     dialogue_ids: list[str] | None = Field(None, description="Exactly these dialogues (each must be an ok dialogue "
                                                              "of the runs); sample then draws from them.")
     seed: int = Field(0, description="Seed of the sample, the assignment and every queue's order.")
+    safety: bool = Field(False, description="Also score the crisis-safety dimension (beyond the paper; its rubric "
+                                            "is sim/data/prompts/safety.yaml), reported apart from the seven.")
+
+    @property
+    def dimensions(self) -> list[str]:
+        """The dimensions annotators score: the seven, then safety when asked for."""
+        return study_dimensions(self.model_dump())
 
     @field_validator("name")
     @classmethod
@@ -156,9 +163,9 @@ def create_study(store: AnnotationStore, index: pd.DataFrame, request: dict[str,
     queues = assign(list(chosen["dialogue_id"]), cfg.annotators, cfg.overlap, cfg.seed)
     config = {**cfg.model_dump(mode="json"), "runs": runs or [], "n_dialogues": int(len(chosen))}
     tokens = store.create_study(cfg.name, config, {a: [(d, language[d]) for d in q] for a, q in queues.items()},
-                                annotation_rubric_version())
+                                annotation_rubric_version(tuple(cfg.dimensions)))
     strata = chosen.groupby(["target_model", "language"], observed=True).size()
-    return {"study": cfg.name, "n_dialogues": int(len(chosen)), "overlap": cfg.overlap,
+    return {"study": cfg.name, "n_dialogues": int(len(chosen)), "overlap": cfg.overlap, "dimensions": cfg.dimensions,
             "queues": {a: len(q) for a, q in queues.items()},
             "by_model_language": {f"{m} / {lang}": int(n) for (m, lang), n in strata.items()},
             "tokens": tokens}

@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 
 from esc_eval.analysis.loaders import AnalysisInputError
-from esc_eval.sim.dimensions import DIMENSION_NAMES, DIMENSION_TITLES, to_paper_dimension
+from esc_eval.sim.dimensions import ALL_DIMENSION_NAMES, DIMENSION_NAMES, dimension_title, to_dimension
 from esc_eval.sim.storage import OutputFolder
 
 AVERAGE = "average"
@@ -27,7 +27,7 @@ def _long(frame: pd.DataFrame, name: str, on: list[str]) -> pd.DataFrame:
         raise AnalysisInputError(f"{name} scores lack columns {sorted(missing)}")
     out = frame[list(on) + ["dimension", "score"]].copy()
     try:
-        out["dimension"] = out["dimension"].map(to_paper_dimension)
+        out["dimension"] = out["dimension"].map(to_dimension)
     except ValueError as e:
         raise AnalysisInputError(f"{name} scores: {e}") from e
     out["score"] = pd.to_numeric(out["score"], errors="raise").astype("float64")
@@ -50,7 +50,8 @@ def judge_accuracy(pred: pd.DataFrame, ref: pd.DataFrame, on: list[str] | None =
     imported human annotations. Items are matched on `on` (default ["dialogue_id"]) + dimension.
     Returns one row per dimension with columns dimension, title, n (items with a reference and a
     judge row), n_unparsed (of those, judge gave no score), n_unjudged (reference, no judge row), ACC, ACC_soft, MAE (on parsed items); the last
-    row "average" is the unweighted mean of the dimension rows, as in Table 4.
+    row "average" is the unweighted mean of the seven's rows, as in Table 4. Safety (beyond the
+    paper) has its row after the seven when both sides score it, and stays out of the average.
     """
     on = on or ["dialogue_id"]
     p, r = _long(pred, "predicted", on), _long(ref, "reference", on)
@@ -61,14 +62,14 @@ def judge_accuracy(pred: pd.DataFrame, ref: pd.DataFrame, on: list[str] | None =
     if joined.empty:
         raise AnalysisInputError("no item has both a reference score and a judge row: check the ids match")
     rows = []
-    for dim in DIMENSION_NAMES:
+    for dim in ALL_DIMENSION_NAMES:
         g = joined[joined["dimension"] == dim]
         if g.empty:
             continue
         diff = (g["score_pred"] - g["score_ref"]).abs()
         parsed = diff.notna()
         rows.append({
-            "dimension": dim, "title": DIMENSION_TITLES[dim], "n": int(len(g)),
+            "dimension": dim, "title": dimension_title(dim), "n": int(len(g)),
             "n_unparsed": int((~parsed).sum()),
             "n_unjudged": int((unjudged["dimension"] == dim).sum()),
             # NaN diffs compare False: an unparsed judge answer counts as wrong, not as skipped.
@@ -76,12 +77,14 @@ def judge_accuracy(pred: pd.DataFrame, ref: pd.DataFrame, on: list[str] | None =
             "ACC_soft": 100.0 * float((diff <= 1).mean()),
             "MAE": float(diff[parsed].mean()) if parsed.any() else float("nan"),
         })
-    df = pd.DataFrame(rows)
+    extra = pd.DataFrame([r for r in rows if r["dimension"] not in DIMENSION_NAMES])
+    df = pd.DataFrame([r for r in rows if r["dimension"] in DIMENSION_NAMES],
+                      columns=["dimension", "title", "n", "n_unparsed", "n_unjudged", "ACC", "ACC_soft", "MAE"])
     avg = {"dimension": AVERAGE, "title": "Average", "n": int(df["n"].sum()), "n_unparsed": int(df["n_unparsed"].sum()),
            "n_unjudged": int(df["n_unjudged"].sum()),
            "ACC": float(df["ACC"].mean()), "ACC_soft": float(df["ACC_soft"].mean()), "MAE": float(np.nanmean(df["MAE"]))
            if df["MAE"].notna().any() else float("nan")}
-    return pd.concat([df, pd.DataFrame([avg])], ignore_index=True)
+    return pd.concat([df, pd.DataFrame([avg]), extra], ignore_index=True)
 
 
 def accuracy_markdown(acc: pd.DataFrame, judge: str = "judge") -> str:

@@ -15,7 +15,7 @@ from scipy import stats
 
 from esc_eval.analysis.annotation import quadratic_weighted_kappa
 from esc_eval.analysis.loaders import AnalysisInputError
-from esc_eval.sim.dimensions import DIMENSION_NAMES, DIMENSION_TITLES
+from esc_eval.sim.dimensions import ALL_DIMENSION_NAMES, DIMENSION_NAMES, dimension_title
 
 ITEM_KEYS = ["target_model", "language", "card_id"]
 METRICS = ("exact", "within_one", "spearman", "kappa_quadratic")
@@ -63,13 +63,15 @@ def _bootstrap(pred: np.ndarray, ref: np.ndarray, n_boot: int, seed: int, confid
 
 def judge_agreement(pred: pd.DataFrame, ref: pd.DataFrame, n_boot: int = 1000, seed: int = 0,
                     confidence: float = 0.95) -> dict:
-    """{'n_items', 'dimensions': {dim: {'n', metric: {'value', 'lo', 'hi'}}}, 'all': {...}}."""
+    """{'n_items', 'dimensions': {dim: {'n', metric: {'value', 'lo', 'hi'}}}, 'all': {...}}. 'all' pools
+    the seven; safety (beyond the paper) has its own entry and is never pooled into 'all'."""
     both = paired_scores(pred, ref)
     if both.empty:
         raise AnalysisInputError("no item was scored by both the judge and the reference (check model names, "
                                  "languages and card keys of the two score sets)")
     result: dict = {"n_items": int(both[ITEM_KEYS].drop_duplicates().shape[0]), "dimensions": {}}
-    scopes = [(d, both[both["dimension"] == d]) for d in DIMENSION_NAMES] + [("all", both)]
+    scopes = ([(d, both[both["dimension"] == d]) for d in ALL_DIMENSION_NAMES]
+              + [("all", both[both["dimension"].isin(DIMENSION_NAMES)])])
     for name, g in scopes:
         if g.empty:
             continue
@@ -97,6 +99,6 @@ def agreement_table_markdown(result: dict) -> str:
     lines = ["| Dimension | n | Exact | Within one | Spearman | Weighted kappa |", "|---|---:|---:|---:|---:|---:|"]
     rows = list(result["dimensions"].items()) + ([("all", result["all"])] if "all" in result else [])
     for name, e in rows:
-        title = DIMENSION_TITLES.get(name, name)
+        title = dimension_title(name)
         lines.append(f"| {title} | {e['n']} | " + " | ".join(cell(e[m]) for m in METRICS) + " |")
     return "\n".join(lines) + "\n"

@@ -166,6 +166,9 @@ def build_leaderboard(
             if cards is None:
                 lo, hi = bootstrap_table_ci(scored, n_boot=n_boot, seed=seed, confidence=confidence)
                 n_units = n_scored
+            elif len(set(cards)) < 2:  # several dialogues (seeds, strategies) of one card: nothing to resample
+                n_units = 1
+                notes.append(f"all {n_scored} dialogues are of one card: no confidence interval")
             else:
                 # Dialogues of one card (seeds) are not independent: resample cards with all of them.
                 lo, hi = cluster_bootstrap_table_ci(scored, cards, n_boot=n_boot, seed=seed, confidence=confidence)

@@ -16,7 +16,7 @@ from typing import Iterable
 
 import pandas as pd
 
-from esc_eval.sim.dimensions import to_paper_dimension
+from esc_eval.sim.dimensions import DIMENSION_NAMES, to_dimension
 from esc_eval.sim import official
 from esc_eval.sim.official import KNOWN_LANGUAGES, OFFICIAL_UNPARSED, OfficialFormatError  # noqa: F401 - re-exported
 from esc_eval.sim.records import DIALOGUE_SCHEMA, SCORE_SCHEMA
@@ -63,8 +63,12 @@ def _empty(schema) -> pd.DataFrame:
     return df
 
 
-def load_scores(run_dirs: PathLike | Iterable[PathLike]) -> pd.DataFrame:
+def load_scores(run_dirs: PathLike | Iterable[PathLike], *, extra_dimensions: bool = False) -> pd.DataFrame:
     """Score rows of one or more run folders, latest row per (run_id, dialogue_id, dimension, judge).
+
+    Only the paper's seven dimensions unless `extra_dimensions`: the rows of dimensions beyond
+    the paper (safety) are reported apart (analysis/safety.py) and never reach Table 2, its
+    Average or any figure pooled over the seven.
 
     A path that is a file or folder of official score JSON (Qwen_7B_en.json, ...) is read with
     load_official_scores instead, so the leaderboard also works on the paper's released scores.
@@ -95,9 +99,9 @@ def load_scores(run_dirs: PathLike | Iterable[PathLike]) -> pd.DataFrame:
         off = pd.concat(official, ignore_index=True)
         if df.empty:
             return off.sort_values(["language", "target_model", "dialogue_id", "dimension"]).reset_index(drop=True)
-        return pd.concat([_finish_scores(df, [p for p in paths if not is_official_json(p)]), off],
+        return pd.concat([_finish_scores(df, [p for p in paths if not is_official_json(p)], extra_dimensions), off],
                          ignore_index=True)
-    return _finish_scores(df, paths)
+    return _finish_scores(df, paths, extra_dimensions)
 
 
 def is_official_json(path: PathLike) -> bool:
@@ -117,16 +121,19 @@ def official_kind(path: PathLike) -> str:
         return official.official_kind(path)
 
 
-def _finish_scores(df: pd.DataFrame, paths: list[Path]) -> pd.DataFrame:
+def _finish_scores(df: pd.DataFrame, paths: list[Path], extra_dimensions: bool = False) -> pd.DataFrame:
+    if not df.empty:
+        try:
+            df["dimension"] = df["dimension"].map(to_dimension)
+        except ValueError as e:
+            raise AnalysisInputError(f"score rows: {e}") from e
+        if not extra_dimensions:
+            df = df[df["dimension"].isin(DIMENSION_NAMES)].copy()
     if df.empty:
         out = _empty(SCORE_SCHEMA)
         out["card_id"] = pd.Series(dtype="object")
         out["score"] = out["score"].astype("float64")
         return out
-    try:
-        df["dimension"] = df["dimension"].map(to_paper_dimension)
-    except ValueError as e:
-        raise AnalysisInputError(f"score rows: {e}") from e
     df["judge"] = df["judge"].fillna("unknown")
     df = df.sort_values(["scored_at", "_folder", "_order"], na_position="first", kind="stable")
     df = df.drop_duplicates(SCORE_KEY, keep="last")

@@ -11,7 +11,6 @@ import datetime as dt
 import json
 from collections import Counter
 from pathlib import Path
-from typing import Any
 
 import pandas as pd
 
@@ -28,7 +27,10 @@ from esc_eval.analysis.plots import (
     score_distributions,
     throughput_plot,
 )
+from esc_eval.analysis.report_blocks import _notice, _pct, _section, _table, _text
 from esc_eval.analysis.roleplay import character_breaks, fidelity_summary
+from esc_eval.analysis.safety import safety_section
+from esc_eval.analysis.seekers import seekers_section
 from esc_eval.sim.dimensions import DIMENSION_NAMES, DIMENSION_TITLES, TABLE_SCALE
 from esc_eval.sim.storage import OutputFolder, as_location, join_location
 
@@ -36,25 +38,7 @@ TEMPLATE = Path(__file__).with_name("report.html.jinja")
 PAPER_GROUPS = ("close", "open", "domain")
 
 
-# --- building blocks ----------------------------------------------------------------------
-def _notice(text: str, level: str = "warning") -> dict:
-    return {"level": level, "text": text}
-
-
-def _table(headers: list[str], rows: list[list[Any]], text_cols: set[int] | None = None, caption: str = "",
-           id: str = "") -> dict:
-    return {"kind": "table", "headers": headers, "rows": [[_cell(c) for c in r] for r in rows],
-            "text_cols": text_cols if text_cols is not None else {0}, "caption": caption, "id": id}
-
-
-def _cell(v: Any) -> str:
-    if v is None or (isinstance(v, float) and pd.isna(v)):
-        return "n/a"
-    if isinstance(v, float):
-        return f"{v:.2f}"
-    return str(v)
-
-
+# --- building blocks (report_blocks.py; _figure draws with plots.py) ----------------------------
 def _figure(fn, path: Path, caption: str, *args) -> tuple[dict | None, dict | None]:
     """(figure block, None) or (None, notice) when there is nothing to draw."""
     try:
@@ -63,14 +47,6 @@ def _figure(fn, path: Path, caption: str, *args) -> tuple[dict | None, dict | No
         return None, _notice(f"{caption}: not drawn ({e}).", "info")
     return {"kind": "figure", "caption": caption, "path": p,
             "data": base64.b64encode(p.read_bytes()).decode("ascii")}, None
-
-
-def _section(id: str, title: str) -> dict:
-    return {"id": id, "title": title, "notices": [], "blocks": []}
-
-
-def _pct(x: float) -> str:
-    return "n/a" if pd.isna(x) else f"{100 * x:.1f}%"
 
 
 # --- sections -----------------------------------------------------------------------------
@@ -191,10 +167,6 @@ def _comparison_section(scores: pd.DataFrame, n_resamples: int, seed: int) -> di
     s["blocks"].append(_table(["Language", "Judge", "Model A", "Model B", "Shared cards", "A", "B", "A - B [95% CI]",
                                "p", "p (Holm)", "Note"], rows, {0, 1, 2, 3, 10}, id="comparisons"))
     return s
-
-
-def _text(text: str) -> dict:
-    return {"kind": "text", "text": text}
 
 
 def _health_section(dialogues: pd.DataFrame, scores: pd.DataFrame) -> dict:
@@ -381,16 +353,18 @@ def write_report(run_dirs: list[Path], out_dir: Path | None = None, *, groups: d
         raise AnalysisInputError("write_report needs at least one run folder")
     manifests = load_manifests(paths)  # read (and checked) before any output folder is made
     dialogues = load_dialogues(paths)
-    scores = load_scores(paths)
+    all_scores = load_scores(paths, extra_dimensions=True)  # safety rows reach only their own sections
+    scores = all_scores[all_scores["dimension"].isin(DIMENSION_NAMES)].reset_index(drop=True)
     # A report of a run folder in object storage is written locally, then uploaded beside it.
     with OutputFolder(out_dir or join_location(paths[0], "report")) as folder:
-        return folder.finals(_write_report(paths, folder.path, manifests, dialogues, scores, groups=groups,
+        return folder.finals(_write_report(paths, folder.path, manifests, dialogues, scores, all_scores, groups=groups,
                                            leaderboard=leaderboard, n_boot=n_boot, seed=seed, n_samples=n_samples,
                                            n_resamples=n_resamples, title=title))
 
 
-def _write_report(paths: list, out: Path, manifests: dict, dialogues: pd.DataFrame, scores: pd.DataFrame, *,
-                  groups, leaderboard, n_boot, seed, n_samples, n_resamples, title) -> dict[str, Path]:
+def _write_report(paths: list, out: Path, manifests: dict, dialogues: pd.DataFrame, scores: pd.DataFrame,
+                  all_scores: pd.DataFrame, *, groups, leaderboard, n_boot, seed, n_samples, n_resamples,
+                  title) -> dict[str, Path]:
     fig_dir = out / "figures"
     # leaderboard: the caller's Table 2 (built once, with its grouping rule); else built here.
     lb = leaderboard if leaderboard is not None else build_leaderboard(scores, groups=groups or {}, n_boot=n_boot, seed=seed)
@@ -400,12 +374,14 @@ def _write_report(paths: list, out: Path, manifests: dict, dialogues: pd.DataFra
     lb_paths = write_leaderboard(add_usage_columns(lb, manifests), out)
     written["leaderboard_md"], written["leaderboard_csv"] = lb_paths["markdown"], lb_paths["csv"]
     sections = [
-        _summary(paths, manifests, dialogues, scores),
+        _summary(paths, manifests, dialogues, all_scores),
         _leaderboard_section(lb, scores, fig_dir),
         _by_category_section(scores, dialogues, groups or {}, n_boot, seed),
         _seed_section(scores, dialogues, manifests),
         _distribution_section(scores, fig_dir),
         _comparison_section(scores, n_resamples, seed),
+        seekers_section(all_scores, dialogues, n_boot, seed),  # beyond the paper: analysis/seekers.py
+        safety_section(all_scores, dialogues, n_boot, seed),  # beyond the paper, apart from the seven: analysis/safety.py
         _health_section(dialogues, scores),
         _throughput_section(paths, manifests, dialogues, fig_dir),
         _fidelity_section(dialogues),

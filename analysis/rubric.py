@@ -10,8 +10,8 @@ import hashlib
 import json
 import re
 
-from esc_eval.sim.dimensions import DIMENSION_NAMES, DIMENSION_TITLES
-from esc_eval.sim.prompt_texts import rubric_text as judge_rubric_text
+from esc_eval.sim.dimensions import DIMENSION_NAMES, EXTRA_DIMENSIONS, dimension_title
+from esc_eval.sim.prompt_texts import human_levels, rubric_text as judge_rubric_text
 
 # dimension -> (name in Table 16, explanation, {score: description})
 RUBRIC: dict[str, tuple[str, str, dict[int, str]]] = {
@@ -96,9 +96,20 @@ RUBRIC: dict[str, tuple[str, str, dict[int, str]]] = {
 
 
 
+def human_rubric(dimension: str, language: str = "en") -> tuple[str, str, dict[int, str]]:
+    """(name, explanation, {score: rule}) people score a dimension by: Table 16 for the seven, the
+    safety rubric's explanation and its short rules (sim/data/prompts/safety.yaml) for safety."""
+    if dimension in RUBRIC:
+        return RUBRIC[dimension]
+    if dimension not in EXTRA_DIMENSIONS:
+        raise KeyError(f"unknown dimension {dimension!r}")
+    explanation, _ = _split_levels(judge_rubric_text(dimension, language, "paper"))
+    return dimension_title(dimension), explanation, {int(k): v for k, v in human_levels(dimension, language).items()}
+
+
 def rubric_text(dimension: str) -> str:
-    """'0: ...\n1: ...' for one dimension (paper name)."""
-    _, explanation, levels = RUBRIC[dimension]
+    """'0: ...\n1: ...' for one dimension (paper name, or safety)."""
+    _, explanation, levels = human_rubric(dimension)
     return explanation + "\n" + "\n".join(f"{k}: {v}" for k, v in sorted(levels.items()))
 
 
@@ -106,34 +117,48 @@ _LEVEL = re.compile(r"^([0-4]):\s*(.*)$")
 ANNOTATION_LANGUAGES = ("en", "zh")
 
 
+def _split_levels(text: str) -> tuple[str, dict[str, str]]:
+    """A rubric instruction -> (its explanation, {"0": rule, ..., "4": rule})."""
+    explanation, levels = [], {}
+    for line in text.splitlines():
+        m = _LEVEL.match(line.strip())
+        if m:
+            levels[m.group(1)] = m.group(2)
+        elif not levels:
+            explanation.append(line.strip())
+    return " ".join(e for e in explanation if e), levels
+
+
 @functools.lru_cache(maxsize=None)
-def annotation_rubric(language: str) -> dict[str, dict]:
+def annotation_rubric(language: str, dimensions: tuple[str, ...] = tuple(DIMENSION_NAMES)) -> dict[str, dict]:
     """What the annotation page shows per dimension, in the dialogue's language: the paper's
     Figures 12-19 instruction (Figure 13 for Chinese fluency; sim/data/prompts/rubrics.yaml,
-    variant "paper") split into its explanation and its 0-4 rules, and Table 16's rule per score.
+    variant "paper") split into its explanation and its 0-4 rules, and Table 16's rule per score;
+    for safety (when asked for) the safety rubric and its short rules for people (safety.yaml).
 
     {dimension: {"title", "explanation", "levels": {"0": text, ...}, "table16": {"0": text, ...}}}."""
     lang = language if language in ANNOTATION_LANGUAGES else "en"
     out = {}
-    for dim in DIMENSION_NAMES:
-        explanation, levels = [], {}
-        for line in judge_rubric_text(dim, lang, "paper").splitlines():
-            m = _LEVEL.match(line.strip())
-            if m:
-                levels[m.group(1)] = m.group(2)
-            elif not levels:
-                explanation.append(line.strip())
+    for dim in dimensions:
+        explanation, levels = _split_levels(judge_rubric_text(dim, lang, "paper"))
         if sorted(levels) != ["0", "1", "2", "3", "4"]:
             raise ValueError(f"the paper rubric of {dim} ({lang}) does not list the scores 0-4")
-        out[dim] = {"title": DIMENSION_TITLES[dim], "explanation": " ".join(e for e in explanation if e),
-                    "levels": levels, "table16": {str(k): v for k, v in RUBRIC[dim][2].items()}}
+        people = RUBRIC[dim][2] if dim in RUBRIC else human_rubric(dim, lang)[2]
+        out[dim] = {"title": dimension_title(dim), "explanation": explanation,
+                    "levels": levels, "table16": {str(k): v for k, v in people.items()}}
     return out
 
 
-@functools.lru_cache(maxsize=1)
-def annotation_rubric_version() -> str:
+@functools.lru_cache(maxsize=None)
+def annotation_rubric_version(dimensions: tuple[str, ...] = tuple(DIMENSION_NAMES)) -> str:
     """A short hash of every rubric text annotators see: recorded with each answer, so a later
-    change of the texts is visible in the data."""
-    texts = {lang: annotation_rubric(lang) for lang in ANNOTATION_LANGUAGES}
-    digest = hashlib.sha256(json.dumps(texts, sort_keys=True, ensure_ascii=False).encode("utf-8")).hexdigest()
-    return f"paper-fig12-19+table16:{digest[:12]}"
+    change of the texts is visible in the data. The seven's hash is the same with or without
+    safety; a study with safety adds the safety texts' own hash."""
+    def digest(dims: tuple[str, ...]) -> str:
+        texts = {lang: annotation_rubric(lang, dims) for lang in ANNOTATION_LANGUAGES}
+        return hashlib.sha256(json.dumps(texts, sort_keys=True, ensure_ascii=False).encode("utf-8")).hexdigest()[:12]
+
+    paper = tuple(d for d in dimensions if d in RUBRIC)
+    extra = tuple(d for d in dimensions if d not in RUBRIC)
+    version = f"paper-fig12-19+table16:{digest(paper or tuple(DIMENSION_NAMES))}"
+    return version + "".join(f"+{d}:{digest((d,))}" for d in extra)

@@ -27,7 +27,7 @@ import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
 from esc_eval.analysis.loaders import AnalysisInputError
-from esc_eval.sim.dimensions import DIMENSION_NAMES, to_paper_dimension
+from esc_eval.sim.dimensions import ALL_DIMENSION_NAMES, DIMENSION_NAMES, to_dimension, to_paper_dimension
 from esc_eval.sim.runfolder import RunFolder, RunFolderError
 from esc_eval.sim.storage import location_name
 
@@ -137,14 +137,16 @@ class RunView:
         did = pc.dictionary_encode(scores.column("dialogue_id")).combine_chunks()
         dim = pc.dictionary_encode(scores.column("dimension")).combine_chunks()
         try:
-            dim_pos = np.array([DIMENSION_NAMES.index(to_paper_dimension(d)) for d in dim.dictionary.to_pylist()],
-                               dtype=np.int64)
+            # -1: a dimension beyond the paper (safety): shown with the dialogue, never in the seven's means
+            dim_pos = np.array([DIMENSION_NAMES.index(d) if d in DIMENSION_NAMES else -1
+                                for d in map(to_dimension, dim.dictionary.to_pylist())], dtype=np.int64)
         except ValueError as e:
             raise AnalysisInputError(f"{self.path}: score rows: {e}") from e
         ids, codes = did.dictionary.to_pylist(), did.indices.to_numpy().astype(np.int64)
-        flat = codes * len(DIMENSION_NAMES) + dim_pos[dim.indices.to_numpy()]
+        pos = dim_pos[dim.indices.to_numpy()]
+        flat = codes * len(DIMENSION_NAMES) + pos
         score = scores.column("score").to_numpy(zero_copy_only=False).astype(float)
-        ok = ~np.isnan(score)
+        ok = ~np.isnan(score) & (pos >= 0)
         size = len(ids) * len(DIMENSION_NAMES)
         sums = np.bincount(flat[ok], weights=score[ok], minlength=size)
         counts = np.bincount(flat[ok], minlength=size)
@@ -183,8 +185,8 @@ class RunView:
                      "error", "scored_at"])
         rows = t.to_pylist()
         for r in rows:
-            r["dimension"] = to_paper_dimension(r["dimension"])
-        order = {d: i for i, d in enumerate(DIMENSION_NAMES)}
+            r["dimension"] = to_dimension(r["dimension"])
+        order = {d: i for i, d in enumerate(ALL_DIMENSION_NAMES)}
         return sorted(rows, key=lambda r: (str(r["judge"]), order.get(r["dimension"], 99), str(r["scored_at"])))
 
 

@@ -66,7 +66,7 @@ def judge_accuracy(
     from esc_eval.analysis.judge_accuracy import judge_accuracy as _acc
     from esc_eval.analysis.loaders import load_scores
 
-    scores, judges = _one_judge(load_scores(pred), judge)
+    scores, judges = _one_judge(load_scores(pred, extra_dimensions=True), judge)  # safety has its own row
     name = judge or (judges[0] if judges else "judge")
     ref = import_annotations(human)
     # Several annotators: the reference is their mean, rounded half up (scores are integers).
@@ -163,7 +163,7 @@ def correlate_cmd(
     levels = {"both": ["sample", "dataset"], "sample": ["sample"], "dataset": ["dataset"]}.get(level)
     if levels is None:
         raise AnalysisInputError(f"--level must be sample, dataset or both, got {level!r}")
-    scores, judges = _one_judge(load_scores(pred), judge)
+    scores, judges = _one_judge(load_scores(pred, extra_dimensions=True), judge)  # safety has its own row
     if metrics_csv is not None:
         try:
             metrics = pd.read_csv(metrics_csv)

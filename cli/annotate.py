@@ -87,6 +87,8 @@ def study(
     dialogues: Annotated[Optional[Path], typer.Option("--dialogues", help="A file of dialogue ids (one per line): "
                                                       "exactly these; each must be an ok dialogue of the runs.")] = None,
     seed: Annotated[int, typer.Option("--seed", help="Seed of the sample, assignment and queue orders.")] = 0,
+    safety: Annotated[bool, typer.Option("--safety", help="Also score the crisis-safety dimension (reported apart "
+                                                          "from the seven).")] = False,
     store: StoreOpt = None,
 ) -> None:
     """Create a study: sample, assign (overlap), shuffle each queue; prints each annotator's token once."""
@@ -103,7 +105,8 @@ def study(
             raise AnnotationStoreError(f"{dialogues}: no dialogue id in the file")
     cfg = study_config({"name": name, "annotators": [a.strip() for a in annotators.split(",") if a.strip()],
                         "overlap": overlap, "sample": sample, "strata": [s.strip() for s in strata.split(",") if s.strip()],
-                        "models": model or None, "languages": language or None, "dialogue_ids": ids, "seed": seed})
+                        "models": model or None, "languages": language or None, "dialogue_ids": ids, "seed": seed,
+                        "safety": safety})
     index = _index(runs)
     st = _store(runs, store, create=True)
     out = create_study(st, index, cfg, runs=[str(r) for r in runs])
@@ -160,7 +163,7 @@ def export(
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(tasks, ensure_ascii=False, indent=1), encoding="utf-8")
     config = out.with_name(out.stem + ".label_config.xml")
-    config.write_text(label_config(), encoding="utf-8")
+    config.write_text(label_config(st.dimensions(study_name)), encoding="utf-8")
     emit({"study": study_name, "out": str(out), "format": fmt, "records": len(tasks), "label_config": str(config)})
 
 

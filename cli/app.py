@@ -14,7 +14,7 @@ import sys
 
 import typer
 
-from esc_eval.cli import analysis, annotate, bench, cards, compare, demo, export, plan, report, score, serve, simulate, train, view
+from esc_eval.cli import analysis, annotate, bench, cards, compare, demo, export, plan, report, safety, score, serve, simulate, train, view
 from esc_eval.cli.common import STATE
 
 app = typer.Typer(add_completion=False, no_args_is_help=True,
@@ -33,6 +33,8 @@ app.add_typer(cards.app, name="cards")
 app.add_typer(serve.app, name="serve")
 app.add_typer(train.app, name="train")
 app.add_typer(bench.app, name="bench")
+analysis.app.command("safety")(safety.safety)  # beyond the paper: cli/safety.py
+analysis.app.command("seekers")(safety.seekers)
 app.add_typer(analysis.app, name="analysis")
 app.add_typer(annotate.app, name="annotate")
 

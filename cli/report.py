@@ -54,6 +54,10 @@ def write_leaderboard_for(run_dirs: list[str], out: Optional[str], n_boot: int =
 
     paths = write_leaderboard(add_usage_columns(table, load_manifests(run_dirs)), out or join_location(run_dirs[0], "report"))
     show_leaderboard(table)
+    from esc_eval.cli.safety import write_safety_for
+
+    # beyond the paper, apart from Table 2: safety.md/.csv beside it when the runs hold safety scores
+    paths.update({f"safety_{k}": v for k, v in write_safety_for(run_dirs, out, n_boot, seed, required=False).items()})
     return paths
 
 

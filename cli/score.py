@@ -9,12 +9,13 @@ import typer
 from esc_eval.cli.common import console_env, emit, exit_for_outcome
 
 
-def load_score_config(config, judge, method, parser, rubric, address):
+def load_score_config(config, judge, method, parser, rubric, address, dimensions: str | None = None):
     from esc_eval.serve.registry import default_registry, is_spec
     from esc_eval.sim.config import ScoringConfig, load_config
 
+    dims = [d.strip() for d in dimensions.split(",") if d.strip()] if dimensions else None
     o: dict[str, Any] = {"judge.model.model": judge, "judge.method": method, "judge.parser": parser,
-                         "judge.rubric": rubric, "execution.ray_address": address}
+                         "judge.rubric": rubric, "execution.ray_address": address, "judge.dimensions": dims}
     cfg = load_config(config, ScoringConfig, o)
     if judge and not is_spec(judge) and default_registry().get(judge).adapters:
         # A registry judge with adapters (ESC-RANK): one engine, one LoRA per dimension.
@@ -66,13 +67,15 @@ def score(
     rubric: Optional[str] = typer.Option(None, "--rubric", help="official (score.py) | paper (Figures 12-19)."),
     official_out: Optional[Path] = typer.Option(None, "--official-out", help="Also write scores in the official JSON layout here."),
     address: Optional[str] = typer.Option(None, "--address", help="Join an existing Ray cluster."),
+    dimensions: Optional[str] = typer.Option(None, "--dimensions", help="Comma-separated dimensions to score (default: the "
+                                             "seven); 'safety' scores the crisis-safety rubric, reported apart."),
 ) -> None:
-    """Score dialogues on the 7 dimensions with a judge; resumable."""
+    """Score dialogues on the 7 dimensions (or --dimensions, e.g. safety) with a judge; resumable."""
     from esc_eval.sim.placement import placed_scoring
     from esc_eval.sim.progress import console, job_progress
     from esc_eval.sim.scoring import run_scoring
 
-    cfg = load_score_config(config, judge, method, parser, rubric, address)
+    cfg = load_score_config(config, judge, method, parser, rubric, address, dimensions)
     with placed_scoring(cfg, out or input, say=console.print) as cfg, job_progress("score", unit="dialogues") as jp:
         result = run_scoring(cfg, input, out, on_summary=jp.on_summary, on_start=jp.on_start)
     judge_id = result.get("judge", cfg.judge.judge_id)  # the judge id of the method used (a fallback says generate)

@@ -4,11 +4,12 @@ the official-format adapter (sim/official.py), card construction (sim/cardbuild/
 benchmarks with their reference loops (sim/bench/).
 
 Layer: above serve. sim may import serve; it imports neither analysis, train nor cli."""
-from esc_eval.sim.cards import CardError, RoleCard, load_cards, sample_cards, validate_card_files, validate_cards, write_cards
+from esc_eval.sim.cards import CardError, RoleCard, load_cards, safety_cards, sample_cards, validate_card_files, validate_cards, write_cards
 from esc_eval.sim.config import (ConfigError, ExecutionConfig, JudgeConfig, ModelRef, PipelineConfig, ScoringConfig,
                         SimulationConfig, load_config)
 from esc_eval.sim.dialogue import DialogueSetup, Participant, Turn, run_dialogue
-from esc_eval.sim.dimensions import DIMENSION_NAMES, DIMENSIONS
+from esc_eval.sim.dimensions import ALL_DIMENSION_NAMES, DIMENSION_NAMES, DIMENSIONS, EXTRA_DIMENSIONS, SAFETY
+from esc_eval.sim.risk import RISK_LEVELS, normalize_risk_level
 from esc_eval.sim.placement import placed_scoring, placed_simulation
 from esc_eval.sim.pool import MissingRowsError, WorkerPool, run_pool
 from esc_eval.sim.runfolder import RunFolder
@@ -26,5 +27,6 @@ __all__ = [
     "ModelRef", "Participant", "PipelineConfig", "RoleCard", "RunFolder", "ScoringConfig", "SimulationConfig", "Turn",
     "WorkerPool", "load_cards", "load_config", "load_taxonomy", "parse_compat", "parse_score", "parse_strict",
     "run_dialogue", "run_pool", "run_scoring", "run_simulation", "sample_cards", "score_dialogue", "validate_card_files", "validate_cards",
-    "write_cards",
+    "write_cards", "ALL_DIMENSION_NAMES", "EXTRA_DIMENSIONS", "SAFETY", "RISK_LEVELS", "normalize_risk_level",
+    "safety_cards",
 ]

@@ -16,6 +16,7 @@ from typing import Any, Iterable, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from esc_eval.sim.risk import RISK_LEVELS, RiskLevel, normalize_risk_level
 from esc_eval.sim.taxonomy import load_taxonomy
 
 Language = Literal["en", "zh"]
@@ -66,11 +67,20 @@ class RoleCard(BaseModel):
     text_override: str | None = Field(
         None, description="Exact card text to show the role model (official `base`), if it differs from the rendering."
     )
+    risk_level: RiskLevel | None = Field(
+        None, description="Crisis-risk level of the seeker (beyond the paper): " + ", ".join(RISK_LEVELS)
+        + " (sim/risk.py); None = not assessed (the paper's cards). Weighs the safety summary, never shown to "
+        "the role model.")
 
     @field_validator("language", mode="before")
     @classmethod
     def _lang(cls, v: Any) -> str:
         return normalize_language(v)
+
+    @field_validator("risk_level", mode="before")
+    @classmethod
+    def _risk(cls, v: Any) -> str | None:
+        return None if v is None else normalize_risk_level(v)
 
     @field_validator("problem")
     @classmethod
@@ -156,7 +166,7 @@ def card_to_official(card: RoleCard) -> dict[str, Any]:
 def _first_error(e: ValidationError) -> str:
     err = e.errors()[0]
     loc = ".".join(str(x) for x in err.get("loc", ())) or "card"
-    return f"field {loc!r}: {err.get('msg')}"
+    return f"field {loc!r}: {str(err.get('msg')).removeprefix('Value error, ')}"
 
 
 def _read_items(path: Path) -> list[Any]:
@@ -224,13 +234,35 @@ def write_cards(cards: Iterable[RoleCard], path: str | Path, fmt: Literal["esc-e
     return path
 
 
+# Card sets shipped with esc-eval (our own writing), named in a config's `cards:` field.
+SHIPPED_CARD_SETS = {
+    "sample": "data/sample_cards.json",  # the demo's cards: everyday troubles, no crisis
+    "safety": "data/safety_cards.json",  # risk-stratified cards (sim/risk.py) for the safety rubric
+}
+
+
+def shipped_cards_path(name: str = "sample") -> Path:
+    return Path(str(resources.files("esc_eval.sim").joinpath(SHIPPED_CARD_SETS[name])))
+
+
+def card_file_path(cards: str | Path) -> Path:
+    """A config's `cards:` value as a file: a shipped set's name ('sample', 'safety') or a path."""
+    return shipped_cards_path(str(cards)) if str(cards) in SHIPPED_CARD_SETS else Path(cards)
+
+
 def sample_cards_path() -> Path:
-    return Path(str(resources.files("esc_eval.sim").joinpath("data/sample_cards.json")))
+    return shipped_cards_path("sample")
 
 
 def sample_cards(language: str | None = None, limit: int | None = None) -> list[RoleCard]:
     """The role cards shipped with esc-eval (our own writing); the demo's default."""
     cards = load_cards(sample_cards_path(), language=language)
+    return cards[:limit] if limit else cards
+
+
+def safety_cards(language: str | None = None, limit: int | None = None) -> list[RoleCard]:
+    """The shipped risk-stratified cards (sim/data/safety_cards.json): each level in en and zh."""
+    cards = load_cards(shipped_cards_path("safety"), language=language)
     return cards[:limit] if limit else cards
 
 
@@ -245,7 +277,11 @@ def _validate(path: str | Path) -> tuple[dict[str, Any], list[RoleCard]]:
     for c in cards:
         by_lang[c.language] = by_lang.get(c.language, 0) + 1
         by_top[c.category_1 or "unknown"] = by_top.get(c.category_1 or "unknown", 0) + 1
-    return {"file": str(path), "cards": len(cards), "by_language": by_lang, "by_category_1": by_top}, cards
+    counts: dict[str, Any] = {"file": str(path), "cards": len(cards), "by_language": by_lang, "by_category_1": by_top}
+    if any(c.risk_level for c in cards):
+        counts["by_risk_level"] = {lvl: sum(c.risk_level == lvl for c in cards) for lvl in RISK_LEVELS}
+        counts["by_risk_level"]["not assessed"] = sum(c.risk_level is None for c in cards)
+    return counts, cards
 
 
 def validate_cards(path: str | Path) -> dict[str, Any]:

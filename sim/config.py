@@ -11,7 +11,7 @@ from esc_eval.serve.config_base import ConfigModel, describe_validation_error, r
 from esc_eval.serve.plan import PlacementConfig
 from esc_eval.serve.limits import ModelLimits
 from esc_eval.serve.registry import TokenPrice
-from esc_eval.sim.dimensions import DIMENSION_NAMES, to_paper_dimension
+from esc_eval.sim.dimensions import DIMENSION_NAMES, to_dimension
 
 
 class ConfigError(ValueError):
@@ -107,13 +107,13 @@ def _default_role() -> ModelRef:
 class SimulationConfig(_Strict):
     """A simulation: role cards x targets x strategies x seeds, 5-round dialogues each."""
 
-    cards: str = Field("sample", description="Card file (our JSON/YAML or the official ESC-Eval JSON), or 'sample' for the shipped cards.")
+    cards: str = Field("sample", description="Card file (our JSON/YAML or the official ESC-Eval JSON), or a shipped set: 'sample' (everyday troubles) or 'safety' (risk-stratified cards for the safety rubric).")
     languages: list[Literal["en", "zh"]] | None = Field(None, description="Keep only cards in these languages.")
     card_ids: list[str] | None = Field(None, description="Keep only these card ids.")
     limit: int | None = Field(None, ge=1, description="Use at most this many cards (after filtering).")
     targets: list[ModelRef] = Field(default_factory=lambda: [ModelRef(model="vllm/embedded")], description="Models under test.")
     role: ModelRef = Field(default_factory=_default_role, description="The role-play model (ESC-Role).")
-    strategies: list[str] = Field(default_factory=lambda: ["official"], description="Role-play prompt strategies: official, zero_shot, cot, icl, cot_icl.")
+    strategies: list[str] = Field(default_factory=lambda: ["official"], description="Role-play prompt strategies: the paper's cooperative seekers (official, zero_shot, cot, icl, cot_icl) and the worst-case ones (resistant, low_engagement, volatile).")
     seeds: list[int] = Field(default_factory=lambda: [0], description="Seeds; each adds one dialogue per card, target and strategy, and reaches every sampled call (role and target). More than one needs sampling (temperature > 0 somewhere).")
     profile: Literal["release", "greedy"] = Field(
         "greedy", description="Generation defaults under the config's own params: 'greedy' = temperature 0 for every "
@@ -146,7 +146,7 @@ class JudgeConfig(_Strict):
     prompt_order: Literal["rubric_first", "dialogue_first"] = Field(
         "rubric_first", description="'rubric_first': the paper's prompt; 'dialogue_first': the dialogue before the "
         "rubric, so a dialogue's seven prompts share a cached prefix (only for judges trained that way).")
-    dimensions: list[str] = Field(default_factory=lambda: list(DIMENSION_NAMES), description="Dimensions to score (paper names or official keys).")
+    dimensions: list[str] = Field(default_factory=lambda: list(DIMENSION_NAMES), description="Dimensions to score (paper names or official keys), and 'safety': the crisis-safety rubric (sim/data/prompts/safety.yaml), reported apart from the seven.")
     adapters: dict[str, str] | None = Field(None, description="LoRA adapter per dimension (multi-LoRA judge, official layout).")
     system_prompt: str | None = Field(None, description="System message put before the rubric's messages when they have none (a registry judge's judge_system_prompt: ESC-RANK's InternLM2 meta instruction).")
     name: str | None = Field(None, description="Judge id written into score rows (default: the model string).")
@@ -154,7 +154,7 @@ class JudgeConfig(_Strict):
     @field_validator("dimensions")
     @classmethod
     def _dims(cls, v: list[str]) -> list[str]:
-        return [to_paper_dimension(d) for d in v]
+        return [to_dimension(d) for d in v]
 
     @property
     def judge_id(self) -> str:

@@ -1,4 +1,6 @@
-"""The seven ESC-Eval judge dimensions: paper name, official key (ESC-RANK adapters, score JSON)."""
+"""The seven ESC-Eval judge dimensions: paper name, official key (ESC-RANK adapters, score JSON);
+and the dimensions beyond the paper (crisis safety), scored by the same judges and annotators but
+reported apart: never in Table 2, its Average, or a figure pooled "over all dimensions"."""
 from __future__ import annotations
 
 # paper name -> official key, in the paper's table order
@@ -28,6 +30,14 @@ SCORE_LABELS = ["0", "1", "2", "3", "4"]
 TABLE_SCALE = 25.0
 
 
+# Beyond the paper: name -> key (no ESC-RANK adapter, no official score-JSON key).
+EXTRA_DIMENSIONS: dict[str, str] = {"safety": "safety"}
+EXTRA_TITLES = {"safety": "Safety"}
+SAFETY = "safety"
+# Every dimension a judge or an annotator may score: the seven, then the extra ones.
+ALL_DIMENSION_NAMES = DIMENSION_NAMES + list(EXTRA_DIMENSIONS)
+
+
 def to_paper_dimension(name: str) -> str:
     """Accept a paper name or an official key; return the paper name."""
     key = name.strip().lower()
@@ -36,3 +46,25 @@ def to_paper_dimension(name: str) -> str:
     if key in OFFICIAL_TO_PAPER:
         return OFFICIAL_TO_PAPER[key]
     raise ValueError(f"unknown dimension {name!r}; expected one of {DIMENSION_NAMES} or {list(OFFICIAL_TO_PAPER)}")
+
+
+def to_dimension(name: str) -> str:
+    """Like to_paper_dimension, also accepting the dimensions beyond the paper ('safety')."""
+    key = name.strip().lower()
+    if key in EXTRA_DIMENSIONS:
+        return key
+    try:
+        return to_paper_dimension(key)
+    except ValueError:
+        raise ValueError(f"unknown dimension {name!r}; expected one of {ALL_DIMENSION_NAMES} or "
+                         f"{list(OFFICIAL_TO_PAPER)}") from None
+
+
+def is_paper_dimension(name: str) -> bool:
+    """True for the seven dimensions of the paper (paper names), False for safety and the rest."""
+    return name in DIMENSIONS
+
+
+def dimension_title(name: str) -> str:
+    """'Fluency', ..., 'Safety'; the name itself when unknown."""
+    return DIMENSION_TITLES.get(name) or EXTRA_TITLES.get(name) or name

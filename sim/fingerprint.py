@@ -84,11 +84,9 @@ def model_inputs(ref: ModelRef, profile: str, system_prompt: str | None = None) 
 
 
 def card_file(cfg: SimulationConfig) -> Path:
-    if cfg.cards == "sample":
-        from importlib import resources
+    from esc_eval.sim.cards import card_file_path
 
-        return Path(str(resources.files("esc_eval.sim").joinpath("data/sample_cards.json")))
-    return Path(cfg.cards)
+    return card_file_path(cfg.cards)
 
 
 def prompt_hashes() -> dict[str, str]:

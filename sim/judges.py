@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any, Iterable, Literal, Mapping
 
 from esc_eval.sim.config import JudgeConfig, ModelRef
-from esc_eval.sim.dimensions import DIMENSION_NAMES, DIMENSIONS, to_paper_dimension
+from esc_eval.sim.dimensions import DIMENSION_NAMES, DIMENSIONS, is_paper_dimension, to_dimension
 
 # The release's layout: '<official key>' for Chinese, '<official key>_en' for English.
 LANGUAGE_SUFFIX: dict[str, str] = {"zh": "", "en": "_en"}
@@ -35,7 +35,10 @@ class JudgeBuildError(ValueError):
 
 def official_adapter_name(dimension: str, language: str | None = None) -> str:
     """The release's adapter name of a dimension: 'empathy', 'en' -> 'empathic_en'."""
-    key = DIMENSIONS[to_paper_dimension(dimension)]
+    name = to_dimension(dimension)
+    if not is_paper_dimension(name):
+        raise JudgeBuildError(f"dimension {name!r} is beyond the paper: ESC-RANK has no adapter for it")
+    key = DIMENSIONS[name]
     if language is None:
         return key
     if language not in LANGUAGE_SUFFIX:
@@ -47,7 +50,7 @@ def select_adapter(judge: JudgeConfig, dimension: str, language: str) -> str | N
     """The adapter one scoring request uses: the language-specific one ('<dim>:<lang>') if the
     judge has it, else the dimension's, else the model's default adapter (None = base model)."""
     adapters = judge.adapters or {}
-    dim = to_paper_dimension(dimension)
+    dim = to_dimension(dimension)
     return adapters.get(f"{dim}:{language}") or adapters.get(dim) or judge.model.adapter
 
 
@@ -112,13 +115,15 @@ def multi_lora_judge(
     paths = scan_adapter_folder(adapters) if isinstance(adapters, (str, Path)) else {k: str(v) for k, v in adapters.items()}
     if not base_model.startswith(("vllm/", "fake/")):  # fake: the scripted stand-in for tests
         raise JudgeBuildError(f"base_model {base_model!r}: a multi-LoRA judge needs the vLLM backend ('vllm/<model>')")
-    dims = [to_paper_dimension(d) for d in dimensions]
-    missing = [official_adapter_name(d) for d in dims if official_adapter_name(d) not in paths]
+    dims = [to_dimension(d) for d in dimensions]
+    # A dimension beyond the paper (safety) has no ESC-RANK adapter: the base model answers it.
+    adapted = [d for d in dims if is_paper_dimension(d)]
+    missing = [official_adapter_name(d) for d in adapted if official_adapter_name(d) not in paths]
     if missing:
         raise JudgeBuildError(f"missing adapter(s) {', '.join(missing)}; have: {', '.join(sorted(paths)) or 'none'}")
     mapping: dict[str, str] = {}
     used: dict[str, str] = {}
-    for d in dims:
+    for d in adapted:
         base = official_adapter_name(d)
         mapping[d] = base
         used[base] = paths[base]

@@ -208,14 +208,15 @@ def read_official_scores(path: str | Path, *, model: str | None = None, language
 
 # -- write ---------------------------------------------------------------------------------------
 def write_official_scores(score_rows: list[dict[str, Any]], dialogue_rows: list[dict[str, Any]], out_dir: str | Path) -> list[Path]:
-    """Write score JSON files in the official layout, one per (target model, language)."""
+    """Write score JSON files in the official layout, one per (target model, language). The
+    layout holds the seven dimensions only: rows of a dimension beyond the paper (safety) are left out."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     key_of = {r["dialogue_id"]: r for r in dialogue_rows}
     grouped: dict[tuple[str, str], dict[str, dict[str, int]]] = {}
     for s in score_rows:
         d = key_of.get(s["dialogue_id"])
-        if d is None:
+        if d is None or s["dimension"] not in DIMENSIONS:
             continue
         entry = grouped.setdefault((d["target_model"], d["language"]), {}).setdefault(str(d["card_id"]), {})
         entry[DIMENSIONS[s["dimension"]]] = OFFICIAL_UNPARSED if s["score"] is None else int(s["score"])

@@ -9,17 +9,22 @@ from __future__ import annotations
 from typing import Any, Literal, Sequence
 
 from esc_eval.serve.chat import ChatMessage
-from esc_eval.sim.dimensions import to_paper_dimension
 from esc_eval.sim.official import official_lines
-from esc_eval.sim.prompt_texts import RubricVariant, load_prompt_file as _load, rubric_text
+from esc_eval.sim.prompt_texts import RubricVariant, load_prompt_file as _load, rubric_ask, rubric_text, strategy_kinds
 
 Rendering = Literal["official", "clean"]
 PromptOrder = Literal["rubric_first", "dialogue_first"]
 
 
 def strategies() -> list[str]:
-    """Names of the role-play prompt strategies (official, zero_shot, cot, icl, cot_icl)."""
+    """Names of the role-play prompt strategies: the paper's (official, zero_shot, cot, icl,
+    cot_icl) and the worst-case seekers (resistant, low_engagement, volatile)."""
     return list(_load("roleplay")["strategies"])
+
+
+def worst_case_strategies() -> list[str]:
+    """The strategies playing worst-case seekers (beyond the paper's five cooperative ones)."""
+    return [name for name, kind in strategy_kinds().items() if kind == "worst_case"]
 
 
 def _strategy(strategy: str, language: str) -> dict[str, str]:
@@ -88,20 +93,18 @@ def judge_messages(
     """
     if order not in ("rubric_first", "dialogue_first"):
         raise ValueError(f"unknown prompt order {order!r} (rubric_first | dialogue_first)")
-    data = _load("rubrics")
-    name = to_paper_dimension(dimension)
-    dim = data["dimensions"][name]
+    data = _load("rubrics")  # the frame (system, header, question) is shared by every dimension, safety too
     dialogue = render_dialogue(turns, rendering)
     if rubric == "official":
-        question = data["question"].replace("{ask}", dim["ask"]["official"])
-        rules = rubric_text(name, language, "official")
+        question = data["question"].replace("{ask}", rubric_ask(dimension, "official"))
+        rules = rubric_text(dimension, language, "official")
         if order == "dialogue_first":
             body = "Dialogue between user and AI assistant: \n" + dialogue.strip() + "\n\n" + rules + question
         else:
             body = rules + "Dialogue between user and AI assistant: \n" + dialogue.strip() + "\n" + question
         return [ChatMessage(role="user", content=body)]
-    question = data["question"].replace("{ask}", dim["ask"]["paper"])
-    rules = rubric_text(name, language, "paper").rstrip()
+    question = data["question"].replace("{ask}", rubric_ask(dimension, "paper"))
+    rules = rubric_text(dimension, language, "paper").rstrip()
     if order == "dialogue_first":
         body = data["input_header"] + "\n" + dialogue.strip() + "\n\n" + rules + "\n" + question
     else:

@@ -17,7 +17,7 @@ from esc_eval.serve.limits import BudgetExceededError
 from esc_eval.sim.call_setup import CallSettings, PlannedModel, check_calls, prepare_calls
 from esc_eval.sim.outcome import JobOutcome
 from esc_eval.serve.cpu import execution_runtime
-from esc_eval.sim.cards import RoleCard, load_cards, sample_cards
+from esc_eval.sim.cards import RoleCard, card_file_path, load_cards
 from esc_eval.sim.checkpoints import TurnCheckpoints, clear_folder, compact_folder, has_logs
 from esc_eval.sim.storage import open_storage
 from esc_eval.sim.config import ModelRef, SimulationConfig
@@ -37,7 +37,7 @@ CHECKPOINTS = "checkpoints"  # the run folder's turn-checkpoint logs (sim/checkp
 
 
 def select_cards(cfg: SimulationConfig) -> list[RoleCard]:
-    cards = sample_cards() if cfg.cards == "sample" else load_cards(cfg.cards)
+    cards = load_cards(card_file_path(cfg.cards))
     if cfg.languages:
         cards = [c for c in cards if c.language in cfg.languages]
     if cfg.card_ids:
@@ -242,7 +242,7 @@ class SimulationJob:
         row = dialogue_row({
             "run_id": self.run_id, "dialogue_id": did, "card_id": card.id, "language": card.language,
             "category_1": card.category_1, "category_2": card.category_2, "category_3": card.category_3,
-            "card_source": card.source, "target_model": target_name(target_ref), "role_model": cfg.role.model,
+            "card_source": card.source, "risk_level": card.risk_level, "target_model": target_name(target_ref), "role_model": cfg.role.model,
             "strategy": item["strategy"], "seed": item["seed"],
             "target_params": target_params.model_dump_json(), "role_params": role_params.model_dump_json(),
             "role_adapter": self.role_adapter, "target_adapter": self.target_adapters[t_index], "profile": cfg.profile,

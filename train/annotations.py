@@ -7,7 +7,9 @@ dimension):
                         "<file stem>:<key>" for the official JSON, "<file stem>:<index>" for ESConv)
     dimension     str   paper name (fluency, expression, empathy, information, skillful, humanoid,
                         overall) or official key (fluency, diversity, empathic, suggestion, tech,
-                        human, overall); stored as the paper name
+                        human, overall); stored as the paper name. Rows of a dimension beyond the
+                        paper (safety, which a study may also ask for) are skipped: ESC-RANK has no
+                        adapter for it to train
     score         int   0..4
     annotator     str   who scored (optional column; default "annotator")
     target_model  str   optional; the model under test (else taken from the dialogue)
@@ -27,7 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Literal
 
-from esc_eval.sim.dimensions import to_paper_dimension
+from esc_eval.sim.dimensions import is_paper_dimension, to_dimension
 from esc_eval.train.errors import TrainInputError
 
 REQUIRED_COLUMNS = ("dialogue_id", "dimension", "score")
@@ -88,9 +90,11 @@ def validate_rows(rows: Iterable[dict[str, Any]], where: str = "annotations") ->
             if col not in row or _missing(row[col]):
                 raise TrainInputError(f"{at}: missing field {col!r}")
         try:
-            dimension = to_paper_dimension(str(row["dimension"]))
+            dimension = to_dimension(str(row["dimension"]))
         except ValueError as e:
             raise TrainInputError(f"{at}: field 'dimension': {e}") from None
+        if not is_paper_dimension(dimension):
+            continue
         raw = row["score"]
         try:
             score_f = float(raw)

@@ -1,7 +1,8 @@
 """Role-card construction (ESC-Eval Section 2.2, Appendix A): read the source datasets, extract
 cards with an LLM (Figures 6/7), filter (Figure 8), remove near-duplicates, classify into the
 Table 9 taxonomy, run the two-annotator + reviewer correction rules (A.2), and report the
-paper's statistics (Tables 6 and 9, Figure 5)."""
+paper's statistics (Tables 6 and 9, Figure 5); optionally (beyond the paper) label each card's
+crisis-risk level from its source (risk.py)."""
 from esc_eval.sim.cardbuild.annotation import (
     AnnotationOutcome,
     CardDecision,
@@ -32,6 +33,7 @@ from esc_eval.sim.cardbuild.extraction import extraction_messages, render_dialog
 from esc_eval.sim.cardbuild.fields import CardFields, CardFieldsError, age_band, normalize_age, normalize_gender, parse_card_fields
 from esc_eval.sim.cardbuild.filtering import FilterVerdict, filter_choices, filter_messages, parse_filter_reply, render_card
 from esc_eval.sim.cardbuild.items import OFFICIAL_SOURCE_NAMES, Rejection, SourceItem, Turn, canonical_dataset
+from esc_eval.sim.cardbuild.risk import RiskLabel, parse_risk_reply, risk_choices, risk_messages
 from esc_eval.sim.cardbuild.pipeline import BuildResult, build_cards, build_cards_async, read_sources
 from esc_eval.sim.cardbuild.sources import READERS, ReadResult, detect_dataset, read_source
 from esc_eval.sim.cardbuild.stats import card_summary, category_table, plot_distribution, stage_table, write_stats
@@ -47,5 +49,5 @@ __all__ = [
     "jaccard", "keyword_category", "leaves_for", "load_build_config", "normalize_age", "normalize_gender",
     "parse_build_config", "parse_card_fields", "parse_category_reply", "parse_filter_reply", "plot_distribution",
     "read_annotator_sheet", "read_reviewer_sheet", "read_source", "read_sources", "render_card",
-    "render_dialogue", "resolve_leaf", "shingles", "stage_table", "write_stats",
+    "render_dialogue", "resolve_leaf", "RiskLabel", "parse_risk_reply", "risk_choices", "risk_messages", "shingles", "stage_table", "write_stats",
 ]

@@ -62,6 +62,12 @@ class ClassifyConfig(_Model):
     max_tokens: int = Field(48, ge=1, description="Max new tokens of a classification reply.")
 
 
+class RiskConfig(_Model):
+    enabled: bool = Field(False, description="Label each card's crisis-risk level (none, passive_ideation, active_ideation_plan, harm_to_others) from its source with an LLM prompt (beyond the paper; sim/cardbuild/risk.py).")
+    constrained: bool = Field(True, description="Constrain the answer to the prompt's four labels (structured output).")
+    max_tokens: int = Field(16, ge=1, description="Max new tokens of a risk reply.")
+
+
 class DedupConfig(_Model):
     enabled: bool = Field(True, description="Remove near-duplicate cards across sources.")
     field: Literal["problem", "card"] = Field("problem", description="Compare the problem text or the whole card text.")
@@ -91,6 +97,7 @@ class CardBuildConfig(_Model):
     extraction: ExtractionConfig = Field(default_factory=ExtractionConfig, description="Extraction stage (Figures 6/7).")
     filter: FilterConfig = Field(default_factory=FilterConfig, description="LLM filter stage (Figure 8).")
     classify: ClassifyConfig = Field(default_factory=ClassifyConfig, description="Third-level classification stage.")
+    risk: RiskConfig = Field(default_factory=RiskConfig, description="Crisis-risk labelling stage (off by default).")
     dedup: DedupConfig = Field(default_factory=DedupConfig, description="Near-duplicate removal.")
     annotation: AnnotationConfig = Field(default_factory=AnnotationConfig, description="Human annotation sheets and correction rules.")
     ray: RayConfig = Field(default_factory=RayConfig, description="Where the LLM stages run.")

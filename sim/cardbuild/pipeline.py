@@ -1,7 +1,7 @@
 """The card-construction pipeline (Section 2.2, Appendix A, Figure 4), resumable.
 
     read sources -> extract (Fig. 6/7) -> LLM filter (Fig. 8) -> near-duplicate removal
-    -> third-level classification -> cards.json -> annotation sheets -> (filled sheets)
+    -> third-level classification -> (risk labelling, optional) -> cards.json -> annotation sheets -> (filled sheets)
     -> correction rules (A.2) -> reviewer sheet -> final_cards.json
 
 Output folder:
@@ -11,6 +11,7 @@ Output folder:
     stages/filter.jsonl       kept | discarded | rejected | error
     stages/dedup.jsonl        the near-duplicates dropped (id, duplicate_of, similarity)
     stages/classify.jsonl     leaf id + method (llm | keyword-fallback | unclassified)
+    stages/risk.jsonl         crisis-risk level + method (llm | unparsed), when `risk.enabled`
     rejected.jsonl            every item or file that stopped, with stage and reason
     cards.json / cards_official.json   the machine-built cards (RoleCard list / official JSON)
     annotation/               instructions.md, <annotator>.csv, <reviewer>.csv, report.json
@@ -44,12 +45,14 @@ from esc_eval.sim.cardbuild.extraction import extraction_messages
 from esc_eval.sim.cardbuild.fields import CardFieldsError, parse_card_fields
 from esc_eval.sim.cardbuild.filtering import filter_choices, filter_messages, parse_filter_reply, render_card
 from esc_eval.sim.cardbuild.items import Rejection, SourceItem
+from esc_eval.sim.cardbuild.risk import parse_risk_reply, risk_choices, risk_messages
 from esc_eval.sim.cardbuild.runner import call_model, run_stage
 from esc_eval.sim.cardbuild.sources import ReadResult, read_source
 from esc_eval.sim.cards import RoleCard, write_cards
+from esc_eval.sim.risk import RISK_LEVELS
 from esc_eval.sim.taxonomy import load_taxonomy
 
-STAGES = ("extract", "filter", "classify")
+STAGES = ("extract", "filter", "classify", "risk")
 
 
 @dataclass
@@ -188,6 +191,20 @@ async def run_llm_stages(cfg: CardBuildConfig, items: list[SourceItem], out: Pat
     log_c = StageLog(stages / "classify.jsonl")
     timings["classify"] = await run_stage("classify", unique, lambda it: it.id, classify, log_c,
                                           concurrency=cfg.concurrency, show_progress=show_progress)
+    # -- risk (optional, beyond the paper) ----------------------------------------------------
+    async def risk(item: SourceItem) -> dict[str, Any]:
+        msgs = risk_messages(item, max_input_chars=cfg.extraction.max_input_chars)
+        choices = risk_choices(item.language) if cfg.risk.constrained else None
+        res, err, attempts = await call_model(need_model(), msgs, _params(cfg, cfg.risk.max_tokens, choices))
+        if res is None:
+            return {"status": "error", "attempts": attempts, "reason": f"model call failed after {attempts} attempt(s): {err}"}
+        r = parse_risk_reply(res.text, item.language)
+        return {"status": "ok", "risk_level": r.risk_level, "method": r.method, "raw": res.text, "attempts": attempts}
+
+    if cfg.risk.enabled:
+        log_r = StageLog(stages / "risk.jsonl")
+        timings["risk"] = await run_stage("risk", unique, lambda it: it.id, risk, log_r,
+                                          concurrency=cfg.concurrency, show_progress=show_progress)
     if model is not None:
         timings["model"] = getattr(model, "name", cfg.model.spec)
     return timings
@@ -261,8 +278,10 @@ def assemble_cards(items: list[SourceItem], out: Path) -> tuple[list[RoleCard], 
             c1, c2, c3 = tax.path(c["category_3"])
         elif f and f.get("category_1"):
             c1 = tax.find(f["category_1"]).name
+        r = recs["risk"].get(it.id) or {}  # no record: risk labelling off (or its call failed): not assessed
         card = RoleCard(id=_card_id(it.id), language=it.language, source=it.source_name, category_1=c1,
-                        category_2=c2, category_3=c3, **x["fields"])
+                        category_2=c2, category_3=c3, risk_level=r.get("risk_level") if r.get("status") == "ok" else None,
+                        **x["fields"])
         cards.append(card)
         if c3:
             labels[card.id] = f"{c3} ({c['method']})"
@@ -345,6 +364,9 @@ async def build_cards_async(cfg: CardBuildConfig, model: ChatModel | None = None
         "rejected": len(rejected), "annotation": {k: v for k, v in ann_report.items() if k != "decisions"},
         "updated_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     }
+    if cfg.risk.enabled:  # beyond Table 6: the cards per crisis-risk level
+        levels = Counter(c.risk_level or "not assessed" for c in cards)
+        manifest["risk_levels"] = {level: levels.get(level, 0) for level in (*RISK_LEVELS, "not assessed")}
     atomic_write_text(out / "manifest.json", json.dumps(manifest, ensure_ascii=False, indent=1, default=str))
     return BuildResult(out, cards_path, official_path, final_path, counts, timings, manifest["annotation"])
 

@@ -62,3 +62,42 @@ def test_demo_end_to_end_on_two_cards(tmp_path):
     again = run_cli("demo", "--cards", "2", "--out", str(out), cwd=REPO, timeout=300)
     assert again.returncode == 0, again.stderr[-3000:]
     assert len(pq.read_table(out / "dialogues")) == 2 and len(pq.read_table(out / "scores")) == 14
+
+
+def test_safety_cards_and_a_worst_case_seeker_through_simulate_score_report(embedded_model, tmp_path):
+    """Beyond the paper, on the session's engine (executor local: the same engine kwargs): two
+    risk-stratified cards x a cooperative and a worst-case seeker, two short rounds, scored on the
+    safety rubric only (one prompt per dialogue), then the report's safety and seeker sections."""
+    from esc_eval.analysis.report import write_report
+    from esc_eval.sim.config import ExecutionConfig, ScoringConfig, SimulationConfig
+    from esc_eval.sim.runfolder import RunFolder
+    from esc_eval.sim.scoring import run_scoring
+    from esc_eval.sim.simulation import run_simulation
+
+    run = tmp_path / "run"
+    local = ExecutionConfig(executor="local")
+    sim = run_simulation(SimulationConfig(
+        cards="safety", card_ids=["safety-en-003", "safety-en-005"], rounds=2, strategies=["official", "resistant"],
+        role=ModelRef(params=GenerationParams(max_tokens=32)), targets=[ModelRef(params=GenerationParams(max_tokens=48))],
+        execution=local), run)
+    assert sim["failed"] == 0
+    dialogues = list(RunFolder(run, create=False).iter_rows("dialogues"))
+    assert sorted((d["strategy"], d["risk_level"]) for d in dialogues) == [
+        ("official", "active_ideation_plan"), ("official", "passive_ideation"),
+        ("resistant", "active_ideation_plan"), ("resistant", "passive_ideation")]
+    assert all(d["status"] == "ok" and d["n_turns"] == 5 for d in dialogues)
+    scored = run_scoring(ScoringConfig(judge=JudgeConfig(dimensions=["safety"]), execution=local), run)
+    assert scored["items"] == 4 and scored["failed"] == 0
+    scores = list(RunFolder(run, create=False).iter_rows("scores"))
+    assert [s["dimension"] for s in scores] == ["safety"] * 4
+    assert all(s["parse_status"] == "ok" and s["score"] in range(5) and math.isclose(sum(s["probs"]), 1.0, rel_tol=1e-5)
+               for s in scores)
+    md = write_report([run], n_boot=200)["markdown"].read_text()
+    safety = md.split("## Crisis safety")[1]
+    expected = (sum(s["score"] * (4 if d["risk_level"] == "active_ideation_plan" else 2) for s in scores for d in dialogues
+                    if d["dialogue_id"] == s["dialogue_id"]) / 12 * 25)
+    assert f"| vllm/embedded | vllm/embedded:logprob:official | en | 4 | {expected:.2f}" in safety
+    seekers = md.split("## Cooperative vs worst-case seekers")[1].split("\n## ")[0]
+    assert "Score change: safety score" in seekers and "| vllm/embedded | worst-case (all) | 2 |" in seekers
+    table2 = md.split("## Leaderboard (Table 2 layout)")[1].split("\n## ")[0]
+    assert "Safety" not in table2 and "the leaderboard is empty" in table2  # safety is apart from the seven

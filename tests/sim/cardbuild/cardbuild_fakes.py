@@ -2,7 +2,8 @@
 
 extraction -> a card built from the post/dialogue (items whose text holds "EMPTY-CARD" get a
 reply with missing fields); filter -> a label by keyword, or discard for problems under 60 characters;
-classify -> the first offered choice whose words appear in the problem, else choice 1.
+classify -> the first offered choice whose words appear in the problem, else choice 1;
+risk -> a level by keyword in the source text (items holding "RISK-GIBBERISH" get an unreadable reply).
 It counts calls per stage so tests can check what a resumed run skipped.
 """
 from __future__ import annotations
@@ -24,12 +25,22 @@ class ScriptedCardModel(ChatModel):
     async def chat(self, messages, params: GenerationParams | None = None, *, adapter=None, session_id=None) -> ChatResult:
         prompt = messages[-1].content
         stage = ("extract" if ("extraction of a" in prompt or "角色卡的提取" in prompt) else
-                 "filter" if ("identity judgment" in prompt or "身份判断" in prompt) else "classify")
+                 "filter" if ("identity judgment" in prompt or "身份判断" in prompt) else
+                 "risk" if ("crisis risk" in prompt or "危机风险" in prompt) else "classify")
         self.calls[stage] += 1
         if stage == self.fail_stage and self.fail_times > 0:
             self.fail_times -= 1
             raise ChatModelError("scripted transient failure", kind="transient")
         zh = bool(re.search(r"[\u4e00-\u9fff]{6,}", prompt.split("\n", 1)[-1])) and ("以下是" in prompt or "角色卡输入" in prompt or "角色卡：" in prompt)
+        if stage == "risk":
+            text = prompt.split("\n", 7)[-1].lower()
+            if "risk-gibberish" in text:
+                return ChatResult(text="I cannot tell")
+            level = (3 if re.search(r"hurt (him|her)|伤害他", text) else 2 if re.search(r"end my life|结束生命", text)
+                     else 1 if re.search(r"not wake up|不醒", text) else 0)
+            labels = params.choices if params and params.choices else (["none", "passive ideation", "active ideation with plan",
+                                                                        "harm to others"])
+            return ChatResult(text=labels[level])
         if stage == "extract":
             body = prompt.split("\n", 1)[1]
             if "EMPTY-CARD" in body:

@@ -18,6 +18,7 @@ import pytest
 from esc_eval.serve.chat import ChatMessage, GenerationParams, get_chat_model
 from esc_eval.sim.cardbuild import build_cards, parse_build_config
 from esc_eval.sim.cards import load_cards
+from esc_eval.sim.risk import RISK_LEVELS
 
 pytestmark = pytest.mark.slow
 
@@ -37,6 +38,7 @@ def test_build_on_the_embedded_model_and_resume(tmp_path):
     cfg = parse_build_config({
         "output": str(tmp_path / "out"), "sources": sources, "model": {"spec": "vllm/embedded"},
         "extraction": {"max_tokens": 160}, "concurrency": 16,
+        "risk": {"enabled": True},  # beyond the paper: each card's crisis-risk level, labelled from its source
     }, base_dir=SAMPLES)
     model = get_chat_model("vllm/embedded")
     started = time.perf_counter()
@@ -62,15 +64,19 @@ def test_build_on_the_embedded_model_and_resume(tmp_path):
     classify = [json.loads(x) for x in (res.output / "stages" / "classify.jsonl").read_text(encoding="utf-8").splitlines()]
     assert all(r["method"] == "llm" for r in classify)  # constrained answers always parse strictly
     assert all(c.category_3 for c in cards)
+    risk = [json.loads(x) for x in (res.output / "stages" / "risk.jsonl").read_text(encoding="utf-8").splitlines()]
+    assert len(risk) == len(classify) and all(r["status"] == "ok" and r["method"] == "llm" for r in risk)
+    assert all(c.risk_level in RISK_LEVELS for c in cards)  # constrained answers always parse
     official = load_cards(res.official_path)
     assert [(c.id, c.problem) for c in official] == [(c.id, c.problem) for c in cards]
 
     again = build_cards(cfg, model, show_progress=False)  # resume: nothing left to do
-    for stage in ("extract", "filter", "classify"):
+    for stage in ("extract", "filter", "classify", "risk"):
         assert again.timings[stage]["done"] == 0
     assert again.counts == res.counts
 
     measured = {"items": n_items, "engine_start_s": round(engine_start_s, 1), "counts": res.counts,
-                **{s: res.timings[s] for s in ("extract", "filter", "classify")}, "total_seconds": res.timings["total_seconds"],
-                "sample_cards": [c.text for c in cards[:3]]}
+                **{s: res.timings[s] for s in ("extract", "filter", "classify", "risk")},
+                "total_seconds": res.timings["total_seconds"], "sample_cards": [c.text for c in cards[:3]],
+                "risk_levels": {c.id: c.risk_level for c in cards}}
     Path(MEASURE).write_text(json.dumps(measured, ensure_ascii=False, indent=1), encoding="utf-8")

@@ -1,0 +1,74 @@
+"""`esc-eval analysis safety` and `esc-eval analysis seekers` (beyond the paper): the harm-weighted
+crisis-safety summary, and each model's change between cooperative and worst-case seekers.
+
+Both read the runs first and fail in one line (nothing written) when there is nothing to
+summarise: no safety scores, or no model that met both kinds of seeker."""
+from __future__ import annotations
+
+from typing import Annotated, Optional
+
+import typer
+
+from esc_eval.cli.common import emit
+from esc_eval.sim.storage import join_location
+
+RunDirs = Annotated[list[str], typer.Argument(help="Run folders or storage URIs.")]
+Out = Annotated[Optional[str], typer.Option("--out", "-o", help="Output folder or storage URI (default <first run>/report).")]
+NBoot = Annotated[int, typer.Option("--n-boot", help="Bootstrap resamples for the CIs (0 = none).")]
+Seed = Annotated[int, typer.Option("--seed", help="Bootstrap seed.")]
+
+
+def show_safety(table) -> None:
+    """The harm-weighted summary as a terminal table (the per-level means are in safety.md)."""
+    from rich.table import Table
+
+    from esc_eval.analysis.safety import pct_ci
+    from esc_eval.sim.progress import console
+
+    t = Table(title="Crisis safety (x25; harm-weighted, apart from the seven dimensions)", pad_edge=False)
+    for c in ("Model", "Judge", "n", "Safety [95% CI]", "Unweighted", "Failures (weighted)"):
+        t.add_column(c, justify="left" if c in ("Model", "Judge") else "right", overflow="fold")
+    for _, r in table.iterrows():
+        ci = "n/a" if r["safety"] != r["safety"] else f"{r['safety']:.1f}" + (
+            "" if r["safety_lo"] != r["safety_lo"] else f" [{r['safety_lo']:.1f}, {r['safety_hi']:.1f}]")
+        t.add_row(str(r["model"]), str(r["judge"]), str(r["n_scored"]), ci,
+                  "-" if r["unweighted"] != r["unweighted"] else f"{r['unweighted']:.1f}",
+                  pct_ci(r["failure_rate"], r["failure_rate_lo"], r["failure_rate_hi"]))
+    console.print(t)
+
+
+def write_safety_for(run_dirs: list[str], out: Optional[str], n_boot: int = 1000, seed: int = 0,
+                     required: bool = True) -> dict[str, str]:
+    """safety.md/.csv of the runs; with required=False, {} when they hold no safety score."""
+    from esc_eval.analysis.loaders import AnalysisInputError
+    from esc_eval.analysis.safety import harm_weighted_summary, load_safety, write_safety
+
+    try:
+        frame = load_safety(run_dirs)
+    except AnalysisInputError:
+        if required:
+            raise
+        return {}
+    table = harm_weighted_summary(frame, n_boot=n_boot, seed=seed)
+    paths = write_safety(table, out or join_location(run_dirs[0], "report"))
+    show_safety(table)
+    return paths
+
+
+def safety(run_dirs: RunDirs, out: Out = None, n_boot: NBoot = 1000, seed: Seed = 0) -> None:
+    """Crisis safety per model: harm-weighted mean (x25) and failure rate with bootstrap CIs, per risk level."""
+    emit(write_safety_for(run_dirs, out, n_boot, seed))
+
+
+def seekers(
+    run_dirs: RunDirs, out: Out = None, n_boot: NBoot = 1000, seed: Seed = 0,
+    dimension: Annotated[str, typer.Option("--dimension", help="average (of the seven) | safety.")] = "average",
+) -> None:
+    """Each model's score and rank change between cooperative and worst-case seekers, with bootstrap CIs over cards."""
+    from esc_eval.analysis.seekers import load_seeker_values, ranking_shift, seeker_shift, seekers_markdown, write_seekers
+
+    values = load_seeker_values(run_dirs, dimension)
+    shift, ranks = seeker_shift(values, n_boot=n_boot, seed=seed), ranking_shift(values, n_boot=n_boot, seed=seed)
+    paths = write_seekers(shift, ranks, out or join_location(run_dirs[0], "report"), dimension)
+    typer.echo(seekers_markdown(shift, ranks, dimension), err=True)
+    emit(paths)
