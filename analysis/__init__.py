@@ -1,7 +1,8 @@
 """analysis: everything that reads results — leaderboards (Table 2), judge accuracy (Table 4),
 correlations (Tables 3, 13-15), paired model comparisons, text metrics, human annotation and
-inter-annotator agreement, role-play evaluation (Table 1, Figure 3, fidelity checks), plots and
-the HTML/Markdown report. The `esc-eval report|leaderboard|analysis` commands are in cli/.
+inter-annotator agreement, role-play evaluation (Table 1, Figure 3, fidelity checks), judge
+calibration against human scores and human-anchored (prediction-powered) means, plots and the
+HTML/Markdown report. The `esc-eval report|leaderboard|analysis` commands are in cli/.
 
 Layer: reads results only. analysis may import sim's data definitions (dimensions, record
 schemas, the official-format adapter, run folders); it never imports serve, train or cli, so
@@ -57,6 +58,12 @@ from esc_eval.analysis.roleplay_sheets import export_pairwise_sheets, import_pai
 from esc_eval.analysis.run_compare import compare_runs, comparison_markdown, write_comparison
 from esc_eval.analysis.text_metric_runs import load_references, run_text_metrics
 from esc_eval.analysis.usage_report import add_usage_columns, usage_rows
+from esc_eval.analysis.ppi import MeanEstimate, classical_mean, ppi_mean
+from esc_eval.analysis.human_scores import HumanScores, load_human_scores
+from esc_eval.analysis.expected_scores import expected_scores
+from esc_eval.analysis.calibration import brier, ece, make_recalibration, reliability
+from esc_eval.analysis.calibration_runs import CalibrationResult, calibrate, calibration_markdown, write_calibrated_rows
+from esc_eval.analysis.human_leaderboard import anchored_markdown, compare_on_humans, human_anchored, write_anchored
 
 
 
@@ -100,4 +107,7 @@ __all__ = [
     "correlations_with_ci", "export_pairwise_sheets", "import_pairwise_sheets", "load_references", "make_server",
     "run_text_metrics", "usage_rows", "win_rates_with_ci", "write_comparison", "write_fake_run",
     "icc_oneway", "icc_table", *_ANNOTATE,
+    "MeanEstimate", "classical_mean", "ppi_mean", "HumanScores", "load_human_scores", "expected_scores", "brier", "ece",
+    "make_recalibration", "reliability", "CalibrationResult", "calibrate", "calibration_markdown",
+    "write_calibrated_rows", "anchored_markdown", "compare_on_humans", "human_anchored", "write_anchored",
 ]
