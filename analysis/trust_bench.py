@@ -5,8 +5,8 @@ of them scored by two annotators in an annotate store (SQLite, as `annotate` kee
 annotator's score is the judge's label moved by one a third of the time). Timed in this process,
 each step once, with the defaults as shipped (5 folds, 1,000 bootstrap resamples):
 read the scores and the store; calibration (fit, cross-fit, CIs); the leaderboard with PPI;
-writing the recalibrated judge's rows; the whole report with --humans. The report's page is also
-opened in headless Chromium when one is installed (time to its load event).
+writing the recalibrated judge's rows; the whole report without and with --humans (expected
+scores). Both pages are opened in headless Chromium when one is installed (time to the load event).
 """
 from __future__ import annotations
 
@@ -93,8 +93,12 @@ def bench_trust(run_dir: Path, n_human: int = 500, report: bool = True) -> dict[
                      "leaderboard's own bootstrap is timed apart (it ran before this feature too).",
         }
         if report:
+            # the reference in the same run: the report as it was before, labels and no human scores
+            plain, t["report"] = _timed(lambda: write_report([run_dir], Path(tmp) / "plain"))
             paths, t["report_with_humans"] = _timed(lambda: write_report([run_dir], Path(tmp) / "report",
                                                                          humans=humans, score_kind="expected"))
-            out["report_html_bytes"] = paths["html"].stat().st_size
-            out["report_open_s"] = open_in_chromium(paths["html"])
+            out["report_html_bytes"] = {"report": plain["html"].stat().st_size,
+                                        "report_with_humans": paths["html"].stat().st_size}
+            out["report_open_s"] = {"report": open_in_chromium(plain["html"]),
+                                    "report_with_humans": open_in_chromium(paths["html"])}
         return out

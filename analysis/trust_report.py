@@ -13,7 +13,9 @@ from pathlib import Path
 import pandas as pd
 
 from esc_eval.analysis.calibration_runs import HEADERS, calibrate, calibration_rows, reliability_figure
-from esc_eval.analysis.human_leaderboard import CLAIM_HEADERS, EXPLAIN, anchored_wide, claims_rows, human_anchored
+from esc_eval.analysis.human_leaderboard import (
+    CLAIM_HEADERS, EXPLAIN, anchored_wide, claims_rows, human_anchored, write_anchored,
+)
 from esc_eval.analysis.human_scores import HumanScores
 from esc_eval.analysis.loaders import AnalysisInputError
 
@@ -31,9 +33,11 @@ def _records(df: pd.DataFrame) -> list[dict]:
     return json.loads(df.to_json(orient="records", force_ascii=False, default_handler=str))
 
 
-def anchored_section(lb: pd.DataFrame, scores: pd.DataFrame, humans: HumanScores) -> dict:
+def anchored_section(lb: pd.DataFrame, scores: pd.DataFrame, humans: HumanScores, out: Path) -> dict:
+    """The section, and leaderboard_humans.md/.csv (every column's claims) in `out`."""
     s = _section("human-anchored", "Leaderboard anchored on human scores (PPI)")
     table = human_anchored(scores, humans, lb)
+    write_anchored(table, out, humans.source)
     s["blocks"].append({"kind": "text", "text": f"{EXPLAIN} Human scores: {humans.source} "
                                                 f"({len(humans.dialogue_ids)} dialogues, {humans.n_annotators} annotators)."})
     if table.empty:
@@ -43,7 +47,7 @@ def anchored_section(lb: pd.DataFrame, scores: pd.DataFrame, humans: HumanScores
     s["blocks"].append(_table(headers, rows, {0, 1, 2}, "human-anchored",
                               "Human-scale means: PPI estimate [95% CI] (n = human-scored dialogues)"))
     s["blocks"].append(_table(CLAIM_HEADERS, claims_rows(table), {0, 1, 2, 3}, "human-claims",
-                              "Average: what each interval claims"))
+                              "Average: what each interval claims (every column: leaderboard_humans.md)"))
     missed = table[table["judge_ci_covers_ppi"] == False]  # noqa: E712 - None = unknown
     for _, r in missed.iterrows():
         s["notices"].append({"level": "warning", "text": (
@@ -82,4 +86,5 @@ def trust_sections(lb: pd.DataFrame, board_scores: pd.DataFrame, scores: pd.Data
                    fig_dir: Path, n_boot: int = 1000, seed: int = 0) -> list[dict]:
     """board_scores: what the leaderboard was built from (labels or expected scores); scores: the
     rows as stored (their P(0..4) is what calibration checks)."""
-    return [anchored_section(lb, board_scores, humans), calibration_section(scores, humans, fig_dir, n_boot, seed)]
+    return [anchored_section(lb, board_scores, humans, fig_dir.parent),
+            calibration_section(scores, humans, fig_dir, n_boot, seed)]

@@ -44,11 +44,28 @@ def board_scores(run_dirs: list[str], score_kind: str):
     return expected_scores(scores) if check_score_kind(score_kind) == "expected" else scores
 
 
-def registry_groups(models) -> dict[str, str]:
-    """The one grouping rule: the registry's Table 2 group of every model it knows."""
+def registry_groups(models, run_dirs: list[str] | None = None) -> dict[str, str]:
+    """The one grouping rule: the registry's Table 2 group of every model it knows; a named target
+    (ModelRef.name, read from the runs' manifests) takes the group of the model it runs."""
     from esc_eval.serve.registry import model_groups
 
-    return model_groups(sorted({str(m) for m in models}))
+    names = sorted({str(m) for m in models})
+    runs = named_targets(run_dirs) if run_dirs else {}
+    groups = model_groups(sorted({runs.get(m, m) for m in names}))
+    return {m: groups[runs.get(m, m)] for m in names if runs.get(m, m) in groups}
+
+
+def named_targets(run_dirs: list[str]) -> dict[str, str]:
+    """Target name -> model of the targets the runs' simulations named."""
+    from esc_eval.analysis import load_manifests
+    from esc_eval.analysis.loaders import is_official_json
+
+    out = {}
+    for manifest in load_manifests([r for r in run_dirs if not is_official_json(r)] or []).values():
+        for t in ((manifest.get("simulation") or {}).get("config") or {}).get("targets") or []:
+            if isinstance(t, dict) and t.get("name") and t.get("model"):
+                out[str(t["name"])] = str(t["model"])
+    return out
 
 
 def show_leaderboard(table, score_kind: str = "label") -> None:
@@ -97,7 +114,7 @@ def write_leaderboard_for(run_dirs: list[str], out: Optional[str], n_boot: int =
     scores = board_scores(run_dirs, score_kind)
     if humans is not None:
         humans.check_runs(set(scores["dialogue_id"]))  # before anything is written
-    table = build_leaderboard(scores, groups=registry_groups(scores["target_model"].dropna()), n_boot=n_boot, seed=seed)
+    table = build_leaderboard(scores, groups=registry_groups(scores["target_model"].dropna(), run_dirs), n_boot=n_boot, seed=seed)
     target = out or join_location(run_dirs[0], "report")
     paths = write_leaderboard(add_usage_columns(table, load_manifests(run_dirs)), target,
                               note=score_kind_note(scores) if score_kind == "expected" else "")
@@ -119,7 +136,7 @@ def write_report_for(run_dirs: list[str], out: Optional[str], n_boot: int = 1000
     from esc_eval.analysis.report import write_report
 
     scores = board_scores(run_dirs, score_kind)
-    groups = registry_groups(scores["target_model"].dropna())
+    groups = registry_groups(scores["target_model"].dropna(), run_dirs)
     table = build_leaderboard(scores, groups=groups, n_boot=n_boot, seed=seed)
     paths = write_report(run_dirs, out, groups=groups, leaderboard=table, n_boot=n_boot, seed=seed, n_samples=samples,
                          humans=humans, score_kind=score_kind)
@@ -139,7 +156,7 @@ def write_leaderboard_by_for(run_dirs: list[str], out: Optional[str], by: str, n
 
     scores = board_scores(run_dirs, score_kind)
     table = build_leaderboard_by(scores, load_dialogues(run_dirs), by,
-                                 groups=registry_groups(scores["target_model"].dropna()), n_boot=n_boot, seed=seed)
+                                 groups=registry_groups(scores["target_model"].dropna(), run_dirs), n_boot=n_boot, seed=seed)
     with OutputFolder(out or join_location(run_dirs[0], "report")) as folder:
         md, csv = folder / f"leaderboard_by_{by}.md", folder / f"leaderboard_by_{by}.csv"
         md.write_text(f"# Leaderboard by {by} (mean score x 25, bootstrap 95% CI)\n\n" + leaderboard_by_markdown(table, by),

@@ -98,7 +98,7 @@ def test_leaderboard_and_report_with_humans(make_run, tmp_path):
     report = json.loads((out / "report.json").read_text())
     assert report["scores"] == "expected" and len(report["human-anchored"]) == 16
     assert {r["dimension"] for r in report["calibration"]} == set(DIMENSION_NAMES)
-    assert "expected scores" in (out / "leaderboard.md").read_text()
+    assert "expected scores" in (out / "leaderboard.md").read_text() and (out / "leaderboard_humans.csv").exists()
     # the report still opens the same way without --humans: no such sections
     r = runner.invoke(app, ["report", str(run), "--n-boot", "50", "-o", str(tmp_path / "plain")])
     assert r.exit_code == 0 and 'id="human-anchored"' not in (tmp_path / "plain" / "report.html").read_text()
@@ -163,3 +163,24 @@ def test_expected_scores_move_where_the_label_does_not(make_run):
     exp = build_leaderboard(expected_scores(s), n_boot=0).set_index("model")["Average"]
     assert exp["helpful"] == pytest.approx(25 * (0.45 + 0.5 + 3 * 0.15 + 0.2))
     assert exp["helpful"] < exp["terse"]  # terse puts more mass on 3 here: the numbers follow the vectors
+
+
+def test_compare_two_judges_of_the_same_dialogues_shows_each_ones_bias(make_run, tmp_path):
+    run, sheet, frame = _biased_run(make_run, tmp_path, "a", models=("m1",))
+    truth = frame.groupby(["dialogue_id", "dimension"])["score"].first()
+    rows = load_scores([run])
+    fair = rows.assign(judge="judge-fair")
+    # the fair judge says the people's label where they scored, the biased judge's label minus one elsewhere
+    fair["score"] = [truth.get((d, dim), s - 1) for d, dim, s in zip(fair["dialogue_id"], fair["dimension"], fair["score"])]
+    fair = fair.drop(columns=["run_dir", "card_id"]).astype(object)
+    run_b = make_run("b", dialogues=[dialogue_row(d, "m1", card_id="c", run_id="b") for d in fair["dialogue_id"].unique()],
+                     scores=fair.where(fair.notna(), None).to_dict("records"))
+    r = runner.invoke(app, ["compare", str(run), str(run_b), "--humans", str(sheet), "--n-resamples", "100",
+                            "-o", str(tmp_path / "cmp")])
+    assert r.exit_code == 0, r.output
+    result = json.loads((tmp_path / "cmp" / "compare.json").read_text())
+    assert result["pair_by"] == "dialogue"
+    avg = next(d for d in result["humans"]["dimensions"] if d["dimension"] == "average")
+    assert "diff" not in avg  # one human mean, two estimates of it
+    assert avg["judge_a"] - avg["ppi_a"] == pytest.approx(25.0, abs=1.0) and abs(avg["judge_b"] - avg["ppi_b"]) < 1.0
+    assert "| bias A | bias B |" in (tmp_path / "cmp" / "compare.md").read_text()
