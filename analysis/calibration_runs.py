@@ -184,7 +184,6 @@ def write_calibrated_rows(result: CalibrationResult) -> dict[str, int]:
         rows = records.to_dict("records")
         for r in rows:
             r["score"] = None if r["score"] is None else int(r["score"])
-            r["prompt_tokens"] = None
         folder.write_part("scores", rows)
         fits = {}
         for judge, t in result.table.groupby("calibrated_judge"):
@@ -231,11 +230,24 @@ def calibration_markdown(result: CalibrationResult) -> str:
     lines = [f"Human labels: the low median of each dialogue's annotators ({result.source}). Recalibration: "
              f"{result.method}, fitted per judge and dimension; every recalibrated figure is held out "
              f"({result.folds}-fold cross-fitting by dialogue). ECE: top-label, 10 bins; Brier: multi-class (0-2); "
-             "CIs: bootstrap over dialogues.", "",
+             "CIs: bootstrap over dialogues (ECE is biased upwards in small samples, each resample's too, so its "
+             "interval can sit just above a near-zero estimate).", "",
              "| " + " | ".join(HEADERS) + " |", "|" + "---|" * len(HEADERS)]
     lines += ["| " + " | ".join(c.replace("|", "/") for c in r) + " |" for r in calibration_rows(result)]
-    lines += [f"\n> {n}" for n in result.notes]
+    lines += [f"\n> {n}" for n in [*result.notes, *worse_notes(result)]]
     return "\n".join(lines) + "\n"
+
+
+def worse_notes(result: CalibrationResult) -> list[str]:
+    """Where the recalibration did not help on held-out dialogues (few human scores, or a judge already calibrated)."""
+    out = []
+    for judge, t in result.table.groupby("judge", sort=False):
+        worse = t[t["ece_recal"] > t["ece"]]
+        if len(worse):
+            lo, hi = int(worse["n_human"].min()), int(worse["n_human"].max())
+            out.append(f"{judge}: the held-out ECE rose on {', '.join(DIMENSION_TITLES[d] for d in worse['dimension'])} "
+                       f"({lo if lo == hi else f'{lo}-{hi}'} human-scored dialogues): the recalibration does not help there")
+    return out
 
 
 def reliability_figure(result: CalibrationResult, judge: str, path: str | Path) -> Path:

@@ -99,7 +99,7 @@ def claims_rows(table: pd.DataFrame, columns: tuple[str, ...] = ("Average",)) ->
     """What each interval claims, for the given columns (the report shows the Average)."""
     out = []
     for _, r in table[table["column"].isin(columns)].iterrows():
-        covers = {True: "yes", False: "**no**", None: "n/a"}[r["judge_ci_covers_ppi"]]
+        covers = {True: "yes", False: "no", None: "n/a"}[r["judge_ci_covers_ppi"]]
         out.append([r["language"], r["model"], r["judge"], r["column"], str(r["n_human"]), str(r["n_judge_only"]),
                     format_cell(r["judge_mean"], r["judge_lo"], r["judge_hi"]),
                     format_cell(r["human_mean"], r["human_lo"], r["human_hi"]),

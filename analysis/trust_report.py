@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from esc_eval.analysis.calibration_runs import HEADERS, calibrate, calibration_rows, reliability_figure
+from esc_eval.analysis.calibration_runs import HEADERS, calibrate, calibration_rows, reliability_figure, worse_notes
 from esc_eval.analysis.human_leaderboard import (
     CLAIM_HEADERS, EXPLAIN, anchored_wide, claims_rows, human_anchored, write_anchored,
 )
@@ -44,16 +44,20 @@ def anchored_section(lb: pd.DataFrame, scores: pd.DataFrame, humans: HumanScores
         s["notices"].append({"level": "info", "text": "No leaderboard rows: nothing to anchor."})
         return s
     headers, rows = anchored_wide(table)
-    s["blocks"].append(_table(headers, rows, {0, 1, 2}, "human-anchored",
+    s["blocks"].append(_table(headers, rows, {0, 1, 2}, "human-anchored-table",
                               "Human-scale means: PPI estimate [95% CI] (n = human-scored dialogues)"))
     s["blocks"].append(_table(CLAIM_HEADERS, claims_rows(table), {0, 1, 2, 3}, "human-claims",
                               "Average: what each interval claims (every column: leaderboard_humans.md)"))
     missed = table[table["judge_ci_covers_ppi"] == False]  # noqa: E712 - None = unknown
-    for _, r in missed.iterrows():
+    if len(missed):
         s["notices"].append({"level": "warning", "text": (
-            f"{r['model']} ({r['language']}, judge {r['judge']}), {r['column']}: the judge-only interval "
+            f"{len(missed)} of {int(table['judge_ci_covers_ppi'].notna().sum())} judge-only intervals exclude the "
+            "human-scale estimate (leaderboard_humans.md lists them).")})
+    for _, r in missed[missed["column"] == "Average"].iterrows():
+        s["notices"].append({"level": "warning", "text": (
+            f"{r['model']} ({r['language']}, judge {r['judge']}), Average: the judge-only interval "
             f"[{r['judge_lo']:.1f}, {r['judge_hi']:.1f}] excludes the human-scale estimate {r['ppi']:.1f} "
-            f"(n = {r['n_human']} human scores).")})
+            f"[{r['ppi_lo']:.1f}, {r['ppi_hi']:.1f}] (n = {r['n_human']} human scores).")})
     s["data"] = _records(table)
     return s
 
@@ -69,9 +73,10 @@ def calibration_section(scores: pd.DataFrame, humans: HumanScores, fig_dir: Path
         "Each judge's stored P(0..4) against the human label (the low median of a dialogue's annotators). ECE: "
         "top-label, 10 bins (0 = calibrated); Brier: multi-class (0-2); CIs: bootstrap over dialogues. The "
         f"recalibrated figures are held out ({result.method}, {result.folds}-fold cross-fitting by dialogue); "
-        "`esc-eval analysis calibration` writes that judge's rows.")})
-    s["blocks"].append(_table(HEADERS, calibration_rows(result), {0, 1, 9}, "calibration"))
-    s["notices"] += [{"level": "info", "text": n} for n in result.notes]
+        "`esc-eval analysis calibration` writes that judge's rows. ECE is biased upwards in small samples (each "
+        "resample's too), so its interval can sit just above a near-zero estimate.")})
+    s["blocks"].append(_table(HEADERS, calibration_rows(result), {0, 1, 9}, "calibration-table"))
+    s["notices"] += [{"level": "info", "text": n} for n in [*result.notes, *worse_notes(result)]]
     for judge in result.table["judge"].unique():
         path = fig_dir / f"calibration_{''.join(c if c.isalnum() else '_' for c in judge)}.png"
         p = reliability_figure(result, judge, path)

@@ -212,3 +212,12 @@ def test_bad_input_one_line_and_nothing_written(make_run, calibrated, tmp_path):
     few = human_sheet(tmp_path / "few.csv", truth, sorted({d for d, _ in truth})[:6])
     _refused([*base, "--humans", str(few)], run, "6 human-scored dialogues carry")
     _refused([*base, "--humans", str(tmp_path / "missing.csv")], run, "no such file or folder")
+
+
+def test_a_recalibration_that_does_not_help_is_named():
+    from esc_eval.analysis.calibration_runs import CalibrationResult, worse_notes
+
+    table = pd.DataFrame([{"judge": "j", "dimension": "empathy", "ece": 0.10, "ece_recal": 0.12, "n_human": 16},
+                          {"judge": "j", "dimension": "fluency", "ece": 0.30, "ece_recal": 0.05, "n_human": 16}])
+    notes = worse_notes(CalibrationResult("temperature", 5, "x", table, pd.DataFrame(), pd.DataFrame()))
+    assert notes == ["j: the held-out ECE rose on Empathy (16 human-scored dialogues): the recalibration does not help there"]
