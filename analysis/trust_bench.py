@@ -51,11 +51,15 @@ def write_human_store(path: Path, scores, n_human: int, annotators: tuple[str, .
 
 
 def open_in_chromium(html: Path) -> float | None:
-    """Seconds from navigation to the load event of a local page in headless Chromium (None: none installed)."""
+    """Seconds from navigation to the load event of a local page in headless Chromium (None: no Chromium
+    or no playwright installed)."""
     exe = shutil.which("chromium") or shutil.which("chromium-browser")
+    try:
+        from playwright.sync_api import sync_playwright  # the dev extra's
+    except ImportError:
+        return None
     if exe is None:
         return None
-    from playwright.sync_api import sync_playwright
 
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=exe, headless=True, args=["--no-sandbox"])

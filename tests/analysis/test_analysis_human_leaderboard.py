@@ -184,3 +184,16 @@ def test_compare_two_judges_of_the_same_dialogues_shows_each_ones_bias(make_run,
     assert "diff" not in avg  # one human mean, two estimates of it
     assert avg["judge_a"] - avg["ppi_a"] == pytest.approx(25.0, abs=1.0) and abs(avg["judge_b"] - avg["ppi_b"]) < 1.0
     assert "| bias A | bias B |" in (tmp_path / "cmp" / "compare.md").read_text()
+
+
+def test_bench_trust_prints_its_contract(tmp_path):
+    """`esc-eval bench trust` on a small folder: every timing is there, the store's two annotators
+    and the human-scored dialogues are what it was asked for (the figures themselves live in README)."""
+    r = runner.invoke(app, ["bench", "trust", "--dialogues", "300", "--models", "3", "--human", "40", "--no-report",
+                            "--folder", str(tmp_path / "run"), "-o", str(tmp_path / "b.json")])
+    assert r.exit_code == 0, r.output
+    out = json.loads((tmp_path / "b.json").read_text())
+    assert out["n_dialogues"] == 300 and out["n_human_dialogues"] == 40 and out["annotators"] == 2
+    assert set(out["seconds"]) >= {"load_scores", "load_humans", "calibration", "ppi", "calibration_and_ppi",
+                                   "write_calibrated_rows"} and out["machine"]["cores"] >= 1
+    assert out["ppi_cells"] == 8 * 3 * 2  # 3 models x 2 languages, seven dimensions and the Average
