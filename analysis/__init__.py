@@ -1,7 +1,8 @@
 """analysis: everything that reads results — leaderboards (Table 2), judge accuracy (Table 4),
 correlations (Tables 3, 13-15), paired model comparisons, text metrics, human annotation and
-inter-annotator agreement, role-play evaluation (Table 1, Figure 3, fidelity checks), plots and
-the HTML/Markdown report; beyond the paper, the harm-weighted crisis-safety summary (safety.py)
+inter-annotator agreement, role-play evaluation (Table 1, Figure 3, fidelity checks), judge
+calibration against human scores and human-anchored (prediction-powered) means, plots and the
+HTML/Markdown report; beyond the paper, the harm-weighted crisis-safety summary (safety.py)
 and cooperative vs worst-case seekers (seekers.py). The `esc-eval report|leaderboard|analysis` commands are in cli/.
 
 Layer: reads results only. analysis may import sim's data definitions (dimensions, record
@@ -61,6 +62,12 @@ from esc_eval.analysis.usage_report import add_usage_columns, usage_rows
 # beyond the paper: crisis safety (apart from the seven dimensions) and worst-case seekers
 from esc_eval.analysis.safety import HARM_WEIGHTS, harm_weighted_summary, load_safety, safety_frame, safety_markdown, write_safety
 from esc_eval.analysis.seekers import dialogue_values, load_seeker_values, ranking_shift, seeker_shift, seekers_markdown, write_seekers
+from esc_eval.analysis.ppi import MeanEstimate, classical_mean, ppi_mean
+from esc_eval.analysis.human_scores import HumanScores, load_human_scores
+from esc_eval.analysis.expected_scores import expected_scores
+from esc_eval.analysis.calibration import brier, ece, make_recalibration, reliability
+from esc_eval.analysis.calibration_runs import CalibrationResult, calibrate, calibration_markdown, write_calibrated_rows
+from esc_eval.analysis.human_leaderboard import anchored_markdown, compare_on_humans, human_anchored, write_anchored
 
 
 
@@ -106,4 +113,7 @@ __all__ = [
     "icc_oneway", "icc_table", *_ANNOTATE,
     "HARM_WEIGHTS", "harm_weighted_summary", "load_safety", "safety_frame", "safety_markdown", "write_safety",
     "dialogue_values", "load_seeker_values", "ranking_shift", "seeker_shift", "seekers_markdown", "write_seekers",
+    "MeanEstimate", "classical_mean", "ppi_mean", "HumanScores", "load_human_scores", "expected_scores", "brier", "ece",
+    "make_recalibration", "reliability", "CalibrationResult", "calibrate", "calibration_markdown",
+    "write_calibrated_rows", "anchored_markdown", "compare_on_humans", "human_anchored", "write_anchored",
 ]

@@ -226,13 +226,13 @@ def leaderboard_markdown(df: pd.DataFrame, bold_best: bool = True) -> str:
     return "\n".join(lines) + "\n"
 
 
-def write_leaderboard(df: pd.DataFrame, out_dir: str | Path) -> dict[str, Path]:
+def write_leaderboard(df: pd.DataFrame, out_dir: str | Path, note: str = "") -> dict[str, Path]:
     """Write leaderboard.md and leaderboard.csv into out_dir (a folder or a storage URI); returns
-    {"markdown": ..., "csv": ...}."""
+    {"markdown": ..., "csv": ...}. note: a line under the title (e.g. what the scores are)."""
     with OutputFolder(out_dir) as out:
         md, csv = out / "leaderboard.md", out / "leaderboard.csv"
-        md.write_text("# Leaderboard (mean score x 25, bootstrap 95% CI over dialogues)\n\n" + leaderboard_markdown(df),
-                      encoding="utf-8")
+        md.write_text("# Leaderboard (mean score x 25, bootstrap 95% CI over dialogues)\n\n" + (note + "\n\n" if note else "")
+                      + leaderboard_markdown(df), encoding="utf-8")
         df.to_csv(csv, index=False)
         return out.finals({"markdown": md, "csv": csv})
 

@@ -15,6 +15,7 @@ from pathlib import Path
 import pandas as pd
 
 from esc_eval.analysis.compare import pairwise_comparisons
+from esc_eval.analysis.expected_scores import check_score_kind, expected_scores, score_kind_note
 from esc_eval.analysis.leaderboard import (
     VALUE_COLUMNS, build_leaderboard, build_leaderboard_by, format_cell, seed_spread, write_leaderboard,
 )
@@ -343,11 +344,12 @@ def render_html(context: dict) -> str:
 
 def write_report(run_dirs: list[Path], out_dir: Path | None = None, *, groups: dict[str, str] | None = None,
                  leaderboard: pd.DataFrame | None = None, n_boot: int = 1000, seed: int = 0, n_samples: int = 3, n_resamples: int = 2000,
-                 title: str = "ESC-Eval report") -> dict[str, Path]:
+                 title: str = "ESC-Eval report", humans=None, score_kind: str = "label") -> dict[str, Path]:
     """Write report.html, report.md, leaderboard.md/.csv and figures/*.png; default out_dir is
     <first run>/report/. groups: model -> close/open/domain (the CLI passes the registry's; unknown models show as unassigned).
     Returns the written paths by name ("html", "markdown", "leaderboard_md", "leaderboard_csv",
-    "figure:<name>")."""
+    "figure:<name>"). humans (analysis.human_scores.HumanScores): add the human-anchored leaderboard
+    and the judges' calibration; score_kind "expected": tables from sum k x P(k) where the judge gave P(0..4)."""
     paths = [as_location(p) for p in ([run_dirs] if isinstance(run_dirs, (str, Path)) else run_dirs)]
     if not paths:
         raise AnalysisInputError("write_report needs at least one run folder")
@@ -355,31 +357,37 @@ def write_report(run_dirs: list[Path], out_dir: Path | None = None, *, groups: d
     dialogues = load_dialogues(paths)
     all_scores = load_scores(paths, extra_dimensions=True)  # safety rows reach only their own sections
     scores = all_scores[all_scores["dimension"].isin(DIMENSION_NAMES)].reset_index(drop=True)
+    if humans is not None:
+        humans.check_runs(set(scores["dialogue_id"]))  # bad human scores: one line, nothing written
     # A report of a run folder in object storage is written locally, then uploaded beside it.
     with OutputFolder(out_dir or join_location(paths[0], "report")) as folder:
         return folder.finals(_write_report(paths, folder.path, manifests, dialogues, scores, all_scores, groups=groups,
                                            leaderboard=leaderboard, n_boot=n_boot, seed=seed, n_samples=n_samples,
-                                           n_resamples=n_resamples, title=title))
+                                           n_resamples=n_resamples, title=title, humans=humans,
+                                           score_kind=check_score_kind(score_kind)))
 
 
 def _write_report(paths: list, out: Path, manifests: dict, dialogues: pd.DataFrame, scores: pd.DataFrame,
                   all_scores: pd.DataFrame, *, groups, leaderboard, n_boot, seed, n_samples, n_resamples,
-                  title) -> dict[str, Path]:
+                  title, humans=None, score_kind="label") -> dict[str, Path]:
     fig_dir = out / "figures"
+    # The tables read expected scores when asked; distributions, samples and health keep the labels.
+    board = expected_scores(scores) if score_kind == "expected" else scores
     # leaderboard: the caller's Table 2 (built once, with its grouping rule); else built here.
-    lb = leaderboard if leaderboard is not None else build_leaderboard(scores, groups=groups or {}, n_boot=n_boot, seed=seed)
+    lb = leaderboard if leaderboard is not None else build_leaderboard(board, groups=groups or {}, n_boot=n_boot, seed=seed)
     written: dict[str, Path] = {}
     from esc_eval.analysis.usage_report import add_usage_columns
 
-    lb_paths = write_leaderboard(add_usage_columns(lb, manifests), out)
+    lb_paths = write_leaderboard(add_usage_columns(lb, manifests), out,
+                                 note=score_kind_note(board) if score_kind == "expected" else "")
     written["leaderboard_md"], written["leaderboard_csv"] = lb_paths["markdown"], lb_paths["csv"]
     sections = [
         _summary(paths, manifests, dialogues, all_scores),
-        _leaderboard_section(lb, scores, fig_dir),
-        _by_category_section(scores, dialogues, groups or {}, n_boot, seed),
-        _seed_section(scores, dialogues, manifests),
+        _leaderboard_section(lb, board, fig_dir),
+        _by_category_section(board, dialogues, groups or {}, n_boot, seed),
+        _seed_section(board, dialogues, manifests),
         _distribution_section(scores, fig_dir),
-        _comparison_section(scores, n_resamples, seed),
+        _comparison_section(board, n_resamples, seed),
         seekers_section(all_scores, dialogues, n_boot, seed),  # beyond the paper: analysis/seekers.py
         safety_section(all_scores, dialogues, n_boot, seed),  # beyond the paper, apart from the seven: analysis/safety.py
         _health_section(dialogues, scores),
@@ -388,6 +396,12 @@ def _write_report(paths: list, out: Path, manifests: dict, dialogues: pd.DataFra
         _cards_section(dialogues, fig_dir),
         _samples_section(dialogues, scores, n_samples),
     ]
+    if score_kind == "expected":
+        sections[1]["notices"].insert(0, _notice(score_kind_note(board), "info"))
+    if humans is not None:
+        from esc_eval.analysis.trust_report import trust_sections
+
+        sections[2:2] = trust_sections(lb, board, scores, humans, fig_dir, n_boot=n_boot, seed=seed)
     for s in sections:
         for b in s["blocks"]:
             if b["kind"] == "figure":
@@ -405,7 +419,8 @@ def _write_report(paths: list, out: Path, manifests: dict, dialogues: pd.DataFra
     (out / "report.json").write_text(json.dumps({
         "runs": runs, "generated_at": generated,
         "notices": [{"section": s["id"], **n} for s in sections for n in s["notices"]],
-        "leaderboard": json.loads(lb.to_json(orient="records")),
+        "leaderboard": json.loads(lb.to_json(orient="records")), "scores": score_kind,
+        **{s["id"]: s["data"] for s in sections if s.get("data") is not None},
     }, indent=2, ensure_ascii=False), encoding="utf-8")
     written["json"] = out / "report.json"
     return written

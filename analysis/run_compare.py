@@ -18,6 +18,7 @@ import numpy as np
 import pandas as pd
 
 from esc_eval.analysis.compare import holm, paired_comparison
+from esc_eval.analysis.expected_scores import check_score_kind, expected_scores
 from esc_eval.analysis.loaders import AnalysisInputError, is_official_json, load_scores
 from esc_eval.sim.dimensions import DIMENSION_NAMES, DIMENSION_TITLES, TABLE_SCALE
 from esc_eval.sim.runfolder import RunFolder
@@ -27,8 +28,13 @@ PairBy = Literal["auto", "dialogue", "card"]
 KEYS = {"dialogue": ["dialogue_id"], "card": ["language", "card_id", "seed"]}
 
 
-def _run_scores(path: str | os.PathLike[str], model: str | None, judge: str | None, side: str) -> pd.DataFrame:
+def _run_scores(path: str | os.PathLike[str], model: str | None, judge: str | None, side: str,
+                score_kind: str = "label") -> tuple[pd.DataFrame, set[str]]:
+    """(the side's score rows, every dialogue id the run holds scores for)."""
     scores = load_scores([path])
+    every_id = set(scores["dialogue_id"])
+    if check_score_kind(score_kind) == "expected":
+        scores = expected_scores(scores)
     if scores.empty:
         raise AnalysisInputError(f"{path}: no score rows (run `esc-eval score` first)")
     for col, value, what in (("target_model", model, "model"), ("judge", judge, "judge")):
@@ -46,15 +52,20 @@ def _run_scores(path: str | os.PathLike[str], model: str | None, judge: str | No
     scores = scores.merge(seeds, on="dialogue_id", how="left")
     scores["seed"] = scores["seed"].fillna(0).astype("int64")
     scores["card_id"] = scores["card_id"].astype(str)
-    return scores
+    return scores, every_id
 
 
 def compare_runs(run_a: str | os.PathLike[str], run_b: str | os.PathLike[str], *, pair_by: PairBy = "auto",
                  model_a: str | None = None, model_b: str | None = None, judge_a: str | None = None,
-                 judge_b: str | None = None, n_resamples: int = 5_000, seed: int = 0, top: int = 10) -> dict[str, Any]:
-    """B - A per dimension with CIs and Holm-corrected p-values, and the cards that moved most."""
-    a = _run_scores(run_a, model_a, judge_a, "a")
-    b = _run_scores(run_b, model_b, judge_b, "b")
+                 judge_b: str | None = None, n_resamples: int = 5_000, seed: int = 0, top: int = 10,
+                 humans: Any = None, score_kind: str = "label") -> dict[str, Any]:
+    """B - A per dimension with CIs and Holm-corrected p-values, and the cards that moved most.
+    humans (analysis.human_scores.HumanScores): also each side's human-scale mean (PPI) and B - A
+    on that scale (analysis.human_leaderboard.compare_on_humans). score_kind: label | expected."""
+    a, ids_a = _run_scores(run_a, model_a, judge_a, "a", score_kind)
+    b, ids_b = _run_scores(run_b, model_b, judge_b, "b", score_kind)
+    if humans is not None:  # bad human scores fail before anything is computed (the whole runs' dialogues)
+        humans.check_runs(ids_a | ids_b, "either run")
     if pair_by not in ("auto", "dialogue", "card"):
         raise ValueError(f"pair_by must be auto, dialogue or card, got {pair_by!r}")
     if pair_by == "auto":
@@ -104,14 +115,19 @@ def compare_runs(run_a: str | os.PathLike[str], run_b: str | os.PathLike[str], *
         g = g.reindex(g["diff"].abs().sort_values(ascending=False, kind="stable").index).head(top)
         g[["language", "card_id"]] = g.index.to_series().str.split("|", n=1, expand=True).to_numpy()
         moved = g.reset_index(drop=True)[["language", "card_id", "n_pairs", "mean_a", "mean_b", "diff"]]
-    return {
-        "run_a": str(run_a), "run_b": str(run_b), "pair_by": pair_by, "pair_keys": keys,
+    result = {
+        "run_a": str(run_a), "run_b": str(run_b), "pair_by": pair_by, "pair_keys": keys, "scores": score_kind,
         "models_a": models_a, "models_b": models_b,
         "judges_a": sorted(a["judge"].dropna().unique()), "judges_b": sorted(b["judge"].dropna().unique()),
         "n_resamples": n_resamples, "seed": seed,
         "dimensions": json.loads(dims.to_json(orient="records")),
         "cards_moved": json.loads(moved.to_json(orient="records")),
     }
+    if humans is not None:
+        from esc_eval.analysis.human_leaderboard import compare_on_humans
+
+        result["humans"] = compare_on_humans(a, b, humans, pair_by)
+    return result
 
 
 def _f(x: Any, nd: int = 1) -> str:
@@ -139,6 +155,10 @@ def comparison_markdown(result: dict[str, Any]) -> str:
         for r in result["cards_moved"]:
             lines.append(f"| {r['language']} | {r['card_id']} | {r['n_pairs']} | {_f(r['mean_a'])} | "
                          f"{_f(r['mean_b'])} | {_f(r['diff'])} |")
+    if result.get("humans"):
+        from esc_eval.analysis.human_leaderboard import compare_humans_markdown
+
+        lines += ["", compare_humans_markdown(result["humans"])]
     return "\n".join(lines) + "\n"
 
 

@@ -284,3 +284,50 @@ def judge_agreement_cmd(
     result = judge_agreement(pred, reference, n_boot=n_boot, seed=seed)
     console.print(agreement_table_markdown(result))
     _echo({"judge": cfg.judge.judge_id, "run_dir": scored["run_dir"], "reference": str(scores), **result})
+
+
+@app.command("calibration")
+def calibration_cmd(
+    run_dirs: RunDirs,
+    humans: Annotated[str, typer.Option("--humans", help="Human scores: an annotate store (annotations.sqlite, or a run folder holding one), filled annotation sheets (a folder of annotate_*.csv or a CSV) or annotate export's table.")],
+    study: Annotated[Optional[str], typer.Option("--study", help="Only this study of the annotate store.")] = None,
+    judge: Annotated[Optional[list[str]], typer.Option("--judge", help="Judge(s) to calibrate (default: every judge that gave P(0..4)).")] = None,
+    dimension: Annotated[Optional[list[str]], typer.Option("--dimension", help="Dimension(s) to calibrate (default: all the judge scored).")] = None,
+    method: Annotated[str, typer.Option("--method", help="temperature | isotonic (one-vs-rest, per label).")] = "temperature",
+    folds: Annotated[int, typer.Option("--folds", help="Cross-fitting folds (by dialogue): every recalibrated figure is held out.")] = 5,
+    write: Annotated[bool, typer.Option("--write/--no-write", help="Write the recalibrated judge's score rows into the runs.")] = True,
+    allow_one_annotator: Annotated[bool, typer.Option("--allow-one-annotator", help="Accept human scores that all come from one annotator.")] = False,
+    n_boot: Annotated[int, typer.Option("--n-boot", help="Bootstrap resamples for the CIs (0 = none).")] = 1000,
+    seed: Annotated[int, typer.Option("--seed", help="Seed of the folds and the bootstrap.")] = 0,
+    out: Out = None,
+) -> None:
+    """Reliability, ECE and Brier of each judge's P(0..4) against human scores, with CIs; a recalibration
+    (temperature or isotonic per dimension) checked on held-out dialogues and written as judge
+    `<judge>+cal:<method>` without calling the judge again."""
+    from esc_eval.analysis.calibration_runs import (
+        calibrate, calibration_markdown, reliability_figure, write_calibrated_rows,
+    )
+    from esc_eval.analysis.human_scores import load_human_scores
+    from esc_eval.analysis.loaders import load_scores
+    from esc_eval.sim.dimensions import to_paper_dimension
+
+    try:
+        dims = [to_paper_dimension(d) for d in dimension] if dimension else None
+    except ValueError as e:
+        raise AnalysisInputError(f"--dimension: {e}") from None
+    human = load_human_scores(humans, study=study, allow_one_annotator=allow_one_annotator)
+    scores = load_scores(run_dirs)
+    # Everything is computed (and every bad input refused) before anything is written.
+    result = calibrate(scores, human, method=method, judges=judge, dimensions=dims, folds=folds, n_boot=n_boot,
+                       seed=seed)
+    md = "# Judge calibration against human scores\n\n" + calibration_markdown(result)
+    typer.echo(md)
+    figures = {f"calibration_{''.join(c if c.isalnum() else '_' for c in j)}.png": j for j in result.table["judge"].unique()}
+    data = {"method": method, "folds": folds, "humans": human.source, "n_boot": n_boot,
+            "rows": _records(result.table), "reliability": _records(result.bins)}
+    paths = _write_outputs(out or join_location(run_dirs[0], "report"), "calibration", md, data,
+                           extra={name: (lambda p, j=j: reliability_figure(result, j, p)) for name, j in figures.items()})
+    if write:
+        paths["rows_written"] = write_calibrated_rows(result)
+        paths["judges_written"] = sorted(result.table["calibrated_judge"].unique())
+    _echo(paths)

@@ -282,3 +282,21 @@ def bench_annotate(
 
     with _fake_folder(folder, dialogues, models, 64, "annotate") as (path, build_s):
         _write({"folder": str(path), "build_s": build_s, **bench_annotation([path], dialogues=annotate)}, out)
+
+
+@app.command("trust")
+def bench_trust_cmd(
+    out: Optional[Path] = typer.Option(None, "--out", "-o", help="Also write the JSON here."),
+    dialogues: int = typer.Option(8_500, help="Fake dialogues in the folder (7 scores with P(0..4) each), like the paper's 8.5K."),
+    models: int = typer.Option(14, help="Models the dialogues are spread over."),
+    human: int = typer.Option(500, help="Dialogues scored by two annotators (an annotate store)."),
+    report: bool = typer.Option(True, "--report/--no-report", help="Also time the report with --humans and open it in headless Chromium (when installed)."),
+    folder: Optional[Path] = typer.Option(None, help="Run folder to use (built there first if it has no dialogues; the recalibrated judge's rows are added to it)."),
+) -> None:
+    """Calibration and the human-anchored (PPI) leaderboard at the paper's scale, and the report with --humans."""
+    from esc_eval.analysis.trust_bench import bench_trust
+    from esc_eval.serve.cpu import runtime_summary
+
+    with _fake_folder(folder, dialogues, models, 64, "trust") as (path, build_s):
+        _write({"folder": str(path), "build_s": build_s, "machine": runtime_summary(),
+                **bench_trust(path, n_human=human, report=report)}, out)

@@ -7,6 +7,7 @@ from typing import Annotated, Optional
 import typer
 
 from esc_eval.cli.common import emit
+from esc_eval.cli.report import Humans, OneAnnotator, ScoreKind, Study, read_humans
 from esc_eval.sim.storage import is_uri, join_location, location_name
 
 
@@ -22,12 +23,15 @@ def compare(
     n_resamples: Annotated[int, typer.Option("--n-resamples", help="Resamples for the CIs and the permutation test.")] = 5000,
     seed: Annotated[int, typer.Option("--seed", help="Random seed.")] = 0,
     top: Annotated[int, typer.Option("--top", help="Cards listed among those that moved most.")] = 10,
+    humans: Humans = None, study: Study = None, allow_one_annotator: OneAnnotator = False, scores: ScoreKind = "label",
 ) -> None:
-    """Per-dimension B - A with bootstrap CIs and Holm-corrected p-values; the cards that moved most."""
+    """Per-dimension B - A with bootstrap CIs and Holm-corrected p-values; the cards that moved most;
+    with --humans each side's human-scale mean (PPI) and B - A on that scale."""
     from esc_eval.analysis.run_compare import compare_runs, comparison_markdown, write_comparison
 
     result = compare_runs(run_a, run_b, pair_by=pair_by, model_a=model_a, model_b=model_b, judge_a=judge_a,
-                          judge_b=judge_b, n_resamples=n_resamples, seed=seed, top=top)
+                          judge_b=judge_b, n_resamples=n_resamples, seed=seed, top=top,
+                          humans=read_humans(humans, study, allow_one_annotator), score_kind=scores)
     folder_b = run_b if is_uri(run_b) or Path(run_b).is_dir() else str(Path(run_b).parent)
     target = out or join_location(folder_b, "report", f"compare-{location_name(run_a)}")
     paths = write_comparison(result, target)

@@ -9,6 +9,11 @@ import typer
 from esc_eval.cli.common import exit_for_outcome, console_env, emit
 
 DEMO_CARDS = 8
+# The demo's second target: the embedded model told to be of no help, so the table has two rows
+# that differ for a reason (the first keeps the release's "You are a helpful assistant!").
+TERSE_TARGET = "vllm/embedded+terse"
+TERSE_PROMPT = ("You are a busy assistant who does not care about the user's feelings. Answer in one short "
+                "sentence. Do not show sympathy, do not ask questions and do not give advice.")
 
 
 def demo_config(n_cards: int = DEMO_CARDS):
@@ -16,7 +21,10 @@ def demo_config(n_cards: int = DEMO_CARDS):
     one engine per core (2 workers, each engine bound to its own core), the CPU's best dtype
     (`auto`: float32 on AVX2, where bf16 is emulated 4-6x slower), the dialogue-first judge prompt
     so a dialogue's seven judge prompts share one cached prefix, and shorter replies than the
-    paper's 512 tokens so it runs in minutes on CPU."""
+    paper's 512 tokens so it runs in minutes on CPU. Two targets: the embedded model with the
+    release's system prompt and the same model told to be curt and of no help (TERSE_PROMPT, 24
+    tokens), whose leaderboard rows differ for a reason; the leaderboard reads expected scores
+    (the embedded judge's most likely label is 1 for everything)."""
     import os
 
     from esc_eval.serve.chat import GenerationParams
@@ -27,12 +35,15 @@ def demo_config(n_cards: int = DEMO_CARDS):
     execution = dict(workers=workers, num_cpus_per_worker=1.0 if cores >= workers else cores / workers,
                      cpu_bind="per_worker" if workers > 1 else "auto", dtype="auto",
                      env={"VLLM_CPU_KVCACHE_SPACE": "3"})
-    per_worker = max(1, -(-n_cards // workers))  # each worker gets its share of the cards in one chunk
+    # each worker gets its share of the dialogues (cards x the two targets) in one chunk
+    per_worker = max(1, -(-2 * n_cards // workers))
     sim_cfg = SimulationConfig(
         cards="sample", languages=["en"], limit=n_cards,
         # a dialogue is 10 sequential turns: its wall time is the sum of their decode times
         role=ModelRef(model="vllm/embedded", params=GenerationParams(max_tokens=48)),
-        targets=[ModelRef(model="vllm/embedded", params=GenerationParams(max_tokens=72))],
+        targets=[ModelRef(model="vllm/embedded", params=GenerationParams(max_tokens=72)),
+                 ModelRef(model="vllm/embedded", name=TERSE_TARGET, system_prompt=TERSE_PROMPT,
+                          params=GenerationParams(max_tokens=24))],
         execution=ExecutionConfig(concurrency=max(8, per_worker), chunk_size=per_worker, **execution),
     )
     scoring = ScoringConfig(judge=JudgeConfig(model=ModelRef(model="vllm/embedded"), prompt_order="dialogue_first"),
@@ -60,7 +71,7 @@ def demo(
         console_env(ex)
         ex.ray_address = address or ex.ray_address
     sim_cfg = cfg.simulation
-    console.print(f"[bold]esc-eval demo[/bold]: {cards} cards x {', '.join(t.model for t in sim_cfg.targets)} "
+    console.print(f"[bold]esc-eval demo[/bold]: {cards} cards x {', '.join(t.target_name for t in sim_cfg.targets)} "
                   f"(role {sim_cfg.role.model}, judge {cfg.scoring.judge.model.model}) -> {out}")
     ex = sim_cfg.execution
     console.print(f"[dim]{ex.workers} worker(s), cpu_bind {ex.cpu_bind}, dtype {ex.dtype} -> "
@@ -71,7 +82,7 @@ def demo(
             sim_result = run_simulation(sim_cfg, out, on_summary=jp.on_summary, on_start=jp.on_start, pool=pool)
         with job_progress("score", unit="dialogues") as jp:
             score_result = run_scoring(cfg.scoring, out, on_summary=jp.on_summary, on_start=jp.on_start, pool=pool)
-    paths = write_report_for([out], None)
+    paths = write_report_for([out], None, score_kind="expected")
     emit({"run_dir": str(out), "simulation": sim_result, "scoring": score_result,
           "files": {k: str(v) for k, v in paths.items()}})
     exit_for_outcome({"run_dir": str(out), **sim_result}, "dialogues", sim_cfg.execution.max_failure_rate)

@@ -31,6 +31,12 @@ class ModelRef(_Strict):
     adapter: str | None = Field(None, description="LoRA adapter name to use on every call (multi-LoRA backends).")
     options: dict[str, Any] = Field(default_factory=dict, description="Backend options, e.g. vLLM engine kwargs (max_model_len, adapters), or base_url and api ('openai' | 'vllm') for openai/.")
     limits: ModelLimits | None = Field(None, description="This model's quota for the whole run (max_concurrency, requests_per_minute, tokens_per_minute), over the registry entry's `limits` field by field; models named twice share one quota (the stricter value of each field).")
+    name: str | None = Field(None, min_length=1, description="A target's name in rows, tables and dialogue ids (default: the model, plus ':<adapter>'); name two targets of one model apart, e.g. the same model with two system prompts. Unset keeps existing run folders' ids.")
+
+    @property
+    def target_name(self) -> str:
+        """The name rows and dialogue ids carry: `name`, else the model (+ ':<adapter>')."""
+        return self.name or self.model + (f":{self.adapter}" if self.adapter else "")
 
 
 class ExecutionConfig(_Strict):
@@ -122,6 +128,16 @@ class SimulationConfig(_Strict):
     rounds: int = Field(5, ge=1, le=50, description="Seeker/assistant rounds after the opener (the paper: 5).")
     execution: ExecutionConfig = Field(default_factory=ExecutionConfig, description="Pool shape, retries and checkpoints.")
     prices: dict[str, TokenPrice] = Field(default_factory=dict, description="Per-token prices by model name or spec, overriding the registry's `price` (manifest `usage`).")
+
+    @field_validator("targets")
+    @classmethod
+    def _distinct_targets(cls, v: list[ModelRef]) -> list[ModelRef]:
+        names = [t.target_name for t in v]
+        twice = sorted({n for n in names if names.count(n) > 1})
+        if twice:
+            raise ValueError(f"two targets are both named {twice[0]!r}: their dialogues would share ids; give each "
+                             "its own `name` (e.g. the same model with two system prompts)")
+        return v
 
     @field_validator("strategies")
     @classmethod

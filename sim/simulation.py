@@ -49,7 +49,8 @@ def select_cards(cfg: SimulationConfig) -> list[RoleCard]:
 
 
 def target_name(ref: ModelRef) -> str:
-    return ref.model + (f":{ref.adapter}" if ref.adapter else "")
+    """The target's name in rows and dialogue ids (ModelRef.target_name)."""
+    return ref.target_name
 
 
 def iter_items(cfg: SimulationConfig, cards: list[RoleCard], skip: set[str]) -> Iterator[dict[str, Any]]:

@@ -106,10 +106,14 @@ def compute_usage(run: RunFolder, prices: dict[str, TokenPrice] | None = None) -
     jobs = {"simulation": _job_engine_seconds(manifest, "simulation"), "scoring": _job_engine_seconds(manifest, "scoring")}
     # The judge id is the judge's model string unless named otherwise (JudgeConfig.name).
     judge_model = ((manifest.get("scoring") or {}).get("config") or {}).get("judge", {}).get("model", {}).get("model")
+    # A named target (ModelRef.name) is priced and counted as the model it runs.
+    named = {t["name"]: t["model"] for t in ((manifest.get("simulation") or {}).get("config") or {}).get("targets", [])
+             if isinstance(t, dict) and t.get("name")}
     rows, engines = [], {}
     total_dollars = 0.0
     for (stage, model), row in sorted(acc.items()):
         lookup = judge_model if stage == "judge" and judge_model and model not in prices else model
+        lookup = named.get(model, lookup) if stage == "target" else lookup
         spec, reg_price = _resolve(lookup)
         price = prices.get(model) or prices.get(lookup) or reg_price
         row["spec"] = spec

@@ -177,3 +177,22 @@ def test_per_worker_cpu_binding_gives_each_engine_its_own_core(monkeypatch):
     assert "VLLM_CPU_OMP_THREADS_BIND" not in worker_env(ExecutionConfig(workers=2), 1)  # default: vLLM's own
     explicit = ExecutionConfig(cpu_bind="per_worker", env={"VLLM_CPU_OMP_THREADS_BIND": "nobind"})
     assert worker_env(explicit, 1)["VLLM_CPU_OMP_THREADS_BIND"] == "nobind"  # the user's setting wins
+
+
+def test_one_model_under_two_names_gets_two_sets_of_dialogues(tmp_path):
+    """Two targets of one model with different system prompts: distinct names in the rows and
+    distinct dialogue ids; two targets that would share a name are refused at the door."""
+    from pydantic import ValidationError
+
+    cfg = sim_cfg(limit=2, targets=[ModelRef(model="fake/echo"),
+                                    ModelRef(model="fake/echo", name="echo-curt", system_prompt="Be curt.")])
+    res = run_simulation(cfg, tmp_path)
+    rows = list(RunFolder(tmp_path).iter_rows("dialogues"))
+    assert res["items"] == 4 and len({r["dialogue_id"] for r in rows}) == 4
+    assert sorted({r["target_model"] for r in rows}) == ["echo-curt", "fake/echo"]
+    manifest = json.loads((tmp_path / "manifest.json").read_text())
+    assert manifest["simulation"]["inputs"]["targets"]["echo-curt"]["system_prompt"] == "Be curt."
+    usage = {r["model"]: r for r in manifest["usage"]["by_stage"] if r["stage"] == "target"}
+    assert usage["echo-curt"]["spec"] == "fake/echo" and usage["echo-curt"]["calls"] == 10  # counted as its model
+    with pytest.raises(ValidationError, match="both named 'fake/echo'"):
+        sim_cfg(targets=[ModelRef(model="fake/echo"), ModelRef(model="fake/echo", system_prompt="Be curt.")])

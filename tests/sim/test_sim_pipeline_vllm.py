@@ -43,25 +43,35 @@ def run_cli(*args, cwd, timeout=900):
 
 
 def test_demo_end_to_end_on_two_cards(tmp_path):
+    """The demo on 2 cards x its two targets (the release's prompt, a curt one): 4 dialogues, 28
+    scores, and a leaderboard of expected scores whose two rows differ on the real embedded model."""
+    from esc_eval.cli.demo import TERSE_TARGET
+
     out = tmp_path / "demo"
     proc = run_cli("demo", "--cards", "2", "--out", str(out), cwd=REPO)
     assert proc.returncode == 0, proc.stderr[-3000:]
     dialogues = pq.read_table(out / "dialogues").to_pylist()
-    assert len(dialogues) == 2 and {d["card_id"] for d in dialogues} == {c.id for c in sample_cards()[:2]}
+    assert len(dialogues) == 4 and {d["card_id"] for d in dialogues} == {c.id for c in sample_cards()[:2]}
+    assert {d["target_model"] for d in dialogues} == {"vllm/embedded", TERSE_TARGET}
     assert all(d["n_turns"] == 11 and len(d["turns"]) == 11 and d["status"] == "ok" for d in dialogues)
     scores = pq.read_table(out / "scores").to_pylist()
-    assert len(scores) == 14
+    assert len(scores) == 28
     for d in dialogues:
         assert sorted(s["dimension"] for s in scores if s["dialogue_id"] == d["dialogue_id"]) == sorted(
             ["fluency", "expression", "empathy", "information", "skillful", "humanoid", "overall"])
     board = (out / "report" / "leaderboard.md").read_text()
-    assert "vllm/embedded" in board and "Fluency" in board
+    assert "vllm/embedded" in board and TERSE_TARGET in board and "expected scores" in board
+    rows = {r["model"]: r for r in json.loads((out / "report" / "report.json").read_text())["leaderboard"]}
+    assert json.loads((out / "report" / "report.json").read_text())["scores"] == "expected"
+    values = [[rows[m][c] for c in ("Fluency", "Empathy", "Overall", "Average")] for m in ("vllm/embedded", TERSE_TARGET)]
+    assert values[0] != values[1], values  # two rows that differ, not one value in every cell
+    assert len({v for row in values for v in row}) > 2
     manifest = json.loads((out / "manifest.json").read_text())
-    assert manifest["simulation"]["last"]["items"] == 2 and manifest["scoring"]["last"]["items"] == 2
+    assert manifest["simulation"]["last"]["items"] == 4 and manifest["scoring"]["last"]["items"] == 4
     # a re-run resumes: nothing is redone, nothing duplicated, and no engine is started for it
     again = run_cli("demo", "--cards", "2", "--out", str(out), cwd=REPO, timeout=300)
     assert again.returncode == 0, again.stderr[-3000:]
-    assert len(pq.read_table(out / "dialogues")) == 2 and len(pq.read_table(out / "scores")) == 14
+    assert len(pq.read_table(out / "dialogues")) == 4 and len(pq.read_table(out / "scores")) == 28
 
 
 def test_safety_cards_and_a_worst_case_seeker_through_simulate_score_report(embedded_model, tmp_path):

@@ -1,0 +1,228 @@
+"""Calibration of a judge's P(0..4) against human labels: the measures, the recalibrations, and
+cross-fitting so that a recalibration is never scored on the dialogues it was fitted on.
+
+Measures (per judge and dimension, one item per dialogue: the stored probability vector and the
+human label):
+- ECE, top-label (Guo et al. 2017): items binned by their confidence max_k P(k) into 10 equal
+  bins over [0, 1]; the share-weighted mean of |accuracy - confidence| per bin. 0 = calibrated.
+- Brier score, multi-class: mean over items of sum_k (P(k) - [label = k])^2, 0 (perfect) to 2.
+- The reliability diagram: per bin, mean confidence, accuracy and count.
+Bootstrap CIs resample dialogues (the rows), the same resamples for every measure so that a
+difference (raw - recalibrated) has a paired interval.
+
+Recalibrations of stored probabilities (no judge call):
+- temperature: P'(k) proportional to P(k)^(1/T), one T per judge and dimension fitted by
+  minimising the log loss (Guo et al. 2017); keeps the most likely label.
+- isotonic: one-vs-rest isotonic regression of [label = k] on P(k) per label (Zadrozny & Elkan
+  2002; scipy.optimize.isotonic_regression), then renormalised.
+"""
+from __future__ import annotations
+
+import math
+import warnings
+from typing import Protocol
+
+import numpy as np
+from scipy import optimize
+
+N_LABELS = 5
+N_BINS = 10
+EPS = 1e-12
+
+
+def check_probs(probs: np.ndarray, labels: np.ndarray | None = None) -> None:
+    if probs.ndim != 2 or probs.shape[1] != N_LABELS:
+        raise ValueError(f"probabilities must be an (n, {N_LABELS}) array, got shape {probs.shape}")
+    if labels is not None and len(labels) != len(probs):
+        raise ValueError(f"{len(labels)} labels for {len(probs)} probability vectors")
+
+
+def _bins(conf: np.ndarray, n_bins: int) -> np.ndarray:
+    return np.minimum((conf * n_bins).astype(int), n_bins - 1)
+
+
+def ece(probs: np.ndarray, labels: np.ndarray, n_bins: int = N_BINS) -> float:
+    """Top-label expected calibration error (equal-width bins over [0, 1])."""
+    check_probs(probs, labels)
+    if len(probs) == 0:
+        return math.nan
+    conf, pred = probs.max(axis=1), probs.argmax(axis=1)
+    gap = (pred == labels).astype(float) - conf
+    sums = np.bincount(_bins(conf, n_bins), weights=gap, minlength=n_bins)
+    return float(np.abs(sums).sum() / len(probs))
+
+
+def brier(probs: np.ndarray, labels: np.ndarray) -> float:
+    """Multi-class Brier score: mean of sum_k (P(k) - [label = k])^2."""
+    check_probs(probs, labels)
+    return float(_brier_items(probs, labels).mean()) if len(probs) else math.nan
+
+
+def _brier_items(probs: np.ndarray, labels: np.ndarray) -> np.ndarray:
+    onehot = np.eye(N_LABELS)[labels]
+    return ((probs - onehot) ** 2).sum(axis=1)
+
+
+def accuracy(probs: np.ndarray, labels: np.ndarray) -> float:
+    return float((probs.argmax(axis=1) == labels).mean()) if len(probs) else math.nan
+
+
+def reliability(probs: np.ndarray, labels: np.ndarray, n_bins: int = N_BINS) -> list[dict]:
+    """Per non-empty confidence bin: its bounds, count, mean confidence and accuracy."""
+    check_probs(probs, labels)
+    conf, pred = probs.max(axis=1), probs.argmax(axis=1)
+    b = _bins(conf, n_bins)
+    out = []
+    for k in range(n_bins):
+        sel = b == k
+        if sel.any():
+            out.append({"bin_lo": k / n_bins, "bin_hi": (k + 1) / n_bins, "n": int(sel.sum()),
+                        "confidence": float(conf[sel].mean()), "accuracy": float((pred[sel] == labels[sel]).mean())})
+    return out
+
+
+def bootstrap_measures(named: dict[str, np.ndarray], labels: np.ndarray, *, n_boot: int = 1000, seed: int = 0,
+                       confidence: float = 0.95, n_bins: int = N_BINS) -> dict[str, dict[str, tuple[float, float]]]:
+    """Percentile CIs of ECE and Brier for each named probability array (same items, same
+    resamples), and of each difference `<first> - <other>`: {name: {"ece": (lo, hi), "brier": ...}}."""
+    n = len(labels)
+    names = list(named)
+    out: dict[str, dict[str, tuple[float, float]]] = {}
+    if n < 2 or n_boot <= 0:
+        nan = (math.nan, math.nan)
+        return {k: {"ece": nan, "brier": nan} for k in [*names, *(f"{names[0]} - {o}" for o in names[1:])]}
+    rng = np.random.default_rng(seed)
+    per: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
+    for name, p in named.items():
+        check_probs(p, labels)
+        conf = p.max(axis=1)
+        per[name] = (_bins(conf, n_bins), (p.argmax(axis=1) == labels) - conf, _brier_items(p, labels))
+    draws: dict[str, dict[str, list[np.ndarray]]] = {k: {"ece": [], "brier": []} for k in names}
+    batch = max(1, min(n_boot, 2_000_000 // n))  # about 2M resampled items in memory at once
+    done = 0
+    while done < n_boot:
+        b = min(batch, n_boot - done)
+        idx = rng.integers(0, n, size=(b, n))
+        rows = np.repeat(np.arange(b), n)
+        for name, (bins, gap, items) in per.items():
+            sums = np.bincount(rows * n_bins + bins[idx].ravel(), weights=gap[idx].ravel(), minlength=b * n_bins)
+            draws[name]["ece"].append(np.abs(sums.reshape(b, n_bins)).sum(axis=1) / n)
+            draws[name]["brier"].append(items[idx].mean(axis=1))
+        done += b
+    alpha = (1 - confidence) / 2
+    flat = {k: {m: np.concatenate(v) for m, v in d.items()} for k, d in draws.items()}
+    for k in names[1:]:
+        flat[f"{names[0]} - {k}"] = {m: flat[names[0]][m] - flat[k][m] for m in ("ece", "brier")}
+    for k, d in flat.items():
+        out[k] = {m: (float(np.quantile(v, alpha)), float(np.quantile(v, 1 - alpha))) for m, v in d.items()}
+    return out
+
+
+# --- recalibrations ----------------------------------------------------------------------
+class Recalibration(Protocol):
+    def fit(self, probs: np.ndarray, labels: np.ndarray) -> "Recalibration": ...
+    def apply(self, probs: np.ndarray) -> np.ndarray: ...
+    def params(self) -> dict: ...
+
+
+class TemperatureScaling:
+    """P'(k) = softmax(log P(k) / T); T > 1 softens an overconfident judge, T < 1 sharpens."""
+
+    def __init__(self) -> None:
+        self.temperature = 1.0
+
+    def fit(self, probs: np.ndarray, labels: np.ndarray) -> "TemperatureScaling":
+        check_probs(probs, labels)
+        logp = np.log(np.clip(probs, EPS, 1.0))
+        rows = np.arange(len(labels))
+
+        def nll(log_t: float) -> float:
+            z = logp / math.exp(log_t)
+            z = z - z.max(axis=1, keepdims=True)
+            return float(-(z[rows, labels] - np.log(np.exp(z).sum(axis=1))).mean())
+
+        res = optimize.minimize_scalar(nll, bounds=(math.log(0.05), math.log(20.0)), method="bounded",
+                                       options={"xatol": 1e-4})
+        self.temperature = float(math.exp(res.x))
+        return self
+
+    def apply(self, probs: np.ndarray) -> np.ndarray:
+        z = np.log(np.clip(probs, EPS, 1.0)) / self.temperature
+        z = z - z.max(axis=1, keepdims=True)
+        e = np.exp(z)
+        return e / e.sum(axis=1, keepdims=True)
+
+    def params(self) -> dict:
+        return {"temperature": self.temperature}
+
+
+class IsotonicOneVsRest:
+    """Per label k a non-decreasing map P(k) -> P(label = k) (pool-adjacent-violators on the
+    distinct values of P(k), linear between them, flat beyond), then each row renormalised."""
+
+    def __init__(self) -> None:
+        self.maps: list[tuple[np.ndarray, np.ndarray]] = []
+
+    def fit(self, probs: np.ndarray, labels: np.ndarray) -> "IsotonicOneVsRest":
+        check_probs(probs, labels)
+        self.maps = []
+        for k in range(N_LABELS):
+            x, inverse = np.unique(probs[:, k], return_inverse=True)
+            counts = np.bincount(inverse, minlength=len(x)).astype(float)
+            hits = np.bincount(inverse, weights=(labels == k).astype(float), minlength=len(x))
+            fitted = optimize.isotonic_regression(hits / counts, weights=counts, increasing=True).x
+            self.maps.append((x, np.asarray(fitted, dtype=float)))
+        return self
+
+    def apply(self, probs: np.ndarray) -> np.ndarray:
+        out = np.column_stack([np.interp(probs[:, k], x, y) for k, (x, y) in enumerate(self.maps)])
+        total = out.sum(axis=1, keepdims=True)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)
+            out = out / total
+        # A row every map sends to 0 (a region no human label reached): keep the judge's own vector.
+        empty = ~(total[:, 0] > 0)
+        out[empty] = probs[empty]
+        return out
+
+    def params(self) -> dict:
+        return {"knots": [int(len(x)) for x, _ in self.maps]}
+
+
+METHODS: dict[str, type] = {"temperature": TemperatureScaling, "isotonic": IsotonicOneVsRest}
+
+
+def make_recalibration(method: str) -> Recalibration:
+    try:
+        return METHODS[method]()
+    except KeyError:
+        raise ValueError(f"unknown recalibration {method!r}; expected one of {', '.join(METHODS)}") from None
+
+
+def fold_of(keys: np.ndarray, folds: int, seed: int) -> dict[str, int]:
+    """Each distinct key (a dialogue id) to a fold 0..folds-1, balanced and seeded."""
+    unique = np.unique(keys.astype(str))
+    order = np.random.default_rng(seed).permutation(len(unique))
+    return {str(unique[i]): int(r % folds) for r, i in enumerate(order)}
+
+
+def cross_fit(method: str, probs: np.ndarray, labels: np.ndarray, folds_of_items: np.ndarray,
+              others: np.ndarray, folds: int) -> tuple[np.ndarray, np.ndarray, list[dict], dict]:
+    """K-fold cross-fitting: each human-scored item recalibrated by the fit on the other folds
+    (held out), each other item by the mean of the K fits (every fit, none saw it).
+    Returns (held-out probabilities of the items, probabilities of the others, each fold's
+    parameters, the parameters of a fit on every item, for the record)."""
+    check_probs(probs, labels)
+    held = np.empty_like(probs, dtype=float)
+    rest = np.zeros((len(others), N_LABELS))
+    params = []
+    for k in range(folds):
+        test = folds_of_items == k
+        fit = make_recalibration(method).fit(probs[~test], labels[~test])
+        params.append(fit.params())
+        if test.any():
+            held[test] = fit.apply(probs[test])
+        if len(others):
+            rest += fit.apply(others)
+    full = make_recalibration(method).fit(probs, labels).params()
+    return held, rest / folds, params, full
