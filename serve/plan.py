@@ -66,7 +66,7 @@ def plan_run(uses: list[ModelUse], hardware: Hardware, placement: PlacementConfi
         merged.layout.update(p.layout)
         merged.execution.update(p.execution)
         if p.mode != merged.mode:
-            merged.notes.append(f"{ph}: placement mode {p.mode.replace('_', '-')}")
+            merged.notes.append(f"{ph}: runs {p.mode.replace('_', '-')} (the plan's first line is the {phases[0]}'s)")
     return merged
 
 
@@ -102,7 +102,7 @@ def _plan_phase(uses: list[ModelUse], phase: str, hardware: Hardware, placement:
     if mode == "serve":
         plan_serve(plan, hosted, placement, cpu_kv_cache_gib, cpu_dtype, registry, phase, targets)
         if placement.mode == "auto" and not plan.fits_at_once:
-            plan = _one_after_another(plan, uses, phase, hardware, placement, workers, gpus_per_worker,
+            return _one_after_another(plan, uses, phase, hardware, placement, workers, gpus_per_worker,
                                       cpu_kv_cache_gib, cpu_dtype, registry, workers_set)
         elif hosted and hardware.gpus:
             if gpus_per_worker:

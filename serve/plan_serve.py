@@ -203,20 +203,22 @@ def _pack(plan: Plan, placed: list[tuple[Engine, EnginePlan, dict[str, Any], flo
         set_kv(ep, e.facts, per_gpu * ep.tensor_parallel_size, ep.dtype)
         ep.serve = ServeModelConfig(**fields).model_dump(exclude_defaults=True) | {"name": ep.name}
         _change_notes(ep, e, placement, d, n, f)
+    if any(f < 1 for f in packing.fraction.values()):
+        plan.notes.append(f"replicas sharing a GPU split placement.gpu_memory_utilization "
+                          f"{placement.gpu_memory_utilization:g}: each gets its share of the GPU x "
+                          f"{placement.gpu_memory_utilization:g} as its own gpu_memory_utilization (vLLM's budget is "
+                          f"per process)")
     pinned_max = {d.name: max(ep.replicas) for (_, ep, _, _), d in zip(placed, demands) if not d.fill}
     if any(pinned_max[d.name] > d.replicas for d in demands if not d.fill):
         at_max = [Demand(**{**d.__dict__, "replicas": pinned_max.get(d.name, packing.replicas[d.name]), "fill": False})
                   for d in demands]
         if not pack(at_max, nodes, budget / GB).ok:
-            plan.notes.append(f"at max_replicas the {phase}'s deployments do not all fit on {hw.describe()}: "
-                              f"autoscaling stops short of some maxima")
+            plan.notes.append(f"at max_replicas the {phase}'s deployments do not fit {hw.describe()} in every order "
+                              f"Ray may start them in: autoscaling may stop short of some maxima")
 
 
 def _change_notes(ep: EnginePlan, e: Engine, placement: PlacementConfig, d: Demand, n: int, f: float) -> None:
     """What the placement changes of the config, said where it happens."""
-    if f < 1:
-        ep.notes.append(f"shares a GPU: {f:g} of one per replica, gpu_memory_utilization {ep.gpu_memory_utilization:g} "
-                        f"(its part of placement.gpu_memory_utilization {placement.gpu_memory_utilization:g})")
     if "gpu_memory_utilization" in e.options and float(e.options["gpu_memory_utilization"]) != ep.gpu_memory_utilization:
         ep.notes.append(f"options.gpu_memory_utilization {e.options['gpu_memory_utilization']:g} replaced by the plan's "
                         f"{ep.gpu_memory_utilization:g}")

@@ -16,8 +16,8 @@ on this machine, CUDA_VISIBLE_DEVICES respected; the Ray cluster's resources whe
 The console says first what the plan changed of the config, and warns of a model put on the CPU
 while GPUs are there. The models' configured names and options never change, so dialogue ids,
 fingerprints and resume work the same wherever a model ran; the manifest records the plan
-(`placement`) and, per run of a job, the GPU time it held (an `engine_usage` event: Serve replicas
-metered from serve.status(), in-process engines their share of the workers' GPUs).
+(`placement`) and, per run of a job, the GPU time it held (`gpu_charges`: Serve replicas metered
+from serve.status(), in-process engines their share of the workers' GPUs).
 """
 from __future__ import annotations
 
@@ -198,8 +198,8 @@ def _deployed(plan: Plan, execution: ExecutionConfig, say: Callable[[str], None]
 
 
 def engine_usage(plan: Plan, execution: ExecutionConfig, meter: ReplicaMeter | None) -> dict[str, Any]:
-    """The manifest event charging GPU time to what held the GPUs in one run of a job (sim/usage.py
-    reads it): Serve replicas as metered; in-process engines their share of the workers' GPUs."""
+    """What held the GPUs in one run of a job (the manifest's `gpu_charges`, read by sim/usage.py):
+    Serve replicas as metered; in-process engines their share of the workers' GPUs."""
     if plan.mode == "serve":
         totals = meter.totals() if meter is not None else {}
         models: dict[str, Any] = {}
@@ -234,8 +234,15 @@ def _record(run_dir: str, plan: Plan, job: str, usage: dict[str, Any]) -> None:
         return  # the job refused before writing anything: neither does the plan
     if not run.read_manifest():
         return
-    run.update_manifest(placement=plan.as_dict())
-    run.append_event("engine_usage", job=job, **usage)
+    manifest = run.read_manifest()
+    ends = [e for e in manifest.get("events", []) if e.get("kind") in (f"{job}_start", f"{job}_end")]
+    # the run this charge belongs to: its end event (none when the job stopped before writing one)
+    end_at = ends[-1]["at"] if ends and ends[-1]["kind"] == f"{job}_end" else None
+    charges = list(manifest.get("gpu_charges") or [])
+    if any(c.get("end_at") == end_at for c in charges):
+        end_at = None  # that end is an earlier run's: this one stopped before writing its own
+    charges.append({"job": job, "end_at": end_at, **usage})
+    run.update_manifest(placement=plan.as_dict(), gpu_charges=charges)
     refresh_usage(run)
 
 

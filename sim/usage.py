@@ -3,14 +3,14 @@
 Per (stage, model): calls, prompt and completion tokens, call-seconds (the sum of the calls'
 latencies) and, for API models with a per-token price (the registry's `price` or a config's
 `prices` override), dollars. Per engine-hosted model, summed over every run of each job, GPU time
-charged to what held the GPUs (the `engine_usage` event sim/placement.py writes per run):
+charged to what held the GPUs (the manifest's `gpu_charges`, one per run of a job, from sim/placement.py):
 - a Serve deployment: its replicas x the time they were up (replica-seconds, metered from
   serve.status()), x the GPUs of one replica (a fraction where replicas share a GPU);
 - an in-process engine: the job's wall time x its worker actors (engine-seconds), x the GPUs per
   worker x the engine's share of them (its gpu_memory_utilization over the worker's budget: the
   role and a target sharing a GPU are charged their parts, not the whole GPU each); targets whose
   engines a worker holds one at a time split the job's time by their call-seconds;
-- no event (fake models, older manifests): job wall time x workers x GPUs per worker.
+- no charge (fake models, older manifests): job wall time x workers x GPUs per worker.
 Written to the manifest as `usage` at the end of every simulation and scoring job, and recomputed
 from all rows each time (a resumed run counts everything once).
 
@@ -61,17 +61,14 @@ def _add(acc: dict, key: tuple[str, str], calls: int, prompt: int, completion: i
 
 
 def _job_runs(manifest: dict[str, Any], job: str) -> list[dict[str, Any]]:
-    """Each run of a job: its wall seconds and the engine_usage event written after it (None if none)."""
-    runs: list[dict[str, Any]] = []
-    for e in manifest.get("events", []):
-        if e.get("kind") == f"{job}_end":
-            runs.append({"wall": float(e.get("wall_s") or 0), "usage": None})
-        elif e.get("kind") == "engine_usage" and e.get("job") == job:
-            if runs and runs[-1]["usage"] is None:
-                runs[-1]["usage"] = e
-            else:  # a run that stopped before its end event: its deployments held GPUs all the same
-                runs.append({"wall": 0.0, "usage": e})
-    return runs
+    """Each run of a job: its wall seconds and what held the GPUs in it (its `gpu_charges` entry, None
+    for runs without one); a charge whose run wrote no end event (stopped early) is a run of 0 s."""
+    charges = [c for c in manifest.get("gpu_charges") or [] if c.get("job") == job]
+    by_end = {c["end_at"]: c for c in charges if c.get("end_at")}
+    runs = [{"wall": float(e.get("wall_s") or 0), "usage": by_end.get(e.get("at"))}
+            for e in manifest.get("events", []) if e.get("kind") == f"{job}_end"]
+    return runs + [{"wall": 0.0, "usage": c} for c in charges if not c.get("end_at") or c["end_at"] not in
+                   {e.get("at") for e in manifest.get("events", [])}]
 
 
 def _engine_rows(manifest: dict[str, Any], hosted: dict[tuple[str, str], dict[str, Any]]) -> list[dict[str, Any]]:

@@ -165,7 +165,7 @@ def test_second_replica_starts_under_load_and_goes_after(tmp_path):
     assert gone is not None, f"the second replica did not go after the load: {m}"
     # The replicas' time is charged to the model (sim/placement.py meters serve.status() from the deploy to
     # the delete): at least what this test's own watch saw, at most two replicas for the whole placed block.
-    (charge,) = [e for e in run.read_manifest()["events"] if e["kind"] == "engine_usage"]
+    (charge,) = run.read_manifest()["gpu_charges"]
     metered = charge["models"]["vllm/embedded"]
     seen = sum((b[0] - a[0]) * (a[1] + a[2]) for a, b in zip(watch.samples, watch.samples[1:]))
     assert charge["mode"] == "serve" and metered["most_replicas"] == 2 and metered["gpu_seconds"] == 0  # CPU replicas

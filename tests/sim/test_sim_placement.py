@@ -154,8 +154,10 @@ def test_in_process_gpu_plan_reaches_the_workers_without_changing_the_dialogues(
     assert manifest["placement"]["mode"] == "in_process" and manifest["placement"]["hardware"]["gpus"] == 1
     assert manifest["placement"]["hardware"]["source"] == "nvidia-smi"
     # its GPU charged once: the one engine (role and target) held the worker's whole share
-    (charge,) = [e for e in manifest["events"] if e["kind"] == "engine_usage"]
-    assert charge["job"] == "simulation" and charge["models"][role] == {"gpu_share": 1.0, "one_at_a_time": False}
+    (charge,) = manifest["gpu_charges"]
+    (end,) = [e for e in manifest["events"] if e["kind"] == "simulation_end"]
+    assert charge["job"] == "simulation" and charge["end_at"] == end["at"]
+    assert charge["models"][role] == {"gpu_share": 1.0, "one_at_a_time": False}
     (engine,) = manifest["usage"]["engines"]
     assert engine["engine_seconds"] > 0 and engine["gpu_seconds"] == pytest.approx(engine["engine_seconds"], rel=1e-3)
     assert engine["held_as"] == "in-process, 1 of 1 GPU per worker"

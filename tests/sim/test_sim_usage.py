@@ -69,10 +69,20 @@ def test_bad_price_is_named():
 
 
 def _run_with_events(tmp_path, events):
+    """A fake run whose manifest has these job end events and GPU charges (in the order given: a charge
+    belongs to the end event before it, as sim/placement.py records it)."""
     from esc_eval.analysis.fake_runs import write_fake_run
 
     run = RunFolder(write_fake_run(tmp_path / "r", 20, models=["vllm/t1", "vllm/t2"]))  # role fake/seeker
-    run.update_manifest(events=events)
+    ends, charges, last = [], [], None
+    for i, e in enumerate(events):
+        if e["kind"].endswith("_end"):
+            last = {**e, "at": f"2026-01-01T00:00:{i:02d}+00:00"}
+            ends.append(last)
+        else:
+            charges.append({k: v for k, v in e.items() if k != "kind"} | {"end_at": last["at"] if last else None})
+            last = None
+    run.update_manifest(events=ends, gpu_charges=charges)
     return run
 
 
