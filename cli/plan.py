@@ -21,7 +21,7 @@ def load_any_config(path: Path):
     """(model uses, execution) of a simulation, scoring, pipeline or Serve (`serve up --config`) YAML,
     told apart by their keys; a Serve config is planned as deployments (placement mode serve)."""
     from esc_eval.serve.config_base import read_yaml_mapping
-    from esc_eval.serve.plan import ModelUse, PlacementConfig
+    from esc_eval.serve.plan import SERVE_MODEL_FIELDS_SET_BY_PLAN, ModelUse, PlacementConfig
     from esc_eval.serve.serve_app import ServeConfig
     from esc_eval.sim.config import ConfigError, ExecutionConfig, PipelineConfig, ScoringConfig, SimulationConfig, load_config
     from esc_eval.sim.placement import model_uses
@@ -29,7 +29,7 @@ def load_any_config(path: Path):
     data = read_yaml_mapping(path, ConfigError)
     if isinstance(data.get("models"), list):
         serve_cfg = ServeConfig.from_yaml(path)
-        set_by_plan = {"name", "accelerator", "accelerator_type", "gpu_memory_utilization"}
+        set_by_plan = set(SERVE_MODEL_FIELDS_SET_BY_PLAN)
         models = {m.name: m.model_dump(exclude_defaults=True, exclude=set_by_plan) for m in serve_cfg.models}
         types = {m.accelerator_type for m in serve_cfg.models} - {None}
         utils = {m.gpu_memory_utilization for m in serve_cfg.models} - {None}

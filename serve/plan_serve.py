@@ -178,7 +178,17 @@ def _pack(plan: Plan, placed: list[tuple[Engine, EnginePlan, dict[str, Any], flo
                               int(placement.min_kv_sequences * ep.max_model_len), tp, cfg.min_replicas,
                               fill=not pinned, load=_load(e, targets)))
     nodes = nodes_of(hw.gpus, hw.gpus_per_node)
-    packing = pack(demands, nodes, budget / GB)
+    # configured autoscaling keeps room for max_replicas when it can; else it is packed at min_replicas
+    at_max = [Demand(**{**d.__dict__, "replicas": int(f.get("max_replicas", 1))}) if not d.fill else d
+              for d, (_, _, f, _) in zip(demands, placed)]
+    packing = pack(at_max, nodes, budget / GB)
+    if at_max != demands:
+        if packing.ok:
+            plan.notes.append(f"the {phase}'s GPU layout holds the configured max_replicas: room kept for autoscaling")
+        else:
+            plan.notes.append(f"at max_replicas the {phase}'s deployments do not fit {hw.describe()} in every order Ray "
+                              f"may start them in: packed at min_replicas, so autoscaling may stop short of some maxima")
+            packing = pack(demands, nodes, budget / GB)
     if not packing.ok:
         plan.fits_at_once = False
         names = ", ".join(f"{d.name} {d.replicas} x {Packer(demands, nodes, budget / GB).need(d):.2f}" for d in demands)
@@ -208,13 +218,6 @@ def _pack(plan: Plan, placed: list[tuple[Engine, EnginePlan, dict[str, Any], flo
                           f"{placement.gpu_memory_utilization:g}: each gets its share of the GPU x "
                           f"{placement.gpu_memory_utilization:g} as its own gpu_memory_utilization (vLLM's budget is "
                           f"per process)")
-    pinned_max = {d.name: max(ep.replicas) for (_, ep, _, _), d in zip(placed, demands) if not d.fill}
-    if any(pinned_max[d.name] > d.replicas for d in demands if not d.fill):
-        at_max = [Demand(**{**d.__dict__, "replicas": pinned_max.get(d.name, packing.replicas[d.name]), "fill": False})
-                  for d in demands]
-        if not pack(at_max, nodes, budget / GB).ok:
-            plan.notes.append(f"at max_replicas the {phase}'s deployments do not fit {hw.describe()} in every order "
-                              f"Ray may start them in: autoscaling may stop short of some maxima")
 
 
 def _change_notes(ep: EnginePlan, e: Engine, placement: PlacementConfig, d: Demand, n: int, f: float) -> None:

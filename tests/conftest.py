@@ -63,9 +63,12 @@ def fake_gpus(monkeypatch, tmp_path):
     """`fake_gpus(("NVIDIA H100 80GB HBM3", 81559), ...)`: a stand-in `nvidia-smi` first on PATH that
     answers esc-eval's query with these GPUs (name, MiB) as the real one prints them; NVML absent
     (pynvml unimportable) and no /proc driver folder, so detection reaches nvidia-smi. No argument:
-    a machine with none of the three."""
+    a machine with none of the three. No Ray cluster is found running (a `ray start` head of another
+    job on this machine would otherwise be joined and asked instead)."""
     from esc_eval.serve import gpu_detect
 
+    monkeypatch.setenv("RAY_TMPDIR", str(tmp_path))  # Ray's address file: none here
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
     monkeypatch.setitem(sys.modules, "pynvml", None)
     monkeypatch.setattr(gpu_detect, "NVIDIA_PROC", tmp_path / "no-driver")
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)

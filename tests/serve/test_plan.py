@@ -243,8 +243,13 @@ def test_replicas_and_tensor_parallelism_set_in_the_config_are_kept():
     pinned = plan_run(uses, hardware_for(4, None, 4, "H100"),
                       PlacementConfig(models={"esc-role": {"min_replicas": 1, "max_replicas": 3}}))
     e = _by_name(pinned)
-    assert e["esc-role"].replicas == (1, 3) and e["qwen1.5-7b-chat"].replicas[0] >= 2  # the idle GPUs: the target's
+    assert e["esc-role"].replicas == (1, 3) and e["qwen1.5-7b-chat"].replicas == (1, 1)
+    assert _layout_fits(pinned) == [[1.0], [1.0], [1.0], [1.0]]  # room for the role's 3, the target on the 4th
+    assert "the simulation's GPU layout holds the configured max_replicas: room kept for autoscaling" in pinned.notes
     assert not any("set by the plan" in n for n in e["esc-role"].notes)
+    fixed = plan_run(uses, hardware_for(4, None, 4, "H100"), PlacementConfig(models={"esc-role": {"min_replicas": 2,
+                                                                                                  "max_replicas": 2}}))
+    assert _by_name(fixed)["qwen1.5-7b-chat"].replicas == (2, 2)  # the idle GPUs: the unconfigured target's
     a10g = plan_run(uses, hardware_for(8, None, 4, "A10G"))  # 28.3 GB of ESC-Role weights on 24 GB GPUs
     role = _by_name(a10g)["esc-role"]
     assert a10g.ok and role.tensor_parallel_size == 2 and role.serve["tensor_parallel_size"] == 2
