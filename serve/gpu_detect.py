@@ -150,6 +150,9 @@ def visible(gpus: list[Gpu], value: str | None) -> tuple[list[Gpu], list[str]]:
     """The GPUs CUDA_VISIBLE_DEVICES=`value` leaves, in its order, and a note for an entry naming none."""
     if value is None:
         return list(gpus), []
+    if "MIG-" in value:  # MIG instances: their memory is a slice of a GPU that nothing here reads
+        return list(gpus), [f"CUDA_VISIBLE_DEVICES={value!r} names MIG instances: planned as whole GPUs; give "
+                            f"execution.placement.gpus and gpu_memory_gb for the instances"]
     out: list[Gpu] = []
     for entry in (e.strip() for e in value.split(",")):
         match = None

@@ -140,6 +140,18 @@ class Packer:
                 hi = mid - 1
         return lo
 
+    def _batch(self, replicas: dict[str, int], idle: int) -> dict[str, int]:
+        """The replicas after giving each idle GPU (tensor-parallel groups: several) to the busiest
+        deployment in turn, each addition lowering its load per replica."""
+        out = dict(replicas)
+        while True:
+            fillable = [d for d in self.demands.values() if d.fill and d.tp <= idle and out[d.name]]
+            if not fillable:
+                return out
+            d = max(fillable, key=lambda d: d.load / out[d.name])
+            out[d.name] += 1
+            idle -= d.tp
+
     def pack(self) -> Packing:
         replicas = {n: d.replicas for n, d in self.demands.items()}
         need = sum(self.need(d) * d.replicas for d in self.demands.values())
@@ -150,11 +162,15 @@ class Packer:
         while True:  # idle GPUs: one more replica of the busiest deployment that fits
             layout = self.fits(replicas, t) or []
             idle = sum(1 for gpu in layout if not gpu)
+            batch = self._batch(replicas, idle)
+            if batch != replicas and self.fits(batch, t) is not None:
+                replicas = batch  # every idle GPU filled at once, nothing else moved
+                continue
             grown = False
             for d in sorted((d for d in self.demands.values() if d.fill and d.tp <= idle),
                             key=lambda d: d.load / replicas[d.name], reverse=True):
                 more = {**replicas, d.name: replicas[d.name] + 1}
-                t_more = self.most_tokens(more, t)
+                t_more = t if self.fits(more, t) is not None else self.most_tokens(more, t)
                 if t_more is not None:
                     replicas, t, grown = more, t_more, True
                     break

@@ -85,6 +85,7 @@ GPUS = [Gpu(0, "GPU-aaaa-1111", "NVIDIA H100", 85.5), Gpu(1, "GPU-bbbb-2222", "N
     ("GPU-", [], True),  # ambiguous prefix: names none
     ("0,7,1", [0], True),  # CUDA stops at the first entry naming no GPU
     ("NoDevFiles", [], True),
+    ("MIG-1f2e3d4c-aaaa-bbbb-cccc-0123456789ab", [0, 1], True),  # MIG: not read here, said so
 ])
 def test_cuda_visible_devices(value, indices, noted):
     kept, notes = visible(GPUS, value)
