@@ -17,9 +17,15 @@ def usage_rows(manifests: dict[str, dict]) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=USAGE_COLUMNS)
 
 
+ENGINE_COLUMNS = ["run", "model", "spec", "engine_seconds", "gpu_seconds", "held_as"]
+
+
 def engine_rows(manifests: dict[str, dict]) -> pd.DataFrame:
+    """One row per (run, engine-hosted model): engine- (or Serve replica-) seconds, the GPU-seconds charged
+    to what held the GPUs, and how they were held ("Serve replicas x 0.62 GPU", "in-process, 0.6 of 1 GPU
+    per worker"; empty on CPU and in manifests from before the charge was recorded)."""
     rows = [{"run": run, **e} for run, m in manifests.items() for e in ((m.get("usage") or {}).get("engines") or [])]
-    return pd.DataFrame(rows, columns=["run", "model", "spec", "engine_seconds", "gpu_seconds"])
+    return pd.DataFrame(rows, columns=ENGINE_COLUMNS)
 
 
 def add_usage_columns(leaderboard: pd.DataFrame, manifests: dict[str, dict]) -> pd.DataFrame:
@@ -40,17 +46,21 @@ def add_usage_columns(leaderboard: pd.DataFrame, manifests: dict[str, dict]) -> 
 
 
 def usage_table_rows(manifests: dict[str, dict]) -> list[list]:
-    """Rows for the report's usage table: run, stage, model, calls, tokens, call-seconds, dollars."""
+    """Rows for the report's usage table: run, stage, model, calls, tokens, call-seconds, engine- and
+    GPU-seconds with how the GPUs were held, dollars."""
     u = usage_rows(manifests)
-    e = engine_rows(manifests).set_index(["run", "model"]) if not engine_rows(manifests).empty else None
+    engines = engine_rows(manifests)
+    e = engines.set_index(["run", "model"]) if not engines.empty else None
     out = []
     for r in u.itertuples():
         eng = e.loc[(r.run, r.model)] if e is not None and (r.run, r.model) in e.index else None
+        held = eng.get("held_as") if eng is not None else None
         out.append([r.run, r.stage, r.model, r.calls, r.prompt_tokens, r.completion_tokens, r.call_seconds,
                     None if eng is None else float(eng["engine_seconds"]), None if eng is None else float(eng["gpu_seconds"]),
+                    held if isinstance(held, str) and held else "",
                     "n/a" if r.dollars is None or pd.isna(r.dollars) else f"${r.dollars:,.4f}"])
     return out
 
 
 USAGE_HEADERS = ["Run folder", "Stage", "Model", "Calls", "Prompt tokens", "Completion tokens", "Call-seconds",
-                 "Engine-seconds", "GPU-seconds", "Dollars"]
+                 "Engine-seconds", "GPU-seconds", "GPUs held as", "Dollars"]

@@ -1,8 +1,10 @@
 """`esc-eval plan CONFIG [--gpus N --gpu-mem GB]`: where each model of a config would run, on how
-many GPUs, with how much memory for weights and KV cache, and what is refused. Pure: nothing is
-started or probed (the GPUs are the ones given, else the config's `execution.placement`, else none).
-`esc-eval simulate` makes the same plan at run time from the cluster it runs on.
+many GPUs, with how much memory for weights and KV cache, and what is refused. Nothing is started.
+The GPUs are the ones given (--gpus, or the config's `execution.placement.gpus`), else those found
+as `esc-eval simulate` finds them at run time (serve/gpu_detect.py: NVML or nvidia-smi here,
+CUDA_VISIBLE_DEVICES respected; a running Ray cluster's resources when the run would join one).
 
+    esc-eval plan sim.yaml                        # on the GPUs found here
     esc-eval plan sim.yaml --gpus 8 --gpu-mem 24 --gpus-per-node 4
 """
 from __future__ import annotations
@@ -19,7 +21,7 @@ def load_any_config(path: Path):
     """(model uses, execution) of a simulation, scoring, pipeline or Serve (`serve up --config`) YAML,
     told apart by their keys; a Serve config is planned as deployments (placement mode serve)."""
     from esc_eval.serve.config_base import read_yaml_mapping
-    from esc_eval.serve.plan import ModelUse, PlacementConfig
+    from esc_eval.serve.plan import SERVE_MODEL_FIELDS_SET_BY_PLAN, ModelUse, PlacementConfig
     from esc_eval.serve.serve_app import ServeConfig
     from esc_eval.sim.config import ConfigError, ExecutionConfig, PipelineConfig, ScoringConfig, SimulationConfig, load_config
     from esc_eval.sim.placement import model_uses
@@ -27,7 +29,7 @@ def load_any_config(path: Path):
     data = read_yaml_mapping(path, ConfigError)
     if isinstance(data.get("models"), list):
         serve_cfg = ServeConfig.from_yaml(path)
-        set_by_plan = {"name", "accelerator", "accelerator_type", "gpu_memory_utilization"}
+        set_by_plan = set(SERVE_MODEL_FIELDS_SET_BY_PLAN)
         models = {m.name: m.model_dump(exclude_defaults=True, exclude=set_by_plan) for m in serve_cfg.models}
         types = {m.accelerator_type for m in serve_cfg.models} - {None}
         utils = {m.gpu_memory_utilization for m in serve_cfg.models} - {None}
@@ -48,7 +50,7 @@ def load_any_config(path: Path):
 
 def plan(
     config: Path = typer.Argument(..., help="Simulation, scoring, pipeline or Serve (serve up --config) YAML."),
-    gpus: Optional[int] = typer.Option(None, "--gpus", min=0, help="GPUs the run may use (default: execution.placement.gpus, else none)."),
+    gpus: Optional[int] = typer.Option(None, "--gpus", min=0, help="GPUs the run may use (default: execution.placement.gpus, else those found as `simulate` finds them)."),
     gpu_mem: Optional[float] = typer.Option(None, "--gpu-mem", min=1, help="Memory of one GPU in GB (default: execution.placement.gpu_memory_gb or the accelerator type's)."),
     gpus_per_node: Optional[int] = typer.Option(None, "--gpus-per-node", min=1, help="GPUs on one node: the largest tensor-parallel group."),
     accelerator_type: Optional[str] = typer.Option(None, "--accelerator-type", help="GPU type, e.g. A10G, L4, H100 (gives the memory when --gpu-mem is not)."),
@@ -56,13 +58,17 @@ def plan(
 ) -> None:
     """Print where each model of CONFIG runs, on what, with how much memory, and what is refused."""
     from esc_eval.serve.plan import hardware_for
-    from esc_eval.sim.placement import make_plan
+    from esc_eval.sim.placement import cluster_hardware, make_plan
 
     uses, execution = load_any_config(config)
     p = execution.placement
-    n = gpus if gpus is not None else (p.gpus or 0)
-    hardware = hardware_for(n, gpu_mem if gpu_mem is not None else p.gpu_memory_gb,
-                            gpus_per_node or p.gpus_per_node, accelerator_type or p.accelerator_type)
+    if gpus is None:  # what the run would find (and the config's placement, which it follows)
+        shape = {k: v for k, v in (("gpu_memory_gb", gpu_mem), ("gpus_per_node", gpus_per_node),
+                                   ("accelerator_type", accelerator_type)) if v is not None}
+        hardware = cluster_hardware(execution.model_copy(update={"placement": p.model_copy(update=shape)}))
+    else:
+        hardware = hardware_for(gpus, gpu_mem if gpu_mem is not None else p.gpu_memory_gb,
+                                gpus_per_node or p.gpus_per_node, accelerator_type or p.accelerator_type)
     result = make_plan(execution, uses, hardware)
     if as_json:
         emit(result.as_dict())

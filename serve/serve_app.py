@@ -1,4 +1,5 @@
-"""The Ray Serve LLM app: registry models behind one OpenAI-compatible ingress (ray.serve.llm).
+"""The Ray Serve LLM app: registry models (or local weight folders) behind one OpenAI-compatible
+ingress (ray.serve.llm).
 
     cfg = ServeConfig(models=[ServeModelConfig(name="embedded")])
     llm_configs = build_llm_configs(cfg)          # plain dicts, validated by ray's LLMConfig
@@ -9,7 +10,11 @@ CPU (the default): accelerator_config kind=cpu, enforce_eager, the CPU's dtype a
 (serve/engine_args.py), VLLM_CPU_KVCACHE_SPACE in the runtime_env, ingress with num_cpus=0 (else it
 never schedules beside a replica on 2 CPUs).
 GPU: compiled engines, bfloat16, accelerator_type, tensor_parallel_size GPUs per replica and the
-replica's gpu_memory_utilization, from config only (built and checked on CPU; not yet run on GPUs).
+replica's gpu_memory_utilization; or a fraction of one GPU per replica (`gpu_fraction`: a placement-group
+bundle {GPU: f}, as ray.serve.llm's fractional GPU serving guide does), so several models share a
+GPU. From config only (built and checked against Ray's LLMConfig on CPU; not yet run on GPUs).
+A model not in the registry deploys from its folder (`model_source`): vLLM reads its size, context
+and chat template from the folder's config.json and tokenizer files.
 Autoscaling: min/max replicas, target_ongoing_requests and Serve's delays (upscale_delay_s,
 downscale_delay_s, look_back_period_s, metrics_interval_s) per model.
 Routing: sticky per dialogue (ConsistentHashRouter on the session id / x-session-id header), or
@@ -26,7 +31,7 @@ from pydantic import Field, model_validator
 from esc_eval.serve.config_base import ConfigModel, load_config_file
 
 from esc_eval.serve.engine_args import CPU, EngineConfigError, device_engine_kwargs, gpus
-from esc_eval.serve.registry import Registry, load_registry
+from esc_eval.serve.registry import ModelEntry, Registry, load_registry
 
 CONSISTENT_HASH_ROUTER = "ray.serve.experimental.consistent_hash_router.ConsistentHashRouter"
 PREFIX_CACHE_ROUTER = "ray.serve.llm.request_router.PrefixCacheAffinityRouter"
@@ -41,9 +46,10 @@ class ServeConfigError(ValueError):
 
 
 class ServeModelConfig(ConfigModel):
-    """How one registry model is served."""
+    """How one model is served."""
 
-    name: str = Field(description="Registry name of the model (serve/data/registry.yaml); also its served model id.")
+    name: str = Field(description="Registry name of the model (serve/data/registry.yaml), or any name for a model "
+                      "given by its local folder (model_source); also its served model id.")
     model_source: str | None = Field(
         None, description="Weights to load (local folder or hub id); None = the registry's local_path/source "
         "('embedded' resolves to the converted SmolLM2 folder)."
@@ -70,6 +76,10 @@ class ServeModelConfig(ConfigModel):
     gpu_memory_utilization: float | None = Field(
         None, gt=0, le=1, description="Fraction of each of the replica's GPUs vLLM may use (weights, activations, KV "
         "cache); None = vLLM's default (0.92). gpu only.")
+    gpu_fraction: float | None = Field(
+        None, gt=0, lt=1, description="Share of one GPU each replica reserves, so several replicas (of this model or "
+        "others) share a GPU (ray.serve.llm's fractional GPU serving: a placement-group bundle {GPU: fraction}); "
+        "gpu_memory_utilization must fit in it. None = whole GPUs (tensor_parallel_size per replica). gpu only.")
     upscale_delay_s: float | None = Field(None, ge=0, description="Autoscaling: seconds the load must stay high before "
                                           "a replica is added (None = Serve's default, 30).")
     downscale_delay_s: float | None = Field(None, ge=0, description="Autoscaling: seconds the load must stay low before "
@@ -90,6 +100,13 @@ class ServeModelConfig(ConfigModel):
         if self.accelerator == "cpu" and (self.accelerator_type or self.tensor_parallel_size != 1
                                           or self.gpu_memory_utilization is not None):
             raise ValueError("accelerator_type/tensor_parallel_size/gpu_memory_utilization need accelerator: gpu")
+        if self.gpu_fraction is not None:
+            if self.accelerator != "gpu" or self.tensor_parallel_size != 1:
+                raise ValueError("gpu_fraction needs accelerator: gpu and tensor_parallel_size 1 (a tensor-parallel "
+                                 "replica takes whole GPUs)")
+            if self.gpu_memory_utilization is None or self.gpu_memory_utilization > self.gpu_fraction + 1e-9:
+                raise ValueError(f"gpu_fraction {self.gpu_fraction:g}: set gpu_memory_utilization to at most it (vLLM's "
+                                 f"budget is per process: replicas sharing a GPU must split it)")
         return self
 
 
@@ -131,6 +148,14 @@ def deployment_name(model_id: str, server_cls_name: str = "LLMServer") -> str:
     return f"{server_cls_name}:{model_id.replace('/', '--').replace('.', '_')}"
 
 
+def _entry(m: ServeModelConfig, registry: Registry) -> ModelEntry | None:
+    """The model's registry entry; None for a model given by its own folder (model_source), which
+    brings its size and chat template itself."""
+    if m.name not in registry.models and m.model_source and Path(m.model_source).expanduser().is_dir():
+        return None
+    return registry.get(m.name)  # an unknown name without a folder: one line naming it
+
+
 def _model_source(m: ServeModelConfig, registry: Registry) -> str:
     if m.model_source:
         return m.model_source
@@ -150,14 +175,14 @@ def _model_source(m: ServeModelConfig, registry: Registry) -> str:
 
 def build_llm_config(m: ServeModelConfig, cfg: ServeConfig, registry: Registry) -> dict[str, Any]:
     """The ray.serve.llm LLMConfig (as a plain dict) for one model."""
-    entry = registry.get(m.name)
+    entry = _entry(m, registry)
     engine: dict[str, Any] = {
-        "max_model_len": m.max_model_len or entry.max_model_len or 2048,
+        "max_model_len": m.max_model_len or (entry.max_model_len if entry else None) or 2048,
         "max_num_seqs": m.max_num_seqs,
     }
-    if entry.trust_remote_code:
+    if entry is not None and entry.trust_remote_code:
         engine["trust_remote_code"] = True
-    template = entry.template.template_path()
+    template = entry.template.template_path() if entry is not None else None
     if template is not None:
         # vLLM's frontend takes the template text itself: no path that must exist on every node
         engine["chat_template"] = template.read_text(encoding="utf-8")
@@ -202,13 +227,20 @@ def build_llm_config(m: ServeModelConfig, cfg: ServeConfig, registry: Registry) 
         "engine_kwargs": engine,
         "deployment_config": deployment,
     }
+    bundle: dict[str, float] = {}
     if m.replica_cpus is not None:
-        out["placement_group_config"] = {"bundles": [{"CPU": m.replica_cpus}]}
+        bundle["CPU"] = m.replica_cpus
+    if m.gpu_fraction is not None:
+        # ray.serve.llm's fractional GPU serving: the engine's one bundle holds part of a GPU (Ray puts
+        # it where it fits best) and vLLM's workers get VLLM_RAY_PER_WORKER_GPUS from it
+        bundle["GPU"] = m.gpu_fraction
+    if bundle:
+        out["placement_group_config"] = {"bundles": [bundle]}
     if m.accelerator == "cpu":
         out["accelerator_config"] = {"kind": "cpu"}
     elif m.accelerator_type:
         out["accelerator_type"] = m.accelerator_type
-    if entry.adapters:
+    if entry is not None and entry.adapters:
         engine.update(enable_lora=True, max_lora_rank=m.max_lora_rank, max_loras=m.max_loras)
         out["lora_config"] = {"max_num_adapters_per_replica": max(m.max_loras, len(entry.adapters))}
         out["server_cls"] = LORA_SERVER_CLS

@@ -24,6 +24,7 @@ from esc_eval.sim.config import ModelRef, SimulationConfig
 from esc_eval.sim.dialogue import DialogueSetup, Participant, Turn, run_dialogue
 from esc_eval.sim.fingerprint import check_resume, fingerprint, simulation_inputs
 from esc_eval.sim.generation import effective_adapter, effective_params, samples
+from esc_eval.serve.plan import placement_from_env, ref_key
 from esc_eval.serve.registry import is_spec, resolve
 from esc_eval.sim.participants import ModelPool, TargetEngines
 from esc_eval.sim.pool import PoolStats, WorkerPool, run_pool
@@ -53,18 +54,35 @@ def target_name(ref: ModelRef) -> str:
     return ref.target_name
 
 
+def targets_side_by_side(cfg: SimulationConfig) -> bool:
+    """Whether the run's plan put its vLLM targets in Serve deployments that are all up at once
+    (ESC_EVAL_PLACEMENT in the execution's environment), rather than in the workers' engines."""
+    mapping = placement_from_env(cfg.execution.env)
+    placed = [mapping.get(ref_key(t.model, t.options), {}) for t in cfg.targets]
+    return any("serve" in p for p in placed) and not any("engine" in p for p in placed)
+
+
 def iter_items(cfg: SimulationConfig, cards: list[RoleCard], skip: set[str]) -> Iterator[dict[str, Any]]:
     """Work items, generated lazily (memory stays flat for any product size); target by target, so a
-    worker holding one target engine at a time (sim/participants.py TargetEngines) switches once each."""
-    for t_index, target in enumerate(cfg.targets):
-        for seed in cfg.seeds:
-            for strategy in cfg.strategies:
-                for card in cards:
-                    did = dialogue_id(card.id, target_name(target), cfg.role.model, strategy, seed)
-                    if did in skip:
-                        continue
-                    yield {"dialogue_id": did, "card": card.model_dump(), "target_index": t_index,
-                           "strategy": strategy, "seed": seed}
+    worker holding one target engine at a time (sim/participants.py TargetEngines) switches once each,
+    or the targets in turn for each card when they are Serve deployments side by side (every target's
+    replicas busy at once)."""
+    def item(t_index: int, target: ModelRef, seed: int, strategy: str, card: RoleCard) -> dict[str, Any] | None:
+        did = dialogue_id(card.id, target_name(target), cfg.role.model, strategy, seed)
+        return None if did in skip else {"dialogue_id": did, "card": card.model_dump(), "target_index": t_index,
+                                         "strategy": strategy, "seed": seed}
+
+    targets = list(enumerate(cfg.targets))
+    if targets_side_by_side(cfg):
+        order = ((t, seed, strategy, card) for seed in cfg.seeds for strategy in cfg.strategies for card in cards
+                 for t in targets)
+    else:
+        order = ((t, seed, strategy, card) for t in targets for seed in cfg.seeds for strategy in cfg.strategies
+                 for card in cards)
+    for (t_index, target), seed, strategy, card in order:
+        it = item(t_index, target, seed, strategy, card)
+        if it is not None:
+            yield it
 
 
 def count_items(cfg: SimulationConfig, cards: list[RoleCard]) -> int:

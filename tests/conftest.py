@@ -5,6 +5,7 @@ Engines and Ray start once per test session (an engine start costs ~25-45 s on C
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 
 import pytest
@@ -55,3 +56,62 @@ def embedded_model():
     model.host.ensure_started()
     yield model
     shutdown_engines()
+
+
+@pytest.fixture
+def fake_gpus(monkeypatch, tmp_path):
+    """`fake_gpus(("NVIDIA H100 80GB HBM3", 81559), ...)`: a stand-in `nvidia-smi` first on PATH that
+    answers esc-eval's query with these GPUs (name, MiB) as the real one prints them; NVML absent
+    (pynvml unimportable) and no /proc driver folder, so detection reaches nvidia-smi. No argument:
+    a machine with none of the three. No Ray cluster is found running (a `ray start` head of another
+    job on this machine would otherwise be joined and asked instead)."""
+    from esc_eval.serve import gpu_detect
+
+    monkeypatch.setenv("RAY_TMPDIR", str(tmp_path))  # Ray's address file: none here
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    monkeypatch.setitem(sys.modules, "pynvml", None)
+    monkeypatch.setattr(gpu_detect, "NVIDIA_PROC", tmp_path / "no-driver")
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+
+    def install(*gpus: tuple[str, int]) -> Path:
+        folder = tmp_path / "fake-bin"
+        folder.mkdir(exist_ok=True)
+        script = folder / "nvidia-smi"
+        lines = "\n".join(f"{i}, GPU-{i:08x}-0000-4000-8000-fake{i:08x}, {name}, {mib}" for i, (name, mib) in enumerate(gpus))
+        query = " ".join(gpu_detect.SMI_QUERY[1:])
+        script.write_text(f"#!/bin/sh\n[ \"$*\" = \"{query}\" ] || {{ echo \"unexpected: $*\" >&2; exit 2; }}\n"
+                          + (f"cat <<'EOF'\n{lines}\nEOF\n" if gpus else "echo 'No devices were found' >&2; exit 6\n"))
+        script.chmod(0o755)
+        monkeypatch.setenv("PATH", f"{folder}{os.pathsep}{os.environ.get('PATH', '')}")
+        return script
+
+    return install
+
+
+# The shapes of the models the H100 run used (notes/gpu-h100.md): (layers, heads, KV heads, hidden, parameters)
+MODEL_SHAPES = {"r14b": (40, 40, 40, 5120, 13.1e9),  # Qwen1.5-14B's shape: ESC-Role
+                "j7b": (32, 32, 8, 4096, 7.38e9)}  # InternLM2-7B's shape, Llama architecture: judge or target
+
+
+@pytest.fixture
+def model_folder(tmp_path):
+    """`model_folder("j7b")`: a local weights folder of that shape: config.json, a tokenizer config with
+    a chat template, and a sparse bf16 weights file of the model's size (no disk used, no real weights)."""
+    import json
+
+    def make(name: str, shape: str | None = None, chat_template: bool = True, weights: bool = True) -> Path:
+        layers, heads, kv, hidden, params = MODEL_SHAPES[shape or name]
+        folder = tmp_path / "models" / name
+        folder.mkdir(parents=True)
+        (folder / "config.json").write_text(json.dumps({
+            "architectures": ["LlamaForCausalLM"], "num_hidden_layers": layers, "num_attention_heads": heads,
+            "num_key_value_heads": kv, "hidden_size": hidden, "max_position_embeddings": 32768,
+            "torch_dtype": "bfloat16"}))
+        (folder / "tokenizer_config.json").write_text(json.dumps(
+            {"chat_template": "{% for m in messages %}{{ m['content'] }}{% endfor %}"} if chat_template else {}))
+        if weights:
+            with open(folder / "model.safetensors", "wb") as f:
+                f.truncate(int(params * 2))
+        return folder
+
+    return make

@@ -41,24 +41,35 @@ def test_cpu_runs_stay_in_process_with_nothing_added():
     plan = plan_run([ModelUse("vllm/embedded", {}, "role"), ModelUse("vllm/embedded", {}, "target"),
                      ModelUse("vllm/embedded", {}, "judge", "scoring")], Hardware(), cpu_kv_cache_gib=2)
     assert plan.ok and plan.mode == "in_process"
-    (e,) = plan.engines  # role, target and judge share one engine
-    assert e.uses == ["role", "target", "judge"] and e.device == "cpu" and e.engine == {}
+    sim, score = plan.engines  # one engine per phase: role and target share one, the judge's job has its own
+    assert (sim.uses, sim.phase, score.uses, score.phase) == (["role", "target"], "simulation", ["judge"], "scoring")
+    e = sim
+    assert e.device == "cpu" and e.engine == {} and score.engine == {}
     assert plan.placement_map() == {}  # the workers build it exactly as before
     assert e.kv_tokens == 2 * 2**30 // (2 * 30 * 3 * 64 * 4)  # float32 on this plan's CPU
 
 
+ROLE_TP1 = PlacementConfig(models={"esc-role": {"tensor_parallel_size": 1}})
+
+
 @pytest.mark.parametrize("hardware, placement, refusal", [
-    # a model too large for the GPUs given
-    (hardware_for(8, 24, 4), PlacementConfig(), r"^model esc-role \(14\.17B parameters, 28\.3 GB in bfloat16\) does not "
-     r"fit on 1 x 24 GB GPU \(22\.1 GB usable per GPU .*\): raise placement\.models\.esc-role\.tensor_parallel_size \(now 1\)$"),
+    # a model too large for the GPUs given, its tensor-parallel size configured
+    (hardware_for(8, 24, 4), ROLE_TP1, r"^model esc-role \(14\.17B parameters, 28\.3 GB in bfloat16\) does not "
+     r"fit on 1 x 24 GB GPU with one 8,192-token sequence of KV cache \(22\.1 GB usable per GPU .*\): raise "
+     r"placement\.models\.esc-role\.tensor_parallel_size \(now 1\)$"),
+    # too large even for a node's GPUs together
+    (hardware_for(1, 24, 1), PlacementConfig(), r"^model esc-role .* does not fit on 1 x 24 GB GPU .*: a node's 1 GPUs are "
+     r"too few even together$"),
     # a tensor-parallel size a node cannot hold
     (hardware_for(8, 24, 1), ROLE_TP2, r"^model esc-role: tensor_parallel_size 2 needs 2 GPUs; a node has 1$"),
     # one the model's heads cannot take
     (hardware_for(8, 80, 8), PlacementConfig(models={"esc-role": {"tensor_parallel_size": 3}}),
      r"^model esc-role: tensor_parallel_size 3 does not divide its 40 attention heads"),
-    # replicas the run's GPUs cannot start
-    (hardware_for(2, 24, 2), ROLE_TP2, r"^the deployments' min_replicas need 4 GPUs \(esc-role 1 x 2, qwen1\.5-7b-chat 1 x 1, "
-     r"llama-3-8b-instruct 1 x 1\); the run has 2$"),
+    # replicas the run's GPUs cannot start side by side (serve asked for: no fallback)
+    (hardware_for(2, 24, 2), ROLE_TP2.model_copy(update={"mode": "serve"}),
+     r"^serve: the simulation's 3 models do not fit side by side on 2 x 24 GB GPUs: at their least KV cache \(1 x "
+     r"max_model_len tokens each\) they need 3\.9 GPUs \(esc-role 1 x 2\.00, qwen1\.5-7b-chat 1 x 0\.98, "
+     r"llama-3-8b-instruct 1 x 0\.87\); use placement mode in_process"),
     # GPUs of unknown memory
     (Hardware(gpus=4), PlacementConfig(), r"^the run has 4 GPUs of unknown memory"),
 ])
@@ -147,7 +158,9 @@ def test_size_from_a_local_folder_wins_over_the_registry(tmp_path):
     (e,) = plan.engines
     assert e.size_source == "config.json" and e.weights_gb == pytest.approx(0.02)
     serve = plan_run([ModelUse(f"vllm/{folder}", {}, "target")], hardware_for(1, 24))
-    assert serve.refusals[0].startswith(f"model vllm/{folder}: serve mode deploys registry models only")
+    assert serve.ok and serve.mode == "serve", serve.refusals  # a local folder deploys like a registry model
+    (d,) = serve.engines
+    assert d.serve["name"] == "tiny" and d.serve["model_source"] == str(folder.resolve()) and d.size_source == "config.json"
 
 
 def test_placement_config_rejects_what_the_plan_sets():
@@ -160,5 +173,122 @@ def test_placement_config_rejects_what_the_plan_sets():
 def test_plan_prints_one_line_per_model_and_refusal():
     lines = plan_run(SIM, hardware_for(8, 24, 1), ROLE_TP2).lines()
     assert lines[0] == "plan: serve on 8 x A10G 24 GB GPUs, 1 per node" or lines[0].startswith("plan: serve on 8 x")
-    assert any(line.startswith("- esc-role [role]: Serve deployment esc-role, 1-1 replicas, 2 GPUs per replica") for line in lines)
+    assert any(line.startswith("- esc-role [role]: Serve deployment esc-role, 1 replica, 2 GPUs per replica") for line in lines)
     assert lines[-1] == "1 refused: nothing was started"
+
+
+H100 = hardware_for(1, None, None, "H100")
+
+
+def _layout_fits(plan: Plan, phase: str = "simulation"):
+    """Each GPU of the plan's layout holds at most the whole GPU; returns the layout's shares per GPU."""
+    gpus = [[float(x.rsplit(" ", 1)[1]) for x in gpu] for gpu in plan.layout[phase]]
+    assert all(sum(g) <= 1 + 1e-9 for g in gpus), plan.layout
+    return gpus
+
+
+def test_role_and_a_7b_target_share_one_h100():
+    plan = plan_run([ModelUse("esc-role", {}, "role"), ModelUse("qwen1.5-7b-chat", {}, "target")], H100)
+    assert plan.ok and plan.mode == "serve", plan.refusals
+    e = _by_name(plan)
+    role, target = e["esc-role"], e["qwen1.5-7b-chat"]
+    (gpu,) = _layout_fits(plan)
+    assert gpu == [role.gpu_fraction, target.gpu_fraction] and 0.99 < sum(gpu) <= 1  # the whole GPU, split
+    for d in (role, target):
+        assert d.replicas == (1, 1) and d.gpus == 1 and d.serve["gpu_fraction"] == d.gpu_fraction
+        assert d.gpu_memory_utilization == pytest.approx(d.gpu_fraction * 0.92, abs=1e-4)
+        # weights + 2 GB overhead + KV cache = its share of the GPU's 0.92 x 80 GB
+        assert d.weights_gb + 2 + d.kv_gb == pytest.approx(d.gpu_fraction * 0.92 * 80, abs=0.05)
+        assert d.kv_tokens >= 2 * 8192
+    assert any(n.startswith("replicas sharing a GPU split placement.gpu_memory_utilization 0.92") for n in plan.notes)
+    assert role.kv_tokens == pytest.approx(target.kv_tokens, rel=0.01)  # the same KV tokens each
+    assert plan.execution == {"num_gpus_per_worker": 0.0}
+    assert any(line == "    GPU 0: esc-role 0.6261 + qwen1.5-7b-chat 0.3739" for line in plan.lines()), plan.lines()
+
+
+def _paper_run_registry(tmp_path):
+    """The registry with ESC-Role's and ESC-RANK's adapters in local folders and the two targets
+    without public weights given a folder on the cluster's volume (not on this machine)."""
+    reg = _local_adapters(tmp_path)
+    return load_registry(env={"ESC_EVAL_MODEL_PATHS": ",".join(
+        [f"{m}:{a}={p}" for m in ("esc-role", "esc-rank") for a, p in reg.get(m).adapters.items()]
+        + ["extes-llama=/cluster/models/extes-llama", "emollm=/cluster/models/emollm"])})
+
+
+def test_the_papers_run_side_by_side_on_one_8_h100_node_then_the_judge(tmp_path):
+    reg = _paper_run_registry(tmp_path)
+    targets = [e.name for e in reg.targets()]
+    assert len(targets) == 14
+    uses = ([ModelUse("esc-role", {}, "role")] + [ModelUse(t, {}, "target") for t in targets]
+            + [ModelUse("esc-rank", {}, "judge", "scoring")])
+    plan = plan_run(uses, hardware_for(8, None, 8, "H100"), registry=reg)
+    assert plan.ok and plan.mode == "serve", plan.refusals
+    sim = [e for e in plan.engines if e.phase == "simulation" and e.where == "serve deployment"]
+    assert len(sim) == 13 and {e.name for e in plan.engines if e.where.startswith("external")} == {"gpt-4", "chatgpt"}
+    gpus = _layout_fits(plan)
+    assert len(gpus) == 8 and all(gpus)  # every GPU busy
+    placed = sum(len(g) for g in gpus)
+    assert placed == sum(e.replicas[0] for e in sim) and all(e.kv_tokens >= e.max_model_len for e in sim)
+    role = _by_name(plan)["esc-role"]
+    assert role.replicas[0] >= 2 and role.gpu_fraction is None  # idle GPUs went to the role, whole GPUs each
+    (judge,) = [e for e in plan.engines if e.phase == "scoring"]
+    assert judge.replicas == (8, 8) and judge.gpus == 1 and judge.gpu_fraction is None  # then the judge, one per GPU
+    assert _layout_fits(plan, "scoring") == [[1.0]] * 8
+    text = plan.lines()
+    assert "simulation: the role and the targets:" in text and text[-1] == "ok: nothing refused"
+
+
+def test_replicas_and_tensor_parallelism_set_in_the_config_are_kept():
+    uses = [ModelUse("esc-role", {}, "role"), ModelUse("qwen1.5-7b-chat", {}, "target")]
+    pinned = plan_run(uses, hardware_for(4, None, 4, "H100"),
+                      PlacementConfig(models={"esc-role": {"min_replicas": 1, "max_replicas": 3}}))
+    e = _by_name(pinned)
+    assert e["esc-role"].replicas == (1, 3) and e["qwen1.5-7b-chat"].replicas == (1, 1)
+    assert _layout_fits(pinned) == [[1.0], [1.0], [1.0], [1.0]]  # room for the role's 3, the target on the 4th
+    assert "the simulation's GPU layout holds the configured max_replicas: room kept for autoscaling" in pinned.notes
+    assert not any("set by the plan" in n for n in e["esc-role"].notes)
+    fixed = plan_run(uses, hardware_for(4, None, 4, "H100"), PlacementConfig(models={"esc-role": {"min_replicas": 2,
+                                                                                                  "max_replicas": 2}}))
+    assert _by_name(fixed)["qwen1.5-7b-chat"].replicas == (2, 2)  # the idle GPUs: the unconfigured target's
+    a10g = plan_run(uses, hardware_for(8, None, 4, "A10G"))  # 28.3 GB of ESC-Role weights on 24 GB GPUs
+    role = _by_name(a10g)["esc-role"]
+    assert a10g.ok and role.tensor_parallel_size == 2 and role.serve["tensor_parallel_size"] == 2
+    assert any(n.startswith("tensor_parallel_size 2 set by the plan") for n in role.notes)
+
+
+def test_auto_runs_targets_one_after_another_when_they_do_not_fit_side_by_side(tmp_path):
+    reg = _paper_run_registry(tmp_path)
+    uses = [ModelUse("esc-role", {}, "role")] + [ModelUse(t.name, {}, "target") for t in reg.targets()]
+    plan = plan_run(uses, hardware_for(2, None, 2, "H100"), registry=reg, workers_set=False)
+    assert plan.ok and plan.mode == "in_process", plan.refusals
+    assert plan.notes[0].startswith("the simulation's 13 models do not fit side by side on 2 x H100 80 GB GPUs")
+    assert "running in-process instead, each worker holding the role and one target at a time" in plan.notes[0]
+    assert plan.execution == {"num_gpus_per_worker": 1.0, "workers": 2}
+    role = _by_name(plan)["esc-role"]
+    assert role.where == "in-process" and role.gpu_memory_utilization < 0.92
+    served = plan_run(uses, hardware_for(2, None, 2, "H100"), PlacementConfig(mode="serve"), registry=reg)
+    assert served.refusals[0].startswith("serve: the simulation's 13 models do not fit side by side")
+
+
+def test_a_packing_must_survive_the_order_ray_starts_replicas_in():
+    from esc_eval.serve.plan_pack import Demand, Packer
+
+    # 0.6 + 0.4 per GPU fits largest-first; started 0.4, 0.4, 0.6, 0.6, Ray's best fit puts both 0.4s on one GPU
+    demands = [Demand("a", 0.6, 0.0, 0, replicas=2), Demand("b", 0.4, 0.0, 0, replicas=2)]
+    packer = Packer(demands, [2], 1.0)
+    items = [("b", 0.4, 1), ("b", 0.4, 1), ("a", 0.6, 1), ("a", 0.6, 1)]
+    assert packer.place(sorted(items, key=lambda x: -x[1]), None) is not None
+    assert packer.place(items, None) is None
+    assert packer.fits({"a": 2, "b": 2}, 0) is None  # refused: some start order strands a replica
+
+
+@pytest.mark.parametrize("make, why", [
+    (lambda root: root / "missing", "does not exist"),
+    (lambda root: root, "has no config.json (not a model folder)"),
+    (lambda root: (root / "config.json").write_text("{}") and root, "has no weight files (*.safetensors or *.bin)"),
+])
+def test_a_bad_local_folder_is_refused_in_one_line(tmp_path, make, why):
+    folder = make(tmp_path)
+    for hardware in (H100, Hardware()):
+        plan = plan_run([ModelUse(f"vllm/{folder}", {}, "judge", "scoring")], hardware)
+        assert plan.refusals == [f"judge vllm/{folder}: local folder {folder} {why}"]

@@ -178,3 +178,63 @@ def test_gpu_replica_memory_share_and_autoscaling_delays_reach_ray():
     assert set(cpu_cfg["deployment_config"]["autoscaling_config"]) == {"min_replicas", "max_replicas", "target_ongoing_requests"}
     with pytest.raises(ValueError, match="gpu_memory_utilization need accelerator: gpu"):
         ServeModelConfig(name="x", gpu_memory_utilization=0.5)
+
+
+def _planned(model_folder, *targets):
+    """ESC-Role's shape (13.1B) beside targets of the judge's (7.4B), planned on one 80 GB H100."""
+    from esc_eval.serve.plan import ModelUse, hardware_for, plan_run
+
+    role = model_folder("r14b")
+    uses = [ModelUse(f"vllm/{role}", {}, "role")] + [ModelUse(f"vllm/{model_folder(t, 'j7b')}", {}, "target")
+                                                     for t in targets]
+    plan = plan_run(uses, hardware_for(1, None, None, "H100"))
+    assert plan.ok and plan.mode == "serve", plan.refusals
+    return ServeConfig(app_name="run", models=[ServeModelConfig(**m) for m in plan.serve_models()])
+
+
+def test_models_sharing_a_gpu_get_fractional_bundles_ray_accepts(model_folder):
+    cfg = _planned(model_folder, "j7b")
+    configs = build_llm_configs(cfg)
+    fractions, utils = [], []
+    for c in configs:
+        lc = llm.LLMConfig.model_validate(c)  # Ray's own schema
+        (bundle,) = lc.placement_group_config["bundles"]
+        assert set(bundle) == {"GPU"} and 0 < bundle["GPU"] < 1 and lc.accelerator_type == "H100"
+        assert lc.accelerator_config.kind == "gpu" and lc.engine_kwargs["tensor_parallel_size"] == 1
+        # vLLM's budget is per process: each replica's is its share of the GPU's 0.92
+        assert lc.engine_kwargs["gpu_memory_utilization"] == pytest.approx(bundle["GPU"] * 0.92, abs=1e-4)
+        engine = lc.get_engine_config()  # what the replica's engine starts with
+        assert engine.placement_bundles[0]["GPU"] == bundle["GPU"]
+        assert engine.get_runtime_env_with_local_env_vars()["env_vars"]["VLLM_RAY_PER_WORKER_GPUS"] == str(bundle["GPU"])
+        fractions.append(bundle["GPU"])
+        utils.append(lc.engine_kwargs["gpu_memory_utilization"])
+    assert sum(fractions) <= 1 and sum(utils) <= 0.92 + 1e-9 and fractions[0] > fractions[1]  # the 13B gets more
+    llm.LLMServingArgs.model_validate(build_app_args(cfg))
+
+
+def test_a_local_folder_deploys_under_its_name_with_its_own_template(model_folder):
+    cfg = _planned(model_folder, "j7b")
+    by_id = {c["model_loading_config"]["model_id"]: c for c in build_llm_configs(cfg)}
+    assert set(by_id) == {"r14b", "j7b"}  # the folders' names
+    c = by_id["j7b"]
+    assert c["model_loading_config"]["model_source"].endswith("/models/j7b")
+    assert "chat_template" not in c["engine_kwargs"]  # vLLM reads the folder's tokenizer_config.json
+    assert c["engine_kwargs"]["max_model_len"] == 8192 and "server_cls" not in c and "lora_config" not in c
+    with pytest.raises(ValueError, match="gpu_fraction 0.5: set gpu_memory_utilization to at most it"):
+        ServeModelConfig(name="j7b", accelerator="gpu", gpu_fraction=0.5, gpu_memory_utilization=0.9)
+    with pytest.raises(ValueError, match="gpu_fraction needs accelerator: gpu and tensor_parallel_size 1"):
+        ServeModelConfig(name="j7b", accelerator="gpu", tensor_parallel_size=2, gpu_fraction=0.5,
+                         gpu_memory_utilization=0.4)
+    from esc_eval.serve.chat import UnknownModelError
+
+    with pytest.raises(UnknownModelError, match="'j7b' is not in the registry"):  # no folder: still a registry name
+        build_llm_configs(ServeConfig(models=[ServeModelConfig(name="j7b")]))
+
+
+def test_fractional_bundle_carries_the_replica_cpus_too():
+    cfg = ServeConfig(models=[ServeModelConfig(name="qwen1.5-7b-chat", accelerator="gpu", gpu_fraction=0.4,
+                                               gpu_memory_utilization=0.368, replica_cpus=2)])
+    (c,) = build_llm_configs(cfg)
+    lc = llm.LLMConfig.model_validate(c)
+    assert lc.placement_group_config["bundles"] == [{"CPU": 2, "GPU": 0.4}]
+    assert lc.deployment_config["ray_actor_options"] == {"num_cpus": 0}

@@ -132,7 +132,8 @@ def test_second_replica_starts_under_load_and_goes_after(tmp_path):
         watch.halt.set()
         ray.shutdown()
 
-    rows = list(RunFolder(out, create=False).iter_rows("dialogues"))
+    run = RunFolder(out, create=False)
+    rows = list(run.iter_rows("dialogues"))
     ids = [r["dialogue_id"] for r in rows]
     assert result["items"] == DIALOGUES and len(ids) == len(set(ids)) == DIALOGUES  # exactly once
     assert all(r["status"] == "ok" for r in rows), [r["error"] for r in rows if r["status"] != "ok"][:3]
@@ -162,3 +163,12 @@ def test_second_replica_starts_under_load_and_goes_after(tmp_path):
     print(json.dumps(m, indent=2))
     assert decided is not None and up is not None and up < t_done, f"no second replica up under load: {m}"
     assert gone is not None, f"the second replica did not go after the load: {m}"
+    # The replicas' time is charged to the model (sim/placement.py meters serve.status() from the deploy to
+    # the delete): at least what this test's own watch saw, at most two replicas for the whole placed block.
+    (charge,) = run.read_manifest()["gpu_charges"]
+    metered = charge["models"]["vllm/embedded"]
+    seen = sum((b[0] - a[0]) * (a[1] + a[2]) for a, b in zip(watch.samples, watch.samples[1:]))
+    assert charge["mode"] == "serve" and metered["most_replicas"] == 2 and metered["gpu_seconds"] == 0  # CPU replicas
+    assert 0.9 * seen <= metered["replica_seconds"] <= 2 * (t_down - t0) + 10, (metered, seen)
+    (engine,) = run.read_manifest()["usage"]["engines"]
+    assert engine["engine_seconds"] == metered["replica_seconds"] and engine["held_as"] == "Serve replicas on CPU"
