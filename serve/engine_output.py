@@ -30,6 +30,8 @@ _REDIRECT = threading.Lock()  # fds 1 and 2 are the process's: one engine start 
 # vLLM's log prefix: "(EngineCore pid=12) ERROR 11-25 11:36:17 [core.py:1510] " (the process part optional)
 _PREFIX = re.compile(r"^(\([\w-]+ pid=\d+\)\s?)?((DEBUG|INFO|WARNING|ERROR|CRITICAL) [\d-]+ [\d:.]+ \[[^\]]*\]\s?)?")
 _POINTERS = ("see root cause above", "see stack trace for root cause", "failed core proc")
+# vLLM's own words when the cause is in a child process's output, not in the exception
+_POINTER_WORDS = ("root cause", "failed core proc", "background process")
 
 
 class ChildOutput:
@@ -86,8 +88,10 @@ class ChildOutput:
             os.close(out)
 
     def _keep(self, raw: list[bytes]) -> None:
+        # a progress bar redraws its line after each "\r": keep what it showed last
+        lines = [next((seg for seg in reversed(line.decode("utf-8", "replace").split("\r")) if seg), "") for line in raw]
         with self._lock:
-            self.lines.extend(line.decode("utf-8", "replace").rstrip("\r") for line in raw)
+            self.lines.extend(lines)
 
     def tail(self, n: int = 40) -> list[str]:
         with self._lock:
@@ -109,7 +113,7 @@ def _exception_of(block: list[str]) -> str | None:
         if line and not line[0].isspace():
             more = []
             for nxt in block[i + 1:i + 3]:
-                if not nxt[:1].isspace() or nxt.strip().startswith("File "):
+                if nxt[:1] not in (" ", "\t") or nxt.strip().startswith("File "):
                     break
                 more.append(nxt.strip())
             return " ".join([line.strip(), *more])
@@ -137,3 +141,13 @@ def root_cause(lines: Iterable[str]) -> str | None:
         if not any(p in cause.lower() for p in _POINTERS):
             return cause
     return causes[-1] if causes else None
+
+
+def cause_of(error: BaseException, output: ChildOutput, own: tuple[type, ...] = ()) -> str:
+    """One line: why an engine did not start. The engine's processes' traceback when vLLM's
+    exception only points there; else the exception's first line (with its type, unless it is one
+    of `own`: errors whose message already says it all)."""
+    text = str(error).strip()
+    first = text.splitlines()[0] if text else type(error).__name__
+    cause = output.root_cause() if any(w in first.lower() for w in _POINTER_WORDS) else None
+    return cause or (first if isinstance(error, own) else f"{type(error).__name__}: {first}")

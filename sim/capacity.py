@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass
-from typing import Any, Iterable, Literal
+from typing import Any, Callable, Iterable, Literal
 
 from esc_eval.serve.engine_args import EngineCapacity
 
@@ -149,6 +149,29 @@ def serve_capacity_fields(kv_tokens: int | None, seq_tokens: int | None, *, set_
     return {k: v for k, v in fields.items() if k not in set(set_fields)}
 
 
+def size_serve_replicas(plan: Any, seq_tokens: Callable[[], dict[str, int]], placement: Any) -> None:
+    """The hook into a run's plan (serve/plan.py Plan): each GPU deployment's max_num_seqs,
+    target_ongoing_requests and max_ongoing_requests from its planned KV cache over the longest
+    expected sequence of the configured models it serves (`seq_tokens()`: ref key -> tokens, asked
+    only when there is a GPU deployment); fields the user set (placement.models, or the model's
+    options) stay; a note on the deployment says what was chosen."""
+    import json
+
+    gpu_deployments = [e for e in plan.engines if e.where == "serve deployment" and e.device == "gpu"]
+    expected = seq_tokens() if gpu_deployments else {}
+    for e in gpu_deployments:
+        seq = max((expected.get(r, 0) for r in e.refs), default=0)
+        user: set[str] = set()
+        for ref in e.refs:
+            model, _, options = ref.partition("|")
+            user |= set(placement.models.get(model, {})) | set(json.loads(options or "{}"))
+        fields = serve_capacity_fields(e.kv_tokens, seq, set_fields=user)
+        if fields:
+            e.serve.update(fields)
+            e.notes.append(", ".join(f"{k} {v}" for k, v in fields.items())
+                           + f": KV cache {_k(e.kv_tokens)} tokens per replica / ~{_k(seq)} tokens per sequence")
+
+
 __all__ = ["Concurrency", "Demand", "GPU_WORKER_CPUS", "MAX_AUTO_CONCURRENCY", "choose_concurrency",
            "dialogue_demands", "estimate_tokens", "items_in_flight", "judge_demand", "serve_capacity_fields",
-           "worker_cpus"]
+           "size_serve_replicas", "worker_cpus"]

@@ -28,6 +28,7 @@ from esc_eval.serve.model_size import model_facts
 from esc_eval.serve.plan import GPU_MEMORY_GB, PLACEMENT_ENV, Hardware, ModelUse, Plan, hardware_for, plan_run
 from esc_eval.serve.registry import default_registry
 from esc_eval.sim.bench.env import temporary_env
+from esc_eval.sim.capacity import size_serve_replicas
 from esc_eval.sim.config import ExecutionConfig, ScoringConfig, SimulationConfig
 
 log = logging.getLogger("esc_eval.placement")
@@ -167,13 +168,15 @@ def _deployed(plan: Plan, execution: ExecutionConfig, say: Callable[[str], None]
 
 @contextlib.contextmanager
 def placed(execution: ExecutionConfig, uses: list[ModelUse], *, run_dir: str | None = None,
-           say: Callable[[str], None] = log.info) -> Iterator[tuple[ExecutionConfig, Plan | None]]:
+           say: Callable[[str], None] = log.info,
+           seq_tokens: Callable[[], dict[str, int]] = dict) -> Iterator[tuple[ExecutionConfig, Plan | None]]:
     """The execution to run with, once the plan for `uses` is made (a refusal raises PlanError, one
     line, before any engine starts) and followed; the plan is recorded in `run_dir`'s manifest."""
     if not self_hosted(uses):
         yield execution, None
         return
     plan = make_plan(execution, uses, cluster_hardware(execution)).check()
+    size_serve_replicas(plan, seq_tokens, execution.placement)  # GPU replicas: what their KV cache holds
     mapping = plan.placement_map()
     env = {**execution.env, PLACEMENT_ENV: json.dumps(mapping, sort_keys=True)} if mapping else dict(execution.env)
     update: dict[str, Any] = {"env": env}
@@ -197,14 +200,20 @@ def placed(execution: ExecutionConfig, uses: list[ModelUse], *, run_dir: str | N
 @contextlib.contextmanager
 def placed_simulation(cfg: SimulationConfig, run_dir: str | None = None,
                       say: Callable[[str], None] = log.info) -> Iterator[SimulationConfig]:
-    with placed(cfg.execution, model_uses(cfg), run_dir=run_dir, say=say) as (ex, _plan):
+    from esc_eval.sim.simulation import expected_seq_tokens
+
+    with placed(cfg.execution, model_uses(cfg), run_dir=run_dir, say=say,
+                seq_tokens=lambda: expected_seq_tokens(cfg)) as (ex, _plan):
         yield cfg.model_copy(update={"execution": ex})
 
 
 @contextlib.contextmanager
 def placed_scoring(cfg: ScoringConfig, run_dir: str | None = None,
                    say: Callable[[str], None] = log.info) -> Iterator[ScoringConfig]:
-    with placed(cfg.execution, model_uses(scoring=cfg), run_dir=run_dir, say=say) as (ex, _plan):
+    from esc_eval.sim.scoring import expected_seq_tokens
+
+    with placed(cfg.execution, model_uses(scoring=cfg), run_dir=run_dir, say=say,
+                seq_tokens=lambda: expected_seq_tokens(cfg, run_dir)) as (ex, _plan):
         yield cfg.model_copy(update={"execution": ex})
 
 

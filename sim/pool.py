@@ -14,6 +14,12 @@ The pool owns concurrency, checkpoints and retries of whole items; a Job owns wh
   its parts to exactly one row per key (sim/runfolder.py).
 - The end of a job is checked against the run folder itself: every item sent must have its rows
   there, else MissingRowsError names how many are missing and which workers ran them.
+- Each worker sets the job up before any item is sent: its engines start then (a model that
+  cannot start fails the setup with the engine's own cause) and report what they hold, which
+  sizes the worker's items in flight on GPUs (sim/capacity.py; PoolStats.workers says how).
+- A failure of the run (serve.chat.RunStopError: an engine dead for good, a later target's engine
+  that cannot start) is not an item's: the pool stops sending items, the workers start no new one,
+  what runs finishes and is flushed, and the error is raised as itself; checkpoints stay to resume.
 """
 from __future__ import annotations
 

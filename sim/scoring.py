@@ -40,6 +40,7 @@ from esc_eval.sim.storage import is_uri, open_storage, redact_uri
 from esc_eval.sim.usage import record_usage
 
 log = logging.getLogger("esc_eval.scoring")
+JUDGE_DIALOGUE_TOKENS = 2048  # a dialogue's rendering when none can be read before the run (sizing only)
 
 
 async def score_dialogue(turns: list[tuple[str, str]], language: str, judge_cfg: JudgeConfig, model,
@@ -255,6 +256,27 @@ def judge_plan_for(judge: JudgeConfig) -> JudgePlan:
     if plan.note:
         log.warning("%s", plan.note)
     return plan
+
+
+def expected_seq_tokens(cfg: ScoringConfig, input_path: str | Path | None) -> dict[str, int]:
+    """The judge's expected sequence length by the plan's ref key (what a Serve replica of it is
+    sized by): its prompt for the input's first completed dialogue plus its answer cap; without a
+    run folder to read, the rubric and a dialogue of JUDGE_DIALOGUE_TOKENS."""
+    from esc_eval.serve.plan import ref_key
+
+    judge = cfg.judge
+    turns, language = [], "en"
+    if input_path is not None and is_run_folder(input_path):
+        first = next((d for d in RunFolder(str(input_path), create=False).iter_rows(
+            "dialogues", columns=["turns", "language", "status"]) if d["status"] == "ok"), None)
+        if first is not None:
+            turns, language = [(t["speaker"], t["text"]) for t in first["turns"]], first["language"]
+    prompt = sum(estimate_tokens(m.content) for m in judge_messages(judge.dimensions[0], turns, language,
+                                                                     rubric=judge.rubric, rendering=judge.rendering,
+                                                                     order=judge.prompt_order))
+    extra = 0 if turns else JUDGE_DIALOGUE_TOKENS
+    answer = 1 if judge.method == "logprob" else judge.model.params.max_tokens
+    return {ref_key(judge.model.model, judge.model.options): prompt + extra + answer}
 
 
 def run_scoring(cfg: ScoringConfig, input_path: str | Path, out_dir: str | Path | None = None,

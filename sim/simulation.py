@@ -325,6 +325,21 @@ def dialogue_demand(cfg: SimulationConfig, cards: list[RoleCard]) -> tuple[Deman
                             target_caps=[effective_params(t, cfg.profile).max_tokens for t in cfg.targets])
 
 
+def expected_seq_tokens(cfg: SimulationConfig) -> dict[str, int]:
+    """Each configured model's expected sequence length (tokens a call holds, as dialogue_demand
+    counts it), by the plan's ref key: what a Serve replica of it is sized by (sim/capacity.py)."""
+    from esc_eval.serve.plan import ref_key
+
+    cards = select_cards(cfg)
+    if not cards:
+        return {}
+    role, targets = dialogue_demand(cfg, cards)
+    out = {ref_key(t.model, t.options): d.tokens_per_seq for t, d in zip(cfg.targets, targets)}
+    key = ref_key(cfg.role.model, cfg.role.options)
+    out[key] = max(out.get(key, 0), role.tokens_per_seq)
+    return out
+
+
 def run_simulation(cfg: SimulationConfig, run_dir: str | Path,
                    on_summary: Callable[[dict[str, Any], PoolStats], None] | None = None,
                    on_start: Callable[[int, int], None] | None = None, pool: WorkerPool | None = None) -> dict[str, Any]:

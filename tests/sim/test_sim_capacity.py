@@ -122,3 +122,36 @@ def test_the_worker_follows_what_its_engine_reports(tmp_path, described, expecte
     manifest = json.loads((tmp_path / "manifest.json").read_text())
     assert manifest["simulation"]["last"]["workers"][0]["concurrency"]["reason"].startswith(f"concurrency {want} ")
     assert len(list(RunFolder(tmp_path).iter_rows("dialogues"))) == 2
+
+
+def test_gpu_serve_deployments_are_sized_by_their_planned_kv_cache():
+    """The hook into the plan (sim/placement.py calls it): a described 8 x H100 node, the paper's models."""
+    from esc_eval.serve.plan import ModelUse, PlacementConfig, hardware_for, plan_run, ref_key
+    from esc_eval.sim.capacity import size_serve_replicas
+
+    uses = [ModelUse("esc-role", {}, "role"), ModelUse("qwen1.5-7b-chat", {"max_num_seqs": 48}, "target"),
+            ModelUse("llama-3-8b-instruct", {}, "target")]
+    placement = PlacementConfig(models={"esc-role": {"tensor_parallel_size": 2, "target_ongoing_requests": 20}})
+    plan = plan_run(uses, hardware_for(8, 80, 8, "H100"), placement)
+    asked = []
+
+    def seq_tokens():
+        asked.append(1)
+        return {ref_key("esc-role", {}): 3000, ref_key("qwen1.5-7b-chat", {"max_num_seqs": 48}): 3100,
+                ref_key("llama-3-8b-instruct", {}): 2500}
+
+    size_serve_replicas(plan, seq_tokens, placement)
+    e = {x.name: x for x in plan.engines}
+    llama = e["llama-3-8b-instruct"]
+    n = llama.kv_tokens // 2500
+    assert llama.serve["max_num_seqs"] == n == llama.serve["target_ongoing_requests"] and n > 100  # not 32
+    assert llama.serve["max_ongoing_requests"] == 2 * n and f"max_num_seqs {n}" in llama.notes[-1]
+    role = e["esc-role"]  # the user's target_ongoing_requests stays
+    assert role.serve["target_ongoing_requests"] == 20 and role.serve["max_num_seqs"] == role.kv_tokens // 3000
+    assert e["qwen1.5-7b-chat"].serve["max_num_seqs"] == 48  # the model's own option stays
+    from esc_eval.serve.serve_app import ServeModelConfig
+
+    assert all(ServeModelConfig(**m) for m in plan.serve_models())  # still valid deployments
+    cpu = plan_run(uses[:1], hardware_for(0), PlacementConfig(mode="serve"))
+    size_serve_replicas(cpu, seq_tokens, PlacementConfig())
+    assert len(asked) == 1 and "max_num_seqs" not in cpu.engines[0].serve  # CPU replicas: nothing moves
