@@ -11,7 +11,9 @@ from esc_eval.serve.chat import (
     ChatModel,
     ChatModelError,
     ChatResult,
+    EngineStartError,
     GenerationParams,
+    RunStopError,
     UnknownModelError,
     get_chat_model,
     parse_spec,
@@ -20,7 +22,8 @@ from esc_eval.serve.plan import PlacementConfig, Plan, PlanError, plan_run
 from esc_eval.serve.registry import ModelEntry, Registry, build_chat_model, default_registry, load_registry, resolve_spec
 
 __all__ = [
-    "BACKENDS", "ChatMessage", "ChatModel", "ChatModelError", "ChatResult", "GenerationParams", "ModelEntry",
+    "BACKENDS", "ChatMessage", "ChatModel", "ChatModelError", "ChatResult", "EngineStartError", "GenerationParams",
+    "ModelEntry", "RunStopError",
     "PlacementConfig", "Plan", "PlanError", "Registry", "UnknownModelError", "build_chat_model", "default_registry", "get_chat_model", "load_registry",
     "parse_spec", "plan_run", "resolve_spec",
 ]
