@@ -11,7 +11,9 @@ from esc_eval.serve.chat import (
     ChatModel,
     ChatModelError,
     ChatResult,
+    EngineStartError,
     GenerationParams,
+    RunStopError,
     UnknownModelError,
     get_chat_model,
     parse_spec,
@@ -22,7 +24,7 @@ from esc_eval.serve.replica_meter import ReplicaMeter
 from esc_eval.serve.registry import ModelEntry, Registry, build_chat_model, default_registry, load_registry, resolve_spec
 
 __all__ = [
-    "BACKENDS", "ChatMessage", "ChatModel", "ChatModelError", "ChatResult", "GenerationParams", "GpuInventory",
-    "ModelEntry", "PlacementConfig", "Plan", "PlanError", "Registry", "ReplicaMeter", "detect_gpus", "UnknownModelError", "build_chat_model", "default_registry", "get_chat_model", "load_registry",
+    "BACKENDS", "ChatMessage", "ChatModel", "ChatModelError", "ChatResult", "EngineStartError", "GenerationParams", "GpuInventory",
+    "ModelEntry", "RunStopError", "PlacementConfig", "Plan", "PlanError", "Registry", "ReplicaMeter", "detect_gpus", "UnknownModelError", "build_chat_model", "default_registry", "get_chat_model", "load_registry",
     "parse_spec", "plan_run", "resolve_spec",
 ]

@@ -107,6 +107,26 @@ class ChatModelError(Exception):
         return (type(self), (str(self), self.kind), {"retry_after": self.retry_after, "attempts": self.attempts})
 
 
+class RunStopError(Exception):
+    """A failure of the run, not of one item: a model that cannot start, an engine that died for
+    good. Never retried, never written as a failed row: the job stops feeding work, keeps what
+    finished and exits with this one line; the same command resumes once the cause is fixed.
+
+    model: the model it concerns; detail: the last lines of the engine's output (for the manifest)."""
+
+    def __init__(self, message: str, *, model: str | None = None, detail: list[str] | None = None):
+        super().__init__(message)
+        self.model = model
+        self.detail = list(detail or [])
+
+    def __reduce__(self):  # must pickle across Ray actor boundaries
+        return (type(self), (str(self),), {"model": self.model, "detail": self.detail})
+
+
+class EngineStartError(RunStopError):
+    """A model's engine did not start (the message carries the engine's own cause)."""
+
+
 class ChatModel(abc.ABC):
     """One interface per seam: a single required async method."""
 

@@ -1,6 +1,8 @@
 """Deploying the Serve app on a Ray cluster: connect (or start a local head), deploy, wait
-(bounded) until every replica is healthy, naming the model whose replicas did not come up.
-The `esc-eval serve` commands (cli/serve.py) and the routing benchmark call these."""
+(bounded) until every replica is healthy, naming the model whose replicas did not come up and,
+when a replica's engine did not start, the engine's own cause (serve/serve_server.py raises it in
+the replica; Serve's message ends with it). The `esc-eval serve` commands (cli/serve.py), the
+runs' Serve placement (sim/placement.py) and the routing benchmark call these."""
 from __future__ import annotations
 
 import os
@@ -9,6 +11,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from esc_eval.serve.engine_output import root_cause
 from esc_eval.serve.ray_cluster import (StaleRayAddressError, forget_stale_address, live_local_address, prepare_auth,
                                         start_env)
 from esc_eval.serve.serve_app import INSTALL_HINT, ServeConfig, build_app
@@ -80,7 +83,8 @@ def wait_until_healthy(app_name: str, timeout_s: float, models: dict[str, str] |
                 continue
             model = next((m for suffix, m in models.items() if dname.endswith(suffix)), None)
             label = f"model {model!r} (deployment {dname})" if model else f"deployment {dname}"
-            parts.append(f"{label}: {d.status} {d.message}".strip())
+            cause = replica_cause(d.message or "")
+            parts.append(f"{label}: {str(d.status).rsplit('.', 1)[-1]}" + (f": {cause}" if cause else ""))
         return "; ".join(parts) or (app.message if app else "application not created")
 
     while True:
@@ -94,6 +98,16 @@ def wait_until_healthy(app_name: str, timeout_s: float, models: dict[str, str] |
             raise ServeStartError(
                 f"Serve app {app_name!r} not healthy after {timeout_s:.0f} s ({status}): {describe(app)}")
         time.sleep(poll_s)
+
+
+def replica_cause(message: str) -> str:
+    """One line from Serve's deployment message: why its replicas did not start (the replica's own
+    EngineStartError, else the last exception of the traceback Serve quotes), else its first line."""
+    lines = [line for line in message.strip().splitlines() if line.strip()]
+    for line in reversed(lines):
+        if "EngineStartError: " in line:
+            return line.split("EngineStartError: ", 1)[1].strip()
+    return root_cause(lines) or (lines[0].strip() if lines else "")
 
 
 def deploy_app(cfg: ServeConfig, timeout_s: float, app: Any = None) -> None:

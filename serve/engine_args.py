@@ -47,6 +47,18 @@ class Device:
 CPU = Device()
 
 
+@dataclass(frozen=True)
+class EngineCapacity:
+    """What a started engine can hold at once, as the engine reports it (vLLM: its KV cache blocks
+    x block size, learnt at the start handshake; max_num_seqs from its scheduler)."""
+
+    model: str
+    device: Literal["cpu", "gpu"]
+    kv_tokens: int | None
+    max_num_seqs: int | None
+    max_model_len: int | None = None
+
+
 def gpus(count: int, memory_gb: float | None = None, name: str = "") -> Device:
     return Device("cuda", count, memory_gb, name)
 

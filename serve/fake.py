@@ -11,6 +11,10 @@ Options (keyword arguments, or a query string: `fake/judge?score=3&latency=0.01`
   error_rate  probability of a transient ChatModelError
   timeout_rate probability of a ChatModelError(kind="timeout") after `timeout` seconds
   seed        seeds the fault injection (deterministic per call content and attempt)
+An engine's life, for the run-level paths (keyword options):
+  start_error  start() raises EngineStartError with this cause (a model that cannot start)
+  dies_after   after this many calls every call raises RunStopError (an engine dead for good)
+  kv_tokens, max_num_seqs, device   capacity() describes an engine holding this much (e.g. a GPU's)
 """
 from __future__ import annotations
 
@@ -23,7 +27,9 @@ import time
 from typing import Any
 from urllib.parse import parse_qsl
 
-from esc_eval.serve.chat import Capabilities, ChatMessage, ChatModel, ChatModelError, ChatResult, GenerationParams
+from esc_eval.serve.chat import (Capabilities, ChatMessage, ChatModel, ChatModelError, ChatResult, EngineStartError,
+                                 GenerationParams, RunStopError)
+from esc_eval.serve.engine_args import EngineCapacity
 
 SEEKER_LINES = [
     "Hi. I don't really know where to start, things have been rough lately.",
@@ -59,6 +65,11 @@ class FakeChatModel(ChatModel):
         adapters: dict[str, str] | None = None,
         max_loras: int | None = None,
         max_lora_rank: int | None = None,
+        start_error: str | None = None,
+        dies_after: int | None = None,
+        kv_tokens: int | None = None,
+        max_num_seqs: int | None = None,
+        device: str = "cpu",
     ):
         """adapters / max_loras / max_lora_rank: what a multi-LoRA vLLM engine takes; a fake given
         adapters refuses a call naming another one, as the engine does (the limits are unused)."""
@@ -75,6 +86,9 @@ class FakeChatModel(ChatModel):
         self.score = None if score is None else int(score)
         self.replies = replies
         self.adapters = dict(adapters) if adapters is not None else None
+        self.start_error, self.dies_after = start_error, dies_after
+        self._capacity = (EngineCapacity(self.name, "gpu" if device == "gpu" else "cpu", int(kv_tokens),
+                                         int(max_num_seqs) if max_num_seqs else None) if kv_tokens else None)
         self.calls = 0
         self._attempts: dict[int, int] = {}
         self._cycle = itertools.count()
@@ -83,6 +97,13 @@ class FakeChatModel(ChatModel):
     def capabilities(self) -> Capabilities:
         return FAKE_CAPABILITIES
 
+    def start(self) -> None:
+        if self.start_error:
+            raise EngineStartError(f"the engine for {self.name} did not start: {self.start_error}", model=self.name)
+
+    def capacity(self) -> EngineCapacity | None:
+        return self._capacity
+
     async def chat(self, messages: list[ChatMessage], params: GenerationParams | None = None, *,
                    adapter: str | None = None, session_id: str | None = None) -> ChatResult:
         params = params or GenerationParams()
@@ -90,6 +111,9 @@ class FakeChatModel(ChatModel):
             raise ChatModelError(f"no adapter {adapter!r} loaded for {self.name}; known: {sorted(self.adapters)}", kind="fatal")
         started = time.perf_counter()
         self.calls += 1
+        if self.dies_after is not None and self.calls > self.dies_after:
+            raise RunStopError(f"the engine for {self.name} died {self.calls - self.dies_after} times; not restarting it "
+                               "again", model=self.name)
         key = 0
         if self.error_rate or self.timeout_rate or self.script == "judge":
             # Hashing the conversation costs; only faults and judge scores need it.

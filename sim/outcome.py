@@ -1,4 +1,5 @@
-"""What a job came to, for its exit status: failures past the threshold, or a stop by the spend cap.
+"""What a job came to, for its exit status: failures past the threshold, a stop by the spend cap,
+or a stop of the run (`run_stopped`: a model that cannot start, an engine that died for good).
 
 `JobOutcome` sees every item's summary as the pool reports it (simulation: one dialogue, `ok` or
 not; scoring: one dialogue's score rows, how many calls failed and how many answers did not parse) and stops the item feed
@@ -9,6 +10,8 @@ with, or None when the job is fine. The rows stay either way, for a resume.
 from __future__ import annotations
 
 from typing import Any, Callable, Iterable, Iterator
+
+from esc_eval.serve.chat import RunStopError
 
 EXIT_FAILURES = 1  # more than execution.max_failure_rate of the items failed, or all of them
 EXIT_BUDGET = 3  # stopped by budget_usd before finishing: resumable
@@ -80,3 +83,16 @@ def outcome_line(result: dict[str, Any], kind: str, max_failure_rate: float) -> 
         return EXIT_FAILURES, (f"{what}, more than execution.max_failure_rate={max_failure_rate:g}{first}; the rows stay in "
                                f"{where} for a resume")
     return None
+
+
+def run_stopped(run: Any, phase: str, error: RunStopError, finished: int, unit: str) -> RunStopError:
+    """Record a stop of the run in its manifest (event `<phase>_stopped`: the cause and the engine's
+    last lines) and return the one line the command exits 1 with: the cause, what stays, how to resume."""
+    run.append_event(f"{phase}_stopped", error=str(error), model=error.model, detail=error.detail[-40:],
+                     finished=finished)
+    if finished:
+        after = (f"{phase} stopped after {finished} {unit}{'s' if finished != 1 else ''} (their rows are in {run}); "
+                 f"run the same command again to resume")
+    else:
+        after = f"no {unit} was run; run the same command again once that is fixed"
+    return type(error)(f"{error}; {after}", model=error.model, detail=error.detail)

@@ -152,6 +152,18 @@ class ModelPool:
                                         on_hit=gate.hit if gate is not None else None)
         return _Tallied(model, self.tally)
 
+    def start(self, ref: ModelRef) -> None:
+        """Start `ref`'s engine now, if its backend has one to start (blocking; a model that cannot
+        start raises EngineStartError, a RunStopError: the job stops before its items)."""
+        start = getattr(self.raw(ref), "start", None)
+        if start is not None:
+            start()
+
+    def capacity(self, ref: ModelRef):
+        """What `ref`'s started engine holds at once (serve.engine_args.EngineCapacity), or None."""
+        capacity = getattr(self.raw(ref), "capacity", None)
+        return capacity() if capacity is not None else None
+
     def holds_engine(self, ref: ModelRef) -> bool:
         """Whether `ref` runs in an engine of this process (vllm/), i.e. something to release."""
         return hasattr(self.raw(ref), "release")
@@ -182,21 +194,42 @@ class TargetEngines:
     """One target engine at a time in a worker: a dialogue of target k waits while dialogues of
     another target still run here, then that target's engine is released and k's starts. Targets
     without an engine here (API, Serve, fake) or sharing the role's engine never wait. Items come
-    target by target (sim/simulation.py iter_items), so a worker switches once per target."""
+    target by target (sim/simulation.py iter_items), so a worker switches once per target. A
+    target's engine starts before its first dialogue here (the first target's at the job's setup):
+    one that cannot start stops the run (EngineStartError), it fails no dialogue."""
 
     def __init__(self, pool: ModelPool, role: ModelRef, targets: list[ModelRef]):
         self.pool = pool
+        self.targets = targets
         role_key = pool.key(role) if pool.holds_engine(role) else None
         self.keys = [pool.key(t) if pool.holds_engine(t) and pool.key(t) != role_key else None for t in targets]
         self.active: str | None = None
         self.users = 0
         self.switches = 0
+        self.started: set[int] = set()  # targets started (the job's setup starts the first)
         self._cond: asyncio.Condition | None = None
+        self._starting: asyncio.Lock | None = None
+
+    def preloaded(self, target_index: int) -> None:
+        """The job's setup started this target's engine: it is the worker's active one."""
+        self.started.add(target_index)
+        self.active = self.keys[target_index] or self.active
+
+    async def _start(self, target_index: int) -> None:
+        """Start a target when its turn comes (once; a failure is the run's: EngineStartError)."""
+        if self._starting is None:
+            self._starting = asyncio.Lock()
+        async with self._starting:
+            if target_index not in self.started:
+                await asyncio.to_thread(self.pool.start, self.targets[target_index])
+                self.started.add(target_index)
 
     @contextlib.asynccontextmanager
     async def lease(self, target_index: int) -> AsyncIterator[None]:
         key = self.keys[target_index]
         if key is None:
+            if target_index not in self.started:
+                await self._start(target_index)
             yield
             return
         if self._cond is None:
@@ -205,9 +238,13 @@ class TargetEngines:
             await self._cond.wait_for(lambda: self.active in (None, key) or self.users == 0)
             if self.active not in (None, key):
                 # before the next engine starts: its GPU share assumes the previous one is gone
-                await asyncio.to_thread(self.pool.release_key, self.active)
+                old = self.active
+                await asyncio.to_thread(self.pool.release_key, old)
+                self.started -= {i for i, k in enumerate(self.keys) if k == old}
                 self.switches += 1
             self.active = key
+            if target_index not in self.started:
+                await self._start(target_index)
             self.users += 1
         try:
             yield

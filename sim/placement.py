@@ -35,6 +35,7 @@ from esc_eval.serve.plan import PLACEMENT_ENV, Hardware, ModelUse, Plan, hardwar
 from esc_eval.serve.registry import default_registry
 from esc_eval.serve.replica_meter import ReplicaMeter
 from esc_eval.sim.bench.env import temporary_env
+from esc_eval.sim.capacity import size_serve_replicas
 from esc_eval.sim.config import ExecutionConfig, ScoringConfig, SimulationConfig
 
 log = logging.getLogger("esc_eval.placement")
@@ -248,7 +249,8 @@ def _record(run_dir: str, plan: Plan, job: str, usage: dict[str, Any]) -> None:
 
 @contextlib.contextmanager
 def placed(execution: ExecutionConfig, uses: list[ModelUse], *, run_dir: str | None = None, job: str = "simulation",
-           say: Callable[[str], None] = log.info) -> Iterator[tuple[ExecutionConfig, Plan | None]]:
+           say: Callable[[str], None] = log.info,
+           seq_tokens: Callable[[], dict[str, int]] = dict) -> Iterator[tuple[ExecutionConfig, Plan | None]]:
     """The execution to run with, once the plan for `uses` is made (a refusal raises PlanError, one
     line, before any engine starts) and followed; the plan and the GPU time it held are recorded in
     `run_dir`'s manifest, failed run or not."""
@@ -256,6 +258,7 @@ def placed(execution: ExecutionConfig, uses: list[ModelUse], *, run_dir: str | N
         yield execution, None
         return
     plan = make_plan(execution, uses, cluster_hardware(execution), at_run_time=True).check()
+    size_serve_replicas(plan, seq_tokens, execution.placement)  # GPU replicas: what their KV cache holds
     for line in plan_messages(plan):
         say(line)
     mapping = plan.placement_map()
@@ -277,14 +280,20 @@ def placed(execution: ExecutionConfig, uses: list[ModelUse], *, run_dir: str | N
 @contextlib.contextmanager
 def placed_simulation(cfg: SimulationConfig, run_dir: str | None = None,
                       say: Callable[[str], None] = log.info) -> Iterator[SimulationConfig]:
-    with placed(cfg.execution, model_uses(cfg), run_dir=run_dir, job="simulation", say=say) as (ex, _plan):
+    from esc_eval.sim.simulation import expected_seq_tokens
+
+    with placed(cfg.execution, model_uses(cfg), run_dir=run_dir, job="simulation", say=say,
+                seq_tokens=lambda: expected_seq_tokens(cfg)) as (ex, _plan):
         yield cfg.model_copy(update={"execution": ex})
 
 
 @contextlib.contextmanager
 def placed_scoring(cfg: ScoringConfig, run_dir: str | None = None,
                    say: Callable[[str], None] = log.info) -> Iterator[ScoringConfig]:
-    with placed(cfg.execution, model_uses(scoring=cfg), run_dir=run_dir, job="scoring", say=say) as (ex, _plan):
+    from esc_eval.sim.scoring import expected_seq_tokens
+
+    with placed(cfg.execution, model_uses(scoring=cfg), run_dir=run_dir, job="scoring", say=say,
+                seq_tokens=lambda: expected_seq_tokens(cfg, run_dir)) as (ex, _plan):
         yield cfg.model_copy(update={"execution": ex})
 
 

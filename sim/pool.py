@@ -14,6 +14,12 @@ The pool owns concurrency, checkpoints and retries of whole items; a Job owns wh
   its parts to exactly one row per key (sim/runfolder.py).
 - The end of a job is checked against the run folder itself: every item sent must have its rows
   there, else MissingRowsError names how many are missing and which workers ran them.
+- Each worker sets the job up before any item is sent: its engines start then (a model that
+  cannot start fails the setup with the engine's own cause) and report what they hold, which
+  sizes the worker's items in flight on GPUs (sim/capacity.py; PoolStats.workers says how).
+- A failure of the run (serve.chat.RunStopError: an engine dead for good, a later target's engine
+  that cannot start) is not an item's: the pool stops sending items, the workers start no new one,
+  what runs finishes and is flushed, and the error is raised as itself; checkpoints stay to resume.
 """
 from __future__ import annotations
 
@@ -25,11 +31,12 @@ import time
 import uuid
 from typing import Any, Callable, Iterable, Iterator
 
+from esc_eval.serve.chat import RunStopError
 from esc_eval.serve.cpu import DTYPE_ENV
 from esc_eval.sim.config import ExecutionConfig
 from esc_eval.sim.pool_ray import (MAX_CHUNK_RESENDS, PlacementError, WorkersLostError, check_placeable,  # noqa: F401 - re-exported
                                    describe_resources, ensure_ray, run_on_ray, start_workers, worker_env)
-from esc_eval.sim.pool_stats import LIVE, LIVE_PROGRESS_S, PoolStats, add_live, chunked  # noqa: F401 - re-exported
+from esc_eval.sim.pool_stats import LIVE, LIVE_PROGRESS_S, SETUP, PoolStats, add_live, chunked  # noqa: F401 - re-exported
 from esc_eval.sim.pool_worker import Job, PartSink, Worker, WorkerCore  # noqa: F401 - re-exported
 from esc_eval.sim.runfolder import RunFolder
 from esc_eval.sim.storage import StorageSpec, is_uri
@@ -127,7 +134,7 @@ class WorkerPool:
         ledger = _Ledger(job)
 
         def note(summary: dict[str, Any]) -> None:
-            if summary is not LIVE:  # LIVE: nothing finished, only the live counters in `stats` moved
+            if not summary.get("live"):  # LIVE, SETUP: nothing finished, only `stats` moved
                 stats.add(summary)
             if on_summary:
                 on_summary(summary, stats)
@@ -196,18 +203,27 @@ def run_pool(job: Job, items: Iterable[dict[str, Any]], run_dir: str, execution:
 
 async def _run_local(worker: Worker, job_id, job, items, run_dir, execution, note, stats: PoolStats) -> None:
     worker.start_job(job_id, job, run_dir, execution)
-    await worker.setup(job_id)
+    # The job's engines start now, before any item (a model that cannot start raises RunStopError).
+    stats.workers = [await asyncio.wait_for(worker.setup(job_id), execution.worker_start_timeout_s)]
+    note(SETUP)
+    log.info("worker 0: this process; %s", stats.workers[0]["concurrency"]["reason"])
     core = worker.jobs[job_id]
     pending: set[asyncio.Future] = set()
-    limit = execution.concurrency * 2
+    limit = core.concurrency.value * 2
     last_live = time.monotonic()
+    stopping: list[RunStopError] = []  # the run stopped: no new item, what runs finishes
 
     async def drain(until: int) -> None:
         nonlocal pending, last_live
         while len(pending) > until:
             done, pending = await asyncio.wait(pending, timeout=LIVE_PROGRESS_S, return_when=asyncio.FIRST_COMPLETED)
             for t in done:
-                note(t.result())
+                try:
+                    note(t.result())
+                except RunStopError as e:
+                    if not stopping:
+                        log.warning("stopping the job: %s", e)
+                    stopping.append(e)
             if time.monotonic() - last_live >= LIVE_PROGRESS_S:
                 last_live = time.monotonic()
                 add_live(stats, job.kind, [worker.progress(job_id)])
@@ -216,9 +232,13 @@ async def _run_local(worker: Worker, job_id, job, items, run_dir, execution, not
     try:
         for item in items:
             await drain(limit - 1)
+            if stopping:
+                break
             pending.add(asyncio.ensure_future(core.run_one(item)))
         await drain(0)
     finally:
         for t in pending:
             t.cancel()
         await worker.finish_job(job_id)
+    if stopping:
+        raise stopping[0]  # after the rows of what finished were flushed

@@ -12,9 +12,11 @@ import os
 import time
 from typing import Any, Callable
 
+from esc_eval.serve.chat import RunStopError
 from esc_eval.serve.cpu import DTYPE_ENV
+from esc_eval.sim.capacity import MAX_AUTO_CONCURRENCY, worker_cpus
 from esc_eval.sim.config import ExecutionConfig
-from esc_eval.sim.pool_stats import PoolStats, add_live, chunked, LIVE, LIVE_PROGRESS_S
+from esc_eval.sim.pool_stats import PoolStats, add_live, chunked, LIVE, LIVE_PROGRESS_S, SETUP
 
 log = logging.getLogger("esc_eval.pool")
 
@@ -97,10 +99,11 @@ def run_on_ray(workers, job_id, job, items, run_dir, execution: ExecutionConfig,
     when its node is gone and no other node has room for it). A lost worker is probed; when Ray has
     restarted it (elsewhere) it takes chunks again."""
     import ray
-    from ray.exceptions import ActorDiedError, RayActorError
+    from ray.exceptions import ActorDiedError, RayActorError, RayTaskError
 
     ways = ray.get([w.start_job.remote(job_id, job, run_dir, execution) for w in workers])
     spec = ray.put((job, run_dir, execution))  # once in the object store, not once per chunk
+    # The workers set up: their engines start now, before any item is sent.
     setups = [w.setup.remote(job_id) for w in workers]
     ready, not_ready = ray.wait(setups, num_returns=len(setups), timeout=execution.worker_start_timeout_s)
     if not_ready:
@@ -108,15 +111,18 @@ def run_on_ray(workers, job_id, job, items, run_dir, execution: ExecutionConfig,
             f"{len(not_ready)} of {len(workers)} workers did not set up their models within "
             f"{execution.worker_start_timeout_s:g} s (engine not starting? see the Ray logs)"
         )
-    # Surface setup errors (bad model name, missing weights) here.
-    labels[:] = [f"{where} ({way})" for where, way in zip(ray.get(setups), ways)]
-    for i, label in enumerate(labels):
-        log.info("worker %d: %s", i, label)
+    # Setup errors (a model that cannot start: its engine's cause; a bad model name) surface here.
+    reports = _get_all(setups, RayTaskError)
+    labels[:] = [f"{r['where']} ({way})" for r, way in zip(reports, ways)]
+    stats.workers = reports
+    note(SETUP)
+    for i, (label, r) in enumerate(zip(labels, reports)):
+        log.info("worker %d: %s; %s", i, label, r["concurrency"]["reason"])
     chunks = chunked(items, execution.chunk_size)
-    # Each worker holds at most `concurrency` running items plus one chunk queued behind them, so it
-    # never idles between chunks; a new chunk goes to the least-loaded worker. Items sent beyond a
+    # Each worker holds at most its `concurrency` running items plus one chunk queued behind them, so
+    # it never idles between chunks; a new chunk goes to the least-loaded worker. Items sent beyond a
     # worker's concurrency wait there for a whole dialogue, so the fill must be balanced.
-    cap = max(execution.concurrency + execution.chunk_size, 2 * execution.chunk_size)
+    caps = [max(r["concurrency"]["value"] + execution.chunk_size, 2 * execution.chunk_size) for r in reports]
     load = [0] * len(workers)
     in_flight: dict[Any, tuple[int, list[dict[str, Any]], int]] = {}  # ref -> (worker, chunk, resends)
     resend: list[tuple[list[dict[str, Any]], int]] = []  # chunks of lost workers, sent first
@@ -124,6 +130,7 @@ def run_on_ray(workers, job_id, job, items, run_dir, execution: ExecutionConfig,
     lost: set[int] = set()  # lost, not back (yet)
     dead: set[int] = set()  # lost for good (Ray gave up restarting it)
     exhausted = False
+    stopping: RunStopError | None = None  # the run stopped: nothing new is sent, what runs finishes
     all_lost_since: float | None = None
     polls: dict[int, Any] = {}  # worker -> its pending live-progress call (one at a time)
     live_parts: dict[int, dict[str, int]] = {}  # worker -> its last answer
@@ -141,9 +148,9 @@ def run_on_ray(workers, job_id, job, items, run_dir, execution: ExecutionConfig,
 
     def fill() -> None:
         live = [w for w in range(len(workers)) if w not in lost]
-        while live:
-            w = min(live, key=load.__getitem__)
-            if load[w] + execution.chunk_size > cap and load[w] > 0:
+        while live and stopping is None:
+            w = min(live, key=lambda i: load[i] / caps[i])
+            if load[w] + execution.chunk_size > caps[w] and load[w] > 0:
                 return
             nxt = next_chunk()
             if nxt is None:
@@ -164,7 +171,7 @@ def run_on_ray(workers, job_id, job, items, run_dir, execution: ExecutionConfig,
 
     try:
         fill()
-        while in_flight or resend or not exhausted:
+        while in_flight or (stopping is None and (resend or not exhausted)):
             refs = [*in_flight, *probes]
             ready = ray.wait(refs, num_returns=1, timeout=1.0)[0] if refs else time.sleep(1.0) or []
             for ref in ready:
@@ -183,7 +190,19 @@ def run_on_ray(workers, job_id, job, items, run_dir, execution: ExecutionConfig,
                 load[w] -= len(chunk)
                 try:
                     summaries = ray.get(ref)
+                except RayTaskError as e:
+                    if not isinstance(e.cause, RunStopError):
+                        raise
+                    if stopping is None:  # the first: every worker stops starting items
+                        stopping = e.cause
+                        log.warning("stopping the job: %s", stopping)
+                        for x in range(len(workers)):
+                            if x not in lost:
+                                workers[x].stop_job.remote(job_id, str(stopping))
+                    continue
                 except RayActorError as e:
+                    if stopping is not None:
+                        continue  # its items have checkpoints; a resume runs them
                     if resends >= MAX_CHUNK_RESENDS:
                         raise WorkersLostError(
                             f"a chunk of {len(chunk)} items lost its worker {resends + 1} times (last: {e}); "
@@ -193,7 +212,7 @@ def run_on_ray(workers, job_id, job, items, run_dir, execution: ExecutionConfig,
                     continue
                 for summary in summaries:
                     note(summary)
-            if len(lost) == len(workers) and (in_flight or resend or not exhausted):
+            if stopping is None and len(lost) == len(workers) and (in_flight or resend or not exhausted):
                 all_lost_since = all_lost_since or time.monotonic()
                 if len(dead) == len(workers) or time.monotonic() - all_lost_since > execution.worker_start_timeout_s:
                     raise WorkersLostError(
@@ -225,7 +244,25 @@ def run_on_ray(workers, job_id, job, items, run_dir, execution: ExecutionConfig,
             ray.get([w.finish_job.remote(job_id) for w in live], timeout=120)
         except Exception as e:  # noqa: BLE001 - a dead worker has nothing left to flush
             log.warning("flushing workers: %s", e)
+    if stopping is not None:
+        raise stopping  # after every worker flushed what finished
     return lost
+
+
+def _get_all(refs: list[Any], task_error: type) -> list[Any]:
+    """ray.get of every ref (so none is left as an unhandled error), then the first failure raised:
+    a RunStopError as itself (one line, the engine's cause), anything else as Ray raised it."""
+    import ray
+
+    out, errors = [], []
+    for ref in refs:
+        try:
+            out.append(ray.get(ref))
+        except task_error as e:  # noqa: PERF203 - one per worker
+            errors.append(e.cause if isinstance(e.cause, RunStopError) else e)
+    if errors:
+        raise next((e for e in errors if isinstance(e, RunStopError)), errors[0])
+    return out
 
 
 def start_workers(ex: ExecutionConfig) -> list[Any]:
@@ -236,10 +273,12 @@ def start_workers(ex: ExecutionConfig) -> list[Any]:
 
     ensure_ray(ex)
     Worker = actor_class()
+    cpus = worker_cpus(ex.num_cpus_per_worker, ex.num_gpus_per_worker, ray.cluster_resources().get("CPU"), ex.workers)
     # Ray restarts a dead worker (its node permitting); the pool, not Ray, re-sends its chunks (run_on_ray).
-    opts = dict(num_cpus=ex.num_cpus_per_worker, num_gpus=ex.num_gpus_per_worker, max_restarts=2,
-                max_task_retries=0, max_concurrency=max(64, ex.concurrency * 4))
-    need = {"CPU": ex.num_cpus_per_worker * ex.workers, "GPU": ex.num_gpus_per_worker * ex.workers}
+    # max_concurrency bounds the chunk calls a worker holds: enough for the most items a worker may take.
+    opts = dict(num_cpus=cpus, num_gpus=ex.num_gpus_per_worker, max_restarts=2, max_task_retries=0,
+                max_concurrency=max(64, (ex.concurrency or MAX_AUTO_CONCURRENCY) * 4))
+    need = {"CPU": cpus * ex.workers, "GPU": ex.num_gpus_per_worker * ex.workers}
     check_placeable(need, ex.workers)
     workers = [Worker.options(**opts, runtime_env={"env_vars": worker_env(ex, i)}).remote()
                for i in range(ex.workers)]

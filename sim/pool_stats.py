@@ -21,6 +21,8 @@ class PoolStats:
     live_tokens: int = 0
     calls_per_item: float | None = None  # model calls one item makes (the job's `calls_per_item`), for an ETA
     rows_checked: int = 0  # row keys of the items sent, all found in the run folder at the end
+    # Each worker's setup: where it runs, the items in flight chosen and why, its engines' capacities
+    workers: list[dict[str, Any]] = field(default_factory=list)
 
     def add(self, summary: dict[str, Any]) -> None:
         self.done += 1
@@ -36,12 +38,13 @@ class PoolStats:
         el = max(self.elapsed, 1e-9)
         return {"items": self.done, "failed": self.failed, "tokens": self.tokens, "model_calls": self.calls,
                 "elapsed_s": round(el, 3), "items_per_s": self.done / el, "tokens_per_s": self.tokens / el,
-                "calls_per_s": self.calls / el, "rows_checked": self.rows_checked}
+                "calls_per_s": self.calls / el, "rows_checked": self.rows_checked, "workers": self.workers}
 
 
 # How often the driver asks the workers for live progress (calls and tokens of items in flight).
 LIVE_PROGRESS_S = float(os.environ.get("ESC_EVAL_LIVE_PROGRESS_S") or 5.0)
 LIVE = {"live": True}  # the summary passed to on_summary for a live update (no item finished)
+SETUP = {"live": True, "setup": True}  # ... once the workers set up (PoolStats.workers says how)
 
 
 def add_live(stats: PoolStats, kind: str, parts: Iterable[dict[str, int]]) -> None:

@@ -9,10 +9,13 @@ worker sees it, else through the writer actor on the driver's node.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import os
 import time
 from typing import Any, Callable, Protocol
 
+from esc_eval.serve.chat import RunStopError
+from esc_eval.sim.capacity import Concurrency, choose_concurrency
 from esc_eval.sim.config import ExecutionConfig
 from esc_eval.sim.participants import ModelPool
 from esc_eval.sim.runfolder import RunFolder
@@ -25,7 +28,8 @@ class Job(Protocol):
     kind: str  # run-folder part kind the rows go to: "dialogues" | "scores"
 
     async def setup(self, models: ModelPool) -> None:
-        """Build what the job needs; `models` outlives the job (engines are shared and reused)."""
+        """Build what the job needs and start its engines (a model that cannot start raises
+        RunStopError); `models` outlives the job (engines are shared and reused)."""
 
     async def run(self, item: dict[str, Any]) -> tuple[list[dict[str, Any]], dict[str, Any]]:
         """Process one item; return (rows to write, a small summary for progress)."""
@@ -41,6 +45,14 @@ class Job(Protocol):
     # def finish(self) -> None: the job ended on this worker, after its last flush (close files).
     # def item_keys(self, item) -> list: the row keys an item must leave in the run folder, and
     # def present_keys(self, run: RunFolder) -> set: those the folder holds (the driver's final check).
+    # default_concurrency: int - items in flight per worker without GPU engines (the CPU figure; 32)
+    # unit: str - what an item is, for the concurrency line ("dialogue")
+    # def demands(self) -> list[(ModelRef, sim.capacity.Demand)]: what an item asks of each model's
+    #     engine; with the engines' capacities after setup, it sizes the items in flight on GPUs.
+    # A RunStopError from run() stops the job: no row for that item, the worker starts no new item.
+
+
+DEFAULT_CONCURRENCY = 32  # a job that says nothing: the simulation's CPU figure
 
 
 class PartSink:
@@ -98,27 +110,59 @@ class WorkerCore:
         if hasattr(job, "open_run"):
             job.open_run(self.run)
         self.sink = PartSink(self.run, job.kind, execution.flush_rows, execution.flush_seconds, on_flush=job.after_flush)
-        self.sem = asyncio.Semaphore(execution.concurrency)
+        default = execution.concurrency or getattr(job, "default_concurrency", DEFAULT_CONCURRENCY)
+        self.concurrency = Concurrency(default, "explicit" if execution.concurrency else "default", "")
+        self.engines: list[dict[str, Any]] = []  # the capacities the job's engines reported
+        self.sem = asyncio.Semaphore(default)
+        self.stopped: RunStopError | None = None  # the run stopped: no new item starts here
         self.tally_at_start = models.tally.snapshot()
         self._setup_task: asyncio.Future | None = None
         self._timer: asyncio.Future | None = None
 
     async def ensure_setup(self) -> None:
         if self._setup_task is None:
-            self._setup_task = asyncio.ensure_future(self.job.setup(self.models))
+            self._setup_task = asyncio.ensure_future(self._setup())
             period = min(1.0, self.execution.flush_seconds / 2)
             self._timer = asyncio.ensure_future(self.sink.flush_every(period))
         await self._setup_task
 
+    async def _setup(self) -> None:
+        """The job's setup (its engines start), then the items in flight its engines can hold."""
+        await self.job.setup(self.models)
+        pairs = []
+        for ref, demand in (self.job.demands() if hasattr(self.job, "demands") else []):
+            cap = self.models.capacity(ref)
+            if cap is not None:
+                pairs.append((cap, demand))
+                self.engines.append({**dataclasses.asdict(cap), "demand": dataclasses.asdict(demand)})
+        self.concurrency = choose_concurrency(self.execution.concurrency, self.concurrency.value, pairs,
+                                              getattr(self.job, "unit", "dialogue"))
+        self.sem = asyncio.Semaphore(self.concurrency.value)  # before any item: run_one waits for the setup
+
+    def setup_report(self) -> dict[str, Any]:
+        return {"where": f"{os.uname().nodename}:{os.getpid()}", "concurrency": self.concurrency.as_dict(),
+                "engines": self.engines}
+
     async def run_one(self, item: dict[str, Any]) -> dict[str, Any]:
         async with self.sem:
-            rows, summary = await self.job.run(item)
+            if self.stopped is not None:  # the run stopped while this item waited: it never starts
+                raise self.stopped
+            try:
+                rows, summary = await self.job.run(item)
+            except RunStopError as e:
+                self.stopped = self.stopped or e
+                raise
         self.sink.add(rows, item)
         return summary
 
     async def run_chunk(self, items: list[dict[str, Any]]) -> list[dict[str, Any]]:
         await self.ensure_setup()
-        return list(await asyncio.gather(*(self.run_one(it) for it in items)))
+        # Every item ends (its row in the sink) before the chunk answers, even when one stops the run.
+        results = await asyncio.gather(*(self.run_one(it) for it in items), return_exceptions=True)
+        errors = [r for r in results if isinstance(r, BaseException)]
+        if errors:
+            raise next((e for e in errors if isinstance(e, RunStopError)), errors[0])
+        return list(results)
 
     async def finish(self) -> int:
         if self._timer is not None:
@@ -142,9 +186,18 @@ class Worker:
             self.jobs[job_id] = WorkerCore(job, run_dir, execution, self.models)
         return type(self.jobs[job_id].run.storage).__name__
 
-    async def setup(self, job_id: str) -> str:
-        await self.jobs[job_id].ensure_setup()
-        return f"{os.uname().nodename}:{os.getpid()}"
+    async def setup(self, job_id: str) -> dict[str, Any]:
+        """Set the job up here (its engines start); returns where, the items in flight chosen and why,
+        and the engines' capacities."""
+        core = self.jobs[job_id]
+        await core.ensure_setup()
+        return core.setup_report()
+
+    def stop_job(self, job_id: str, reason: str) -> None:
+        """The run stopped (elsewhere): items not started here yet never start."""
+        core = self.jobs.get(job_id)
+        if core is not None and core.stopped is None:
+            core.stopped = RunStopError(reason)
 
     async def run_chunk(self, job_id: str, items: list[dict[str, Any]],
                         spec: tuple[Job, Any, ExecutionConfig] | None = None, rerun: bool = False) -> list[dict[str, Any]]:
@@ -186,6 +239,9 @@ def actor_class():
 
         async def setup(self, job_id):
             return await self.w.setup(job_id)
+
+        async def stop_job(self, job_id, reason):
+            self.w.stop_job(job_id, reason)
 
         async def run_chunk(self, job_id, items, spec=None, rerun=False):
             return await self.w.run_chunk(job_id, items, spec, rerun)

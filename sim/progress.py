@@ -124,6 +124,11 @@ class JobProgress:
     def on_summary(self, summary: dict[str, Any], stats: PoolStats) -> None:
         """A finished item, or a live update (`summary["live"]`: calls and tokens of items in flight)."""
         self.stats = stats
+        if summary.get("setup"):  # the workers set up: what each keeps in flight, and why
+            reasons = sorted({w["concurrency"]["reason"] for w in stats.workers if w.get("concurrency")})
+            for reason in reasons:
+                console.print(f"[dim]{self.label}: {reason}[/dim]", highlight=False)
+            return
         live = bool(summary.get("live"))
         if self.plain:
             self._emit(force=not live and stats.done >= self.total)

@@ -18,14 +18,15 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
-from esc_eval.serve.chat import ChatMessage, GenerationParams
+from esc_eval.serve.chat import ChatMessage, GenerationParams, RunStopError
 from esc_eval.serve.cpu import execution_runtime
 from esc_eval.sim.config import JudgeConfig, ScoringConfig
 from esc_eval.serve.limits import BudgetExceededError
 from esc_eval.serve.chat import backend_capabilities
 from esc_eval.sim.call_setup import CallSettings, PlannedModel, check_calls, prepare_calls
+from esc_eval.sim.capacity import Demand, estimate_tokens, judge_demand
 from esc_eval.sim.judge_plan import JudgePlan, default_plan, label_position, plan_judge
-from esc_eval.sim.outcome import JobOutcome
+from esc_eval.sim.outcome import JobOutcome, run_stopped
 from esc_eval.sim.judges import select_adapter
 from esc_eval.sim.official import official_dialogue_files, read_official_dialogues
 from esc_eval.serve.registry import default_adapter, default_registry, is_spec, resolve
@@ -39,6 +40,7 @@ from esc_eval.sim.storage import is_uri, open_storage, redact_uri
 from esc_eval.sim.usage import record_usage
 
 log = logging.getLogger("esc_eval.scoring")
+JUDGE_DIALOGUE_TOKENS = 2048  # a dialogue's rendering when none can be read before the run (sizing only)
 
 
 async def score_dialogue(turns: list[tuple[str, str]], language: str, judge_cfg: JudgeConfig, model,
@@ -67,6 +69,8 @@ async def score_dialogue(turns: list[tuple[str, str]], language: str, judge_cfg:
             result = await model.chat(messages, params, adapter=adapter)
         except BudgetExceededError:
             return None
+        except RunStopError:
+            raise  # the run's failure (the judge's engine is gone), not this dimension's: no row
         except Exception as e:  # noqa: BLE001 - recorded as data
             row.update(error=f"{type(e).__name__}: {e}", latency_s=time.perf_counter() - started)
             return row
@@ -115,9 +119,12 @@ async def score_dialogue(turns: list[tuple[str, str]], language: str, judge_cfg:
 
 class ScoringJob:
     kind = "scores"
+    default_concurrency = 8  # dialogues scored at once per worker without GPU engines, as measured on CPUs
+    unit = "dialogue scored"
 
     def __init__(self, cfg: ScoringConfig, plan: JudgePlan | None = None, calls: CallSettings | None = None,
-                 excused: set[tuple[str, str]] | None = None):
+                 excused: set[tuple[str, str]] | None = None, demand: Demand | None = None):
+        self.demand = demand  # what a dialogue's judge calls hold in the judge's engine (sim/capacity.py)
         self.calls_per_item = len(cfg.judge.dimensions)  # one judge call per dimension
         self.cfg = cfg
         self.plan = plan  # how the judge's calls are made (None: the configured method as it always ran)
@@ -127,6 +134,10 @@ class ScoringJob:
     async def setup(self, models: ModelPool) -> None:
         models.retain([self.cfg.judge.model])  # the simulation's engines go, unless the judge shares one
         self.judge_model = models.get(self.cfg.judge.model, self.cfg.execution, self.calls)
+        await asyncio.to_thread(models.start, self.cfg.judge.model)  # one that cannot start stops the job here
+
+    def demands(self) -> list[tuple[Any, Demand]]:
+        return [(self.cfg.judge.model, self.demand)] if self.demand is not None else []
 
     def after_flush(self, items) -> None:
         pass
@@ -247,6 +258,27 @@ def judge_plan_for(judge: JudgeConfig) -> JudgePlan:
     return plan
 
 
+def expected_seq_tokens(cfg: ScoringConfig, input_path: str | Path | None) -> dict[str, int]:
+    """The judge's expected sequence length by the plan's ref key (what a Serve replica of it is
+    sized by): its prompt for the input's first completed dialogue plus its answer cap; without a
+    run folder to read, the rubric and a dialogue of JUDGE_DIALOGUE_TOKENS."""
+    from esc_eval.serve.plan import ref_key
+
+    judge = cfg.judge
+    turns, language = [], "en"
+    if input_path is not None and is_run_folder(input_path):
+        first = next((d for d in RunFolder(str(input_path), create=False).iter_rows(
+            "dialogues", columns=["turns", "language", "status"]) if d["status"] == "ok"), None)
+        if first is not None:
+            turns, language = [(t["speaker"], t["text"]) for t in first["turns"]], first["language"]
+    prompt = sum(estimate_tokens(m.content) for m in judge_messages(judge.dimensions[0], turns, language,
+                                                                     rubric=judge.rubric, rendering=judge.rendering,
+                                                                     order=judge.prompt_order))
+    extra = 0 if turns else JUDGE_DIALOGUE_TOKENS
+    answer = 1 if judge.method == "logprob" else judge.model.params.max_tokens
+    return {ref_key(judge.model.model, judge.model.options): prompt + extra + answer}
+
+
 def run_scoring(cfg: ScoringConfig, input_path: str | Path, out_dir: str | Path | None = None,
                 on_summary: Callable[[dict[str, Any], PoolStats], None] | None = None,
                 on_start: Callable[[int, int], None] | None = None, pool: WorkerPool | None = None) -> dict[str, Any]:
@@ -280,9 +312,16 @@ def run_scoring(cfg: ScoringConfig, input_path: str | Path, out_dir: str | Path 
         run.append_event("scoring_start", todo=todo)
         stats = PoolStats()
         if todo:
-            stats = run_pool(ScoringJob(cfg, plan, calls, excused=outcome.stopped_keys),
-                             outcome.feed(iter_scoring_items(run, cfg.judge)), run.location, cfg.execution,
-                             on_summary=outcome.on_summary, pool=pool)
+            params = plan.params or cfg.judge.model.params
+            demand = judge_demand(cfg.judge.model.model, sum(estimate_tokens(m.content) for m in first_messages),
+                                  1 if plan.reads_logprobs and params.choices else params.max_tokens,
+                                  len(first["dimensions"]))
+            try:
+                stats = run_pool(ScoringJob(cfg, plan, calls, excused=outcome.stopped_keys, demand=demand),
+                                 outcome.feed(iter_scoring_items(run, cfg.judge)), run.location, cfg.execution,
+                                 on_summary=outcome.on_summary, pool=pool)
+            except RunStopError as e:  # the score rows written stay: the same command scores the rest
+                raise run_stopped(run, "scoring", e, outcome.items_done, "dialogue") from e
     result = {**stats.as_dict(), "dialogues": n_dialogues, "skipped_done": n_dialogues - todo,
               "wall_s": round(time.time() - started, 3), "run_dir": str(run), "judge": cfg.judge.judge_id,
               "judge_method": plan.method, "outcome": outcome.as_dict("scores"), "api_calls": calls.totals}

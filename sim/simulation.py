@@ -4,6 +4,7 @@ within a dialogue, by turn-level checkpoints.
 """
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 import platform
@@ -12,10 +13,11 @@ import traceback
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
-from esc_eval.serve.chat import ChatMessage, ChatModelError
+from esc_eval.serve.chat import ChatMessage, ChatModelError, RunStopError
 from esc_eval.serve.limits import BudgetExceededError
 from esc_eval.sim.call_setup import CallSettings, PlannedModel, check_calls, prepare_calls
-from esc_eval.sim.outcome import JobOutcome
+from esc_eval.sim.capacity import Demand, dialogue_demands, estimate_tokens
+from esc_eval.sim.outcome import JobOutcome, run_stopped
 from esc_eval.serve.cpu import execution_runtime
 from esc_eval.sim.cards import RoleCard, card_file_path, load_cards
 from esc_eval.sim.checkpoints import TurnCheckpoints, clear_folder, compact_folder, has_logs
@@ -124,10 +126,15 @@ def classify_failure(exc: BaseException) -> str:
 
 class SimulationJob:
     kind = "dialogues"
+    default_concurrency = 32  # dialogues per worker without GPU engines, as measured on CPUs
+    unit = "dialogue"
 
     def __init__(self, cfg: SimulationConfig, run_dir: str, run_id: str, calls: CallSettings | None = None,
-                 excused: set[str] | None = None):
+                 excused: set[str] | None = None, first_target: int = 0,
+                 demand: tuple[Demand, list[Demand]] | None = None):
         self.cfg = cfg
+        self.first_target = first_target  # the target of the first dialogue to run: its engine starts at setup
+        self.demand = demand  # what a dialogue asks of the role's and each target's engine (sim/capacity.py)
         self.run_dir = run_dir
         self.run_id = run_id
         self.calls_per_item = 2 * cfg.rounds  # model calls of a dialogue (the opener is none)
@@ -189,10 +196,15 @@ class SimulationJob:
 
     # -- job --------------------------------------------------------------------------------
     async def setup(self, models: ModelPool) -> None:
-        # Build every model now so a bad name or missing weights fails at start, not mid-run.
+        # Build every model, and start the role's and the first target's engines, now: a bad name,
+        # missing weights or an engine that cannot start stops the job before its first dialogue.
         ex = self.cfg.execution
         models.retain([self.cfg.role, *self.cfg.targets])  # engines of an earlier job on this worker it does not use
         self.engines = TargetEngines(models, self.cfg.role, self.cfg.targets)
+        first = min(self.first_target, len(self.cfg.targets) - 1)
+        for ref in (self.cfg.role, self.cfg.targets[first]):  # one after the other: GPU memory is measured at start
+            await asyncio.to_thread(models.start, ref)
+        self.engines.preloaded(first)  # the other targets start when their turn comes (TargetEngines)
         self.role_model = models.get(self.cfg.role, ex, self.calls)
         self.target_models = [models.get(t, ex, self.calls) for t in self.cfg.targets]
         self.target_systems = [registry_system_prompt(t) for t in self.cfg.targets]
@@ -202,6 +214,15 @@ class SimulationJob:
         self.target_adapters = [effective_adapter(t) for t in self.cfg.targets]
         self.target_params = [effective_params(t, self.cfg.profile) for t in self.cfg.targets]
         self._checkpoints()  # reads what earlier or dead writers left, before any item runs
+
+    def demands(self) -> list[tuple[ModelRef, Demand]]:
+        """What a dialogue asks of the role's engine and of the first target's (the engines started
+        at setup; the worker sizes its dialogues in flight by them)."""
+        if self.demand is None:
+            return []
+        role, targets = self.demand
+        first = min(self.first_target, len(self.cfg.targets) - 1)
+        return [(self.cfg.role, role), (self.cfg.targets[first], targets[first])]
 
     async def run(self, item: dict[str, Any]) -> tuple[list[dict[str, Any]], dict[str, Any]]:
         async with self.engines.lease(item["target_index"]):  # one target engine at a time per worker
@@ -252,6 +273,8 @@ class SimulationJob:
             self.budget_stopped.add(did)
             return [], {"ok": True, "budget_stopped": True, "stopped_keys": [did], "tokens": 0, "dialogue_id": did,
                         "calls": max(0, len(turns) - max(len(resume), 1))}
+        except RunStopError:
+            raise  # the run's failure, not this dialogue's: no row, its checkpoints stay for the resume
         except Exception as e:  # noqa: BLE001 - failures are data: record, never crash the job
             status, reason = "failed", classify_failure(e)
             error = f"{type(e).__name__}: {e}"
@@ -306,6 +329,36 @@ def planned_models(cfg: SimulationConfig, cards: list[RoleCard]) -> list[Planned
     return out
 
 
+def dialogue_demand(cfg: SimulationConfig, cards: list[RoleCard]) -> tuple[Demand, list[Demand]]:
+    """What a dialogue holds on the role's and on each target's engine (sim/capacity.py): the role's
+    system prompt averaged over the cards, the opener, the targets' system prompts, the max_tokens caps."""
+    strategy, sample = cfg.strategies[0], cards[:200]
+    role_system = sum(estimate_tokens(roleplay_system_prompt(c.text, c.language, strategy)) for c in sample) // len(sample)
+    systems = []
+    for t in cfg.targets:
+        system = t.system_prompt if t.system_prompt is not None else registry_system_prompt(t)
+        systems.append(estimate_tokens(target_system_prompt(sample[0].language) if system is None else system))
+    return dialogue_demands(cfg.role.model, [t.model for t in cfg.targets], role_system=role_system,
+                            opener=estimate_tokens(opener(sample[0].language, strategy)), rounds=cfg.rounds,
+                            role_cap=effective_params(cfg.role, cfg.profile).max_tokens, target_systems=systems,
+                            target_caps=[effective_params(t, cfg.profile).max_tokens for t in cfg.targets])
+
+
+def expected_seq_tokens(cfg: SimulationConfig) -> dict[str, int]:
+    """Each configured model's expected sequence length (tokens a call holds, as dialogue_demand
+    counts it), by the plan's ref key: what a Serve replica of it is sized by (sim/capacity.py)."""
+    from esc_eval.serve.plan import ref_key
+
+    cards = select_cards(cfg)
+    if not cards:
+        return {}
+    role, targets = dialogue_demand(cfg, cards)
+    out = {ref_key(t.model, t.options): d.tokens_per_seq for t, d in zip(cfg.targets, targets)}
+    key = ref_key(cfg.role.model, cfg.role.options)
+    out[key] = max(out.get(key, 0), role.tokens_per_seq)
+    return out
+
+
 def run_simulation(cfg: SimulationConfig, run_dir: str | Path,
                    on_summary: Callable[[dict[str, Any], PoolStats], None] | None = None,
                    on_start: Callable[[int, int], None] | None = None, pool: WorkerPool | None = None) -> dict[str, Any]:
@@ -349,9 +402,14 @@ def run_simulation(cfg: SimulationConfig, run_dir: str | Path,
         if todo:  # nothing left: do not start workers and engines just to find that out
             if has_logs(CHECKPOINTS, run.storage):  # the logs of earlier runs, one per writer, merged into one
                 compact_folder(CHECKPOINTS, drop=run.done_dialogue_ids(include_failed=True), storage=run.storage)
-            stats = run_pool(SimulationJob(cfg, run.location, run_id, calls, excused=outcome.stopped_keys),
-                             outcome.feed(iter_items(cfg, cards, skip)), run.location, cfg.execution,
-                             on_summary=outcome.on_summary, pool=pool)
+            first = next(iter_items(cfg, cards, skip))
+            job = SimulationJob(cfg, run.location, run_id, calls, excused=outcome.stopped_keys,
+                                first_target=first["target_index"], demand=dialogue_demand(cfg, cards))
+            try:
+                stats = run_pool(job, outcome.feed(iter_items(cfg, cards, skip)), run.location, cfg.execution,
+                                 on_summary=outcome.on_summary, pool=pool)
+            except RunStopError as e:  # rows written stay, checkpoints stay: the same command resumes
+                raise run_stopped(run, "simulation", e, outcome.items_done, "dialogue") from e
     if not outcome.budget_stopped:  # budget-stopped dialogues continue from their checkpoints on resume
         clear_folder(CHECKPOINTS, storage=run.storage)  # every item has its row: no dialogue is in flight
     result = {**stats.as_dict(), "skipped_done": total - todo, "wall_s": round(time.time() - started, 3),

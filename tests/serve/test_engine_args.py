@@ -7,7 +7,6 @@ import dataclasses
 
 import pytest
 
-from esc_eval.serve.chat import ChatModelError
 from esc_eval.serve.cpu import cpu_info
 from esc_eval.serve.engine_args import (CPU, CPU_ENGINE, EngineConfigError, device_engine_kwargs, engine_kwargs,
                                         gpus)
@@ -65,10 +64,10 @@ def test_serve_replicas_leave_tensor_parallel_placement_to_ray():
 
 def test_in_process_engine_on_described_gpus_starts_with_the_gpu_arguments(monkeypatch, fake_vllm):
     """_EngineHost on 2 described 80 GB GPUs: what it hands vLLM (vLLM itself is a stand-in here)."""
-    from esc_eval.serve import vllm_engine
+    from esc_eval.serve import engine_host, vllm_engine
 
     seen = fake_vllm(None, {})
-    monkeypatch.setattr(vllm_engine, "detect_device", lambda: gpus(2, 80, "H100"))
+    monkeypatch.setattr(engine_host, "detect_device", lambda: gpus(2, 80, "H100"))
     monkeypatch.delenv("ESC_EVAL_DTYPE", raising=False)
     host = vllm_engine._EngineHost("/models/fake", {}, {"tensor_parallel_size": 2, "gpu_memory_utilization": 0.564})
     try:
@@ -81,17 +80,19 @@ def test_in_process_engine_on_described_gpus_starts_with_the_gpu_arguments(monke
 
 
 def test_in_process_engine_refuses_more_ranks_than_its_gpus(monkeypatch, fake_vllm):
-    from esc_eval.serve import vllm_engine
+    from esc_eval.serve import engine_host, vllm_engine
+    from esc_eval.serve.chat import EngineStartError
 
     fake_vllm(None, {})
-    monkeypatch.setattr(vllm_engine, "detect_device", lambda: gpus(1, 24))
+    monkeypatch.setattr(engine_host, "detect_device", lambda: gpus(1, 24))
     host = vllm_engine._EngineHost("/models/fake", {}, {"tensor_parallel_size": 2})
     try:
-        with pytest.raises(ChatModelError, match=r"^/models/fake: engine option tensor_parallel_size = 2") as e:
+        with pytest.raises(EngineStartError, match=r"^the vLLM engine for /models/fake did not start: engine option "
+                                                   r"tensor_parallel_size = 2") as e:
             host._start_sync()
     finally:
         host.shutdown()
-    assert e.value.kind == "fatal" and "\n" not in str(e.value)
+    assert "\n" not in str(e.value)
 
 
 def test_cpu_engine_defaults_are_the_measured_ones():

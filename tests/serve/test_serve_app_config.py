@@ -40,7 +40,8 @@ def test_cpu_llm_config_matches_the_recipe():
     assert (auto["min_replicas"], auto["max_replicas"], auto["target_ongoing_requests"]) == (1, 3, 8)
     router = lc.deployment_config["request_router_config"]
     assert router["request_router_class"] == CONSISTENT_HASH_ROUTER
-    assert lc.server_cls is None and lc.lora_config is None
+    assert lc.server_cls.__name__ == "LLMServer" and lc.server_cls.__module__ == "esc_eval.serve.serve_server"
+    assert lc.lora_config is None
 
 
 def test_router_classes_import():

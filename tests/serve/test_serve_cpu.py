@@ -5,7 +5,6 @@ from __future__ import annotations
 import pytest
 
 from esc_eval.serve import cpu
-from esc_eval.serve.chat import ChatModelError
 from esc_eval.serve.cpu import DtypeError, best_dtype, check_dtype_option, cpu_info, resolve_dtype
 
 EPYC_AVX2 = """processor\t: 0
@@ -126,34 +125,42 @@ def test_engine_gets_the_resolved_dtype(monkeypatch, fake_vllm):
 
 
 def test_engine_refusing_a_dtype_gives_one_line(monkeypatch, fake_vllm):
+    from esc_eval.serve.chat import EngineStartError
+
     seen: dict = {}
     fake_vllm(ValueError("torch.bfloat16 is not supported for the current CPU\n(traceback)"), seen)
     host = _host({"dtype": "bfloat16"})
     try:
-        with pytest.raises(ChatModelError) as e:
+        with pytest.raises(EngineStartError) as e:
             host._start_sync()
     finally:
         host.shutdown()
     msg = str(e.value)
-    assert "\n" not in msg and e.value.kind == "fatal"
-    assert msg.startswith("dtype") and "= bfloat16" in msg and cpu_info().describe() in msg
+    assert "\n" not in msg and msg.startswith("the vLLM engine for /models/fake did not start: dtype")
+    assert "= bfloat16" in msg and cpu_info().describe() in msg
 
 
-def test_engine_other_failures_pass_through(monkeypatch, fake_vllm):
-    fake_vllm(RuntimeError("out of memory for KV cache"), {})
+def test_engine_other_failures_name_their_cause_in_one_line(monkeypatch, fake_vllm):
+    from esc_eval.serve.chat import EngineStartError, RunStopError
+
+    fake_vllm(RuntimeError("out of memory for KV cache\nmore detail"), {})
     host = _host({})
     try:
-        with pytest.raises(RuntimeError, match="out of memory"):
+        with pytest.raises(EngineStartError, match=r"^the vLLM engine for /models/fake did not start: "
+                                                   r"RuntimeError: out of memory for KV cache$") as e:
             host._start_sync()
     finally:
         host.shutdown()
+    assert isinstance(e.value, RunStopError)  # a failure of the run, not of an item
 
 
 def test_engine_unknown_dtype_option(monkeypatch, fake_vllm):
+    from esc_eval.serve.chat import EngineStartError
+
     fake_vllm(None, {})
     host = _host({"dtype": "int3"})
     try:
-        with pytest.raises(ChatModelError, match="unknown dtype 'int3'"):
+        with pytest.raises(EngineStartError, match="did not start: .*unknown dtype 'int3'"):
             host._start_sync()
     finally:
         host.shutdown()

@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from esc_eval.serve.chat import ChatMessage, GenerationParams
+from esc_eval.serve.chat import ChatMessage, GenerationParams, RunStopError
 
 
 def engine_cores():
@@ -46,3 +46,17 @@ def test_killed_engine_core_is_restarted_and_the_call_retried():
         assert again.text == first.text  # greedy: the same answer from the rebuilt engine
         assert model.host.restarts == 1 and [c for c in engine_cores() if c.pid not in before]
         print(f"engine restarted and call answered in {time.monotonic() - t:.1f} s")
+
+        # Restarts used up: the run stops (RunStopError: no retry, no failed row), every caller told.
+        model.host.max_restarts = 1
+        for c in [c for c in engine_cores() if c.pid not in before]:
+            c.kill()
+            c.wait(30)
+        retrying = RetryingChatModel(model, max_attempts=3, initial_wait_s=0, max_wait_s=0, timeout_s=600)
+
+        async def two_calls():
+            return await asyncio.gather(retrying.chat(msgs, params), retrying.chat(msgs, params), return_exceptions=True)
+
+        errors = asyncio.run(two_calls())
+        assert all(type(e) is RunStopError for e in errors), errors
+        assert "died 2 times; not restarting it again (ESC_EVAL_VLLM_MAX_RESTARTS=1)" in str(errors[0])

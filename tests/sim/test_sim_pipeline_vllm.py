@@ -68,6 +68,11 @@ def test_demo_end_to_end_on_two_cards(tmp_path):
     assert len({v for row in values for v in row}) > 2
     manifest = json.loads((out / "manifest.json").read_text())
     assert manifest["simulation"]["last"]["items"] == 4 and manifest["scoring"]["last"]["items"] == 4
+    # the engines started at the workers' setup and reported their KV cache (CPU: the demo's own concurrency)
+    for phase in ("simulation", "scoring"):
+        for worker in manifest[phase]["last"]["workers"]:
+            assert worker["engines"] and all(e["device"] == "cpu" and e["kv_tokens"] > 8192 for e in worker["engines"])
+            assert worker["concurrency"]["source"] == "explicit"
     # a re-run resumes: nothing is redone, nothing duplicated, and no engine is started for it
     again = run_cli("demo", "--cards", "2", "--out", str(out), cwd=REPO, timeout=300)
     assert again.returncode == 0, again.stderr[-3000:]

@@ -101,7 +101,7 @@ def test_binding_probe_keeps_the_winners_engine_and_stops_the_others(monkeypatch
 
 
 def test_shutdown_engine_forgets_only_that_engine(monkeypatch):
-    import esc_eval.serve.vllm_engine as ve
+    import esc_eval.serve.engine_host as ve
 
     class Host:
         down = False

@@ -1,0 +1,133 @@
+"""The engine's own cause of a failed start (serve/engine_output.py): what child processes print
+through the teed fds 1 and 2, and the root cause found in it."""
+import os
+import subprocess
+import sys
+import textwrap
+import time
+
+from esc_eval.serve.engine_output import ChildOutput, root_cause
+
+# What vLLM 0.32 printed on this machine for a model folder whose config.json does not match its
+# weights (trimmed): the worker's traceback (logged on stdout), then the EngineCore's pointer to it.
+VLLM_LINES = """\
+(Worker pid=17594) WARNING 11-25 11:37:00 [cpu_worker.py:114] libiomp is not found in LD_PRELOAD.
+(Worker pid=17594) ERROR 11-25 11:37:01 [multiproc_executor.py:953] WorkerProc failed to start.
+(Worker pid=17594) ERROR 11-25 11:37:01 [multiproc_executor.py:953] Traceback (most recent call last):
+(Worker pid=17594) ERROR 11-25 11:37:01 [multiproc_executor.py:953]   File "/v/multiproc_executor.py", line 920, in worker_main
+(Worker pid=17594) ERROR 11-25 11:37:01 [multiproc_executor.py:953]     worker = WorkerProc(*args, **kwargs)
+(Worker pid=17594) ERROR 11-25 11:37:01 [multiproc_executor.py:953]              ^^^^^^^^^^^^^^^^^^^^^^^^^^^
+(Worker pid=17594) ERROR 11-25 11:37:01 [multiproc_executor.py:953] RuntimeError: start (0) + length (1600) exceeds dimension size (1536).
+(EngineCore pid=17329) ERROR 11-25 11:37:03 [core.py:1510] EngineCore failed to start.
+(EngineCore pid=17329) ERROR 11-25 11:37:03 [core.py:1510] Traceback (most recent call last):
+(EngineCore pid=17329) ERROR 11-25 11:37:03 [core.py:1510]   File "/v/core.py", line 1482, in run_engine_core
+(EngineCore pid=17329) ERROR 11-25 11:37:03 [core.py:1510] Exception: WorkerProc initialization failed due to an exception in a background process. See stack trace for root cause.
+Process EngineCore:
+Traceback (most recent call last):
+  File "/usr/lib/python3.11/multiprocessing/process.py", line 314, in _bootstrap
+    self.run()
+Exception: WorkerProc initialization failed due to an exception in a background process. See stack trace for root cause.
+""".splitlines()
+
+
+def test_the_root_cause_skips_vllms_pointers_to_it():
+    assert root_cause(VLLM_LINES) == "RuntimeError: start (0) + length (1600) exceeds dimension size (1536)."
+
+
+def test_a_chained_or_multi_line_exception_and_no_traceback():
+    chained = ["Traceback (most recent call last):", '  File "a.py", line 1', "KeyError: 'x'", "",
+               "The above exception was the direct cause of the following exception:", "",
+               "Traceback (most recent call last):", '  File "b.py", line 2',
+               "pydantic_core._pydantic_core.ValidationError: 1 validation error for ModelConfig",
+               "  Value error, max_model_len 200000 is too large [type=value_error]"]
+    assert root_cause(chained) == ("pydantic_core._pydantic_core.ValidationError: 1 validation error for ModelConfig "
+                                   "Value error, max_model_len 200000 is too large [type=value_error]")
+    assert root_cause(["INFO loading", "WARNING slow"]) is None
+    # a progress bar's redraws after the exception are not part of it
+    assert root_cause(["Traceback (most recent call last):", '  File "a.py"', "RuntimeError: boom",
+                       "\rLoading shards:   0% | 0/1"]) == "RuntimeError: boom"
+    assert root_cause(VLLM_LINES[-4:]).startswith("Exception: WorkerProc initialization failed")  # only a pointer
+
+
+CHILD = textwrap.dedent("""
+    import logging, sys
+    print("Loading safetensors checkpoint shards:   0% Completed | 0/1", end="\\r", flush=True)
+    logging.basicConfig(stream=sys.stdout, format="(Worker pid=1) ERROR 11-25 11:37:01 [x.py:1] %(message)s")
+    try:
+        raise RuntimeError("Cannot find any model weights with `/models/m`")
+    except RuntimeError:
+        logging.getLogger("w").exception("WorkerProc failed to start.")
+    raise Exception("WorkerProc initialization failed due to an exception in a background process. "
+                    "See stack trace for root cause.")
+""")
+
+
+def test_a_child_started_inside_the_capture_is_teed_for_its_whole_life(capfd):
+    before = os.fstat(2).st_ino, os.fstat(1).st_ino
+    out = ChildOutput()
+    with out.capture():
+        child = subprocess.Popen([sys.executable, "-c", CHILD])  # inherits the pipes as vLLM's EngineCore does
+    assert (os.fstat(2).st_ino, os.fstat(1).st_ino) == before  # this process's streams are back at once
+    child.wait(30)
+    deadline = time.monotonic() + 10
+    while out.root_cause() is None or "Exception: WorkerProc" not in "\n".join(out.tail()):
+        assert time.monotonic() < deadline, out.tail()
+        time.sleep(0.05)
+    assert out.root_cause() == "RuntimeError: Cannot find any model weights with `/models/m`"
+    seen = capfd.readouterr()  # still written through to where the streams went
+    assert "Cannot find any model weights" in seen.out and "See stack trace for root cause" in seen.err
+
+
+def test_a_serve_replica_whose_engine_does_not_start_names_the_cause():
+    """ray.serve.llm's LLMServer as the replicas run it (serve/serve_server.py), its engine a stand-in
+    (Ray's engine_cls hook) that starts a child process failing like vLLM's worker, then raises
+    vLLM's pointer: the replica's error carries the child's cause."""
+    import asyncio
+
+    import pytest
+    from ray.serve.llm import LLMConfig
+
+    from esc_eval.serve.chat import EngineStartError
+    from esc_eval.serve.serve_server import LLMServer
+
+    class VLLMLikeEngine:
+        def __init__(self, llm_config):
+            pass
+
+        async def start(self):
+            await asyncio.to_thread(subprocess.run, [sys.executable, "-c", CHILD])
+            raise RuntimeError("Engine core initialization failed. See root cause above. Failed core proc(s): {}")
+
+    cfg = LLMConfig(model_loading_config={"model_id": "embedded", "model_source": "/models/m"},
+                    accelerator_config={"kind": "cpu"})
+    server = LLMServer.sync_init(cfg, engine_cls=VLLMLikeEngine)
+    with pytest.raises(EngineStartError) as e:
+        asyncio.run(server.start())
+    assert str(e.value) == ("the vLLM engine for embedded did not start: RuntimeError: Cannot find any model weights "
+                            "with `/models/m`")
+
+
+SERVE_DEPLOY_FAILED = """The deployment failed to start 3 times in a row. This may be due to a problem with its \
+constructor or initial health check failing. See controller logs for details. Error:
+ray::ServeReplica:esc-eval:LLMServer:embedded.initialize_and_get_metadata() (pid=3121, ip=10.0.0.2, \
+actor_id=7f, repr=<ray.serve._private.replica.ServeReplica object at 0x7f>)
+  File "/v/ray/serve/_private/replica.py", line 1102, in initialize_and_get_metadata
+    await self._replica_impl.initialize(deployment_config, rank)
+  File "/v/esc_eval/serve/serve_server.py", line 33, in start
+    raise EngineStartError(f"the vLLM engine for {model} did not start: {cause_of(e, output)}",
+esc_eval.serve.chat.EngineStartError: the vLLM engine for embedded did not start: RuntimeError: start (0) + \
+length (1600) exceeds dimension size (1536).
+"""
+
+
+def test_a_failed_deploy_is_one_line_with_the_replicas_cause():
+    from esc_eval.serve.deploy import replica_cause
+
+    assert replica_cause(SERVE_DEPLOY_FAILED) == ("the vLLM engine for embedded did not start: RuntimeError: start (0) "
+                                                  "+ length (1600) exceeds dimension size (1536).")
+    # a replica of another server: the last exception of the traceback Serve quotes, else its first line
+    other = SERVE_DEPLOY_FAILED.replace("esc_eval.serve.chat.EngineStartError: the vLLM engine for embedded did not "
+                                        "start: ", "")
+    assert replica_cause("Error:\nTraceback (most recent call last):\n  File \"x\"\n" + other.splitlines()[-1]) == \
+        "RuntimeError: start (0) + length (1600) exceeds dimension size (1536)."
+    assert replica_cause("Deployment is taking longer than expected.\nmore") == "Deployment is taking longer than expected."
