@@ -24,6 +24,7 @@ The pool owns concurrency, checkpoints and retries of whole items; a Job owns wh
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import logging
 import os
@@ -33,6 +34,7 @@ from typing import Any, Callable, Iterable, Iterator
 
 from esc_eval.serve.chat import RunStopError
 from esc_eval.serve.cpu import DTYPE_ENV
+from esc_eval.sim.bench.env import temporary_env
 from esc_eval.sim.config import ExecutionConfig
 from esc_eval.sim.pool_ray import (MAX_CHUNK_RESENDS, PlacementError, WorkersLostError, check_placeable,  # noqa: F401 - re-exported
                                    describe_resources, ensure_ray, run_on_ray, start_workers, worker_env)
@@ -141,12 +143,13 @@ class WorkerPool:
 
         job_id = f"job-{next(self._jobs)}-{os.getpid()}"
         if ex.executor == "local":
-            if ex.dtype != "auto":  # the local worker is this process: its engines read our env
-                os.environ[DTYPE_ENV] = ex.dtype
             if self._local is None:
                 self._local = Worker()
             labels = [f"{os.uname().nodename}:{os.getpid()} (this process)"]
-            asyncio.run(_run_local(self._local, job_id, job, ledger.track(items, 0), run.location, ex, note, stats))
+            # The local worker is this process: its engines read the dtype from our env while the job
+            # starts them; the caller's env is restored after (a library call must not leak it).
+            with temporary_env(DTYPE_ENV, ex.dtype) if ex.dtype != "auto" else contextlib.nullcontext():
+                asyncio.run(_run_local(self._local, job_id, job, ledger.track(items, 0), run.location, ex, note, stats))
         else:
             self._ensure_workers()
             spec, marker = self._storage_spec(run, ex)

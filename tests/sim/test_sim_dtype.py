@@ -49,11 +49,28 @@ def test_manifest_records_dtype_and_isa(tmp_path, monkeypatch):
     assert rt["dtype"] == "bfloat16"  # auto on GPU workers
 
 
-def test_local_executor_exports_the_dtype_to_its_engines(tmp_path, monkeypatch):
+class _DtypeSeenJob:
+    """Records the dtype the local worker's engines would read while the job starts them."""
+
+    kind = "dialogues"
+    seen: list[str | None] = []
+
+    async def setup(self, models):
+        _DtypeSeenJob.seen.append(os.environ.get(cpu.DTYPE_ENV))
+        _DtypeSeenJob.seen.append(cpu.resolve_dtype("auto"))
+
+    async def run(self, item):
+        return [], {"ok": True}
+
+    def after_flush(self, items):
+        pass
+
+
+def test_local_executor_exports_the_dtype_to_its_engines_and_restores_the_env(tmp_path, monkeypatch):
     monkeypatch.delenv(cpu.DTYPE_ENV, raising=False)
-    with WorkerPool(_cfg(dtype="float32").execution):
-        pass  # nothing runs: the env is set when a job runs locally
-    assert cpu.DTYPE_ENV not in os.environ
-    run_simulation(_cfg(dtype="float32"), tmp_path)
-    assert os.environ[cpu.DTYPE_ENV] == "float32"
-    assert cpu.resolve_dtype("auto") == "float32"
+    _DtypeSeenJob.seen = []
+    with WorkerPool(_cfg(dtype="float32").execution) as pool:
+        assert cpu.DTYPE_ENV not in os.environ  # nothing runs: the env is set only while a job runs locally
+        pool.run(_DtypeSeenJob(), [{"i": 0}], str(tmp_path))
+    assert _DtypeSeenJob.seen == ["float32", "float32"]  # what the engines started by the job read
+    assert cpu.DTYPE_ENV not in os.environ  # the caller's environment as it was
