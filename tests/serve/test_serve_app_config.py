@@ -220,7 +220,8 @@ def test_a_local_folder_deploys_under_its_name_with_its_own_template(model_folde
     c = by_id["j7b"]
     assert c["model_loading_config"]["model_source"].endswith("/models/j7b")
     assert "chat_template" not in c["engine_kwargs"]  # vLLM reads the folder's tokenizer_config.json
-    assert c["engine_kwargs"]["max_model_len"] == 8192 and "server_cls" not in c and "lora_config" not in c
+    assert c["engine_kwargs"]["max_model_len"] == 8192 and "lora_config" not in c
+    assert c["server_cls"] == "esc_eval.serve.serve_server:LLMServer"  # ours (start failures say why), not the LoRA one
     with pytest.raises(ValueError, match="gpu_fraction 0.5: set gpu_memory_utilization to at most it"):
         ServeModelConfig(name="j7b", accelerator="gpu", gpu_fraction=0.5, gpu_memory_utilization=0.9)
     with pytest.raises(ValueError, match="gpu_fraction needs accelerator: gpu and tensor_parallel_size 1"):
