@@ -20,6 +20,13 @@ from esc_eval.cli.common import emit
 def load_any_config(path: Path):
     """(model uses, execution) of a simulation, scoring, pipeline or Serve (`serve up --config`) YAML,
     told apart by their keys; a Serve config is planned as deployments (placement mode serve)."""
+    uses, execution, _ = load_config_for_plan(path)
+    return uses, execution
+
+
+def load_config_for_plan(path: Path):
+    """load_any_config, plus a function giving each configured model's expected sequence length (what
+    GPU deployments are sized by at run time: sim/capacity.py size_serve_replicas)."""
     from esc_eval.serve.config_base import read_yaml_mapping
     from esc_eval.serve.plan import SERVE_MODEL_FIELDS_SET_BY_PLAN, ModelUse, PlacementConfig
     from esc_eval.serve.serve_app import ServeConfig
@@ -37,15 +44,18 @@ def load_any_config(path: Path):
                                     accelerator_type=types.pop() if len(types) == 1 else None,
                                     **({"gpu_memory_utilization": utils.pop()} if len(utils) == 1 else {}))
         return ([ModelUse(m.name, {}, "served") for m in serve_cfg.models],
-                ExecutionConfig(placement=placement, env={"VLLM_CPU_KVCACHE_SPACE": str(serve_cfg.kv_cache_gib)}))
+                ExecutionConfig(placement=placement, env={"VLLM_CPU_KVCACHE_SPACE": str(serve_cfg.kv_cache_gib)}), dict)
+    from esc_eval.sim import scoring, simulation
+
     if "simulation" in data or "scoring" in data:
         cfg = load_config(path, PipelineConfig)
-        return model_uses(cfg.simulation, cfg.scoring), cfg.simulation.execution
+        return (model_uses(cfg.simulation, cfg.scoring), cfg.simulation.execution,
+                lambda: {**simulation.expected_seq_tokens(cfg.simulation), **scoring.expected_seq_tokens(cfg.scoring, None)})
     if "judge" in data:
         cfg = load_config(path, ScoringConfig)
-        return model_uses(scoring=cfg), cfg.execution
+        return model_uses(scoring=cfg), cfg.execution, lambda: scoring.expected_seq_tokens(cfg, None)
     cfg = load_config(path, SimulationConfig)
-    return model_uses(cfg), cfg.execution
+    return model_uses(cfg), cfg.execution, lambda: simulation.expected_seq_tokens(cfg)
 
 
 def plan(
@@ -58,9 +68,10 @@ def plan(
 ) -> None:
     """Print where each model of CONFIG runs, on what, with how much memory, and what is refused."""
     from esc_eval.serve.plan import hardware_for
+    from esc_eval.sim.capacity import size_serve_replicas
     from esc_eval.sim.placement import cluster_hardware, make_plan
 
-    uses, execution = load_any_config(config)
+    uses, execution, seq_tokens = load_config_for_plan(config)
     p = execution.placement
     if gpus is None:  # what the run would find (and the config's placement, which it follows)
         shape = {k: v for k, v in (("gpu_memory_gb", gpu_mem), ("gpus_per_node", gpus_per_node),
@@ -70,6 +81,7 @@ def plan(
         hardware = hardware_for(gpus, gpu_mem if gpu_mem is not None else p.gpu_memory_gb,
                                 gpus_per_node or p.gpus_per_node, accelerator_type or p.accelerator_type)
     result = make_plan(execution, uses, hardware)
+    size_serve_replicas(result, seq_tokens, p)  # GPU deployments sized as the run sizes them
     if as_json:
         emit(result.as_dict())
     else:

@@ -4,6 +4,8 @@ The spec names the served model id (the registry name used by serve.serve_app); 
   app_name   Serve application (default "esc-eval")
   address    Ray cluster to join when this process is not connected yet (default "auto")
   namespace  Ray namespace of the Serve app (default "serve")
+  capacity   the part of the deployment this caller may keep busy (EngineCapacity fields; the run's
+             plan gives each pool worker its share, and the pool sizes its items in flight by it)
 The request is ray.serve.llm's OpenAI-style ChatCompletionRequest; session_id goes to
 `handle.options(session_id=...)` so the ConsistentHashRouter keeps a dialogue on one replica;
 adapter selects a LoRA via model "base:adapter" and multiplexed_model_id. Replica deaths and
@@ -16,6 +18,7 @@ import time
 from typing import Any
 
 from esc_eval.serve.chat import Capabilities, ChatModel, ChatModelError, ChatResult, GenerationParams, as_messages
+from esc_eval.serve.engine_args import EngineCapacity
 from esc_eval.serve.openai_http import adapter_model_name, build_request_body, parse_response
 
 log = logging.getLogger("esc_eval.serve.serve_handle")
@@ -71,6 +74,7 @@ class ServeHandleChatModel(ChatModel):
         namespace: str = "serve",
         timeout_s: float = 300.0,
         default_params: GenerationParams | None = None,
+        capacity: dict[str, Any] | None = None,
     ):
         self.name = model_id
         self.model_id = model_id
@@ -80,6 +84,11 @@ class ServeHandleChatModel(ChatModel):
         self.timeout_s = timeout_s
         self.default_params = default_params or GenerationParams()
         self._handle = None
+        self._share = EngineCapacity(**capacity) if capacity else None
+
+    def capacity(self) -> EngineCapacity | None:
+        """This caller's share of the deployment (from the run's plan), or None when none was given."""
+        return self._share
 
     @property
     def capabilities(self) -> Capabilities:

@@ -172,6 +172,26 @@ def size_serve_replicas(plan: Any, seq_tokens: Callable[[], dict[str, int]], pla
                            + f": KV cache {_k(e.kv_tokens)} tokens per replica / ~{_k(seq)} tokens per sequence")
 
 
+def serve_worker_shares(plan: Any, workers: int, targets: int = 1) -> dict[str, dict[str, Any]]:
+    """What one pool worker may keep busy on each GPU deployment the plan sized (size_serve_replicas),
+    by the ref keys of the configured models it serves, as EngineCapacity fields: the deployment's KV
+    tokens and max_num_seqs at max_replicas, split among the `workers`. A target deployment counts
+    `targets` times that: the pool gives the run's targets their dialogues in turn, so each sees one
+    in `targets` of them. The workers size their items in flight from it as from an engine of their
+    own (choose_concurrency); a deployment the plan did not size (CPU replicas) gets nothing."""
+    out: dict[str, dict[str, Any]] = {}
+    for e in plan.engines:
+        seqs = e.serve.get("max_num_seqs") if e.where == "serve deployment" and e.device == "gpu" else None
+        if not seqs or not e.kv_tokens:
+            continue
+        only_target = "target" in e.uses and not {"role", "judge"} & set(e.uses)
+        share = (e.replicas or (1, 1))[1] * (max(targets, 1) if only_target else 1) / max(workers, 1)
+        cap = {"model": e.name, "device": "gpu", "kv_tokens": max(1, int(e.kv_tokens * share)),
+               "max_num_seqs": max(1, int(seqs * share)), "max_model_len": e.max_model_len}
+        out.update({ref: cap for ref in e.refs})
+    return out
+
+
 __all__ = ["Concurrency", "Demand", "GPU_WORKER_CPUS", "MAX_AUTO_CONCURRENCY", "choose_concurrency",
            "dialogue_demands", "estimate_tokens", "items_in_flight", "judge_demand", "serve_capacity_fields",
-           "size_serve_replicas", "worker_cpus"]
+           "serve_worker_shares", "size_serve_replicas", "worker_cpus"]

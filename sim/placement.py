@@ -35,7 +35,7 @@ from esc_eval.serve.plan import PLACEMENT_ENV, Hardware, ModelUse, Plan, hardwar
 from esc_eval.serve.registry import default_registry
 from esc_eval.serve.replica_meter import ReplicaMeter
 from esc_eval.sim.bench.env import temporary_env
-from esc_eval.sim.capacity import size_serve_replicas
+from esc_eval.sim.capacity import serve_worker_shares, size_serve_replicas
 from esc_eval.sim.config import ExecutionConfig, ScoringConfig, SimulationConfig
 
 log = logging.getLogger("esc_eval.placement")
@@ -262,6 +262,11 @@ def placed(execution: ExecutionConfig, uses: list[ModelUse], *, run_dir: str | N
     for line in plan_messages(plan):
         say(line)
     mapping = plan.placement_map()
+    if plan.mode == "serve":  # each worker's share of the sized GPU deployments: its items in flight follow it
+        workers = int(plan.execution.get("workers", execution.workers))
+        targets = len({u.ref_key for u in uses if u.use == "target"})
+        for ref, share in serve_worker_shares(plan, workers, targets).items():
+            mapping[ref]["serve"]["options"]["capacity"] = share
     env = {**execution.env, PLACEMENT_ENV: json.dumps(mapping, sort_keys=True)} if mapping else dict(execution.env)
     ex = execution.model_copy(update={"env": env, **plan.execution})
     meters: list[ReplicaMeter] = []

@@ -155,3 +155,40 @@ def test_gpu_serve_deployments_are_sized_by_their_planned_kv_cache():
     cpu = plan_run(uses[:1], hardware_for(0), PlacementConfig(mode="serve"))
     size_serve_replicas(cpu, seq_tokens, PlacementConfig())
     assert len(asked) == 1 and "max_num_seqs" not in cpu.engines[0].serve  # CPU replicas: nothing moves
+
+
+def test_workers_calling_gpu_deployments_are_sized_by_their_share(monkeypatch):
+    """Serve mode on a described 1 x H100 node: role and target side by side, sized by their planned
+    KV cache; each of 2 workers gets half of each deployment (the target counted once per target of
+    the run), its serve/ handle reports that share, and the worker's concurrency follows it."""
+    from esc_eval.serve.plan import PLACEMENT_ENV, ModelUse, PlacementConfig, hardware_for, plan_run, ref_key
+    from esc_eval.sim.capacity import serve_worker_shares, size_serve_replicas
+    from esc_eval.sim.participants import ModelPool
+
+    uses = [ModelUse("esc-role", {}, "role"), ModelUse("qwen1.5-7b-chat", {}, "target"),
+            ModelUse("openai/gpt-4", {}, "target")]
+    plan = plan_run(uses, hardware_for(1, 80, 1, "H100"), PlacementConfig(mode="serve"))
+    assert plan.ok, plan.refusals
+    seq = {ref_key("esc-role", {}): 3000, ref_key("qwen1.5-7b-chat", {}): 3100}
+    size_serve_replicas(plan, lambda: seq, PlacementConfig())
+    e = {x.name: x for x in plan.engines}
+    shares = serve_worker_shares(plan, workers=2, targets=2)
+    role, target = shares[ref_key("esc-role", {})], shares[ref_key("qwen1.5-7b-chat", {})]
+    assert role["kv_tokens"] == e["esc-role"].kv_tokens // 2 and role["device"] == "gpu"
+    assert role["max_num_seqs"] == e["esc-role"].serve["max_num_seqs"] // 2
+    assert target["kv_tokens"] == e["qwen1.5-7b-chat"].kv_tokens  # half of it, twice: it sees 1 dialogue in 2
+    assert ref_key("openai/gpt-4", {}) not in shares  # an API target: nothing to share
+    mapping = plan.placement_map()
+    for ref, share in shares.items():
+        mapping[ref]["serve"]["options"]["capacity"] = share
+    monkeypatch.setenv(PLACEMENT_ENV, json.dumps(mapping))
+    pool = ModelPool()
+    role_cap = pool.capacity(ModelRef(model="esc-role"))
+    assert role_cap == EngineCapacity(**role)  # the handle is built, not connected
+    demand = Demand("esc-role", 1, 3000)
+    c = choose_concurrency(None, 32, [(role_cap, demand), (pool.capacity(ModelRef(model="qwen1.5-7b-chat")),
+                                                           Demand("qwen1.5-7b-chat", 1, 3100))])
+    # the 14B role without GQA holds ~19K tokens beside the 7B on one card: a few of its dialogues per worker
+    assert c.source == "kv_cache" and c.value == min(role["kv_tokens"] // 3000, target["kv_tokens"] // 3100) >= 1
+    assert "esc-role's KV cache" in c.reason
+    assert pool.capacity(ModelRef(model="openai/gpt-4")) is None

@@ -225,6 +225,9 @@ def test_esc_eval_plan_run_as_a_user_finds_the_gpu_and_puts_role_and_target_on_i
     shares = [float(x.rsplit(" ", 1)[1]) for x in gpu0.split(":", 1)[1].split(" + ")]
     assert len(shares) == 2 and sum(shares) <= 1
     assert lines[-1] == "ok: nothing refused" and not any("CPU" in line for line in lines)
+    # each deployment sized by its KV cache over the run's expected sequence, as the run sizes it
+    sized = [line for line in lines if "note: max_num_seqs " in line and "tokens per sequence" in line]
+    assert len(sized) == 2, lines
 
 
 def test_an_in_process_gpu_plan_shows_gpu_memory_and_kv_cache(fake_gpus, model_folder, tmp_path):
