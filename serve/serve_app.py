@@ -238,11 +238,18 @@ def build_app_args(cfg: ServeConfig, registry: Registry | None = None) -> dict[s
 
 def build_app(cfg: ServeConfig, registry: Registry | None = None):
     """The Serve application (an OpenAI ingress over one LLMServer deployment per model)."""
+    from esc_eval.serve.vllm_compat import ray_serve_llm_aliases, replica_runtime_env
+
+    aliased = ray_serve_llm_aliases()  # an older vLLM than Ray Serve LLM expects (serve/vllm_compat.py)
     try:
         from ray.serve.llm import build_openai_app
     except ImportError as exc:
         raise ImportError(f"the Serve app needs Ray Serve LLM: {INSTALL_HINT}") from exc
-    return build_openai_app(build_app_args(cfg, registry))
+    args = build_app_args(cfg, registry)
+    if aliased:  # the replicas import it too: the same aliases at their start
+        for llm_config in args["llm_configs"]:
+            llm_config["runtime_env"] = {**llm_config.get("runtime_env", {}), **replica_runtime_env()}
+    return build_openai_app(args)
 
 
 def serve_config_dict(cfg: ServeConfig, registry: Registry | None = None) -> dict[str, Any]:

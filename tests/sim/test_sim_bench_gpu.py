@@ -57,7 +57,7 @@ def test_token_counter_adds_finished_requests_as_the_manager_calls_it():
     counter.log_engine_initialized()  # the manager's notifications: nothing to do
     assert counter.snapshot() == {"requests": 2, "prompt_tokens": 150, "cached_prompt_tokens": 64, "generation_tokens": 8,
                                   "recomputed_prompt_tokens": 24, "preemptions": 1}
-    assert kv_cache_blocks(engine) == {"blocks": 100, "block_size": 16, "tokens": 1600}
+    assert kv_cache_blocks(engine) == {"blocks": 100, "block_size": 16, "tokens": 1600, "max_concurrency": None}
     assert token_counter(SimpleNamespace(logger_manager=None)) is None  # started with disable_log_stats
     assert isinstance(counter, TokenCounter)
 
@@ -114,3 +114,41 @@ def test_bad_input_is_one_line_before_anything_starts():
                        (["-n", "0"], "dialogues"), (["--judge", "no-such-model"], "no-such-model")):
         res = runner.invoke(app, ["bench", "gpu", *args])
         assert res.exit_code != 0 and word in str(res.output) + str(res.exception)
+
+
+def test_ray_serve_llm_aliases_name_the_modules_vllm_has_now(monkeypatch):
+    import importlib
+    import sys
+    import types
+
+    from esc_eval.serve import vllm_compat
+
+    # vLLM 0.32 (this venv) has every path Ray Serve LLM imports: nothing is aliased
+    assert vllm_compat.ray_serve_llm_aliases() is False
+    assert not any(isinstance(f, vllm_compat._AliasFinder) for f in sys.meta_path)
+    assert vllm_compat.replica_runtime_env() == {"worker_process_setup_hook": vllm_compat.SETUP_HOOK}
+    # the finder itself: an old path imports as the module named for it, its missing parent as a package
+    new = types.ModuleType("esc_new_protocol")
+    monkeypatch.setitem(sys.modules, "esc_new_protocol", new)
+    monkeypatch.setattr(vllm_compat, "RAY_SERVE_LLM_ALIASES", {"esc_old_pkg.protocol": "esc_new_protocol"})
+    monkeypatch.setattr(vllm_compat, "_ALIAS_PACKAGES", ("esc_old_pkg",))
+    finder = vllm_compat._AliasFinder()
+    monkeypatch.setattr(sys, "meta_path", [*sys.meta_path, finder])
+    for name in ("esc_old_pkg", "esc_old_pkg.protocol"):
+        monkeypatch.delitem(sys.modules, name, raising=False)
+    assert importlib.import_module("esc_old_pkg.protocol") is new
+    assert vllm_compat._missing("esc_no_such_pkg.x")
+
+
+def test_machine_reads_the_gpus_from_nvidia_smi(tmp_path, monkeypatch):
+    from esc_eval.sim.bench.hardware import machine
+
+    smi = tmp_path / "nvidia-smi"
+    smi.write_text("#!/bin/sh\necho 'NVIDIA H100 80GB HBM3, 81559, 550.54.15'\necho 'NVIDIA H100 80GB HBM3, 81559, 550.54.15'\n")
+    smi.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}:{__import__('os').environ['PATH']}")
+    where = machine()
+    assert where["device"] == "gpu" and len(where["gpus"]) == 2
+    assert where["gpus"][0] == {"name": "NVIDIA H100 80GB HBM3", "memory_gib": 79.6, "driver": "550.54.15"}
+    assert where["peak_bf16"]["tflops"] == 989.0 and where["cpu"]["cores"] >= 1
+    assert machine(peak_tflops=500)["peak_bf16"] == {"tflops": 500.0, "model": None, "source": "given with --peak-tflops"}
