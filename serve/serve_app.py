@@ -246,9 +246,14 @@ def build_app(cfg: ServeConfig, registry: Registry | None = None):
     except ImportError as exc:
         raise ImportError(f"the Serve app needs Ray Serve LLM: {INSTALL_HINT}") from exc
     args = build_app_args(cfg, registry)
-    if aliased:  # the replicas import it too: the same aliases at their start
+    if aliased:  # the model and ingress replicas import it too: the same aliases at their start
+        hook = replica_runtime_env()["env_vars"]
         for llm_config in args["llm_configs"]:
-            llm_config["runtime_env"] = {**llm_config.get("runtime_env", {}), **replica_runtime_env()}
+            env = llm_config.setdefault("runtime_env", {})
+            env["env_vars"] = {**env.get("env_vars", {}), **hook}
+        actor = args.setdefault("ingress_deployment_config", {}).setdefault("ray_actor_options", {})
+        env = actor.setdefault("runtime_env", {})
+        env["env_vars"] = {**env.get("env_vars", {}), **hook}
     return build_openai_app(args)
 
 

@@ -13,8 +13,7 @@ in both; what does not is read here:
   vllm.entrypoints.launchers.cli_args) and vllm.exceptions.VLLMClientError; vLLM 0.26 has the
   same classes under vllm.entrypoints.openai.* and no VLLMClientError. On such a vLLM the old
   paths are made to name the new modules before ray.serve.llm is imported: in our processes at
-  each import site, in Serve replicas through their runtime_env's worker_process_setup_hook
-  (`replica_runtime_env`). With vLLM 0.32 nothing is changed.
+  each import site, in Serve replicas through Ray's worker setup hook (`replica_runtime_env`). With vLLM 0.32 nothing is changed.
 - `token_counter`: the prompt, prefix-cached and generated tokens of the requests an AsyncLLM
   finished, from its own per-request stats (a stat logger added beside its own). vLLM's
   Prometheus counters cannot serve here: each new engine unregisters the previous engine's
@@ -64,6 +63,7 @@ RAY_SERVE_LLM_ALIASES = {
 }
 _ALIAS_PACKAGES = ("vllm.entrypoints.launchers",)  # parents vLLM 0.26 lacks
 SETUP_HOOK = "esc_eval.serve.vllm_compat.ray_serve_llm_aliases"
+SETUP_HOOK_ENV = "__RAY_WORKER_PROCESS_SETUP_HOOK_ENV_VAR"  # ray._private.ray_constants (Ray 2.60)
 
 
 class _AliasFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
@@ -113,9 +113,11 @@ def ray_serve_llm_aliases() -> bool:
 
 
 def replica_runtime_env() -> dict[str, Any]:
-    """What a Serve replica's runtime_env adds so that ray.serve.llm imports in it (the same aliases,
-    run at the worker's start, before the deployment is loaded; nothing happens on vLLM 0.32)."""
-    return {"worker_process_setup_hook": SETUP_HOOK}
+    """What a Serve replica's runtime_env adds so that ray.serve.llm imports in it: the same aliases,
+    run when the worker process starts, before the deployment is loaded (nothing happens on vLLM
+    0.32). Ray reads the hook from this environment variable in every worker (ray/_private/workers/
+    default_worker.py); the runtime_env field of that name is applied at ray.init only."""
+    return {"env_vars": {SETUP_HOOK_ENV: SETUP_HOOK}}
 
 
 class TokenCounter:

@@ -123,10 +123,17 @@ def test_ray_serve_llm_aliases_name_the_modules_vllm_has_now(monkeypatch):
 
     from esc_eval.serve import vllm_compat
 
-    # vLLM 0.32 (this venv) has every path Ray Serve LLM imports: nothing is aliased
-    assert vllm_compat.ray_serve_llm_aliases() is False
-    assert not any(isinstance(f, vllm_compat._AliasFinder) for f in sys.meta_path)
-    assert vllm_compat.replica_runtime_env() == {"worker_process_setup_hook": vllm_compat.SETUP_HOOK}
+    # vLLM 0.32 has every path Ray Serve LLM imports: nothing is aliased; vLLM 0.26 lacks them: aliased
+    older = any(isinstance(f, vllm_compat._AliasFinder) for f in sys.meta_path) or any(
+        vllm_compat._missing(m) for m in vllm_compat.RAY_SERVE_LLM_ALIASES)
+    assert vllm_compat.ray_serve_llm_aliases() is older
+    assert any(isinstance(f, vllm_compat._AliasFinder) for f in sys.meta_path) is older
+    if older:
+        from ray.serve.llm.openai_api_models import ChatCompletionRequest  # noqa: F401 - imports now
+    assert vllm_compat.replica_runtime_env() == {"env_vars": {vllm_compat.SETUP_HOOK_ENV: vllm_compat.SETUP_HOOK}}
+    from ray._private import ray_constants
+
+    assert ray_constants.WORKER_PROCESS_SETUP_HOOK_ENV_VAR == vllm_compat.SETUP_HOOK_ENV  # Ray's name for it
     # the finder itself: an old path imports as the module named for it, its missing parent as a package
     new = types.ModuleType("esc_new_protocol")
     monkeypatch.setitem(sys.modules, "esc_new_protocol", new)
