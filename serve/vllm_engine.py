@@ -240,12 +240,6 @@ def shutdown_engine(host: _EngineHost) -> None:
     host.shutdown()
 
 
-def running_engines() -> list[_EngineHost]:
-    """The engines of this process that have started (each host's `engine` is its AsyncLLM)."""
-    with _HOSTS_LOCK:
-        return [h for h in _HOSTS.values() if h.engine is not None]
-
-
 @contextlib.contextmanager
 def engines_started_here():
     """Engines started inside the block are shut down when it ends; engines already running (e.g. a

@@ -3,7 +3,7 @@
 `esc-eval bench gpu` runs our side through the pool exactly as `score` / `simulate` do; the
 engines live in the worker actors, out of the driver's reach. This probe is a pool job sent to
 each worker directly (not through the job's chunk scheduling, which may put two chunks on one
-worker): in there it finds the started engines (serve/vllm_engine.py running_engines) and, per
+worker): in there it finds the started engines (serve/vllm_engine.py's hosts) and, per
 engine, adds or reads its token counter (serve/vllm_compat.py), optionally resetting its prefix
 cache. Engines behind Serve deployments are not in the workers: the probe then finds none, and
 the benchmark says vLLM's counts were not available.
@@ -33,10 +33,10 @@ class EngineProbe:
 
     async def run(self, item: dict[str, Any]) -> tuple[list[dict[str, Any]], dict[str, Any]]:
         from esc_eval.serve.vllm_compat import kv_cache_blocks, token_counter
-        from esc_eval.serve.vllm_engine import running_engines
+        from esc_eval.serve.vllm_engine import _HOSTS  # this process's engine hosts (re-exported by main's engine_host split)
 
         engines = []
-        for host in running_engines():
+        for host in [h for h in list(_HOSTS.values()) if h.engine is not None]:
             if self.reset_prefix_cache:
                 await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(host.engine.reset_prefix_cache(), host.loop))
             counter = token_counter(host.engine)
