@@ -124,45 +124,55 @@ def _measured(run: Callable[..., dict[str, Any]], pool, warm: Callable[[], Any])
             "engines": [{k: e[k] for k in ("model", "dtype", "kv_cache", "engine_kwargs")} for e in after]}
 
 
-def ours_scoring(rows, warm_rows, cfg: ScoringConfig, pools: _Pools, folder: Path, say) -> tuple[dict[str, Any], ScoringConfig, Any]:
+def _placement(run_dir: Path) -> dict[str, Any] | None:
+    """The plan the command followed, as it recorded it in the run's manifest (None: nothing placed)."""
+    from esc_eval.sim.runfolder import RunFolder
+
+    return RunFolder(str(run_dir), create=False).read_manifest().get("placement")
+
+
+def ours_scoring(rows, warm_rows, cfg: ScoringConfig, pools: _Pools, folder: Path,
+                 say) -> tuple[dict[str, Any], ScoringConfig, dict[str, Any] | None]:
     """`score` on `rows` (a run folder written first, as a user's exists), timed after a warm-up:
-    (figures, the config as placed, the plan)."""
-    from esc_eval.sim.placement import model_uses, placed
+    (figures, the config as placed, the plan as the run recorded it)."""
+    from esc_eval.sim.placement import placed_scoring
     from esc_eval.sim.runfolder import RunFolder
     from esc_eval.sim.scoring import run_scoring
 
     order = cfg.judge.prompt_order
-    for name, rs in (("warm", warm_rows), ("run", rows)):
-        RunFolder(folder / f"{order}-{name}").write_part("dialogues", rs)  # a user's run folder exists before `score`
-    with placed(cfg.execution, model_uses(scoring=cfg), say=say) as (ex, plan):
-        cfg = cfg.model_copy(update={"execution": ex})
-        pool = pools.get(ex)
-        m = _measured(lambda: run_scoring(cfg, str(folder / f"{order}-run"), pool=pool), pool,
-                      lambda: run_scoring(cfg, str(folder / f"{order}-warm"), pool=pool))
+    run_dir, warm_dir = folder / f"{order}-run", folder / f"{order}-warm"
+    for path, rs in ((warm_dir, warm_rows), (run_dir, rows)):
+        RunFolder(path).write_part("dialogues", rs)  # a user's run folder exists before `score`
+    with placed_scoring(cfg, str(run_dir), say=say) as cfg:  # what `esc-eval score` does
+        pool = pools.get(cfg.execution)
+        m = _measured(lambda: run_scoring(cfg, str(run_dir), pool=pool), pool,
+                      lambda: run_scoring(cfg, str(warm_dir), pool=pool))
     res = m.pop("result")
     m.update(path="run_scoring on the Ray pool (what `esc-eval score` runs)", dialogues=len(rows), scored=res["items"],
-             failed=res["failed"], prompt_tokens_in_rows=res["tokens"], execution=ex.model_dump(mode="json"))
-    return m, cfg, plan
+             failed=res["failed"], prompt_tokens_in_rows=res["tokens"], execution=cfg.execution.model_dump(mode="json"))
+    return m, cfg, _placement(run_dir)
 
 
 def ours_simulation(cards, warm_cards, cfg: SimulationConfig, pools: _Pools, folder: Path,
-                    say) -> tuple[dict[str, Any], SimulationConfig, Any]:
+                    say) -> tuple[dict[str, Any], SimulationConfig, dict[str, Any] | None]:
     """`simulate` on `cards`, timed after a warm-up: (figures, the config as placed, the plan)."""
     from esc_eval.sim.cards import write_cards
-    from esc_eval.sim.placement import model_uses, placed
+    from esc_eval.sim.placement import placed_simulation
     from esc_eval.sim.simulation import run_simulation
 
     run_cfg = cfg.model_copy(update={"cards": str(write_cards(cards, folder / "cards.json"))})
-    warm_cfg = cfg.model_copy(update={"cards": str(write_cards(warm_cards, folder / "warm-cards.json")), "rounds": 1})
-    with placed(cfg.execution, model_uses(cfg), say=say) as (ex, plan):
-        pool = pools.get(ex)
-        m = _measured(lambda: run_simulation(run_cfg.model_copy(update={"execution": ex}), folder / "sim-run", pool=pool),
-                      pool, lambda: run_simulation(warm_cfg.model_copy(update={"execution": ex}), folder / "sim-warm", pool=pool))
+    warm_cards_file = str(write_cards(warm_cards, folder / "warm-cards.json"))
+    run_dir = folder / "sim-run"
+    with placed_simulation(run_cfg, str(run_dir), say=say) as run_cfg:  # what `esc-eval simulate` does
+        pool = pools.get(run_cfg.execution)
+        warm_cfg = run_cfg.model_copy(update={"cards": warm_cards_file, "rounds": 1})
+        m = _measured(lambda: run_simulation(run_cfg, run_dir, pool=pool), pool,
+                      lambda: run_simulation(warm_cfg, folder / "sim-warm", pool=pool))
     res = m.pop("result")
     m.update(path="run_simulation on the Ray pool (what `esc-eval simulate` runs)", dialogues=len(cards),
              completed=res["items"], failed=res["failed"], generated_tokens_in_rows=res["tokens"],
-             execution=ex.model_dump(mode="json"))
-    return m, cfg.model_copy(update={"execution": ex}), plan
+             execution=run_cfg.execution.model_dump(mode="json"))
+    return m, run_cfg, _placement(run_dir)
 
 
 # -- figures ---------------------------------------------------------------------------------------
@@ -241,7 +251,7 @@ def run_bench_gpu(cfg: GpuBenchConfig, say: Callable[[str], None] = print) -> di
                 say(f"[bench gpu] simulation, ours: {n_sim} dialogues")
                 ours["simulation"], sim_cfg, sim_plan = ours_simulation(cards, warm_cards, sim_cfg, pools, folder, say)
                 out["settings"]["simulation_config"] = sim_cfg.model_dump(mode="json")
-                out["settings"]["simulation_placement"] = sim_plan.as_dict() if sim_plan else None
+                out["settings"]["simulation_placement"] = sim_plan
             if "scoring" in cfg.phases:
                 rows, out["settings"]["dialogues_source"] = distinct_dialogues(cfg.source, n_score)
                 warm_rows, _ = distinct_dialogues(cfg.source, max(1, score_cfgs[0].execution.workers), mark="warm-up")
@@ -250,7 +260,7 @@ def run_bench_gpu(cfg: GpuBenchConfig, say: Callable[[str], None] = print) -> di
                     ours[sc.judge.prompt_order], score_cfgs[i], score_plan = ours_scoring(rows, warm_rows, sc, pools,
                                                                                           folder, say)
                 out["settings"]["scoring_config"] = score_cfgs[0].model_dump(mode="json")
-                out["settings"]["scoring_placement"] = score_plan.as_dict() if score_plan else None
+                out["settings"]["scoring_placement"] = score_plan
         finally:
             pools.close()  # the references get the devices ours used
     if "simulation" in cfg.phases:

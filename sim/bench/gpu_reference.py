@@ -30,7 +30,7 @@ def model_setup(ref: ModelRef, execution: ExecutionConfig, plan=None) -> tuple[s
     """(model name as VLLMChatModel takes it, its chat options, its engine options) of a configured
     model, as a pool worker builds it (sim/participants.ModelPool: registry options, the config's,
     then the run's placement). A model the plan deployed on Serve gets its replica's GPU share and
-    tensor parallelism (`plan`: the run's serve/plan.Plan)."""
+    tensor parallelism (`plan`: the placement the run recorded in its manifest, a dict)."""
     from esc_eval.serve.plan import placement_from_env, ref_key
     from esc_eval.serve.registry import resolve
 
@@ -40,10 +40,10 @@ def model_setup(ref: ModelRef, execution: ExecutionConfig, plan=None) -> tuple[s
         raise ValueError(f"{ref.model}: bench gpu measures vLLM models (vllm/...); this one is {spec!r}")
     placed = placement_from_env(execution.env).get(ref_key(ref.model, ref.options), {})
     options = {**registry_options, **ref.options, **placed.get("engine", {})}
-    if "serve" in placed and plan is not None:
-        for e in plan.engines:
-            if ref_key(ref.model, ref.options) in e.refs:
-                share = {"gpu_memory_utilization": e.gpu_memory_utilization, "tensor_parallel_size": e.tensor_parallel_size}
+    if "serve" in placed and plan:
+        for e in plan.get("engines") or []:
+            if ref_key(ref.model, ref.options) in (e.get("refs") or []):
+                share = {k: e.get(k) for k in ("gpu_memory_utilization", "tensor_parallel_size")}
                 options.update({k: v for k, v in share.items() if v is not None})
     chat = {k: options.pop(k) for k in CHAT_OPTIONS if k in options}
     return name, chat, options
