@@ -1,4 +1,4 @@
-"""`esc-eval bench sim|score|decode|serve|view`: benchmarks printing JSON (`-o FILE` keeps it).
+"""`esc-eval bench sim|score|decode|gpu|serve|view`: benchmarks printing JSON (`-o FILE` keeps it).
 
 The measurements live in sim/bench/; these commands only parse options and call them."""
 from __future__ import annotations
@@ -117,6 +117,53 @@ def bench_decode(
         raise typer.BadParameter("contexts must be at least 2 tokens, streams and new tokens at least 1", param_hint="--contexts")
     _write(run(contexts=ctx, streams=streams, new_tokens=new_tokens, dtype=_dtype(dtype), bind=bind,
                kv_cache_gb=kv_cache_gb, compiled=compiled, target=target), out)
+
+
+@app.command("gpu")
+def bench_gpu(
+    judge: str = typer.Option("vllm/embedded", "--judge", "-j", help="Judge of the scoring phase (registry name or "
+                              "vLLM spec, e.g. vllm//models/j7b)."),
+    role: str = typer.Option("vllm/embedded", "--role", help="Role-play model of the simulation phase."),
+    target: str = typer.Option("vllm/embedded", "--target", "-t", help="Model under test of the simulation phase."),
+    dialogues: Optional[int] = typer.Option(None, "--dialogues", "-n", help="Distinct dialogues scored (default: 2,000 "
+                                            "on a GPU, 4 on the CPU)."),
+    sim_dialogues: Optional[int] = typer.Option(None, "--sim-dialogues", help="Distinct dialogues simulated (default: "
+                                                "256 on a GPU, 4 on the CPU)."),
+    prompt_order: str = typer.Option("rubric_first,dialogue_first", "--prompt-order", help="Judge prompt orders, "
+                                     "comma-separated: rubric_first (the paper's, `score`'s default), dialogue_first."),
+    phases: str = typer.Option("scoring,simulation", "--phases", help="scoring, simulation or both, comma-separated."),
+    source: Optional[Path] = typer.Option(None, "--source", help="Dialogues to score: run folder or official JSON "
+                                          "(default: ../shared's official samples, else runs/demo); copies are tagged distinct."),
+    cards: Optional[Path] = typer.Option(None, "--cards", help="Role cards (default: ../shared's official English cards, "
+                                         "else the shipped samples); copies are tagged distinct."),
+    max_tokens: Optional[int] = typer.Option(None, "--max-tokens", help="Max new tokens per turn of role and target "
+                                             "(default: as shipped, the registry's; a small CPU run uses fewer)."),
+    dimensions: Optional[str] = typer.Option(None, "--dimensions", help="Dimensions scored, comma-separated (default: all seven)."),
+    peak_tflops: Optional[float] = typer.Option(None, "--peak-tflops", help="Peak dense bf16 TFLOP/s for the prefill "
+                                                "bound (default: the table's for the GPU; a CPU has none)."),
+    out: Optional[Path] = typer.Option(None, "--out", "-o", help="Also write the JSON here."),
+) -> None:
+    """Scoring and simulation on this machine's GPU (else its CPU): ours as `score` / `simulate` run them
+    against vLLM's offline generate and a bare two-engine loop on the same engines."""
+    import sys
+
+    from esc_eval.serve.config_base import validate_config
+    from esc_eval.sim.bench.gpu import GpuBenchConfig, run_bench_gpu
+    from esc_eval.sim.config import ConfigError
+
+    data = {"judge": judge, "role": role, "target": target, "dialogues": dialogues, "sim_dialogues": sim_dialogues,
+            "prompt_orders": _csv(prompt_order, str, "--prompt-order"), "phases": _csv(phases, str, "--phases"),
+            "source": str(source) if source else None, "cards": str(cards) if cards else None, "max_tokens": max_tokens,
+            "dimensions": _csv(dimensions, str, "--dimensions"), "peak_tflops": peak_tflops}
+    cfg = validate_config(GpuBenchConfig, {k: v for k, v in data.items() if v is not None}, "bench gpu", ConfigError)
+    if out:
+        out.parent.mkdir(parents=True, exist_ok=True)  # an unwritable folder fails now, not after the run
+
+    def say(line: str) -> None:
+        sys.stderr.write(line + "\n")
+        sys.stderr.flush()
+
+    _write(run_bench_gpu(cfg, say), out)
 
 
 def _csv(value: Optional[str], cast, option: str) -> Optional[list]:

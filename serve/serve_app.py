@@ -272,11 +272,23 @@ def build_app_args(cfg: ServeConfig, registry: Registry | None = None) -> dict[s
 
 def build_app(cfg: ServeConfig, registry: Registry | None = None):
     """The Serve application (an OpenAI ingress over one LLMServer deployment per model)."""
+    from esc_eval.serve.vllm_compat import ray_serve_llm_aliases, replica_runtime_env
+
+    aliased = ray_serve_llm_aliases()  # an older vLLM than Ray Serve LLM expects (serve/vllm_compat.py)
     try:
         from ray.serve.llm import build_openai_app
     except ImportError as exc:
         raise ImportError(f"the Serve app needs Ray Serve LLM: {INSTALL_HINT}") from exc
-    return build_openai_app(build_app_args(cfg, registry))
+    args = build_app_args(cfg, registry)
+    if aliased:  # the model and ingress replicas import it too: the same aliases at their start
+        hook = replica_runtime_env()["env_vars"]
+        for llm_config in args["llm_configs"]:
+            env = llm_config.setdefault("runtime_env", {})
+            env["env_vars"] = {**env.get("env_vars", {}), **hook}
+        actor = args.setdefault("ingress_deployment_config", {}).setdefault("ray_actor_options", {})
+        env = actor.setdefault("runtime_env", {})
+        env["env_vars"] = {**env.get("env_vars", {}), **hook}
+    return build_openai_app(args)
 
 
 def serve_config_dict(cfg: ServeConfig, registry: Registry | None = None) -> dict[str, Any]:

@@ -100,6 +100,9 @@ class ServeHandleChatModel(ChatModel):
     def _get_handle(self):
         if self._handle is not None:
             return self._handle
+        from esc_eval.serve.vllm_compat import ray_serve_llm_aliases
+
+        ray_serve_llm_aliases()  # before _call_once imports ray.serve.llm (an older vLLM: serve/vllm_compat.py)
         ray, serve = _ray()
         if not ray.is_initialized():
             ray.init(address=self.address, namespace=self.namespace, log_to_driver=False)

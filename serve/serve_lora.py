@@ -54,6 +54,9 @@ def resolve_adapter_path(source: str, cache_dir: str | None = None) -> str:
 
 
 def _loader_base():
+    from esc_eval.serve.vllm_compat import ray_serve_llm_aliases
+
+    ray_serve_llm_aliases()  # this module is the first to import Ray Serve LLM in a LoRA replica
     from ray.llm._internal.serve.utils.lora_serve_utils import LoraModelLoader
 
     return LoraModelLoader

@@ -53,6 +53,23 @@ def fold_system(conv: list[dict[str, str]]) -> list[dict[str, str]]:
     return rest
 
 
+def render_chat(tokenizer, messages: list[ChatMessage], *, chat_template: str | None = None,
+                supports_system: bool = True, system_fallback: str = "merge") -> str:
+    """A chat's prompt text as VLLMChatModel sends it: the chat template (or `chat_template`)
+    applied with its generation prompt; see VLLMChatModel for supports_system / system_fallback."""
+    conv = [{"role": m.role, "content": m.content} for m in messages]
+    if not supports_system:
+        conv = fold_system(conv)
+    template = {"chat_template": chat_template} if chat_template else {}
+    try:
+        return tokenizer.apply_chat_template(conv, tokenize=False, add_generation_prompt=True, **template)
+    except Exception:
+        # Some templates (Gemma, older Mistral) refuse a system role: fold it into the first turn.
+        if system_fallback != "merge" or not conv or conv[0]["role"] != "system":
+            raise
+        return tokenizer.apply_chat_template(fold_system(conv), tokenize=False, add_generation_prompt=True, **template)
+
+
 class VLLMChatModel(ChatModel):
     """Chat over an in-process vLLM engine; the prompt is built with the model's chat template."""
 
@@ -108,19 +125,8 @@ class VLLMChatModel(ChatModel):
 
     def render_text(self, messages: list[ChatMessage]) -> str:
         """The prompt text: the chat template applied, with its generation prompt."""
-        tok = self._host.tokenizer
-        conv = [{"role": m.role, "content": m.content} for m in messages]
-        if not self.supports_system:
-            conv = fold_system(conv)
-        template = {"chat_template": self.chat_template} if self.chat_template else {}
-        try:
-            text = tok.apply_chat_template(conv, tokenize=False, add_generation_prompt=True, **template)
-        except Exception:
-            # Some templates (Gemma, older Mistral) refuse a system role: fold it into the first turn.
-            if self.system_fallback != "merge" or not conv or conv[0]["role"] != "system":
-                raise
-            text = tok.apply_chat_template(fold_system(conv), tokenize=False, add_generation_prompt=True, **template)
-        return text
+        return render_chat(self._host.tokenizer, messages, chat_template=self.chat_template,
+                           supports_system=self.supports_system, system_fallback=self.system_fallback)
 
     def label_token_ids(self, prompt_text: str, labels: list[str]) -> list[list[int] | None]:
         """Each label's tokens as the model would emit them right after the prompt: tokenize

@@ -43,6 +43,15 @@ log = logging.getLogger("esc_eval.scoring")
 JUDGE_DIALOGUE_TOKENS = 2048  # a dialogue's rendering when none can be read before the run (sizing only)
 
 
+def judge_call_messages(dim: str, turns: list[tuple[str, str]], language: str, judge_cfg: JudgeConfig) -> list[ChatMessage]:
+    """The messages of one judge call (a dimension of a dialogue), as score_dialogue sends them."""
+    messages = judge_messages(dim, turns, language, rubric=judge_cfg.rubric, rendering=judge_cfg.rendering,
+                              order=judge_cfg.prompt_order)
+    if judge_cfg.system_prompt and messages[0].role != "system":
+        messages = [ChatMessage(role="system", content=judge_cfg.system_prompt), *messages]
+    return messages
+
+
 async def score_dialogue(turns: list[tuple[str, str]], language: str, judge_cfg: JudgeConfig, model,
                          dimensions: list[str] | None = None, plan: JudgePlan | None = None) -> list[dict[str, Any]]:
     """Score one dialogue on the given dimensions; returns partial score rows (no ids).
@@ -54,10 +63,7 @@ async def score_dialogue(turns: list[tuple[str, str]], language: str, judge_cfg:
     plan = plan or default_plan(judge_cfg)
 
     async def one(dim: str) -> dict[str, Any] | None:
-        messages = judge_messages(dim, turns, language, rubric=judge_cfg.rubric, rendering=judge_cfg.rendering,
-                                  order=judge_cfg.prompt_order)
-        if judge_cfg.system_prompt and messages[0].role != "system":
-            messages = [ChatMessage(role="system", content=judge_cfg.system_prompt), *messages]
+        messages = judge_call_messages(dim, turns, language, judge_cfg)
         adapter = select_adapter(judge_cfg, dim, language)
         row: dict[str, Any] = {"dimension": dim, "score": None, "probs": None, "expected": None, "raw": None,
                                "parse_status": "error", "method": plan.method, "parser": judge_cfg.parser,

@@ -41,6 +41,9 @@ def test_launcher_yaml_matches_ray_schema():
 
 # ---------------------------------------------------------------- Serve config
 def _check_serve_config(data: dict) -> None:
+    from esc_eval.serve.vllm_compat import ray_serve_llm_aliases
+
+    ray_serve_llm_aliases()  # an older vLLM than Ray Serve LLM expects (serve/vllm_compat.py)
     from ray.serve.llm import LLMServingArgs
     from ray.serve.schema import ServeDeploySchema
 

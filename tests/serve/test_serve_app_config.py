@@ -18,7 +18,9 @@ from esc_eval.serve.serve_app import (
 )
 
 from esc_eval.serve.cpu import best_dtype
+from esc_eval.serve.vllm_compat import ray_serve_llm_aliases
 
+ray_serve_llm_aliases()  # as serve/ does before importing Ray Serve LLM (an older vLLM: serve/vllm_compat.py)
 llm = pytest.importorskip("ray.serve.llm")
 
 

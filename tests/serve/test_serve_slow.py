@@ -31,6 +31,7 @@ from esc_eval.serve.openai_http import OpenAIChatModel  # noqa: E402
 from esc_eval.serve.serve_app import CONSISTENT_HASH_ROUTER  # noqa: E402
 from esc_eval.serve.serve_handle import ServeHandleChatModel  # noqa: E402
 from esc_eval.serve.retry import RetryingChatModel, RetryPolicy  # noqa: E402
+from esc_eval.serve.vllm_compat import ray_serve_llm_aliases, replica_runtime_env  # noqa: E402
 
 MEASURE = os.environ.get("ESC_EVAL_MEASUREMENTS", "/tmp/esc-eval-serve-measurements.json")
 MSGS = [ChatMessage(role="user", content="I failed my exam and feel awful. What should I do?")]
@@ -63,7 +64,9 @@ def cluster():
             json.dump(measurements, f, indent=2)
 
 
-@serve.deployment(name="FakeLLM:tiny", ray_actor_options={"num_cpus": 0}, max_ongoing_requests=100)
+# runtime_env: an older vLLM's import paths for the chat requests it unpickles (serve/vllm_compat.py)
+@serve.deployment(name="FakeLLM:tiny", max_ongoing_requests=100, ray_actor_options={
+    "num_cpus": 0, "runtime_env": replica_runtime_env() if ray_serve_llm_aliases() else {}})
 class FakeLLM:
     """Answers with the id of the replica that served the request (same `chat` as LLMServer)."""
 
