@@ -99,7 +99,7 @@ class WorkerPool:
     def __exit__(self, *exc: Any) -> None:
         self.close()
 
-    def _ensure_workers(self, writer: bool) -> None:
+    def _ensure_workers(self, writer: bool = False) -> None:
         """The workers, and with `writer` the writer actor (it boots while they do, not during a job)."""
         if writer and self._writer is None:
             from esc_eval.sim.storage_server import start_server
