@@ -101,10 +101,10 @@ class RetryingChatModel(ChatModel):
                     self.policy.max_attempts, exc, wait)
 
     async def chat(self, messages, params: GenerationParams | None = None, *, adapter=None, session_id=None) -> ChatResult:
-        from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_after_attempt
-
         policy = self.policy
         try:  # fast path: most calls succeed at once, and building a retry loop per call costs
+            if self.gate is None:  # one coroutine less per call where nothing gates the model
+                return await self._attempt(messages, params, adapter, session_id)
             return await self._once(messages, params, adapter, session_id)
         except Exception as e:  # noqa: BLE001 - classified here, re-raised when final
             if not should_retry(e) or policy.max_attempts <= 1:
@@ -112,6 +112,8 @@ class RetryingChatModel(ChatModel):
                     e.attempts = 1
                 raise
             first = e
+        from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_after_attempt  # not per call: retries only
+
         wait = retry_wait(first, 1, policy)
         self._log(first, 1, wait)
         await asyncio.sleep(wait)

@@ -133,7 +133,9 @@ class ModelPool:
         """The model behind `ref`, with the job's timeouts and classified retries; with the job's
         `calls` (sim/call_setup.CallSettings), also its limits, spend cap and call cache:
         cache -> retries -> (each attempt) limits and budget -> the backend."""
-        raw = _Pooled(self, ref)  # rebuilt after a release (see _Pooled)
+        raw = self.raw(ref)
+        if hasattr(raw, "release"):  # an engine of this process: rebuilt after a release (see _Pooled)
+            raw = _Pooled(self, ref)
         if calls is None:
             return _Tallied(RetryingChatModel(raw, execution.retry_policy()), self.tally)
         key, mc = calls.for_ref(ref)

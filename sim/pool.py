@@ -98,7 +98,9 @@ class WorkerPool:
         self.workers: list[Any] = []
         self._local: Worker | None = None
         self._jobs = itertools.count()
-        self._servers: dict[str, Any] = {}  # local run folder -> its writer actor on this node
+        # The writer actor on this node for workers that cannot see a local run folder: one for every
+        # job and folder of the pool, started beside the workers (a process start costs a core-second).
+        self._writer: Any = None
 
     def __enter__(self) -> "WorkerPool":
         return self
@@ -106,7 +108,13 @@ class WorkerPool:
     def __exit__(self, *exc: Any) -> None:
         self.close()
 
-    def _ensure_workers(self) -> None:
+    def _ensure_workers(self, writer: bool = False) -> None:
+        """The workers, and with `writer` the writer actor (it boots while they do, not during a job)."""
+        if writer and self._writer is None:
+            from esc_eval.sim.storage_server import start_server
+
+            ensure_ray(self.execution)
+            self._writer = start_server()
         if not self.workers:
             self.workers = start_workers(self.execution)
 
@@ -116,14 +124,7 @@ class WorkerPool:
             return StorageSpec(run.location), None  # every node opens the store itself
         marker = f".esc-eval-job-{uuid.uuid4().hex}"
         run.storage.write(marker, b"", durable=False)
-        server = None
-        if ex.worker_writes != "direct":
-            from esc_eval.sim.storage_server import start_server
-
-            key = str(run.path.resolve())
-            if key not in self._servers:
-                self._servers[key] = start_server(key)
-            server = self._servers[key]
+        server = self._writer if ex.worker_writes != "direct" else None
         return StorageSpec(str(run.path.resolve()), marker, server, ex.worker_writes), marker
 
     def run(self, job: Job, items: Iterable[dict[str, Any]], run_dir: str,
@@ -151,7 +152,7 @@ class WorkerPool:
             with temporary_env(DTYPE_ENV, ex.dtype) if ex.dtype != "auto" else contextlib.nullcontext():
                 asyncio.run(_run_local(self._local, job_id, job, ledger.track(items, 0), run.location, ex, note, stats))
         else:
-            self._ensure_workers()
+            self._ensure_workers(writer=not is_uri(run.location) and ex.worker_writes != "direct")
             spec, marker = self._storage_spec(run, ex)
             labels: list[str] = []
             try:
@@ -182,16 +183,16 @@ class WorkerPool:
         if self._local is not None:
             asyncio.run(self._local.close())
             self._local = None
-        if self.workers or self._servers:
+        if self.workers or self._writer is not None:
             import ray
 
             try:
                 ray.get([w.close.remote() for w in self.workers], timeout=120)
             except Exception as e:  # noqa: BLE001 - a dead worker has nothing left to close
                 log.warning("closing workers: %s", e)
-            for w in [*self.workers, *self._servers.values()]:
+            for w in [*self.workers, *([self._writer] if self._writer is not None else [])]:
                 ray.kill(w)
-            self.workers, self._servers = [], {}
+            self.workers, self._writer = [], None
 
 
 def run_pool(job: Job, items: Iterable[dict[str, Any]], run_dir: str, execution: ExecutionConfig,

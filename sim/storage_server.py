@@ -24,43 +24,51 @@ CALL_TIMEOUT_S = 300.0
 
 
 class StorageServer:
-    """The actor's body: a LocalStorage on the driver's node, plus open checkpoint logs."""
+    """The actor's body: the run folders on the driver's node (a LocalStorage each), plus open
+    checkpoint logs. One per pool, serving every run folder its jobs use: an actor is a process,
+    and starting one costs about a core-second, so none starts while a job runs."""
 
-    def __init__(self, root: str):
-        self.local = LocalStorage(root)
-        self.appenders: dict[str, Appender] = {}
+    def __init__(self) -> None:
+        self.folders: dict[str, LocalStorage] = {}
+        self.appenders: dict[tuple[str, str], Appender] = {}
 
-    def write(self, key: str, data: bytes, durable: bool = True) -> None:
-        self.local.write(key, data, durable=durable)
+    def _local(self, root: str) -> LocalStorage:
+        local = self.folders.get(root)
+        if local is None:
+            local = self.folders[root] = LocalStorage(root)
+        return local
 
-    def read(self, key: str) -> bytes:
-        return self.local.read(key)
+    def write(self, root: str, key: str, data: bytes, durable: bool = True) -> None:
+        self._local(root).write(key, data, durable=durable)
 
-    def read_from(self, key: str, offset: int) -> bytes:
-        return self.local.read_from(key, offset)
+    def read(self, root: str, key: str) -> bytes:
+        return self._local(root).read(key)
 
-    def list(self, folder: str, suffix: str = "") -> list[str]:
-        return self.local.list(folder, suffix)
+    def read_from(self, root: str, key: str, offset: int) -> bytes:
+        return self._local(root).read_from(key, offset)
 
-    def delete(self, key: str) -> None:
-        self.close_appender(key)
-        self.local.delete(key)
+    def list(self, root: str, folder: str, suffix: str = "") -> list[str]:
+        return self._local(root).list(folder, suffix)
 
-    def exists(self, key: str) -> bool:
-        return self.local.exists(key)
+    def delete(self, root: str, key: str) -> None:
+        self.close_appender(root, key)
+        self._local(root).delete(key)
 
-    def size(self, key: str) -> int:
-        return self.local.size(key)
+    def exists(self, root: str, key: str) -> bool:
+        return self._local(root).exists(key)
 
-    def append(self, key: str, data: bytes) -> int:
-        ap = self.appenders.get(key)
+    def size(self, root: str, key: str) -> int:
+        return self._local(root).size(key)
+
+    def append(self, root: str, key: str, data: bytes) -> int:
+        ap = self.appenders.get((root, key))
         if ap is None:
-            ap = self.appenders[key] = self.local.open_appender(key)
+            ap = self.appenders[(root, key)] = self._local(root).open_appender(key)
         ap.write(data)
         return len(data)
 
-    def close_appender(self, key: str) -> None:
-        ap = self.appenders.pop(key, None)
+    def close_appender(self, root: str, key: str) -> None:
+        ap = self.appenders.pop((root, key), None)
         if ap is not None:
             ap.close()
 
@@ -70,15 +78,16 @@ class StorageServer:
         return ray.get_runtime_context().get_node_id()
 
 
-def start_server(root: str) -> Any:
-    """The writer actor for `root`, on this (the driver's) node, using no CPU of the cluster."""
+def start_server() -> Any:
+    """A writer actor on this (the driver's) node for any run folder there, using no CPU of the
+    cluster. Returns at once: the actor starts in the background."""
     import ray
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
     actor = ray.remote(StorageServer).options(
         num_cpus=0, max_concurrency=1, max_restarts=0,
         scheduling_strategy=NodeAffinitySchedulingStrategy(ray.get_runtime_context().get_node_id(), soft=False))
-    return actor.remote(root)
+    return actor.remote()
 
 
 class ShippedStorage(RunStorage):
@@ -98,13 +107,13 @@ class ShippedStorage(RunStorage):
         return getattr(self.server, method).remote(*args).future().result(timeout=CALL_TIMEOUT_S)
 
     def write(self, key: str, data: bytes, *, durable: bool = True) -> None:
-        self._call("write", key, data, durable)
+        self._call("write", self.location, key, data, durable)
 
     def read(self, key: str) -> bytes:
-        return self._call("read", key)
+        return self._call("read", self.location, key)
 
     def read_from(self, key: str, offset: int) -> bytes:
-        return self._call("read_from", key, offset)
+        return self._call("read_from", self.location, key, offset)
 
     def source(self, key: str) -> Any:
         import pyarrow as pa
@@ -112,19 +121,19 @@ class ShippedStorage(RunStorage):
         return pa.BufferReader(self.read(key))
 
     def list(self, folder: str, suffix: str = "") -> list[str]:
-        return self._call("list", folder, suffix)
+        return self._call("list", self.location, folder, suffix)
 
     def delete(self, key: str) -> None:
-        self._call("delete", key)
+        self._call("delete", self.location, key)
 
     def exists(self, key: str) -> bool:
-        return self._call("exists", key)
+        return self._call("exists", self.location, key)
 
     def size(self, key: str) -> int:
-        return self._call("size", key)
+        return self._call("size", self.location, key)
 
     def open_appender(self, key: str) -> Appender:
-        return _ShippedAppender(self.server, key)
+        return _ShippedAppender(self.server, self.location, key)
 
     def spec(self) -> StorageSpec:
         return StorageSpec(self.location, server=self.server, mode="via_driver")
@@ -133,8 +142,8 @@ class ShippedStorage(RunStorage):
 class _ShippedAppender(Appender):
     """Sends without waiting; answers are collected later, so a failed write is logged, not lost silently."""
 
-    def __init__(self, server: Any, key: str):
-        self.server, self.key = server, key
+    def __init__(self, server: Any, root: str, key: str):
+        self.server, self.root, self.key = server, root, key
         self.pending: list[Any] = []
 
     def _collect(self, timeout: float = 0) -> None:
@@ -150,13 +159,13 @@ class _ShippedAppender(Appender):
                 log.warning("turn checkpoint %s not written on the driver's node: %s", self.key, str(e).splitlines()[0])
 
     def write(self, data: bytes) -> None:
-        self.pending.append(self.server.append.remote(self.key, data))
+        self.pending.append(self.server.append.remote(self.root, self.key, data))
         if len(self.pending) >= 64:
             self._collect()
 
     def close(self) -> None:
         try:
-            self.pending.append(self.server.close_appender.remote(self.key))
+            self.pending.append(self.server.close_appender.remote(self.root, self.key))
             self._collect(timeout=30)
         except Exception as e:  # noqa: BLE001 - the driver's node is gone: nothing left to close
             log.warning("closing turn checkpoint %s: %s", self.key, str(e).splitlines()[0])

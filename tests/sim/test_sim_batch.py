@@ -1,4 +1,5 @@
 """The batch layer on fake backends: resume by id, failures as rows, turn checkpoints, the pool."""
+import gc
 import json
 
 import pyarrow.parquet as pq
@@ -6,7 +7,8 @@ import pytest
 
 from esc_eval.sim.checkpoints import TurnCheckpoints
 from esc_eval.sim.config import ExecutionConfig, JudgeConfig, ModelRef, ScoringConfig, SimulationConfig
-from esc_eval.sim.pool import PoolStats, run_pool
+from esc_eval.sim.pool import PoolStats, WorkerPool, run_pool
+from esc_eval.sim.pool_worker import GC_GEN1_THRESHOLD
 from esc_eval.sim.runfolder import RunFolder
 from esc_eval.sim.scoring import run_scoring
 from esc_eval.sim.simulation import SimulationJob, iter_items, run_simulation, select_cards
@@ -148,7 +150,12 @@ def test_pool_streams_lazily_generated_items(tmp_path):
 def test_ray_pool_with_fake_models(tmp_path, ray_local):
     cfg = sim_cfg(limit=6, execution=ExecutionConfig(executor="ray", workers=2, concurrency=4, chunk_size=2,
                                                       num_cpus_per_worker=0.5, flush_rows=4))
-    res = run_simulation(cfg, tmp_path)
+    with WorkerPool(cfg.execution) as pool:
+        res = run_simulation(cfg, tmp_path, pool=pool)
+        # each worker process tuned its GC when it started (sim/pool_worker.py tune_gc)
+        tuned = ray_local.get([w.__ray_call__.remote(lambda self: (gc.get_freeze_count() > 0, gc.get_threshold()[1]))
+                               for w in pool.workers])
+    assert tuned == [(True, GC_GEN1_THRESHOLD)] * 2
     assert res["items"] == 12 and res["failed"] == 0
     parts = RunFolder(tmp_path).parts("dialogues")
     rows = [r for p in parts for r in RunFolder(tmp_path).open_part(p).read().to_pylist()]

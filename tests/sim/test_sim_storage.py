@@ -157,3 +157,36 @@ def test_bad_object_store_locations_fail_in_one_line_before_any_work(s3_server, 
     assert not [p for p in written if p.split("/")[1] in ("run", "bad-creds", "no-creds", "down", "x")], written
     assert not (tmp_path / "s3:").exists()
     assert json.dumps(sorted(p.name for p in tmp_path.iterdir())) == "[]"
+
+
+def test_one_writer_actor_serves_every_run_folder_of_a_pool(tmp_path):
+    """The pool starts one writer (sim/storage_server.py) beside its workers, not one per folder
+    inside each job; here its body without Ray, behind a stand-in for the actor handle."""
+    from concurrent.futures import Future
+
+    from esc_eval.sim.storage_server import ShippedStorage, StorageServer
+
+    body = StorageServer()
+
+    class _Handle:  # what ShippedStorage uses of an actor handle: handle.method.remote(...).future()
+        def __getattr__(self, method):
+            class _Remote:
+                @staticmethod
+                def remote(*args):
+                    fut: Future = Future()
+                    fut.set_result(getattr(body, method)(*args))
+                    return type("Ref", (), {"future": lambda self: fut})()
+            return _Remote
+
+    a, b = (ShippedStorage(_Handle(), str(tmp_path / name)) for name in ("warm", "run"))
+    a.write("dialogues/part-1.parquet", b"A")
+    b.write("dialogues/part-1.parquet", b"B")
+    assert (tmp_path / "warm/dialogues/part-1.parquet").read_bytes() == b"A"
+    assert b.read("dialogues/part-1.parquet") == b"B" and b.list("dialogues") == ["dialogues/part-1.parquet"]
+    body.append(a.location, "checkpoints/w.log", b"x\n")
+    body.append(b.location, "checkpoints/w.log", b"y\n")  # same key, another folder: its own log
+    body.close_appender(a.location, "checkpoints/w.log")
+    body.close_appender(b.location, "checkpoints/w.log")
+    assert a.read("checkpoints/w.log") == b"x\n" and b.read_from("checkpoints/w.log", 0) == b"y\n"
+    b.delete("dialogues/part-1.parquet")
+    assert not b.exists("dialogues/part-1.parquet") and a.exists("dialogues/part-1.parquet")
