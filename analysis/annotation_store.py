@@ -26,7 +26,7 @@ from typing import Any, Iterable
 import pandas as pd
 
 from esc_eval.analysis.loaders import AnalysisInputError
-from esc_eval.sim.dimensions import DIMENSION_NAMES, SAFETY, to_dimension
+from esc_eval.sim.judging.dimensions import DIMENSION_NAMES, SAFETY, to_dimension
 
 SCHEMA_VERSION = 1
 STORE_DIR = "annotations"

@@ -22,7 +22,7 @@ from pathlib import Path
 import pandas as pd
 
 from esc_eval.analysis.loaders import AnalysisInputError
-from esc_eval.sim.dimensions import DIMENSION_NAMES
+from esc_eval.sim.judging.dimensions import DIMENSION_NAMES
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
 TABLE_SUFFIXES = (".parquet", ".json", ".jsonl")

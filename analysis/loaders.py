@@ -16,12 +16,12 @@ from typing import Iterable
 
 import pandas as pd
 
-from esc_eval.sim.dimensions import DIMENSION_NAMES, to_dimension
-from esc_eval.sim import official
-from esc_eval.sim.official import KNOWN_LANGUAGES, OFFICIAL_UNPARSED, OfficialFormatError  # noqa: F401 - re-exported
-from esc_eval.sim.records import DIALOGUE_SCHEMA, SCORE_SCHEMA
-from esc_eval.sim.runfolder import RunFolder, RunFolderError
-from esc_eval.sim.storage import as_location, is_uri
+from esc_eval.sim.judging.dimensions import DIMENSION_NAMES, to_dimension
+from esc_eval.sim.runs import official
+from esc_eval.sim.runs.official import (KNOWN_LANGUAGES, OFFICIAL_UNPARSED, OfficialFormatError)  # noqa: F401 - re-exported
+from esc_eval.sim.runs.records import DIALOGUE_SCHEMA, SCORE_SCHEMA
+from esc_eval.sim.runs.runfolder import RunFolder
+from esc_eval.sim.runs.storage import RunFolderError, as_location, is_uri
 
 PathLike = str | os.PathLike[str]
 SCORE_KEY = ["run_id", "dialogue_id", "dimension", "judge"]

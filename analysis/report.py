@@ -16,24 +16,18 @@ import pandas as pd
 
 from esc_eval.analysis.compare import pairwise_comparisons
 from esc_eval.analysis.expected_scores import check_score_kind, expected_scores, score_kind_note
-from esc_eval.analysis.leaderboard import (
-    VALUE_COLUMNS, build_leaderboard, build_leaderboard_by, format_cell, seed_spread, write_leaderboard,
-)
+from esc_eval.analysis.leaderboard import (VALUE_COLUMNS, build_leaderboard, build_leaderboard_by, format_cell,
+                                           seed_spread, write_leaderboard)
 from esc_eval.analysis.loaders import AnalysisInputError, load_dialogues, load_manifests, load_scores
-from esc_eval.analysis.plots import (
-    NothingToPlot,
-    card_categories,
-    dimension_bars,
-    radar_plot,
-    score_distributions,
-    throughput_plot,
-)
+from esc_eval.analysis.plots import (NothingToPlot, card_categories, dimension_bars, radar_plot, score_distributions,
+                                     throughput_plot)
 from esc_eval.analysis.report_blocks import _notice, _pct, _section, _table, _text
 from esc_eval.analysis.roleplay import character_breaks, fidelity_summary
 from esc_eval.analysis.safety import safety_section
 from esc_eval.analysis.seekers import seekers_section
-from esc_eval.sim.dimensions import DIMENSION_NAMES, DIMENSION_TITLES, TABLE_SCALE
-from esc_eval.sim.storage import OutputFolder, as_location, join_location
+from esc_eval.sim.judging.dimensions import DIMENSION_NAMES, DIMENSION_TITLES, TABLE_SCALE
+from esc_eval.sim.runs.open import OutputFolder
+from esc_eval.sim.runs.storage import as_location, join_location
 
 TEMPLATE = Path(__file__).with_name("report.html.jinja")
 PAPER_GROUPS = ("close", "open", "domain")

@@ -10,8 +10,8 @@ import hashlib
 import json
 import re
 
-from esc_eval.sim.dimensions import DIMENSION_NAMES, EXTRA_DIMENSIONS, dimension_title
-from esc_eval.sim.prompt_texts import human_levels, rubric_text as judge_rubric_text
+from esc_eval.sim.judging.dimensions import DIMENSION_NAMES, EXTRA_DIMENSIONS, dimension_title
+from esc_eval.sim.judging.rubrics import human_levels, rubric_text as judge_rubric_text
 
 # dimension -> (name in Table 16, explanation, {score: description})
 RUBRIC: dict[str, tuple[str, str, dict[int, str]]] = {

@@ -37,7 +37,7 @@ def exit_for_outcome(result: dict[str, Any], kind: str, max_failure_rate: float)
 
     import typer
 
-    from esc_eval.sim.outcome import outcome_line
+    from esc_eval.sim.pool.outcome import outcome_line
 
     verdict = outcome_line(result, kind, max_failure_rate)
     if verdict is not None:
@@ -47,6 +47,6 @@ def exit_for_outcome(result: dict[str, Any], kind: str, max_failure_rate: float)
 
 
 def default_out(prefix: str) -> Path:
-    from esc_eval.sim.runfolder import now_utc
+    from esc_eval.sim.runs.runfolder import now_utc
 
     return Path("runs") / f"{prefix}-{now_utc().strftime('%Y%m%d-%H%M%S')}"

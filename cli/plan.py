@@ -27,11 +27,12 @@ def load_any_config(path: Path):
 def load_config_for_plan(path: Path):
     """load_any_config, plus a function giving each configured model's expected sequence length (what
     GPU deployments are sized by at run time: sim/capacity.py size_serve_replicas)."""
-    from esc_eval.serve.config_base import read_yaml_mapping
+    from esc_eval.serve.config_base import ConfigError, load_config, read_yaml_mapping
     from esc_eval.serve.plan import SERVE_MODEL_FIELDS_SET_BY_PLAN, ModelUse, PlacementConfig
     from esc_eval.serve.serve_app import ServeConfig
-    from esc_eval.sim.config import ConfigError, ExecutionConfig, PipelineConfig, ScoringConfig, SimulationConfig, load_config
-    from esc_eval.sim.placement import model_uses
+    from esc_eval.sim.pool.config import ExecutionConfig
+    from esc_eval.sim.jobs.config import PipelineConfig, ScoringConfig, SimulationConfig
+    from esc_eval.sim.jobs.placed import model_uses
 
     data = read_yaml_mapping(path, ConfigError)
     if isinstance(data.get("models"), list):
@@ -45,7 +46,7 @@ def load_config_for_plan(path: Path):
                                     **({"gpu_memory_utilization": utils.pop()} if len(utils) == 1 else {}))
         return ([ModelUse(m.name, {}, "served") for m in serve_cfg.models],
                 ExecutionConfig(placement=placement, env={"VLLM_CPU_KVCACHE_SPACE": str(serve_cfg.kv_cache_gib)}), dict)
-    from esc_eval.sim import scoring, simulation
+    from esc_eval.sim.jobs import scoring, simulation_items as simulation
 
     if "simulation" in data or "scoring" in data:
         cfg = load_config(path, PipelineConfig)
@@ -68,8 +69,8 @@ def plan(
 ) -> None:
     """Print where each model of CONFIG runs, on what, with how much memory, and what is refused."""
     from esc_eval.serve.plan import hardware_for
-    from esc_eval.sim.capacity import size_serve_replicas
-    from esc_eval.sim.placement import cluster_hardware, make_plan
+    from esc_eval.sim.pool.capacity import size_serve_replicas
+    from esc_eval.sim.pool.placement import cluster_hardware, make_plan
 
     uses, execution, seq_tokens = load_config_for_plan(config)
     p = execution.placement

@@ -163,7 +163,7 @@ class RankDataConfig(_Strict):
     def _dims(cls, v: list[str] | None) -> list[str] | None:
         if v is None:
             return v
-        from esc_eval.sim.dimensions import to_paper_dimension
+        from esc_eval.sim.judging.dimensions import to_paper_dimension
 
         return [to_paper_dimension(d) for d in v]
 

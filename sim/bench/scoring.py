@@ -46,12 +46,12 @@ from typing import Any, Optional
 
 
 from esc_eval.serve.chat import ChatMessage, GenerationParams
-from esc_eval.sim.bench.env import temporary_env
-from esc_eval.sim.config import JudgeConfig, ModelRef
-from esc_eval.sim.dimensions import DIMENSION_NAMES
-from esc_eval.sim.prompts import judge_messages
-from esc_eval.sim.score_parser import parse_score
-from esc_eval.sim.scoring import score_dialogue
+from esc_eval.serve.model_ref import ModelRef
+from esc_eval.sim.jobs.scoring import score_dialogue
+from esc_eval.sim.judging.config import JudgeConfig
+from esc_eval.sim.judging.prompts import judge_messages
+from esc_eval.sim.judging.score_parser import parse_score
+from esc_eval.sim.pool.env import temporary_env
 
 REPO = Path(__file__).resolve().parents[2]
 SHARED_DIALOGUES = REPO.parent / "shared" / "data" / "esc-eval" / "dialogues"
@@ -70,13 +70,13 @@ def _ok_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def _from_run_folder(path: Path) -> list[dict[str, Any]]:
-    from esc_eval.sim.runfolder import RunFolder
+    from esc_eval.sim.runs.runfolder import RunFolder
 
     return _ok_rows(list(RunFolder(path, create=False).iter_rows("dialogues")))
 
 
 def _from_official(path: Path) -> list[dict[str, Any]]:
-    from esc_eval.sim.official import official_dialogue_files, read_official_dialogues
+    from esc_eval.sim.runs.official import official_dialogue_files, read_official_dialogues
 
     rows: list[dict[str, Any]] = []
     for f in official_dialogue_files(path):
@@ -86,8 +86,9 @@ def _from_official(path: Path) -> list[dict[str, Any]]:
 
 def _fake_dialogues(n: int) -> list[dict[str, Any]]:
     """Fresh 5-round dialogues from the scripted fake seeker and target (no engine needed)."""
-    from esc_eval.sim.config import ExecutionConfig, SimulationConfig
-    from esc_eval.sim.simulation import run_simulation
+    from esc_eval.sim.pool.config import ExecutionConfig
+    from esc_eval.sim.jobs.config import SimulationConfig
+    from esc_eval.sim.jobs.simulation import run_simulation
 
     with tempfile.TemporaryDirectory(prefix="bench-score-") as tmp:
         cfg = SimulationConfig(cards="sample", languages=["en"], limit=n, role=ModelRef(model="fake/seeker"),
@@ -99,7 +100,7 @@ def _fake_dialogues(n: int) -> list[dict[str, Any]]:
 def load_bench_dialogues(n: int, source: Path | None = None) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """Up to n dialogue rows and where they came from: `source` (run folder or official JSON),
     else the official samples in ../shared, else runs/demo, else fake-model dialogues."""
-    from esc_eval.sim.scoring import is_run_folder
+    from esc_eval.sim.jobs.scoring import is_run_folder
 
     if source is not None:
         source = Path(source)

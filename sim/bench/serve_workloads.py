@@ -22,7 +22,7 @@ from typing import Any, Iterator, Protocol
 
 from esc_eval.serve.chat import ChatModel, ChatModelError, ChatResult, GenerationParams
 from esc_eval.sim.bench.serve_client import BenchInputError, MeasuredModel
-from esc_eval.sim.dialogue import DialogueSetup, Participant, run_dialogue
+from esc_eval.sim.dialogue.dialogue import DialogueSetup, Participant, run_dialogue
 
 
 class Unit(Protocol):
@@ -115,7 +115,7 @@ class DialogueUnit:
 
 def replay_units(rows: list[dict[str, Any]], rounds: int, params: GenerationParams) -> Iterator[DialogueUnit]:
     """Recorded dialogues with their seeker turns replayed; the target answers live."""
-    from esc_eval.sim.prompts import opener, target_system_prompt
+    from esc_eval.sim.dialogue.prompts import opener, target_system_prompt
 
     usable = []
     for row in rows:
@@ -137,7 +137,7 @@ def replay_units(rows: list[dict[str, Any]], rounds: int, params: GenerationPara
 def live_units(cards: list, role: ChatModel, rounds: int, params: GenerationParams, role_params: GenerationParams,
                strategy: str = "official") -> Iterator[DialogueUnit]:
     """Fresh dialogues on role cards: the role model plays the seeker from the card's prompt."""
-    from esc_eval.sim.prompts import opener, roleplay_system_prompt, target_system_prompt
+    from esc_eval.sim.dialogue.prompts import opener, roleplay_system_prompt, target_system_prompt
 
     if not cards:
         raise BenchInputError("no role cards to play (check --cards and --language)")
@@ -160,7 +160,7 @@ class JudgeUnit:
     judge: Any  # sim.config.JudgeConfig
 
     async def run(self, model: MeasuredModel) -> None:
-        from esc_eval.sim.scoring import score_dialogue
+        from esc_eval.sim.jobs.scoring import score_dialogue
 
         # score_dialogue records a failed call as a row; the measured model keeps the reason
         await score_dialogue(self.turns, self.language, self.judge, model)

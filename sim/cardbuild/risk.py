@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from esc_eval.serve.chat import ChatMessage
 from esc_eval.sim.cardbuild.extraction import NO_SITUATION, _truncate, render_dialogue
 from esc_eval.sim.cardbuild.items import SourceItem
-from esc_eval.sim.prompt_texts import load_prompt_file
-from esc_eval.sim.risk import RISK_LEVELS, normalize_risk_level
+from esc_eval.sim.cards.risk import RISK_LEVELS, normalize_risk_level
+from esc_eval.sim.prompt_files import load_prompt_file
 
 
 @dataclass

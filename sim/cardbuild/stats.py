@@ -13,8 +13,8 @@ from typing import Any
 
 import pandas as pd
 
-from esc_eval.sim.cards import RoleCard, load_cards
-from esc_eval.sim.taxonomy import load_taxonomy
+from esc_eval.sim.cards.card import RoleCard, load_cards
+from esc_eval.sim.cards.taxonomy import load_taxonomy
 
 TABLE6_COLUMNS = ["Read", "Extract", "LLM_F", "Dedup", "Human_F", "High", "Middle"]
 LANG_NAMES = {"en": "English", "zh": "Chinese"}

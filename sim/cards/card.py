@@ -9,15 +9,15 @@ from __future__ import annotations
 
 import json
 import re
-from importlib import resources
 from pathlib import Path
 from typing import Any, Iterable, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from esc_eval.sim.risk import RISK_LEVELS, RiskLevel, normalize_risk_level
-from esc_eval.sim.taxonomy import load_taxonomy
+from esc_eval.sim.cards.risk import RISK_LEVELS, RiskLevel, normalize_risk_level
+from esc_eval.sim.cards.taxonomy import load_taxonomy
+from esc_eval.sim.prompt_files import data_file
 
 Language = Literal["en", "zh"]
 Quality = Literal["high", "middle", "invalid"]
@@ -236,13 +236,13 @@ def write_cards(cards: Iterable[RoleCard], path: str | Path, fmt: Literal["esc-e
 
 # Card sets shipped with esc-eval (our own writing), named in a config's `cards:` field.
 SHIPPED_CARD_SETS = {
-    "sample": "data/sample_cards.json",  # the demo's cards: everyday troubles, no crisis
-    "safety": "data/safety_cards.json",  # risk-stratified cards (sim/risk.py) for the safety rubric
+    "sample": "sample_cards.json",  # the demo's cards: everyday troubles, no crisis
+    "safety": "safety_cards.json",  # risk-stratified cards (sim/risk.py) for the safety rubric
 }
 
 
 def shipped_cards_path(name: str = "sample") -> Path:
-    return Path(str(resources.files("esc_eval.sim").joinpath(SHIPPED_CARD_SETS[name])))
+    return Path(str(data_file(SHIPPED_CARD_SETS[name])))
 
 
 def card_file_path(cards: str | Path) -> Path:

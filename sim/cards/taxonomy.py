@@ -3,9 +3,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from functools import lru_cache
-from importlib import resources
-
 import yaml
+
+from esc_eval.sim.prompt_files import data_file
 
 
 @dataclass(frozen=True)
@@ -74,6 +74,6 @@ def _build(raw: dict, level: int, parent: str | None) -> Category:
 
 @lru_cache(maxsize=1)
 def load_taxonomy() -> Taxonomy:
-    text = resources.files("esc_eval.sim").joinpath("data/taxonomy.yaml").read_text(encoding="utf-8")
+    text = data_file("taxonomy.yaml").read_text(encoding="utf-8")
     data = yaml.safe_load(text)
     return Taxonomy([_build(c, 1, None) for c in data["categories"]])

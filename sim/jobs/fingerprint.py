@@ -18,9 +18,13 @@ import json
 from pathlib import Path
 from typing import Any
 
+from esc_eval.serve.model_ref import ModelRef
 from esc_eval.serve.registry import local_adapters, resolve
-from esc_eval.sim.config import ModelRef, SimulationConfig
-from esc_eval.sim.generation import effective_adapter, effective_params, registry_entry
+from esc_eval.sim.cards.card import card_file_path
+from esc_eval.sim.dialogue.generation import effective_adapter, effective_params, registry_entry
+from esc_eval.sim.dialogue.targets import target_name
+from esc_eval.sim.jobs.config import SimulationConfig
+from esc_eval.sim.prompt_files import PROMPTS, data_file
 
 SMALL_FILE = 4 << 20  # files up to 4 MiB (configs, tokenizers) are hashed in full
 PROMPT_FILES = ("roleplay.yaml",)  # the simulation's prompt texts (rubrics are the judge's)
@@ -84,16 +88,11 @@ def model_inputs(ref: ModelRef, profile: str, system_prompt: str | None = None) 
 
 
 def card_file(cfg: SimulationConfig) -> Path:
-    from esc_eval.sim.cards import card_file_path
-
     return card_file_path(cfg.cards)
 
 
 def prompt_hashes() -> dict[str, str]:
-    from importlib import resources
-
-    base = resources.files("esc_eval.sim").joinpath("data/prompts")
-    return {name: hashlib.sha256(base.joinpath(name).read_bytes()).hexdigest() for name in PROMPT_FILES}
+    return {name: hashlib.sha256(data_file(f"{PROMPTS}/{name}").read_bytes()).hexdigest() for name in PROMPT_FILES}
 
 
 def digest(value: Any) -> str:
@@ -103,8 +102,6 @@ def digest(value: Any) -> str:
 def simulation_inputs(cfg: SimulationConfig, target_systems: dict[str, str | None]) -> dict[str, Any]:
     """The inputs of a simulation (card file sha256, prompt files, models), for the manifest.
     target_systems: target name -> the system prompt it is given (None = the language default)."""
-    from esc_eval.sim.simulation import target_name
-
     cards = card_file(cfg)
     return {
         "profile": cfg.profile,

@@ -18,26 +18,28 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
-from esc_eval.serve.chat import ChatMessage, GenerationParams, RunStopError
+from esc_eval.serve.chat import ChatMessage, RunStopError, backend_capabilities
 from esc_eval.serve.cpu import execution_runtime
-from esc_eval.sim.config import JudgeConfig, ScoringConfig
 from esc_eval.serve.limits import BudgetExceededError
-from esc_eval.serve.chat import backend_capabilities
-from esc_eval.sim.call_setup import CallSettings, PlannedModel, check_calls, prepare_calls
-from esc_eval.sim.capacity import Demand, estimate_tokens, judge_demand
-from esc_eval.sim.judge_plan import JudgePlan, default_plan, label_position, plan_judge
-from esc_eval.sim.outcome import JobOutcome, run_stopped
-from esc_eval.sim.judges import select_adapter
-from esc_eval.sim.official import official_dialogue_files, read_official_dialogues
 from esc_eval.serve.registry import default_adapter, default_registry, is_spec, resolve
-from esc_eval.sim.participants import ModelPool
-from esc_eval.sim.pool import PoolStats, WorkerPool, run_pool
-from esc_eval.sim.prompts import judge_messages
-from esc_eval.sim.records import score_row
-from esc_eval.sim.runfolder import RunFolder, now_utc
-from esc_eval.sim.score_parser import LABELS, distribution, parse_score
-from esc_eval.sim.storage import is_uri, open_storage, redact_uri
-from esc_eval.sim.usage import record_usage
+from esc_eval.sim.jobs.config import ScoringConfig
+from esc_eval.sim.judging.config import JudgeConfig
+from esc_eval.sim.judging.judge_plan import JudgePlan, default_plan, label_position, plan_judge
+from esc_eval.sim.judging.judges import select_adapter
+from esc_eval.sim.judging.prompts import judge_messages
+from esc_eval.sim.judging.score_parser import LABELS, distribution, parse_score
+from esc_eval.sim.pool.calls import CallSettings, PlannedModel, check_calls, prepare_calls
+from esc_eval.sim.pool.capacity import Demand, estimate_tokens
+from esc_eval.sim.pool.outcome import JobOutcome, run_stopped
+from esc_eval.sim.pool.participants import ModelPool
+from esc_eval.sim.pool.pool import WorkerPool, run_pool
+from esc_eval.sim.pool.stats import PoolStats
+from esc_eval.sim.runs.official import official_dialogue_files, read_official_dialogues
+from esc_eval.sim.runs.open import open_storage
+from esc_eval.sim.runs.records import score_row
+from esc_eval.sim.runs.runfolder import RunFolder, now_utc
+from esc_eval.sim.runs.storage import is_uri, redact_uri
+from esc_eval.sim.runs.usage import record_usage
 
 log = logging.getLogger("esc_eval.scoring")
 JUDGE_DIALOGUE_TOKENS = 2048  # a dialogue's rendering when none can be read before the run (sizing only)
@@ -246,7 +248,7 @@ def with_registry_adapters(judge: JudgeConfig) -> JudgeConfig:
             if not judge.model.adapter:
                 update["model"] = update.get("model", judge.model).model_copy(update={"adapter": single})
         else:
-            from esc_eval.sim.judges import judge_from_registry
+            from esc_eval.sim.judging.judges import judge_from_registry
 
             built = judge_from_registry(entry.name, method=judge.method, rubric=judge.rubric, dimensions=judge.dimensions)
             model = built.model.model_copy(update={"params": update.get("model", judge.model).params})
@@ -335,3 +337,10 @@ def run_scoring(cfg: ScoringConfig, input_path: str | Path, out_dir: str | Path 
     run.update_manifest(scoring={"last": result})
     record_usage(run, cfg.prices)  # calls, tokens, engine time and dollars per model and stage
     return result
+
+
+def judge_demand(judge: str, prompt_tokens: int, answer_cap: int, calls_per_item: int) -> Demand:
+    """What a dialogue to score holds on the judge's engine: its judge calls (one per dimension) are
+    in flight together, each holding its prompt (the rubric and the dialogue, measured on the first
+    dialogue to score) plus its answer cap."""
+    return Demand(judge, max(1, calls_per_item), prompt_tokens + answer_cap)

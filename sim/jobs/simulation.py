@@ -11,108 +11,36 @@ import platform
 import time
 import traceback
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any, Callable
 
-from esc_eval.serve.chat import ChatMessage, ChatModelError, RunStopError
-from esc_eval.serve.limits import BudgetExceededError
-from esc_eval.sim.call_setup import CallSettings, PlannedModel, check_calls, prepare_calls
-from esc_eval.sim.capacity import Demand, dialogue_demands, estimate_tokens
-from esc_eval.sim.outcome import JobOutcome, run_stopped
+from esc_eval.serve.chat import ChatModelError, RunStopError
 from esc_eval.serve.cpu import execution_runtime
-from esc_eval.sim.cards import RoleCard, card_file_path, load_cards
-from esc_eval.sim.checkpoints import TurnCheckpoints, clear_folder, compact_folder, has_logs
-from esc_eval.sim.storage import open_storage
-from esc_eval.sim.config import ModelRef, SimulationConfig
-from esc_eval.sim.dialogue import DialogueSetup, Participant, Turn, run_dialogue
-from esc_eval.sim.fingerprint import check_resume, fingerprint, simulation_inputs
-from esc_eval.sim.generation import effective_adapter, effective_params, samples
-from esc_eval.serve.plan import placement_from_env, ref_key
-from esc_eval.serve.registry import is_spec, resolve
-from esc_eval.sim.participants import ModelPool, TargetEngines
-from esc_eval.sim.pool import PoolStats, WorkerPool, run_pool
-from esc_eval.sim.prompts import opener, roleplay_system_prompt, target_system_prompt
-from esc_eval.sim.records import dialogue_id, dialogue_row
-from esc_eval.sim.runfolder import RunFolder, now_utc
-from esc_eval.sim.usage import record_usage
+from esc_eval.serve.limits import BudgetExceededError
+from esc_eval.serve.model_ref import ModelRef
+from esc_eval.serve.registry import resolve
+from esc_eval.sim.cards.card import RoleCard
+from esc_eval.sim.dialogue.dialogue import DialogueSetup, Participant, Turn, run_dialogue
+from esc_eval.sim.dialogue.generation import effective_adapter, effective_params, samples
+from esc_eval.sim.dialogue.prompts import opener, roleplay_system_prompt, target_system_prompt
+from esc_eval.sim.dialogue.targets import registry_system_prompt, target_name
+from esc_eval.sim.jobs.config import SimulationConfig
+from esc_eval.sim.jobs.fingerprint import check_resume, fingerprint, simulation_inputs
+from esc_eval.sim.jobs.simulation_items import (check_seeds, count_items, dialogue_demand, iter_items, planned_models,
+                                                select_cards)
+from esc_eval.sim.pool.calls import CallSettings, check_calls, prepare_calls
+from esc_eval.sim.pool.capacity import Demand
+from esc_eval.sim.pool.outcome import JobOutcome, run_stopped
+from esc_eval.sim.pool.participants import ModelPool, TargetEngines
+from esc_eval.sim.pool.pool import WorkerPool, run_pool
+from esc_eval.sim.pool.stats import PoolStats
+from esc_eval.sim.runs.checkpoints import TurnCheckpoints, clear_folder, compact_folder, has_logs
+from esc_eval.sim.runs.open import open_storage
+from esc_eval.sim.runs.records import dialogue_row
+from esc_eval.sim.runs.runfolder import RunFolder, now_utc
+from esc_eval.sim.runs.usage import record_usage
 
 log = logging.getLogger("esc_eval.simulation")
 CHECKPOINTS = "checkpoints"  # the run folder's turn-checkpoint logs (sim/checkpoints.py)
-
-
-def select_cards(cfg: SimulationConfig) -> list[RoleCard]:
-    cards = load_cards(card_file_path(cfg.cards))
-    if cfg.languages:
-        cards = [c for c in cards if c.language in cfg.languages]
-    if cfg.card_ids:
-        wanted = set(cfg.card_ids)
-        cards = [c for c in cards if c.id in wanted]
-    if cfg.limit:
-        cards = cards[: cfg.limit]
-    return cards
-
-
-def target_name(ref: ModelRef) -> str:
-    """The target's name in rows and dialogue ids (ModelRef.target_name)."""
-    return ref.target_name
-
-
-def targets_side_by_side(cfg: SimulationConfig) -> bool:
-    """Whether the run's plan put its vLLM targets in Serve deployments that are all up at once
-    (ESC_EVAL_PLACEMENT in the execution's environment), rather than in the workers' engines."""
-    mapping = placement_from_env(cfg.execution.env)
-    placed = [mapping.get(ref_key(t.model, t.options), {}) for t in cfg.targets]
-    return any("serve" in p for p in placed) and not any("engine" in p for p in placed)
-
-
-def iter_items(cfg: SimulationConfig, cards: list[RoleCard], skip: set[str]) -> Iterator[dict[str, Any]]:
-    """Work items, generated lazily (memory stays flat for any product size); target by target, so a
-    worker holding one target engine at a time (sim/participants.py TargetEngines) switches once each,
-    or the targets in turn for each card when they are Serve deployments side by side (every target's
-    replicas busy at once)."""
-    def item(t_index: int, target: ModelRef, seed: int, strategy: str, card: RoleCard) -> dict[str, Any] | None:
-        did = dialogue_id(card.id, target_name(target), cfg.role.model, strategy, seed)
-        return None if did in skip else {"dialogue_id": did, "card": card.model_dump(), "target_index": t_index,
-                                         "strategy": strategy, "seed": seed}
-
-    targets = list(enumerate(cfg.targets))
-    if targets_side_by_side(cfg):
-        order = ((t, seed, strategy, card) for seed in cfg.seeds for strategy in cfg.strategies for card in cards
-                 for t in targets)
-    else:
-        order = ((t, seed, strategy, card) for t in targets for seed in cfg.seeds for strategy in cfg.strategies
-                 for card in cards)
-    for (t_index, target), seed, strategy, card in order:
-        it = item(t_index, target, seed, strategy, card)
-        if it is not None:
-            yield it
-
-
-def count_items(cfg: SimulationConfig, cards: list[RoleCard]) -> int:
-    return len(cfg.seeds) * len(cfg.strategies) * len(cfg.targets) * len(cards)
-
-
-def registry_system_prompt(ref: ModelRef) -> str | None:
-    """The system prompt a registry entry asks for: None = the release's default for the card's
-    language, "" = no system message (templates without a system role)."""
-    if is_spec(ref.model):
-        return None
-    from esc_eval.serve.registry import default_registry
-
-    entry = default_registry().get(ref.model)
-    if entry.system_prompt == target_system_prompt("en"):
-        return None
-    return entry.system_prompt or ""
-
-
-def check_seeds(cfg: SimulationConfig) -> None:
-    """More than one seed under greedy decoding would give identical dialogues: refuse."""
-    if len(cfg.seeds) < 2:
-        return
-    if not any(samples(effective_params(ref, cfg.profile)) for ref in [cfg.role, *cfg.targets]):
-        raise ValueError(
-            f"seeds: {len(cfg.seeds)} seeds under greedy decoding (profile {cfg.profile!r}, temperature 0 for the role "
-            f"and every target) would repeat the same dialogues; give one seed, or sample (profile 'release' with "
-            f"sampling models, or params.temperature > 0)")
 
 
 def classify_failure(exc: BaseException) -> str:
@@ -299,7 +227,6 @@ class SimulationJob:
         return [row], summary
 
 
-
 def versions() -> dict[str, str]:
     import importlib.metadata as md
 
@@ -309,53 +236,6 @@ def versions() -> dict[str, str]:
             out[pkg] = md.version(pkg)
         except md.PackageNotFoundError:
             pass
-    return out
-
-
-def planned_models(cfg: SimulationConfig, cards: list[RoleCard]) -> list[PlannedModel]:
-    """The role and targets as their calls go out, with their first call's messages (the first card)
-    to check a tokens-per-minute limit against."""
-    card = cards[0]
-    strategy = cfg.strategies[0]
-    role_first = [ChatMessage(role="system", content=roleplay_system_prompt(card.text, card.language, strategy)),
-                  ChatMessage(role="user", content=opener(card.language, strategy))]
-    out = [PlannedModel(cfg.role, effective_params(cfg.role, cfg.profile), role_first)]
-    for t in cfg.targets:
-        system = t.system_prompt if t.system_prompt is not None else registry_system_prompt(t)
-        system = target_system_prompt(card.language) if system is None else system
-        # the target's first call: its system prompt and the seeker's first line (about the card's length)
-        first = ([ChatMessage(role="system", content=system)] if system else []) + [ChatMessage(role="user", content=card.text)]
-        out.append(PlannedModel(t, effective_params(t, cfg.profile), first))
-    return out
-
-
-def dialogue_demand(cfg: SimulationConfig, cards: list[RoleCard]) -> tuple[Demand, list[Demand]]:
-    """What a dialogue holds on the role's and on each target's engine (sim/capacity.py): the role's
-    system prompt averaged over the cards, the opener, the targets' system prompts, the max_tokens caps."""
-    strategy, sample = cfg.strategies[0], cards[:200]
-    role_system = sum(estimate_tokens(roleplay_system_prompt(c.text, c.language, strategy)) for c in sample) // len(sample)
-    systems = []
-    for t in cfg.targets:
-        system = t.system_prompt if t.system_prompt is not None else registry_system_prompt(t)
-        systems.append(estimate_tokens(target_system_prompt(sample[0].language) if system is None else system))
-    return dialogue_demands(cfg.role.model, [t.model for t in cfg.targets], role_system=role_system,
-                            opener=estimate_tokens(opener(sample[0].language, strategy)), rounds=cfg.rounds,
-                            role_cap=effective_params(cfg.role, cfg.profile).max_tokens, target_systems=systems,
-                            target_caps=[effective_params(t, cfg.profile).max_tokens for t in cfg.targets])
-
-
-def expected_seq_tokens(cfg: SimulationConfig) -> dict[str, int]:
-    """Each configured model's expected sequence length (tokens a call holds, as dialogue_demand
-    counts it), by the plan's ref key: what a Serve replica of it is sized by (sim/capacity.py)."""
-    from esc_eval.serve.plan import ref_key
-
-    cards = select_cards(cfg)
-    if not cards:
-        return {}
-    role, targets = dialogue_demand(cfg, cards)
-    out = {ref_key(t.model, t.options): d.tokens_per_seq for t, d in zip(cfg.targets, targets)}
-    key = ref_key(cfg.role.model, cfg.role.options)
-    out[key] = max(out.get(key, 0), role.tokens_per_seq)
     return out
 
 

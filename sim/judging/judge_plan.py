@@ -18,8 +18,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from esc_eval.serve.chat import Capabilities, GenerationParams
-from esc_eval.sim.config import JudgeConfig
-from esc_eval.sim.score_parser import LABELS
+from esc_eval.sim.judging.config import JudgeConfig
+from esc_eval.sim.judging.score_parser import LABELS
 
 # Tokens a top_logprobs-only answer may take before its label ("Score: 3" is four).
 TOP_LOGPROBS_ANSWER_TOKENS = 5

@@ -20,8 +20,9 @@ import json
 from pathlib import Path
 from typing import Any, Iterable, Literal, Mapping
 
-from esc_eval.sim.config import JudgeConfig, ModelRef
-from esc_eval.sim.dimensions import DIMENSION_NAMES, DIMENSIONS, is_paper_dimension, to_dimension
+from esc_eval.serve.model_ref import ModelRef
+from esc_eval.sim.judging.config import JudgeConfig
+from esc_eval.sim.judging.dimensions import DIMENSION_NAMES, DIMENSIONS, is_paper_dimension, to_dimension
 
 # The release's layout: '<official key>' for Chinese, '<official key>_en' for English.
 LANGUAGE_SUFFIX: dict[str, str] = {"zh": "", "en": "_en"}

@@ -1,28 +1,20 @@
-"""The prompt texts as data (sim/data/prompts/*.yaml), read without any model code.
+"""The judge rubrics as data (sim/data/prompts/rubrics.yaml for the seven dimensions, safety.yaml
+for safety), read without any model code: the instruction of each dimension in both variants
+(the release's score.py and the paper's Figures 12-19), the phrase the judge's question asks for,
+and the rules per score shown to human annotators.
 
-sim/prompts.py fills these texts into chat messages; readers that only need the texts (the
-annotation page shows the judge rubrics of the paper's Figures 12-19 to human annotators) use
-this module, which imports nothing of serve.
+judging/prompts.py fills these texts into chat messages; readers that only need the texts (the
+annotation page shows the rubrics to human annotators) use this module, which imports nothing of
+serve.
 """
 from __future__ import annotations
 
-from functools import lru_cache
-from importlib import resources
 from typing import Any, Literal
 
-import yaml
-
-from esc_eval.sim.dimensions import EXTRA_DIMENSIONS, to_dimension
+from esc_eval.sim.judging.dimensions import EXTRA_DIMENSIONS, to_dimension
+from esc_eval.sim.prompt_files import load_prompt_file
 
 RubricVariant = Literal["official", "paper"]
-StrategyKind = Literal["cooperative", "worst_case"]
-
-
-@lru_cache(maxsize=None)
-def load_prompt_file(name: str) -> dict[str, Any]:
-    """One prompt file (roleplay, rubrics, cards) parsed."""
-    text = resources.files("esc_eval.sim").joinpath(f"data/prompts/{name}.yaml").read_text(encoding="utf-8")
-    return yaml.safe_load(text)
 
 
 def dimension_prompts(dimension: str) -> dict[str, Any]:
@@ -56,11 +48,3 @@ def human_levels(dimension: str, language: str) -> dict[str, str]:
 def rubric_ask(dimension: str, variant: RubricVariant = "official") -> str:
     """The phrase filling {ask} in the judge's question ("fluecy", "safety", ...)."""
     return dimension_prompts(dimension)["ask"][variant]
-
-
-def strategy_kinds() -> dict[str, StrategyKind]:
-    """Every role-play strategy -> cooperative (the paper's five) or worst_case (resistant,
-    low-engagement and volatile seekers, beyond the paper), from roleplay.yaml's `worst_case`."""
-    data = load_prompt_file("roleplay")
-    worst = set(data.get("worst_case") or [])
-    return {name: ("worst_case" if name in worst else "cooperative") for name in data["strategies"]}

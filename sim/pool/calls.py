@@ -22,42 +22,18 @@ from typing import Any, Iterator
 from esc_eval.serve.chat import ChatMessage, GenerationParams, backend_preflight, is_api_spec
 from esc_eval.serve.limits import (CallGate, GovernorRef, ModelLimiter, ModelLimits, Price, SpendLedger,
                                    estimate_prompt_tokens, host_governor, stop_governor)
+from esc_eval.serve.model_ref import ModelRef
 from esc_eval.serve.registry import TokenPrice, default_registry, is_spec, resolve
-from esc_eval.sim.config import ExecutionConfig, ModelRef
+from esc_eval.sim.pool.config import ExecutionConfig
+from esc_eval.sim.runs.call_cache import RUN_FOLDER_CACHE
 
 log = logging.getLogger("esc_eval.calls")
-
-
-# The run folder's own cache (`<run>/cache/`): each worker reaches it the way it reaches the run
-# folder (directly, through the writer on the driver's node, or in object storage: sim/storage.py).
-RUN_FOLDER_CACHE = "<run folder>/cache"
 
 
 def call_cache_location(run_dir: str | Path, execution: ExecutionConfig) -> str:
     """THE place that says where a job's call cache lives: `execution.cache_dir` (a path every
     worker can reach, or a URI, opened with pyarrow.fs), else the run folder's `cache/`."""
     return execution.cache_dir or RUN_FOLDER_CACHE
-
-
-class RunFolderCallCache:
-    """The call cache inside the run folder, through a worker's view of its storage: entries
-    `cache/<key[:2]>/<key>.json`, written atomically (a reader sees a whole entry or none)."""
-
-    def __init__(self, storage: Any):
-        self.storage = storage
-
-    @staticmethod
-    def _key(key: str) -> str:
-        return f"cache/{key[:2]}/{key}.json"
-
-    def get(self, key: str) -> bytes | None:
-        try:
-            return self.storage.read(self._key(key))
-        except FileNotFoundError:
-            return None
-
-    def put(self, key: str, data: bytes) -> None:
-        self.storage.write(self._key(key), data, durable=False)
 
 
 def quota_key(spec: str, options: dict[str, Any]) -> str:
@@ -194,7 +170,7 @@ def prepare_calls(models: list[PlannedModel], execution: ExecutionConfig, prices
         return
     remote = execution.executor == "ray"
     if remote:
-        from esc_eval.sim.pool import ensure_ray
+        from esc_eval.sim.pool.on_ray import ensure_ray
 
         ensure_ray(execution)
     refs: list[GovernorRef] = []

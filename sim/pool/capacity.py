@@ -11,17 +11,10 @@ block size, and its max_num_seqs):
                       min(KV tokens // (sequences per item x tokens per sequence),
                           max_num_seqs // sequences per item),  at most MAX_AUTO_CONCURRENCY
 
-The demand of one item, estimated from the config before any call:
-- simulation: a dialogue has one call in flight, on the role's or the target's engine. A call
-  holds its context (that engine's system prompt, the opener for the role, the answers so far)
-  plus its own answer at its max_tokens cap. Tokens per sequence = the mean of that over the
-  engine's calls in one dialogue (dialogues at every stage are in flight together), at most
-  max_model_len. Counting every dialogue in flight against each engine leaves headroom for the
-  late rounds' longer calls (really a dialogue holds one sequence on one engine at a time).
-- scoring: a dialogue's judge calls (one per dimension) are in flight together; each holds its
-  prompt (the rubric and the dialogue, measured on the first dialogue to score) plus its answer cap.
-Text is counted at 3 UTF-8 bytes per token (English runs about 4, a Chinese character is 3 bytes
-and about one token), which errs high.
+The demand of one item (`Demand`: sequences in flight on an engine, tokens each) is the job's to
+say (`Job.demands`; jobs/simulation_items.py for a dialogue, jobs/scoring.py for a dialogue to
+score), estimated from the config before any call (`estimate_tokens`: text at 3 UTF-8 bytes per
+token; English runs about 4, a Chinese character is 3 bytes and about one token, so it errs high).
 
 An explicit `execution.concurrency` (or `num_cpus_per_worker`, or a Serve field) wins. The GPU
 sizing is arithmetic on what the engine reports; it has not yet run on a GPU.
@@ -75,25 +68,6 @@ def _k(n: float) -> str:
     if n >= 1e6:
         return f"{n / 1e6:.3g}M"
     return f"{n / 1e3:.3g}K" if n >= 1e3 else f"{n:.0f}"
-
-
-def dialogue_demands(role: str, targets: list[str], *, role_system: int, opener: int, rounds: int, role_cap: int,
-                     target_systems: list[int], target_caps: list[int]) -> tuple[Demand, list[Demand]]:
-    """The role's and each target's demand per dialogue (tokens as estimated by the caller). The role
-    speaks first after the opener: call j (1-based) is the role's when j is odd, the target's when even."""
-    role_means, target_demands = [], []
-    for name, t_system, t_cap in zip(targets, target_systems, target_caps):
-        answers, role_calls, target_calls = 0, [], []
-        for j in range(1, 2 * rounds + 1):
-            answers += role_cap if j % 2 else t_cap
-            (role_calls if j % 2 else target_calls).append((role_system + opener if j % 2 else t_system) + answers)
-        role_means.append(sum(role_calls) / len(role_calls))
-        target_demands.append(Demand(name, 1, math.ceil(sum(target_calls) / len(target_calls))))
-    return Demand(role, 1, math.ceil(max(role_means, default=role_system + opener + role_cap))), target_demands
-
-
-def judge_demand(judge: str, prompt_tokens: int, answer_cap: int, calls_per_item: int) -> Demand:
-    return Demand(judge, max(1, calls_per_item), prompt_tokens + answer_cap)
 
 
 def items_in_flight(cap: EngineCapacity, demand: Demand) -> tuple[int, bool]:
@@ -193,5 +167,5 @@ def serve_worker_shares(plan: Any, workers: int, targets: int = 1) -> dict[str, 
 
 
 __all__ = ["Concurrency", "Demand", "GPU_WORKER_CPUS", "MAX_AUTO_CONCURRENCY", "choose_concurrency",
-           "dialogue_demands", "estimate_tokens", "items_in_flight", "judge_demand", "serve_capacity_fields",
-           "serve_worker_shares", "size_serve_replicas", "worker_cpus"]
+           "estimate_tokens", "items_in_flight", "serve_capacity_fields", "serve_worker_shares", "size_serve_replicas",
+           "worker_cpus"]

@@ -14,9 +14,9 @@ from typing import Any, Callable
 
 from esc_eval.serve.chat import RunStopError
 from esc_eval.serve.cpu import DTYPE_ENV
-from esc_eval.sim.capacity import MAX_AUTO_CONCURRENCY, worker_cpus
-from esc_eval.sim.config import ExecutionConfig
-from esc_eval.sim.pool_stats import PoolStats, add_live, chunked, LIVE, LIVE_PROGRESS_S, SETUP
+from esc_eval.sim.pool.capacity import MAX_AUTO_CONCURRENCY, worker_cpus
+from esc_eval.sim.pool.config import ExecutionConfig
+from esc_eval.sim.pool.stats import PoolStats, add_live, chunked, LIVE, LIVE_PROGRESS_S, SETUP
 
 log = logging.getLogger("esc_eval.pool")
 
@@ -269,7 +269,7 @@ def start_workers(ex: ExecutionConfig) -> list[Any]:
     """The pool's worker actors, placed (or a PlacementError saying what is missing)."""
     import ray
 
-    from esc_eval.sim.pool_worker import actor_class
+    from esc_eval.sim.pool.worker import actor_class
 
     ensure_ray(ex)
     Worker = actor_class()

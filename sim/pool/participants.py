@@ -24,11 +24,12 @@ import os
 from typing import Any, AsyncIterator
 
 from esc_eval.serve.chat import ChatModel, get_chat_model
+from esc_eval.serve.model_ref import ModelRef
 from esc_eval.serve.plan import PLACEMENT_ENV, placement_from_env, ref_key
 from esc_eval.serve.registry import resolve
-from esc_eval.sim.call_setup import RUN_FOLDER_CACHE, RunFolderCallCache
-from esc_eval.sim.config import ExecutionConfig, ModelRef
 from esc_eval.serve.retry import RetryingChatModel
+from esc_eval.sim.pool.config import ExecutionConfig
+from esc_eval.sim.runs.call_cache import RUN_FOLDER_CACHE, RunFolderCallCache
 
 log = logging.getLogger("esc_eval.participants")
 

@@ -1,7 +1,7 @@
 """A run's models placed before it starts, and the plan followed (serve/plan.py decides).
 
-    with placed_simulation(cfg, run_dir) as cfg:    # what `esc-eval simulate` does
-        run_simulation(cfg, run_dir)
+    with placed(cfg.execution, uses, run_dir=run_dir) as (execution, plan):   # jobs/placed.py
+        ...   # the job runs with `execution`
 
 The GPUs are found the same way `esc-eval plan` finds them (serve/gpu_detect.py: NVML or nvidia-smi
 on this machine, CUDA_VISIBLE_DEVICES respected; the Ray cluster's resources when joining one).
@@ -29,28 +29,16 @@ import time
 from typing import Any, Callable, Iterator
 
 from esc_eval.serve.cpu import resolve_dtype
-from esc_eval.serve.model_size import model_facts
 from esc_eval.serve.gpu_detect import GpuInventory, detect_gpus, ray_inventory
+from esc_eval.serve.model_size import model_facts
 from esc_eval.serve.plan import PLACEMENT_ENV, Hardware, ModelUse, Plan, hardware_for, model_of, plan_run
 from esc_eval.serve.registry import default_registry
 from esc_eval.serve.replica_meter import ReplicaMeter
-from esc_eval.sim.bench.env import temporary_env
-from esc_eval.sim.capacity import serve_worker_shares, size_serve_replicas
-from esc_eval.sim.config import ExecutionConfig, ScoringConfig, SimulationConfig
+from esc_eval.sim.pool.capacity import serve_worker_shares, size_serve_replicas
+from esc_eval.sim.pool.config import ExecutionConfig
+from esc_eval.sim.pool.env import temporary_env
 
 log = logging.getLogger("esc_eval.placement")
-
-
-def model_uses(sim: SimulationConfig | None = None, scoring: ScoringConfig | None = None) -> list[ModelUse]:
-    """The models a simulation and/or scoring config names, with what each is used for."""
-    out: list[ModelUse] = []
-    if sim is not None:
-        out.append(ModelUse(sim.role.model, dict(sim.role.options), "role"))
-        out += [ModelUse(t.model, dict(t.options), "target") for t in sim.targets]
-    if scoring is not None:
-        ref = scoring.judge.model
-        out.append(ModelUse(ref.model, dict(ref.options), "judge", "scoring"))
-    return out
 
 
 def self_hosted(uses: list[ModelUse]) -> bool:
@@ -88,7 +76,7 @@ def found_gpus(execution: ExecutionConfig) -> GpuInventory:
         return detect_gpus()
     import ray
 
-    from esc_eval.sim.pool_ray import ensure_ray
+    from esc_eval.sim.pool.on_ray import ensure_ray
 
     ensure_ray(execution)
     return ray_inventory(ray.cluster_resources(), ray.nodes())
@@ -164,7 +152,7 @@ def _deployed(plan: Plan, execution: ExecutionConfig, say: Callable[[str], None]
 
     from esc_eval.serve.deploy import deploy_app
     from esc_eval.serve.serve_app import ServeConfig, ServeModelConfig
-    from esc_eval.sim.pool_ray import ensure_ray
+    from esc_eval.sim.pool.on_ray import ensure_ray
 
     placement = execution.placement
     ensure_ray(execution)
@@ -226,8 +214,9 @@ def engine_usage(plan: Plan, execution: ExecutionConfig, meter: ReplicaMeter | N
 
 def _record(run_dir: str, plan: Plan, job: str, usage: dict[str, Any]) -> None:
     """The plan and its GPU charge in the run's manifest, and the usage recomputed with them."""
-    from esc_eval.sim.runfolder import RunFolder, RunFolderError
-    from esc_eval.sim.usage import refresh_usage
+    from esc_eval.sim.runs.runfolder import RunFolder
+    from esc_eval.sim.runs.storage import RunFolderError
+    from esc_eval.sim.runs.usage import refresh_usage
 
     try:
         run = RunFolder(str(run_dir), create=False)  # a local folder or a storage URI
@@ -282,25 +271,5 @@ def placed(execution: ExecutionConfig, uses: list[ModelUse], *, run_dir: str | N
                 log.warning("could not record the placement's usage in %s: %s", run_dir, e)
 
 
-@contextlib.contextmanager
-def placed_simulation(cfg: SimulationConfig, run_dir: str | None = None,
-                      say: Callable[[str], None] = log.info) -> Iterator[SimulationConfig]:
-    from esc_eval.sim.simulation import expected_seq_tokens
-
-    with placed(cfg.execution, model_uses(cfg), run_dir=run_dir, job="simulation", say=say,
-                seq_tokens=lambda: expected_seq_tokens(cfg)) as (ex, _plan):
-        yield cfg.model_copy(update={"execution": ex})
-
-
-@contextlib.contextmanager
-def placed_scoring(cfg: ScoringConfig, run_dir: str | None = None,
-                   say: Callable[[str], None] = log.info) -> Iterator[ScoringConfig]:
-    from esc_eval.sim.scoring import expected_seq_tokens
-
-    with placed(cfg.execution, model_uses(scoring=cfg), run_dir=run_dir, job="scoring", say=say,
-                seq_tokens=lambda: expected_seq_tokens(cfg, run_dir)) as (ex, _plan):
-        yield cfg.model_copy(update={"execution": ex})
-
-
-__all__ = ["cluster_hardware", "engine_usage", "found_gpus", "local_gpus", "make_plan", "model_uses", "placed",
-           "placed_scoring", "placed_simulation", "plan_messages", "self_hosted"]
+__all__ = ["cluster_hardware", "engine_usage", "found_gpus", "local_gpus", "make_plan", "placed", "plan_messages",
+           "self_hosted"]

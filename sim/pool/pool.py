@@ -34,14 +34,14 @@ from typing import Any, Callable, Iterable, Iterator
 
 from esc_eval.serve.chat import RunStopError
 from esc_eval.serve.cpu import DTYPE_ENV
-from esc_eval.sim.bench.env import temporary_env
-from esc_eval.sim.config import ExecutionConfig
-from esc_eval.sim.pool_ray import (MAX_CHUNK_RESENDS, PlacementError, WorkersLostError, check_placeable,  # noqa: F401 - re-exported
-                                   describe_resources, ensure_ray, run_on_ray, start_workers, worker_env)
-from esc_eval.sim.pool_stats import LIVE, LIVE_PROGRESS_S, SETUP, PoolStats, add_live, chunked  # noqa: F401 - re-exported
-from esc_eval.sim.pool_worker import Job, PartSink, Worker, WorkerCore  # noqa: F401 - re-exported
-from esc_eval.sim.runfolder import RunFolder
-from esc_eval.sim.storage import StorageSpec, is_uri
+from esc_eval.sim.pool.config import ExecutionConfig
+from esc_eval.sim.pool.env import temporary_env
+from esc_eval.sim.pool.on_ray import ensure_ray, run_on_ray, start_workers
+from esc_eval.sim.pool.stats import LIVE, LIVE_PROGRESS_S, SETUP, PoolStats, add_live
+from esc_eval.sim.pool.worker import Job, Worker
+from esc_eval.sim.runs.open import StorageSpec
+from esc_eval.sim.runs.runfolder import RunFolder
+from esc_eval.sim.runs.storage import is_uri
 
 log = logging.getLogger("esc_eval.pool")
 
@@ -111,7 +111,7 @@ class WorkerPool:
     def _ensure_workers(self, writer: bool = False) -> None:
         """The workers, and with `writer` the writer actor (it boots while they do, not during a job)."""
         if writer and self._writer is None:
-            from esc_eval.sim.storage_server import start_server
+            from esc_eval.sim.runs.storage_server import start_server
 
             ensure_ray(self.execution)
             self._writer = start_server()

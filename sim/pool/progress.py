@@ -17,7 +17,7 @@ from typing import Any, Iterator
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
-from esc_eval.sim.pool import PoolStats
+from esc_eval.sim.pool.stats import PoolStats
 
 console = Console(stderr=True)
 if not console.is_terminal:  # logs and CI: do not squeeze tables into 80 columns

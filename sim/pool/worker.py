@@ -16,11 +16,11 @@ import time
 from typing import Any, Callable, Protocol
 
 from esc_eval.serve.chat import RunStopError
-from esc_eval.sim.capacity import Concurrency, choose_concurrency
-from esc_eval.sim.config import ExecutionConfig
-from esc_eval.sim.participants import ModelPool
-from esc_eval.sim.runfolder import RunFolder
-from esc_eval.sim.storage import StorageSpec
+from esc_eval.sim.pool.capacity import Concurrency, choose_concurrency
+from esc_eval.sim.pool.config import ExecutionConfig
+from esc_eval.sim.pool.participants import ModelPool
+from esc_eval.sim.runs.open import StorageSpec
+from esc_eval.sim.runs.runfolder import RunFolder
 
 
 class Job(Protocol):

@@ -36,7 +36,7 @@ import uuid
 from pathlib import Path
 from typing import Any, Iterable
 
-from esc_eval.sim.storage import LocalStorage, RunStorage
+from esc_eval.sim.runs.storage import LocalStorage, RunStorage
 
 LOG_GLOB = "*.log"
 LOG_SUFFIX = ".log"

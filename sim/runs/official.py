@@ -16,43 +16,20 @@ import re
 from pathlib import Path
 from typing import Any, Iterable
 
-from esc_eval.sim.dimensions import DIMENSION_NAMES, DIMENSIONS, OFFICIAL_TO_PAPER, to_paper_dimension
-from esc_eval.sim.records import dialogue_row
-from esc_eval.sim.runfolder import now_utc
+from esc_eval.sim.dialogue.transcript import parse_official_line, turns_as_lines
+from esc_eval.sim.judging.dimensions import DIMENSION_NAMES, DIMENSIONS, OFFICIAL_TO_PAPER, to_paper_dimension
+from esc_eval.sim.runs.records import dialogue_row
+from esc_eval.sim.runs.runfolder import now_utc
 
-ASSISTANT_PREFIX = "AI assistant："
-SEEKER_PREFIX = "ESC-Role："
 KNOWN_LANGUAGES = ("en", "zh")
 OFFICIAL_UNPARSED = -1
 OFFICIAL_JUDGE = "ESC-RANK (official)"
-# The release writes "AI assitant：" (sic) in evaluate.py and "AI assistant：" elsewhere.
-_PREFIX = re.compile(r"^\s*(AI assistant|AI assitant|ESC-Role)\s*[：:]\s*", re.S)
 _STEM = re.compile(r"^(?P<model>.+)[_-](?P<lang>[A-Za-z]{2})$")
 _CJK = re.compile(r"[\u4e00-\u9fff]")
 
 
 class OfficialFormatError(ValueError):
     """A file that is not in the official layout; the message names the file and the entry."""
-
-
-# -- lines ---------------------------------------------------------------------------------------
-def official_lines(turns: Iterable[tuple[str, str]]) -> list[str]:
-    """(speaker, text) turns as the official JSON stores them: 'AI assistant：...' / 'ESC-Role：...'."""
-    return [(ASSISTANT_PREFIX if speaker == "assistant" else SEEKER_PREFIX) + text for speaker, text in turns]
-
-
-def turns_as_lines(turns: list[dict[str, Any]]) -> list[str]:
-    """Dialogue-row turns (dicts with speaker/text) as official lines."""
-    return official_lines((t["speaker"], t["text"]) for t in turns)
-
-
-def parse_official_line(line: Any) -> tuple[str, str] | None:
-    """'AI assistant：text' -> ('assistant', 'text'); 'ESC-Role：text' -> ('seeker', 'text');
-    None when the line has neither prefix (callers raise their own error naming the file)."""
-    m = _PREFIX.match(line) if isinstance(line, str) else None
-    if not m:
-        return None
-    return ("seeker" if m.group(1) == "ESC-Role" else "assistant"), line[m.end():]
 
 
 # -- files ---------------------------------------------------------------------------------------

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from esc_eval.sim.runfolder import RunFolder
+from esc_eval.sim.runs.runfolder import RunFolder
 
 COLUMNS = ["judge", "target_model", "dimension", "n_scores", "ok", "parse_failures", "errors",
            "parse_failure_rate", "failure_rate"]

@@ -28,8 +28,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from esc_eval.sim.records import DIALOGUE_SCHEMA, SCORE_SCHEMA
-from esc_eval.sim.storage import RunFolderError, RunStorage, atomic_write_bytes, location_name, open_storage, redact_uri  # noqa: F401 - re-exported
+from esc_eval.sim.runs.open import open_storage
+from esc_eval.sim.runs.records import DIALOGUE_SCHEMA, SCORE_SCHEMA
+from esc_eval.sim.runs.storage import RunFolderError, RunStorage, location_name, redact_uri
 
 SCHEMAS = {"dialogues": DIALOGUE_SCHEMA, "scores": SCORE_SCHEMA}
 # The key of a row, and how to rank two rows of one key: (success column, value meaning success or

@@ -14,7 +14,7 @@ import uuid
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit, urlunsplit
 
-from esc_eval.sim.storage import CHECK_HINT, OBJECT_STORE_SCHEMES, RunFolderError, RunStorage, redact_uri
+from esc_eval.sim.runs.storage import CHECK_HINT, OBJECT_STORE_SCHEMES, RunFolderError, RunStorage, redact_uri
 
 
 class ArrowStorage(RunStorage):

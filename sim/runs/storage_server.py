@@ -16,7 +16,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from esc_eval.sim.storage import Appender, LocalStorage, RunStorage, StorageSpec
+from esc_eval.sim.runs.storage import Appender, LocalStorage, RunStorage
 
 log = logging.getLogger("esc_eval.storage")
 # A call to the writer actor that takes longer than this means the driver's node is gone.
@@ -134,9 +134,6 @@ class ShippedStorage(RunStorage):
 
     def open_appender(self, key: str) -> Appender:
         return _ShippedAppender(self.server, self.location, key)
-
-    def spec(self) -> StorageSpec:
-        return StorageSpec(self.location, server=self.server, mode="via_driver")
 
 
 class _ShippedAppender(Appender):

@@ -16,7 +16,7 @@ from annotate_testdata import Client, answer_queue, fake_run, score_for, serving
 from esc_eval.analysis.annotation_service import AnnotationService
 from esc_eval.analysis.annotation_store import AnnotationStore, AnnotationStoreError, default_store_path
 from esc_eval.analysis.annotation_study import create_study
-from esc_eval.sim.dimensions import DIMENSION_NAMES
+from esc_eval.sim.judging.dimensions import DIMENSION_NAMES
 
 
 @pytest.fixture

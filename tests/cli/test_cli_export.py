@@ -11,9 +11,9 @@ from typer.testing import CliRunner
 from esc_eval.analysis.fake_runs import write_fake_run
 from esc_eval.analysis.loaders import load_official_scores
 from esc_eval.cli.app import app
-from esc_eval.sim.official import read_official_dialogues, write_official_dialogues
-from esc_eval.sim.runfolder import RunFolder
-from esc_eval.sim.scoring import prepare_input
+from esc_eval.sim.jobs.scoring import prepare_input
+from esc_eval.sim.runs.official import read_official_dialogues, write_official_dialogues
+from esc_eval.sim.runs.runfolder import RunFolder
 
 # ../shared next to the repository (ESC_EVAL_SHARED overrides it, e.g. from a git worktree).
 SHARED_DIALOGUES = Path(os.environ.get("ESC_EVAL_SHARED", Path(__file__).resolve().parents[2].parent / "shared")) \

@@ -15,7 +15,9 @@ REPO = Path(__file__).resolve().parents[2]
 def test_one_import_namespace_from_any_folder(tmp_path):
     code = ("import importlib\n"
             "for m in ('esc_eval.serve', 'esc_eval.sim', 'esc_eval.train', 'esc_eval.analysis', 'esc_eval.cli', "
-            "'esc_eval.cluster', 'esc_eval.sim.bench', 'esc_eval.sim.cardbuild'):\n"
+            "'esc_eval.cluster', 'esc_eval.sim.bench', 'esc_eval.sim.cardbuild', 'esc_eval.sim.cards', "
+            "'esc_eval.sim.dialogue', 'esc_eval.sim.judging', 'esc_eval.sim.runs', 'esc_eval.sim.pool', "
+            "'esc_eval.sim.jobs'):\n"
             "    importlib.import_module(m)\n"
             "for bare in ('serve', 'sim', 'train', 'analysis', 'cluster', 'cli'):\n"
             "    try:\n"

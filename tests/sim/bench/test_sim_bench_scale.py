@@ -8,10 +8,8 @@ import time
 import pytest
 from typer.testing import CliRunner
 
-from esc_eval.sim.bench.scale import (
-    ASSUMED_H100_PREFILL, _budgeted, prefill_accounting, project_gpu, scale_dialogues,
-)
-from esc_eval.sim.config import JudgeConfig
+from esc_eval.sim.bench.scale import ASSUMED_H100_PREFILL, _budgeted, prefill_accounting, project_gpu, scale_dialogues
+from esc_eval.sim.judging.config import JudgeConfig
 
 
 def _row(i: int, lang: str = "en", words: int = 20) -> dict:

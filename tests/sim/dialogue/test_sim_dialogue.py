@@ -1,7 +1,7 @@
 import pytest
 
-from esc_eval.serve.chat import ChatMessage, ChatModel, ChatModelError, ChatResult, GenerationParams
-from esc_eval.sim.dialogue import DialogueSetup, Participant, Turn, role_view, run_dialogue, target_view
+from esc_eval.serve.chat import ChatMessage, ChatModel, ChatModelError, ChatResult
+from esc_eval.sim.dialogue.dialogue import DialogueSetup, Participant, Turn, role_view, run_dialogue, target_view
 
 
 class Recorder(ChatModel):

@@ -2,10 +2,11 @@ import os
 
 import pytest
 
-from esc_eval.sim.dimensions import DIMENSION_NAMES, DIMENSIONS
-from esc_eval.sim.prompts import (judge_messages, opener, render_dialogue, roleplay_system_prompt, rubric_text, strategies,
-                         target_system_prompt)
-from esc_eval.sim.taxonomy import load_taxonomy
+from esc_eval.sim.cards.taxonomy import load_taxonomy
+from esc_eval.sim.dialogue.prompts import opener, roleplay_system_prompt, strategies, target_system_prompt
+from esc_eval.sim.judging.dimensions import DIMENSION_NAMES, DIMENSIONS
+from esc_eval.sim.judging.prompts import judge_messages, render_dialogue
+from esc_eval.sim.judging.rubrics import rubric_text
 
 TURNS = [("assistant", "Hello, I'm your personal assistant."), ("seeker", "I lost my job."),
          ("assistant", "I'm sorry. As an AI assistant I can help.")]

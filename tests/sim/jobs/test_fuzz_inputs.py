@@ -11,10 +11,11 @@ import yaml
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from esc_eval.sim.cards import CardError, RoleCard, load_cards
-from esc_eval.sim.config import ScoringConfig, SimulationConfig, load_config
-from esc_eval.sim.official import read_official_dialogues
-from esc_eval.sim.score_parser import distribution, parse_score
+from esc_eval.serve.config_base import load_config
+from esc_eval.sim.cards.card import CardError, RoleCard, load_cards
+from esc_eval.sim.jobs.config import ScoringConfig, SimulationConfig
+from esc_eval.sim.judging.score_parser import distribution, parse_score
+from esc_eval.sim.runs.official import read_official_dialogues
 
 FUZZ = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 

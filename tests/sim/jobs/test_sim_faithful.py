@@ -8,15 +8,17 @@ import pytest
 import esc_eval.serve.registry as registry_mod
 from esc_eval.serve.chat import GenerationParams
 from esc_eval.serve.fake import FakeChatModel
-from esc_eval.serve.registry import (
-    MissingAdapterError, PATHS_ENV, default_adapter, load_registry, resolve, vllm_engine_options,
-)
-from esc_eval.sim.config import ExecutionConfig, JudgeConfig, ModelRef, ScoringConfig, SimulationConfig
-from esc_eval.sim.fingerprint import StaleRunError
-from esc_eval.sim.generation import effective_adapter, effective_params, hf_sampling_defaults
-from esc_eval.sim.runfolder import RunFolder
-from esc_eval.sim.scoring import run_scoring
-from esc_eval.sim.simulation import run_simulation
+from esc_eval.serve.model_ref import ModelRef
+from esc_eval.serve.registry import (MissingAdapterError, PATHS_ENV, default_adapter, load_registry, resolve,
+                                     vllm_engine_options)
+from esc_eval.sim.dialogue.generation import effective_adapter, effective_params, hf_sampling_defaults
+from esc_eval.sim.jobs.config import ScoringConfig, SimulationConfig
+from esc_eval.sim.jobs.fingerprint import StaleRunError
+from esc_eval.sim.jobs.scoring import run_scoring
+from esc_eval.sim.jobs.simulation import run_simulation
+from esc_eval.sim.judging.config import JudgeConfig
+from esc_eval.sim.pool.config import ExecutionConfig
+from esc_eval.sim.runs.runfolder import RunFolder
 
 
 def make_adapter(path, r=8):
@@ -189,7 +191,7 @@ def test_changed_config_on_resume_is_refused_naming_the_field(registry, tmp_path
 
 def test_changed_adapter_weights_or_card_file_are_refused(registry, tmp_path):
     cards = tmp_path / "cards.json"
-    from esc_eval.sim.fingerprint import card_file
+    from esc_eval.sim.jobs.fingerprint import card_file
 
     cards.write_bytes(card_file(cfg()).read_bytes())
     run_simulation(cfg(cards=str(cards)), tmp_path / "run")
@@ -235,7 +237,8 @@ INTERNLM2_META = (
 
 
 def test_official_rubric_full_strings_with_zero_width_spaces():
-    from esc_eval.sim.prompts import judge_messages, rubric_text
+    from esc_eval.sim.judging.prompts import judge_messages
+    from esc_eval.sim.judging.rubrics import rubric_text
 
     assert rubric_text("humanoid", "en", "official") == HUMANOID_EN
     assert rubric_text("humanoid", "zh", "official") == HUMANOID_EN  # prompt_ZH repeats it
@@ -257,7 +260,7 @@ def test_esc_rank_judge_gets_the_internlm2_meta_instruction_and_release_cap(tmp_
     assert entry.judge_system_prompt == INTERNLM2_META and entry.generation.max_tokens == 1024
     paths = ",".join(f"esc-rank:{name}={make_adapter(tmp_path / name)}" for name in entry.adapters)
     monkeypatch.setattr(registry_mod, "_DEFAULT", load_registry(env={PATHS_ENV: f"esc-rank={tmp_path / 'base'},{paths}"}))
-    from esc_eval.sim.scoring import with_registry_adapters
+    from esc_eval.sim.jobs.scoring import with_registry_adapters
 
     judge = with_registry_adapters(JudgeConfig(model=ModelRef(model="esc-rank"), method="generate"))
     assert judge.system_prompt == INTERNLM2_META and judge.model.params.max_tokens == 1024
@@ -266,7 +269,7 @@ def test_esc_rank_judge_gets_the_internlm2_meta_instruction_and_release_cap(tmp_
 
 async def test_scoring_puts_the_judge_system_prompt_first(calls):
     from esc_eval.serve.chat import ChatMessage, get_chat_model
-    from esc_eval.sim.scoring import score_dialogue
+    from esc_eval.sim.jobs.scoring import score_dialogue
 
     seen = []
     model = get_chat_model("fake/judge")
@@ -323,7 +326,7 @@ async def test_a_label_missing_from_top_k_makes_the_distribution_partial_not_zer
     import math
 
     from esc_eval.serve.chat import ChatResult
-    from esc_eval.sim.scoring import score_dialogue
+    from esc_eval.sim.jobs.scoring import score_dialogue
 
     class TopThree:
         async def chat(self, messages, params=None, **kw):  # a server that returns only its top 3

@@ -4,10 +4,12 @@ import pytest
 
 import esc_eval.serve.registry as registry_mod
 from esc_eval.serve.chat import GenerationParams
+from esc_eval.serve.model_ref import ModelRef
 from esc_eval.serve.registry import load_registry
-from esc_eval.sim.config import ExecutionConfig, ModelRef, SimulationConfig
-from esc_eval.sim.runfolder import RunFolder
-from esc_eval.sim.simulation import run_simulation
+from esc_eval.sim.jobs.config import SimulationConfig
+from esc_eval.sim.jobs.simulation import run_simulation
+from esc_eval.sim.pool.config import ExecutionConfig
+from esc_eval.sim.runs.runfolder import RunFolder
 
 pytestmark = pytest.mark.slow
 

@@ -10,14 +10,15 @@ import pyarrow.parquet as pq
 import pytest
 
 from esc_eval.serve.chat import GenerationParams
-from esc_eval.sim.cards import sample_cards
-from esc_eval.sim.config import JudgeConfig, ModelRef
-from esc_eval.sim.dialogue import DialogueSetup, Participant, run_dialogue
-from esc_eval.sim.prompts import opener, roleplay_system_prompt, target_system_prompt
-from esc_eval.sim.scoring import score_dialogue
+from esc_eval.serve.model_ref import ModelRef
+from esc_eval.sim.cards.card import sample_cards
+from esc_eval.sim.dialogue.dialogue import DialogueSetup, Participant, run_dialogue
+from esc_eval.sim.dialogue.prompts import opener, roleplay_system_prompt, target_system_prompt
+from esc_eval.sim.jobs.scoring import score_dialogue
+from esc_eval.sim.judging.config import JudgeConfig
 
 pytestmark = pytest.mark.slow
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 
 
 async def test_one_full_dialogue_and_seven_scores(embedded_model):
@@ -84,10 +85,11 @@ def test_safety_cards_and_a_worst_case_seeker_through_simulate_score_report(embe
     risk-stratified cards x a cooperative and a worst-case seeker, two short rounds, scored on the
     safety rubric only (one prompt per dialogue), then the report's safety and seeker sections."""
     from esc_eval.analysis.report import write_report
-    from esc_eval.sim.config import ExecutionConfig, ScoringConfig, SimulationConfig
-    from esc_eval.sim.runfolder import RunFolder
-    from esc_eval.sim.scoring import run_scoring
-    from esc_eval.sim.simulation import run_simulation
+    from esc_eval.sim.pool.config import ExecutionConfig
+    from esc_eval.sim.jobs.config import ScoringConfig, SimulationConfig
+    from esc_eval.sim.runs.runfolder import RunFolder
+    from esc_eval.sim.jobs.scoring import run_scoring
+    from esc_eval.sim.jobs.simulation import run_simulation
 
     run = tmp_path / "run"
     local = ExecutionConfig(executor="local")

@@ -10,18 +10,25 @@ import sys
 
 import pytest
 
+from esc_eval.serve.config_base import ConfigError, load_config
 from esc_eval.serve.fake import FakeChatModel
-from esc_eval.sim.cards import CardError, RoleCard, load_cards, safety_cards, sample_cards, shipped_cards_path, write_cards
-from esc_eval.sim.config import ConfigError, ExecutionConfig, JudgeConfig, ModelRef, SimulationConfig, load_config
-from esc_eval.sim.dimensions import DIMENSION_NAMES, to_dimension, to_paper_dimension
-from esc_eval.sim.judges import multi_lora_judge, select_adapter
-from esc_eval.sim.official import write_official_scores
-from esc_eval.sim.prompt_texts import rubric_text, strategy_kinds
-from esc_eval.sim.prompts import judge_messages, opener, roleplay_system_prompt, strategies, worst_case_strategies
-from esc_eval.sim.risk import RISK_LEVELS, normalize_risk_level
-from esc_eval.sim.runfolder import RunFolder
-from esc_eval.sim.scoring import score_dialogue
-from esc_eval.sim.simulation import run_simulation
+from esc_eval.serve.model_ref import ModelRef
+from esc_eval.sim.cards.card import (CardError, RoleCard, load_cards, safety_cards, sample_cards, shipped_cards_path,
+                                     write_cards)
+from esc_eval.sim.cards.risk import RISK_LEVELS, normalize_risk_level
+from esc_eval.sim.dialogue.prompts import (opener, roleplay_system_prompt, strategies, strategy_kinds,
+                                           worst_case_strategies)
+from esc_eval.sim.jobs.config import SimulationConfig
+from esc_eval.sim.jobs.scoring import score_dialogue
+from esc_eval.sim.jobs.simulation import run_simulation
+from esc_eval.sim.judging.config import JudgeConfig
+from esc_eval.sim.judging.dimensions import DIMENSION_NAMES, to_dimension, to_paper_dimension
+from esc_eval.sim.judging.judges import multi_lora_judge, select_adapter
+from esc_eval.sim.judging.prompts import judge_messages
+from esc_eval.sim.judging.rubrics import rubric_text
+from esc_eval.sim.pool.config import ExecutionConfig
+from esc_eval.sim.runs.official import write_official_scores
+from esc_eval.sim.runs.runfolder import RunFolder
 
 TURNS = [("assistant", "Hello, I'm your personal assistant."), ("seeker", "I've decided when I'm going to end it."),
          ("assistant", "I'm really glad you told me. Are you safe right now? Please call local emergency services.")]

@@ -5,12 +5,14 @@ import json
 import pytest
 
 from esc_eval.serve.chat import ChatResult
+from esc_eval.serve.model_ref import ModelRef
 from esc_eval.serve.registry import load_registry
-from esc_eval.sim.config import JudgeConfig, ModelRef, ScoringConfig
-from esc_eval.sim.dimensions import DIMENSION_NAMES, DIMENSIONS
-from esc_eval.sim.judges import (JudgeBuildError, judge_from_registry, multi_lora_judge, official_adapter_name, scan_adapter_folder,
-                        select_adapter, vllm_max_lora_rank)
-from esc_eval.sim.scoring import score_dialogue
+from esc_eval.sim.jobs.config import ScoringConfig
+from esc_eval.sim.jobs.scoring import score_dialogue
+from esc_eval.sim.judging.config import JudgeConfig
+from esc_eval.sim.judging.dimensions import DIMENSION_NAMES, DIMENSIONS
+from esc_eval.sim.judging.judges import (JudgeBuildError, judge_from_registry, multi_lora_judge, official_adapter_name,
+                                         scan_adapter_folder, select_adapter, vllm_max_lora_rank)
 
 OFFICIAL = list(DIMENSIONS.values())
 

@@ -6,16 +6,19 @@ import math
 
 import pytest
 
-from esc_eval.serve.chat import ChatMessage, GenerationParams
-from esc_eval.sim.config import ExecutionConfig, JudgeConfig, ModelRef, ScoringConfig
-from esc_eval.sim.dimensions import DIMENSION_NAMES, DIMENSIONS
-from esc_eval.sim.judges import multi_lora_judge, official_adapter_name, select_adapter
-from esc_eval.sim.official import read_official_dialogues, write_official_scores
-from esc_eval.sim.parse_failures import parse_failure_report
-from esc_eval.sim.prompts import judge_messages, render_dialogue
-from esc_eval.sim.runfolder import RunFolder
-from esc_eval.sim.score_parser import LABELS, distribution
-from esc_eval.sim.scoring import run_scoring, score_dialogue
+from esc_eval.serve.chat import GenerationParams
+from esc_eval.serve.model_ref import ModelRef
+from esc_eval.sim.jobs.config import ScoringConfig
+from esc_eval.sim.jobs.scoring import run_scoring, score_dialogue
+from esc_eval.sim.judging.config import JudgeConfig
+from esc_eval.sim.judging.dimensions import DIMENSION_NAMES, DIMENSIONS
+from esc_eval.sim.judging.judges import multi_lora_judge, official_adapter_name, select_adapter
+from esc_eval.sim.judging.prompts import judge_messages, render_dialogue
+from esc_eval.sim.judging.score_parser import LABELS, distribution
+from esc_eval.sim.pool.config import ExecutionConfig
+from esc_eval.sim.runs.official import read_official_dialogues, write_official_scores
+from esc_eval.sim.runs.parse_failures import parse_failure_report
+from esc_eval.sim.runs.runfolder import RunFolder
 
 pytestmark = pytest.mark.slow
 OFFICIAL_KEYS = set(DIMENSIONS.values())
@@ -88,8 +91,8 @@ async def test_digit_probabilities_sum_to_one_and_argmax_is_the_greedy_answer(sh
 
 def test_bench_score_runs_on_one_short_dialogue(embedded_model, tmp_path):
     from esc_eval.sim.bench.scoring import bench_score
-    from esc_eval.sim.config import SimulationConfig
-    from esc_eval.sim.simulation import run_simulation
+    from esc_eval.sim.jobs.config import SimulationConfig
+    from esc_eval.sim.jobs.simulation import run_simulation
 
     # a short fake-model dialogue in a run folder: the bench's path, not its numbers, is tested here
     # one round: the seven judge prompts stay short (each phase prefills them without a cache)

@@ -2,7 +2,7 @@ import math
 
 import pytest
 
-from esc_eval.sim.score_parser import distribution, parse_compat, parse_score, parse_strict
+from esc_eval.sim.judging.score_parser import distribution, parse_compat, parse_score, parse_strict
 
 
 @pytest.mark.parametrize("reply,official", [

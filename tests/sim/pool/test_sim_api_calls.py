@@ -10,14 +10,17 @@ from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "serve"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "serve"))
 from api_standins import StrictAnthropic, openai_standin  # noqa: E402
 
 from esc_eval.serve.chat import GenerationParams  # noqa: E402
-from esc_eval.sim.config import ExecutionConfig, JudgeConfig, ModelRef, ScoringConfig, SimulationConfig  # noqa: E402
-from esc_eval.sim.runfolder import RunFolder  # noqa: E402
-from esc_eval.sim.scoring import run_scoring  # noqa: E402
-from esc_eval.sim.simulation import run_simulation  # noqa: E402
+from esc_eval.serve.model_ref import ModelRef  # noqa: E402
+from esc_eval.sim.jobs.config import ScoringConfig, SimulationConfig  # noqa: E402
+from esc_eval.sim.jobs.scoring import run_scoring  # noqa: E402
+from esc_eval.sim.jobs.simulation import run_simulation  # noqa: E402
+from esc_eval.sim.judging.config import JudgeConfig  # noqa: E402
+from esc_eval.sim.pool.config import ExecutionConfig  # noqa: E402
+from esc_eval.sim.runs.runfolder import RunFolder  # noqa: E402
 
 LOCAL = dict(executor="local", concurrency=8, chunk_size=2, flush_seconds=0.5, max_attempts=2, retry_initial_wait_s=0.01)
 
@@ -95,7 +98,7 @@ def test_budget_stops_the_run_and_a_resume_finishes_it_without_repeating_a_call(
     rows = list(RunFolder(out).iter_rows("dialogues"))
     assert all(r["status"] == "ok" for r in rows) and len(rows) < 6  # stopped dialogues are no failed rows
     assert any((out / "checkpoints").iterdir())  # their turns wait for the resume
-    from esc_eval.sim.outcome import EXIT_BUDGET, outcome_line
+    from esc_eval.sim.pool.outcome import EXIT_BUDGET, outcome_line
 
     code, line = outcome_line({**stopped, "run_dir": str(out)}, "dialogues", 0.5)
     assert code == EXIT_BUDGET and "budget_usd=0.02" in line and "resume" in line

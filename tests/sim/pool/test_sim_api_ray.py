@@ -10,13 +10,15 @@ from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "serve"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "serve"))
 from api_standins import openai_standin  # noqa: E402
 
 from esc_eval.serve.chat import GenerationParams  # noqa: E402
-from esc_eval.sim.config import ExecutionConfig, ModelRef, SimulationConfig  # noqa: E402
-from esc_eval.sim.runfolder import RunFolder  # noqa: E402
-from esc_eval.sim.simulation import run_simulation  # noqa: E402
+from esc_eval.serve.model_ref import ModelRef  # noqa: E402
+from esc_eval.sim.jobs.config import SimulationConfig  # noqa: E402
+from esc_eval.sim.jobs.simulation import run_simulation  # noqa: E402
+from esc_eval.sim.pool.config import ExecutionConfig  # noqa: E402
+from esc_eval.sim.runs.runfolder import RunFolder  # noqa: E402
 
 pytestmark = pytest.mark.slow
 RPM = 1200  # 20 requests a second: about 8 s for the run below

@@ -83,11 +83,13 @@ def _phase(calls, lo, hi):
 
 def test_second_replica_starts_under_load_and_goes_after(tmp_path):
     from esc_eval.sim.bench.simulation import synthetic_cards
-    from esc_eval.sim.cards import write_cards
-    from esc_eval.sim.config import ExecutionConfig, ModelRef, SimulationConfig
-    from esc_eval.sim.placement import placed_simulation
-    from esc_eval.sim.runfolder import RunFolder
-    from esc_eval.sim.simulation import run_simulation
+    from esc_eval.sim.cards.card import write_cards
+    from esc_eval.sim.pool.config import ExecutionConfig
+    from esc_eval.serve.model_ref import ModelRef
+    from esc_eval.sim.jobs.config import SimulationConfig
+    from esc_eval.sim.jobs.placed import placed_simulation
+    from esc_eval.sim.runs.runfolder import RunFolder
+    from esc_eval.sim.jobs.simulation import run_simulation
     from esc_eval.serve.plan import PlacementConfig
 
     t_test = time.monotonic()

@@ -5,13 +5,17 @@ import json
 import pyarrow.parquet as pq
 import pytest
 
-from esc_eval.sim.checkpoints import TurnCheckpoints
-from esc_eval.sim.config import ExecutionConfig, JudgeConfig, ModelRef, ScoringConfig, SimulationConfig
-from esc_eval.sim.pool import PoolStats, WorkerPool, run_pool
-from esc_eval.sim.pool_worker import GC_GEN1_THRESHOLD
-from esc_eval.sim.runfolder import RunFolder
-from esc_eval.sim.scoring import run_scoring
-from esc_eval.sim.simulation import SimulationJob, iter_items, run_simulation, select_cards
+from esc_eval.serve.model_ref import ModelRef
+from esc_eval.sim.jobs.config import ScoringConfig, SimulationConfig
+from esc_eval.sim.jobs.scoring import run_scoring
+from esc_eval.sim.jobs.simulation import run_simulation
+from esc_eval.sim.jobs.simulation_items import iter_items, select_cards
+from esc_eval.sim.judging.config import JudgeConfig
+from esc_eval.sim.pool.config import ExecutionConfig
+from esc_eval.sim.pool.pool import WorkerPool, run_pool
+from esc_eval.sim.pool.worker import GC_GEN1_THRESHOLD
+from esc_eval.sim.runs.checkpoints import TurnCheckpoints
+from esc_eval.sim.runs.runfolder import RunFolder
 
 
 def sim_cfg(**kw):
@@ -80,7 +84,7 @@ def test_exhausted_retries_are_recorded_with_partial_turns(tmp_path):
 def test_turn_checkpoint_resumes_a_half_finished_dialogue(tmp_path):
     cfg = sim_cfg(limit=1, targets=[ModelRef(model="fake/echo")])
     item = next(iter_items(cfg, select_cards(cfg), set()))
-    from esc_eval.sim.dialogue import Turn
+    from esc_eval.sim.dialogue.dialogue import Turn
 
     done = [Turn(0, "assistant", "opener"), Turn(1, "seeker", "CHECKPOINTED SEEKER TURN")]
     log = TurnCheckpoints(tmp_path / "checkpoints")  # what a killed worker leaves behind
@@ -164,7 +168,7 @@ def test_ray_pool_with_fake_models(tmp_path, ray_local):
 
 def test_registry_targets_bring_their_system_prompt():
     from esc_eval.serve.registry import default_registry
-    from esc_eval.sim.simulation import registry_system_prompt
+    from esc_eval.sim.dialogue.targets import registry_system_prompt
 
     assert registry_system_prompt(ModelRef(model="fake/echo")) is None  # plain spec: release default
     no_system = [e.name for e in default_registry().models.values() if e.system_prompt is None]
@@ -174,7 +178,7 @@ def test_registry_targets_bring_their_system_prompt():
 
 
 def test_per_worker_cpu_binding_gives_each_engine_its_own_core(monkeypatch):
-    from esc_eval.sim.pool import worker_env
+    from esc_eval.sim.pool.on_ray import worker_env
 
     monkeypatch.setattr("os.cpu_count", lambda: 2)
     ex = ExecutionConfig(workers=3, cpu_bind="per_worker", env={"VLLM_CPU_KVCACHE_SPACE": "4"})

@@ -8,11 +8,12 @@ from esc_eval.serve.call_cache import CachedChatModel
 from esc_eval.serve.chat import ChatMessage, GenerationParams
 from esc_eval.serve.fake import FakeChatModel
 from esc_eval.serve.limits import Governor, ModelLimiter, SpendLedger, host_governor, stop_governor
+from esc_eval.serve.model_ref import ModelRef
 from esc_eval.serve.retry import RetryingChatModel
-from esc_eval.sim.call_setup import CallSettings, ModelCalls
-from esc_eval.sim.config import ExecutionConfig, ModelRef
-from esc_eval.sim.participants import ModelPool, _Pooled, _Tallied
-from esc_eval.sim.pool_worker import GC_GEN1_THRESHOLD, tune_gc
+from esc_eval.sim.pool.calls import CallSettings, ModelCalls
+from esc_eval.sim.pool.config import ExecutionConfig
+from esc_eval.sim.pool.participants import ModelPool, _Pooled, _Tallied
+from esc_eval.sim.pool.worker import GC_GEN1_THRESHOLD, tune_gc
 
 MSGS = [ChatMessage(role="user", content="I feel low")]
 
@@ -59,7 +60,7 @@ class _Engine(FakeChatModel):
 
 
 async def test_a_model_with_an_engine_to_release_is_rebuilt_after_a_release(monkeypatch):
-    monkeypatch.setattr("esc_eval.sim.participants.get_chat_model", lambda spec, **options: _Engine("echo"))
+    monkeypatch.setattr("esc_eval.sim.pool.participants.get_chat_model", lambda spec, **options: _Engine("echo"))
     pool = ModelPool()
     ref = ModelRef(model="fake/echo")
     model = pool.get(ref, ExecutionConfig())

@@ -6,12 +6,15 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from esc_eval.serve.engine_args import EngineCapacity
-from esc_eval.sim.capacity import (GPU_WORKER_CPUS, MAX_AUTO_CONCURRENCY, Demand, choose_concurrency,
-                                   dialogue_demands, estimate_tokens, items_in_flight, judge_demand,
-                                   serve_capacity_fields, worker_cpus)
-from esc_eval.sim.config import ExecutionConfig, ModelRef, ScoringConfig, SimulationConfig
-from esc_eval.sim.runfolder import RunFolder
-from esc_eval.sim.simulation import dialogue_demand, run_simulation, select_cards
+from esc_eval.serve.model_ref import ModelRef
+from esc_eval.sim.jobs.config import ScoringConfig, SimulationConfig
+from esc_eval.sim.jobs.scoring import judge_demand
+from esc_eval.sim.jobs.simulation import run_simulation
+from esc_eval.sim.jobs.simulation_items import dialogue_demand, dialogue_demands, select_cards
+from esc_eval.sim.pool.capacity import (GPU_WORKER_CPUS, MAX_AUTO_CONCURRENCY, Demand, choose_concurrency,
+                                        estimate_tokens, items_in_flight, serve_capacity_fields, worker_cpus)
+from esc_eval.sim.pool.config import ExecutionConfig
+from esc_eval.sim.runs.runfolder import RunFolder
 
 H100_ROLE = EngineCapacity("r14b", "gpu", kv_tokens=400_000, max_num_seqs=256, max_model_len=8192)
 
@@ -127,7 +130,7 @@ def test_the_worker_follows_what_its_engine_reports(tmp_path, described, expecte
 def test_gpu_serve_deployments_are_sized_by_their_planned_kv_cache():
     """The hook into the plan (sim/placement.py calls it): a described 8 x H100 node, the paper's models."""
     from esc_eval.serve.plan import ModelUse, PlacementConfig, hardware_for, plan_run, ref_key
-    from esc_eval.sim.capacity import size_serve_replicas
+    from esc_eval.sim.pool.capacity import size_serve_replicas
 
     uses = [ModelUse("esc-role", {}, "role"), ModelUse("qwen1.5-7b-chat", {"max_num_seqs": 48}, "target"),
             ModelUse("llama-3-8b-instruct", {}, "target")]
@@ -162,8 +165,8 @@ def test_workers_calling_gpu_deployments_are_sized_by_their_share(monkeypatch):
     KV cache; each of 2 workers gets half of each deployment (the target counted once per target of
     the run), its serve/ handle reports that share, and the worker's concurrency follows it."""
     from esc_eval.serve.plan import PLACEMENT_ENV, ModelUse, PlacementConfig, hardware_for, plan_run, ref_key
-    from esc_eval.sim.capacity import serve_worker_shares, size_serve_replicas
-    from esc_eval.sim.participants import ModelPool
+    from esc_eval.sim.pool.capacity import serve_worker_shares, size_serve_replicas
+    from esc_eval.sim.pool.participants import ModelPool
 
     uses = [ModelUse("esc-role", {}, "role"), ModelUse("qwen1.5-7b-chat", {}, "target"),
             ModelUse("openai/gpt-4", {}, "target")]

@@ -9,9 +9,13 @@ import pytest
 import yaml
 
 from esc_eval.serve import cpu
-from esc_eval.sim.config import ConfigError, ExecutionConfig, ModelRef, SimulationConfig, load_config
-from esc_eval.sim.pool import WorkerPool, worker_env
-from esc_eval.sim.simulation import run_simulation
+from esc_eval.serve.config_base import ConfigError, load_config
+from esc_eval.serve.model_ref import ModelRef
+from esc_eval.sim.jobs.config import SimulationConfig
+from esc_eval.sim.jobs.simulation import run_simulation
+from esc_eval.sim.pool.config import ExecutionConfig
+from esc_eval.sim.pool.on_ray import worker_env
+from esc_eval.sim.pool.pool import WorkerPool
 
 
 def test_bad_dtype_names_file_and_field(tmp_path):

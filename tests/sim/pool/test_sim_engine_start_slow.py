@@ -14,13 +14,16 @@ import pytest
 import yaml
 
 from esc_eval.serve.chat import EngineStartError
-from esc_eval.sim.capacity import choose_concurrency, items_in_flight
-from esc_eval.sim.config import ExecutionConfig, ModelRef, SimulationConfig
-from esc_eval.sim.runfolder import RunFolder
-from esc_eval.sim.simulation import SimulationJob, dialogue_demand, run_simulation, select_cards
+from esc_eval.serve.model_ref import ModelRef
+from esc_eval.sim.jobs.config import SimulationConfig
+from esc_eval.sim.jobs.simulation import SimulationJob, run_simulation
+from esc_eval.sim.jobs.simulation_items import dialogue_demand, select_cards
+from esc_eval.sim.pool.capacity import choose_concurrency, items_in_flight
+from esc_eval.sim.pool.config import ExecutionConfig
+from esc_eval.sim.runs.runfolder import RunFolder
 
 pytestmark = pytest.mark.slow
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 
 
 def broken_model(tmp_path: Path, embedded_model) -> Path:

@@ -7,12 +7,17 @@ import time
 
 import pyarrow.parquet as pq
 
-from esc_eval.sim.config import ExecutionConfig, JudgeConfig, ModelRef, ScoringConfig, SimulationConfig
-from esc_eval.sim.pool import WorkerPool, WorkerCore, run_pool
-from esc_eval.sim.participants import ModelPool
-from esc_eval.sim.runfolder import RunFolder
-from esc_eval.sim.scoring import run_scoring
-from esc_eval.sim.simulation import SimulationJob, iter_items, run_simulation, select_cards
+from esc_eval.serve.model_ref import ModelRef
+from esc_eval.sim.jobs.config import ScoringConfig, SimulationConfig
+from esc_eval.sim.jobs.scoring import run_scoring
+from esc_eval.sim.jobs.simulation import SimulationJob, run_simulation
+from esc_eval.sim.jobs.simulation_items import iter_items, select_cards
+from esc_eval.sim.judging.config import JudgeConfig
+from esc_eval.sim.pool.config import ExecutionConfig
+from esc_eval.sim.pool.participants import ModelPool
+from esc_eval.sim.pool.pool import WorkerPool, run_pool
+from esc_eval.sim.pool.worker import WorkerCore
+from esc_eval.sim.runs.runfolder import RunFolder
 
 
 def physical_rows(run_dir, kind):
@@ -155,7 +160,7 @@ class _DropsOneRowJob(_OneRowJob):
 def test_the_driver_refuses_success_for_rows_missing_from_the_folder(tmp_path):
     import pytest
 
-    from esc_eval.sim.pool import MissingRowsError
+    from esc_eval.sim.pool.pool import MissingRowsError
 
     items = [{"dialogue_id": d} for d in ("a", "lost", "b")]
     with pytest.raises(MissingRowsError, match=r"1 of 3 dialogues rows are not in .*: 1 sent to worker 0 on .*"

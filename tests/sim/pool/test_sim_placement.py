@@ -9,8 +9,11 @@ import json
 import pytest
 
 from esc_eval.serve.chat import ChatResult
+from esc_eval.serve.model_ref import ModelRef
 from esc_eval.serve.plan import PLACEMENT_ENV, PlacementConfig, PlanError, ref_key
-from esc_eval.sim.config import ExecutionConfig, ModelRef, SimulationConfig
+from esc_eval.sim.jobs.config import SimulationConfig
+from esc_eval.sim.jobs.placed import placed_simulation
+from esc_eval.sim.pool.config import ExecutionConfig
 
 
 class EngineLog:
@@ -64,8 +67,8 @@ def _sim(targets, role="vllm/role", cards=3, **ex):
 
 
 def test_a_worker_holds_the_role_and_one_target_engine_at_a_time(engines, tmp_path):
-    from esc_eval.sim.runfolder import RunFolder
-    from esc_eval.sim.simulation import run_simulation
+    from esc_eval.sim.runs.runfolder import RunFolder
+    from esc_eval.sim.jobs.simulation import run_simulation
 
     result = run_simulation(_sim(["vllm/t1", "vllm/t2", "vllm/t3"]), tmp_path / "run")
     rows = list(RunFolder(tmp_path / "run", create=False).iter_rows("dialogues"))
@@ -78,7 +81,7 @@ def test_a_worker_holds_the_role_and_one_target_engine_at_a_time(engines, tmp_pa
 
 
 def test_a_target_sharing_the_roles_engine_never_waits_or_goes(engines, tmp_path):
-    from esc_eval.sim.simulation import run_simulation
+    from esc_eval.sim.jobs.simulation import run_simulation
 
     result = run_simulation(_sim(["vllm/role", "vllm/t1", "fake/echo"]), tmp_path / "run")
     assert result["items"] == 9 and result["failed"] == 0
@@ -86,7 +89,7 @@ def test_a_target_sharing_the_roles_engine_never_waits_or_goes(engines, tmp_path
 
 
 def test_a_new_job_releases_the_engines_it_does_not_use(engines):
-    from esc_eval.sim.participants import ModelPool
+    from esc_eval.sim.pool.participants import ModelPool
 
     pool = ModelPool()
     role, target = ModelRef(model="vllm/role"), ModelRef(model="vllm/t1")
@@ -99,7 +102,7 @@ def test_a_new_job_releases_the_engines_it_does_not_use(engines):
 
 def test_placement_map_in_the_environment_decides_what_the_pool_builds(engines, monkeypatch):
     from esc_eval.serve.serve_handle import ServeHandleChatModel
-    from esc_eval.sim.participants import ModelPool
+    from esc_eval.sim.pool.participants import ModelPool
 
     role, target = ModelRef(model="vllm/role", options={"max_model_len": 4096}), ModelRef(model="vllm/t1")
     monkeypatch.setenv(PLACEMENT_ENV, json.dumps({
@@ -114,11 +117,11 @@ def test_placement_map_in_the_environment_decides_what_the_pool_builds(engines, 
 
 
 def test_fake_models_are_not_placed_and_nothing_is_probed(monkeypatch, tmp_path):
-    from esc_eval.sim import placement
+    from esc_eval.sim.pool import placement
 
     monkeypatch.setattr(placement, "cluster_hardware", lambda ex: pytest.fail("probed the cluster"))
     cfg = _sim(["fake/echo"], role="fake/seeker")
-    with placement.placed_simulation(cfg, tmp_path) as placed:
+    with placed_simulation(cfg, tmp_path) as placed:
         assert placed is cfg or placed.execution == cfg.execution
 
 
@@ -126,9 +129,9 @@ def test_in_process_gpu_plan_reaches_the_workers_without_changing_the_dialogues(
     """On a machine with one GPU (a fake nvidia-smi): each engine gets its share through the workers'
     environment; the configured models and options, hence dialogue ids and fingerprints, stay as they were."""
     fake_gpus(("NVIDIA H100 80GB HBM3", 81559))
-    from esc_eval.sim import placement
-    from esc_eval.sim.runfolder import RunFolder
-    from esc_eval.sim.simulation import iter_items, run_simulation, select_cards
+    from esc_eval.sim.runs.runfolder import RunFolder
+    from esc_eval.sim.jobs.simulation_items import iter_items, select_cards
+    from esc_eval.sim.jobs.simulation import run_simulation
 
     folder = tmp_path / "weights"
     folder.mkdir()
@@ -140,12 +143,12 @@ def test_in_process_gpu_plan_reaches_the_workers_without_changing_the_dialogues(
                placement=PlacementConfig(mode="in_process", gpu_memory_gb=80))
     cfg.targets[1].options = {}
     with pytest.raises(PlanError, match="vllm/t1: size unknown"):  # no size: its GPU share cannot be planned
-        with placement.placed_simulation(cfg, tmp_path / "refused"):
+        with placed_simulation(cfg, tmp_path / "refused"):
             pass
     assert not (tmp_path / "refused").exists()
     cfg.targets = cfg.targets[:1]
     ids_before = [i["dialogue_id"] for i in iter_items(cfg, select_cards(cfg), set())]
-    with placement.placed_simulation(cfg, tmp_path / "run") as placed:
+    with placed_simulation(cfg, tmp_path / "run") as placed:
         mapping = json.loads(placed.execution.env[PLACEMENT_ENV])
         assert mapping == {ref_key(role, {}): {"engine": {"gpu_memory_utilization": 0.92}}}
         assert placed.role == cfg.role and placed.targets == cfg.targets
@@ -252,12 +255,11 @@ def test_an_in_process_gpu_plan_shows_gpu_memory_and_kv_cache(fake_gpus, model_f
 
 
 def test_a_model_put_on_the_cpu_beside_a_gpu_is_said_first_at_run_time(engines, fake_gpus, tmp_path):
-    from esc_eval.sim import placement
 
     fake_gpus(H100)
     said: list[str] = []
     cfg = _sim(["vllm/t1"], role="vllm/role", placement=PlacementConfig(mode="in_process"))
-    with placement.placed_simulation(cfg, tmp_path / "run", say=said.append):
+    with placed_simulation(cfg, tmp_path / "run", say=said.append):
         pass
     assert said[0].startswith("warning: 1 x NVIDIA H100 80GB HBM3, 85.5 GB on this machine (nvidia-smi), but the plan "
                               "puts vllm/role, vllm/t1 on the CPU")
@@ -267,7 +269,6 @@ def test_gpus_asked_for_that_this_machine_lacks(fake_gpus, model_folder, tmp_pat
     from typer.testing import CliRunner
 
     from esc_eval.cli.app import app
-    from esc_eval.sim import placement
 
     fake_gpus(H100)
     target = model_folder("j7b")
@@ -278,7 +279,7 @@ def test_gpus_asked_for_that_this_machine_lacks(fake_gpus, model_folder, tmp_pat
                                        ) in planned.output
     cfg = SimulationConfig.model_validate({**__import__("yaml").safe_load(text), "cards": "sample", "limit": 1})
     with pytest.raises(PlanError, match=r"^execution.placement.gpus 4: 1 x NVIDIA H100"):
-        with placement.placed_simulation(cfg, tmp_path / "run"):
+        with placed_simulation(cfg, tmp_path / "run"):
             pass
     assert not (tmp_path / "run").exists()  # nothing written
 
@@ -286,7 +287,7 @@ def test_gpus_asked_for_that_this_machine_lacks(fake_gpus, model_folder, tmp_pat
 def test_a_cluster_being_joined_is_asked_for_its_gpus(monkeypatch, fake_gpus):
     import ray
 
-    from esc_eval.sim import placement, pool_ray
+    from esc_eval.sim.pool import placement, on_ray as pool_ray
 
     fake_gpus(H100)  # this machine has one; the cluster has eight on two nodes
     monkeypatch.setattr(placement, "_joins_a_cluster", lambda ex: True)
@@ -299,16 +300,15 @@ def test_a_cluster_being_joined_is_asked_for_its_gpus(monkeypatch, fake_gpus):
 
 def test_auto_runs_the_targets_one_after_another_in_the_workers_when_they_do_not_fit(engines, fake_gpus, model_folder,
                                                                                      tmp_path):
-    from esc_eval.sim import placement
-    from esc_eval.sim.runfolder import RunFolder
-    from esc_eval.sim.simulation import run_simulation
+    from esc_eval.sim.runs.runfolder import RunFolder
+    from esc_eval.sim.jobs.simulation import run_simulation
 
     fake_gpus(H100)
     role = f"vllm/{model_folder('r14b')}"
     targets = [f"vllm/{model_folder(n, 'j7b')}" for n in ("a", "b", "c")]  # 26.2 + 3 x 14.8 GB: not side by side
     cfg = _sim(targets, role=role, cards=2)
     said: list[str] = []
-    with placement.placed_simulation(cfg, tmp_path / "run", say=said.append) as placed:
+    with placed_simulation(cfg, tmp_path / "run", say=said.append) as placed:
         assert (placed.execution.workers, placed.execution.num_gpus_per_worker) == (1, 1.0)
         mapping = json.loads(placed.execution.env[PLACEMENT_ENV])
         shares = {k.split("|")[0]: v["engine"]["gpu_memory_utilization"] for k, v in mapping.items()}
@@ -327,13 +327,13 @@ def test_auto_runs_the_targets_one_after_another_in_the_workers_when_they_do_not
     wall = sum(e["wall_s"] for e in run.read_manifest()["events"] if e["kind"] == "simulation_end")
     assert total == pytest.approx(wall * shares[role] / 0.92 + wall * (1 - shares[role] / 0.92), rel=0.02, abs=0.005)  # each figure rounded to ms
     with pytest.raises(PlanError, match="serve: the simulation's 4 models do not fit side by side"):
-        with placement.placed_simulation(cfg.model_copy(update={"execution": cfg.execution.model_copy(
+        with placed_simulation(cfg.model_copy(update={"execution": cfg.execution.model_copy(
                 update={"placement": PlacementConfig(mode="serve")})}), tmp_path / "refused"):
             pass
 
 
 def test_served_targets_get_their_dialogues_in_turn(tmp_path):
-    from esc_eval.sim.simulation import iter_items, select_cards
+    from esc_eval.sim.jobs.simulation_items import iter_items, select_cards
 
     cfg = _sim(["vllm/t1", "vllm/t2"], cards=2)
     cards = select_cards(cfg)

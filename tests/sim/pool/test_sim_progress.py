@@ -10,7 +10,7 @@ from pathlib import Path
 
 import yaml
 
-from esc_eval.sim.progress import progress_line
+from esc_eval.sim.pool.progress import progress_line
 
 LINE = re.compile(r"^simulate: (\d+)/(\d+) dialogues(?: \| (\d+) calls)? \| [\d.]+ dialogues/s \| (\d+) tok/s \| "
                   r"ETA (\S+) \| elapsed (\d+)m(\d+)s \| failed (\d+)$")

@@ -9,9 +9,13 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from esc_eval.sim.config import ExecutionConfig, ModelRef, SimulationConfig
-from esc_eval.sim.pool import PlacementError, WorkerPool, run_pool
-from esc_eval.sim.simulation import SimulationJob, iter_items, run_simulation, select_cards
+from esc_eval.serve.model_ref import ModelRef
+from esc_eval.sim.jobs.config import SimulationConfig
+from esc_eval.sim.jobs.simulation import SimulationJob, run_simulation
+from esc_eval.sim.jobs.simulation_items import iter_items, select_cards
+from esc_eval.sim.pool.config import ExecutionConfig
+from esc_eval.sim.pool.on_ray import PlacementError
+from esc_eval.sim.pool.pool import WorkerPool, run_pool
 
 ray_cloudpickle = pytest.importorskip("ray.cloudpickle")
 # The job below travels to the actors, which cannot import this test module: pickle it by value.
@@ -75,7 +79,7 @@ class DieMidwayJob(SimulationJob):
 
 @pytest.mark.slow
 def test_a_dead_workers_chunks_go_to_the_others_and_resume_from_its_checkpoints(ray_local, tmp_path, monkeypatch):
-    monkeypatch.setattr("esc_eval.sim.pool_ray.LIVE_PROGRESS_S", 0.3)  # the Ray loop reads it
+    monkeypatch.setattr("esc_eval.sim.pool.on_ray.LIVE_PROGRESS_S", 0.3)  # the Ray loop reads it
     live = []  # (calls answered so far, dialogues finished) at each live update
     c = cfg(workers=2, num_cpus_per_worker=0.5, concurrency=4, chunk_size=2)
     c = c.model_copy(update={"role": ModelRef(model="fake/seeker?latency=0.1"), "limit": 8,

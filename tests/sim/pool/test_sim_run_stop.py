@@ -10,10 +10,13 @@ import pytest
 import yaml
 
 from esc_eval.serve.chat import EngineStartError, RunStopError
-from esc_eval.sim.config import ExecutionConfig, JudgeConfig, ModelRef, ScoringConfig, SimulationConfig
-from esc_eval.sim.runfolder import RunFolder
-from esc_eval.sim.scoring import run_scoring
-from esc_eval.sim.simulation import run_simulation
+from esc_eval.serve.model_ref import ModelRef
+from esc_eval.sim.jobs.config import ScoringConfig, SimulationConfig
+from esc_eval.sim.jobs.scoring import run_scoring
+from esc_eval.sim.jobs.simulation import run_simulation
+from esc_eval.sim.judging.config import JudgeConfig
+from esc_eval.sim.pool.config import ExecutionConfig
+from esc_eval.sim.runs.runfolder import RunFolder
 
 
 def sim_cfg(role=None, targets=None, limit=6, **execution):

@@ -2,7 +2,7 @@
 import asyncio
 import json
 
-from esc_eval.sim.checkpoints import TurnCheckpoints, clear_folder, compact_folder, read_folder
+from esc_eval.sim.runs.checkpoints import TurnCheckpoints, clear_folder, compact_folder, read_folder
 
 
 def turns(n, tag="t"):

@@ -9,7 +9,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 
 
 def write_config(tmp_path, executor):
@@ -21,7 +21,7 @@ targets: [{{model: "fake/echo?latency=0.02"}}]
 execution: {{executor: {executor}, workers: 1, concurrency: 16, chunk_size: 4, flush_rows: 8, flush_seconds: 0.5}}
 """)
     from esc_eval.sim.bench.simulation import synthetic_cards
-    from esc_eval.sim.cards import write_cards
+    from esc_eval.sim.cards.card import write_cards
 
     write_cards(synthetic_cards(120), tmp_path / "cards.json")
     return cfg

@@ -22,10 +22,10 @@ from pathlib import Path
 
 import pytest
 
-from esc_eval.sim.checkpoints import LOG_GLOB
-from esc_eval.sim.runfolder import RunFolder
+from esc_eval.sim.runs.checkpoints import LOG_GLOB
+from esc_eval.sim.runs.runfolder import RunFolder
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 DIALOGUES = 24
 RAY = str(Path(sys.executable).with_name("ray"))
 
@@ -84,7 +84,7 @@ def cluster(tmp_path_factory):
 
 def _config(tmp_path: Path, address: str, workers: int = 2, latency: float = 0.2) -> Path:
     from esc_eval.sim.bench.simulation import synthetic_cards
-    from esc_eval.sim.cards import write_cards
+    from esc_eval.sim.cards.card import write_cards
 
     write_cards(synthetic_cards(DIALOGUES), tmp_path / "cards.json")
     cfg = tmp_path / "sim.yaml"

@@ -11,14 +11,17 @@ from pathlib import Path
 
 import pytest
 
-from esc_eval.sim.config import ExecutionConfig, JudgeConfig, ModelRef, ScoringConfig
-from esc_eval.sim.dimensions import DIMENSIONS
-from esc_eval.sim.official import OfficialFormatError, read_official_dialogues, write_official_scores
-from esc_eval.sim.parse_failures import parse_failure_report
-from esc_eval.sim.runfolder import RunFolder
-from esc_eval.sim.scoring import run_scoring
+from esc_eval.serve.model_ref import ModelRef
+from esc_eval.sim.jobs.config import ScoringConfig
+from esc_eval.sim.jobs.scoring import run_scoring
+from esc_eval.sim.judging.config import JudgeConfig
+from esc_eval.sim.judging.dimensions import DIMENSIONS
+from esc_eval.sim.pool.config import ExecutionConfig
+from esc_eval.sim.runs.official import OfficialFormatError, read_official_dialogues, write_official_scores
+from esc_eval.sim.runs.parse_failures import parse_failure_report
+from esc_eval.sim.runs.runfolder import RunFolder
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 OFFICIAL_KEYS = set(DIMENSIONS.values())
 
 
@@ -168,7 +171,7 @@ def test_cli_score_reports_parse_failures_per_model_and_dimension(tmp_path):
 
 
 def test_exported_file_names_are_safe_in_a_shell_and_never_shared(tmp_path):
-    from esc_eval.sim.official import official_file_name, parse_official_name, write_official_dialogues
+    from esc_eval.sim.runs.official import official_file_name, parse_official_name, write_official_dialogues
 
     name = official_file_name("fake/fixed?reply=I hear you&x=1", "en")
     assert name == "fake_fixed_reply_I_hear_you_x_1_en.json"

@@ -3,8 +3,9 @@ import datetime as dt
 
 import pytest
 
-from esc_eval.sim.parse_failures import COLUMNS, parse_failure_report
-from esc_eval.sim.runfolder import RunFolder, RunFolderError
+from esc_eval.sim.runs.parse_failures import COLUMNS, parse_failure_report
+from esc_eval.sim.runs.runfolder import RunFolder
+from esc_eval.sim.runs.storage import RunFolderError
 
 T0 = dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc)
 

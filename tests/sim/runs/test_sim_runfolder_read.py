@@ -6,8 +6,8 @@ import random
 import pyarrow.parquet as pq
 import pytest
 
-from esc_eval.sim import runfolder as rf
-from esc_eval.sim.runfolder import RunFolder
+from esc_eval.sim.runs import runfolder as rf
+from esc_eval.sim.runs.runfolder import RunFolder
 
 T0 = dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc)
 

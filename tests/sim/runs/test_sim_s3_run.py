@@ -13,11 +13,11 @@ from pathlib import Path
 
 import pytest
 
-from esc_eval.sim.checkpoints import read_folder
-from esc_eval.sim.runfolder import RunFolder
-from esc_eval.sim.storage import open_storage
+from esc_eval.sim.runs.checkpoints import read_folder
+from esc_eval.sim.runs.open import open_storage
+from esc_eval.sim.runs.runfolder import RunFolder
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 CARDS = 60
 
 
@@ -41,7 +41,7 @@ def _in_flight(store, uri: str) -> int:
 @pytest.mark.timeout(600)
 def test_simulate_kill_resume_score_report_view_export_on_s3(s3_env, s3_uri, tmp_path):
     from esc_eval.sim.bench.simulation import synthetic_cards
-    from esc_eval.sim.cards import write_cards
+    from esc_eval.sim.cards.card import write_cards
 
     write_cards(synthetic_cards(CARDS), tmp_path / "cards.json")
     cfg = tmp_path / "sim.yaml"

@@ -12,13 +12,13 @@ from pathlib import Path
 import pyarrow.fs as pafs
 import pytest
 
-from esc_eval.sim.checkpoints import TurnCheckpoints, clear_folder, compact_folder, has_logs, read_folder
-from esc_eval.sim.runfolder import RunFolder, RunFolderError
-from esc_eval.sim.storage_objects import ArrowStorage
-from esc_eval.sim.storage import (LocalStorage, OutputFolder, StorageSpec, is_uri, join_location,
-                                  location_name, open_storage, redact_uri)
+from esc_eval.sim.runs.checkpoints import TurnCheckpoints, clear_folder, compact_folder, has_logs, read_folder
+from esc_eval.sim.runs.open import OutputFolder, StorageSpec, open_storage
+from esc_eval.sim.runs.runfolder import RunFolder
+from esc_eval.sim.runs.storage import LocalStorage, RunFolderError, is_uri, join_location, location_name, redact_uri
+from esc_eval.sim.runs.storage_objects import ArrowStorage
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 T0 = dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc)
 
 
@@ -164,7 +164,7 @@ def test_one_writer_actor_serves_every_run_folder_of_a_pool(tmp_path):
     inside each job; here its body without Ray, behind a stand-in for the actor handle."""
     from concurrent.futures import Future
 
-    from esc_eval.sim.storage_server import ShippedStorage, StorageServer
+    from esc_eval.sim.runs.storage_server import ShippedStorage, StorageServer
 
     body = StorageServer()
 

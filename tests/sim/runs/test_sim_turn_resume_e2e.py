@@ -12,15 +12,15 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 
-from esc_eval.sim.checkpoints import read_folder
+from esc_eval.sim.runs.checkpoints import read_folder
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 TOTAL_TURNS = 11
 
 
 def test_kill_driver_mid_dialogue_then_resume_continues_at_the_checkpointed_turn(tmp_path):
     from esc_eval.sim.bench.simulation import synthetic_cards
-    from esc_eval.sim.cards import write_cards
+    from esc_eval.sim.cards.card import write_cards
 
     write_cards(synthetic_cards(6), tmp_path / "cards.json")
     cfg = tmp_path / "sim.yaml"

@@ -5,12 +5,15 @@ import json
 
 import pytest
 
+from esc_eval.serve.model_ref import ModelRef
 from esc_eval.serve.registry import TokenPrice, default_registry
-from esc_eval.sim.config import ExecutionConfig, JudgeConfig, ModelRef, ScoringConfig, SimulationConfig
-from esc_eval.sim.runfolder import RunFolder
-from esc_eval.sim.scoring import run_scoring
-from esc_eval.sim.simulation import run_simulation
-from esc_eval.sim.usage import compute_usage
+from esc_eval.sim.jobs.config import ScoringConfig, SimulationConfig
+from esc_eval.sim.jobs.scoring import run_scoring
+from esc_eval.sim.jobs.simulation import run_simulation
+from esc_eval.sim.judging.config import JudgeConfig
+from esc_eval.sim.pool.config import ExecutionConfig
+from esc_eval.sim.runs.runfolder import RunFolder
+from esc_eval.sim.runs.usage import compute_usage
 
 
 def _stage(usage, stage, model):
@@ -129,7 +132,7 @@ def test_serve_replicas_are_charged_for_the_time_they_ran_over_every_run(tmp_pat
 
 def test_the_report_shows_how_the_gpus_were_held(tmp_path):
     from esc_eval.analysis.usage_report import USAGE_HEADERS, usage_table_rows
-    from esc_eval.sim.usage import record_usage
+    from esc_eval.sim.runs.usage import record_usage
 
     run = _run_with_events(tmp_path, [{"kind": "simulation_end", "wall_s": 40.0}, SERVE])
     record_usage(run)
