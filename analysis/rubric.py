@@ -1,7 +1,7 @@
 """The human scoring rules of the paper's Table 16 (0-4 per dimension), for annotation sheets.
 
 Text as printed in the paper (its typos included: "Humaniod"; its Diversity level 3 repeats
-Fluency's level 3). Keys are the paper dimension names of sim.dimensions.
+Fluency's level 3). Keys are the paper dimension names of sim.judging.dimensions.
 """
 from __future__ import annotations
 

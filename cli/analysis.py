@@ -259,7 +259,7 @@ def judge_agreement_cmd(
     scores: Annotated[Path, typer.Option("--scores", help="Released ESC-RANK scores (official score JSON: a file or folder).")],
     judge: Annotated[str, typer.Option("--judge", "-j", help="The judge to check (registry name or spec).")],
     out: Annotated[Optional[Path], typer.Option("--out", "-o", help="Run folder for the judge's scores (default <dialogues>-scored); resumable.")] = None,
-    config: Annotated[Optional[Path], typer.Option("--config", "-c", help="Scoring YAML (sim.config.ScoringConfig).")] = None,
+    config: Annotated[Optional[Path], typer.Option("--config", "-c", help="Scoring YAML (sim.jobs.config.ScoringConfig).")] = None,
     method: Annotated[Optional[str], typer.Option("--method", help="logprob | generate.")] = None,
     rubric: Annotated[Optional[str], typer.Option("--rubric", help="official (score.py) | paper.")] = None,
     n_boot: Annotated[int, typer.Option("--n-boot", help="Bootstrap resamples for the CIs (0 = none).")] = 1000,

@@ -32,7 +32,7 @@ def console_env(ex) -> None:
 
 def exit_for_outcome(result: dict[str, Any], kind: str, max_failure_rate: float) -> None:
     """After the result is printed: exit non-zero with one line when the job stopped on its budget
-    or failed past the threshold (sim/outcome.py); the rows stay for a resume."""
+    or failed past the threshold (sim/pool/outcome.py); the rows stay for a resume."""
     import sys
 
     import typer

@@ -57,7 +57,7 @@ def demo_config(n_cards: int = DEMO_CARDS):
 def demo(
     cards: int = typer.Option(DEMO_CARDS, "--cards", "-n", help="Number of shipped sample cards to play."),
     out: str = typer.Option("runs/demo", "--out", "-o", help="Run folder or storage URI (re-running resumes)."),
-    config: Optional[Path] = typer.Option(None, "--config", "-c", help="Pipeline YAML (sim.config.PipelineConfig) to replace the demo defaults."),
+    config: Optional[Path] = typer.Option(None, "--config", "-c", help="Pipeline YAML (sim.jobs.config.PipelineConfig) to replace the demo defaults."),
     address: Optional[str] = typer.Option(None, "--address", help="Join an existing Ray cluster."),
 ) -> None:
     """The whole pipeline on the embedded model: simulate -> score -> leaderboard + report."""

@@ -61,7 +61,7 @@ def write_official(run_dir: str, out_dir: Path, judge_id: str) -> list[Path]:
 def score(
     input: str = typer.Option(..., "--input", "-i", help="A run folder or storage URI, or a folder/file of official ESC-Eval dialogue JSON."),
     out: Optional[str] = typer.Option(None, "--out", "-o", help="Run folder for the scores (default: the input run folder; <input>-scored for official JSON)."),
-    config: Optional[Path] = typer.Option(None, "--config", "-c", help="Scoring YAML (sim.config.ScoringConfig)."),
+    config: Optional[Path] = typer.Option(None, "--config", "-c", help="Scoring YAML (sim.jobs.config.ScoringConfig)."),
     judge: Optional[str] = typer.Option(None, "--judge", "-j", help="Judge model (registry name or spec)."),
     method: Optional[str] = typer.Option(None, "--method", help="logprob (one pass, P(0..4)) | generate (parse the answer)."),
     parser: Optional[str] = typer.Option(None, "--parser", help="strict | compat (official rule: the first of 0-4 in the answer)."),

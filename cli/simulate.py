@@ -32,7 +32,7 @@ def load_sim_config(config: Optional[Path], overrides: dict[str, Any]):
 
 
 def simulate(
-    config: Optional[Path] = typer.Option(None, "--config", "-c", help="Simulation YAML (sim.config.SimulationConfig)."),
+    config: Optional[Path] = typer.Option(None, "--config", "-c", help="Simulation YAML (sim.jobs.config.SimulationConfig)."),
     out: Optional[str] = typer.Option(None, "--out", "-o", help="Run folder or storage URI, e.g. s3://bucket/prefix (re-running the same folder resumes)."),
     cards: Optional[Path] = typer.Option(None, "--cards", help="Card file (ours or official JSON); default: shipped samples."),
     target: Optional[list[str]] = typer.Option(None, "--target", "-t", help="Model under test (registry name or spec); repeatable."),

@@ -72,7 +72,7 @@ class ChatTemplateQuirks(ConfigModel):
 
 
 class TokenPrice(ConfigModel):
-    """Dollars per million tokens of one model (API pricing; sim.usage turns token counts into cost)."""
+    """Dollars per million tokens of one model (API pricing; sim.runs.usage turns token counts into cost)."""
 
     prompt_per_1m: float = Field(ge=0, description="US dollars per 1M prompt (input) tokens.")
     completion_per_1m: float = Field(ge=0, description="US dollars per 1M completion (output) tokens.")
@@ -388,7 +388,7 @@ def backend_options(entry: ModelEntry) -> dict[str, Any]:
 def default_adapter(entry: ModelEntry) -> str | None:
     """The adapter every call of this entry uses when the caller names none: the only adapter of
     an entry listing exactly one (ESC-Role). Entries listing several (ESC-RANK's one per
-    dimension) pick theirs per call (sim.judges.select_adapter); None when there is none."""
+    dimension) pick theirs per call (sim.judging.judges.select_adapter); None when there is none."""
     return next(iter(entry.adapters)) if len(entry.adapters) == 1 else None
 
 

@@ -2,7 +2,7 @@
 
 Sources (pick with `load_dialogues(path, kind=...)`, or let `kind="auto"` decide):
 
-run     our run folder (`sim.runfolder.RunFolder`): dialogue rows whose `turns` are
+run     our run folder (`sim.runs.runfolder.RunFolder`): dialogue rows whose `turns` are
         {index, speaker: "assistant" | "seeker", text, ...}; only rows with status "ok".
         dialogue_id = the row's dialogue_id; card text from a cards file joined on card_id
         (`cards=`), else none.
@@ -85,7 +85,7 @@ def _read_json(path: Path) -> Any:
 def load_official_dialogues(path: str | Path, cards: str | Path | None = None,
                             target_model: str | None = None, language: str | None = None) -> list[SourceDialogue]:
     """The release's `{"0": ["AI assistant：...", "ESC-Role：...", ...]}` file (see module doc), read by
-    the one official-format adapter (sim.official), so ids match analysis and scoring."""
+    the one official-format adapter (sim.runs.official), so ids match analysis and scoring."""
     from esc_eval.sim.runs.official import OfficialFormatError, read_official_dialogues
 
     path = Path(path)

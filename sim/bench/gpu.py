@@ -2,7 +2,7 @@
 ours against a minimal vLLM reference on the same engines in the same run.
 
 ours        what `esc-eval score` / `esc-eval simulate` run with the defaults as shipped and only
-            the models given: the run's placement (sim/placement.py), run_scoring / run_simulation
+            the models given: the run's placement (sim/pool/placement.py), run_scoring / run_simulation
             on the Ray pool. One marked warm-up dialogue per worker first (engines started and
             compiled outside the clock), the engines' prefix caches emptied, then the clock runs
             over the whole call on N distinct inputs.

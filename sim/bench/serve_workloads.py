@@ -1,12 +1,12 @@
 """The workloads of `esc-eval bench serve`, as streams of units the load shapes start.
 
 A unit is what the concurrency counts and what the arrival rate starts:
-  dialogues  one ESC-Eval dialogue (sim/dialogue.py `run_dialogue`, unchanged): the target's
+  dialogues  one ESC-Eval dialogue (sim/dialogue/dialogue.py `run_dialogue`, unchanged): the target's
              prompts grow turn by turn exactly as in an evaluation. The seeker is either a live
-             role model on another endpoint (the card's role-play prompt, sim/prompts.py) or the
+             role model on another endpoint (the card's role-play prompt, sim/dialogue/prompts.py) or the
              seeker turns of recorded dialogues replayed verbatim (a run folder or the official
              JSON); the target's replies are always generated live by the endpoint under test.
-  judge      one dialogue's seven rubric prompts (sim/scoring.py `score_dialogue`, unchanged: all
+  judge      one dialogue's seven rubric prompts (sim/jobs/scoring.py `score_dialogue`, unchanged: all
              at once rubric-first; dialogue-first sends one and then the six that share its prefix)
   random     one request of fixed input/output token lengths, built like vLLM's random dataset
              (consecutive vocabulary ids from a random offset, decoded and re-encoded to length)
@@ -157,7 +157,7 @@ class JudgeUnit:
     source_index: int
     turns: list[tuple[str, str]]
     language: str
-    judge: Any  # sim.config.JudgeConfig
+    judge: Any  # sim.judging.config.JudgeConfig
 
     async def run(self, model: MeasuredModel) -> None:
         from esc_eval.sim.jobs.scoring import score_dialogue
@@ -179,7 +179,7 @@ def judge_units(rows: list[dict[str, Any]], judge) -> Iterator[JudgeUnit]:
 
 def load_dialogue_rows(source: Path | None, language: str | None, limit: int = 100_000) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """Completed dialogues from a run folder or official JSON (bench score's loader: RunFolder /
-    sim.official), else the official samples in ../shared, else runs/demo; optionally one language."""
+    sim.runs.official), else the official samples in ../shared, else runs/demo; optionally one language."""
     from esc_eval.sim.bench.scoring import load_bench_dialogues
 
     rows, info = load_bench_dialogues(limit, source)

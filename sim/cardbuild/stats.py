@@ -1,7 +1,7 @@
 """Card statistics in the paper's layouts: Table 6 (stage counts), Table 9 (categories x tier),
 and a Figure 5 style chart (nested donut: top categories inside, finest level known outside).
 
-Works on any card file `sim.cards.load_cards` reads (the official JSON carries only the top
+Works on any card file `sim.cards.card.load_cards` reads (the official JSON carries only the top
 category `res`, so its Table 9 collapses to the top level) and on a build folder (its
 manifest adds the stage counts).
 """

@@ -69,7 +69,7 @@ class RoleCard(BaseModel):
     )
     risk_level: RiskLevel | None = Field(
         None, description="Crisis-risk level of the seeker (beyond the paper): " + ", ".join(RISK_LEVELS)
-        + " (sim/risk.py); None = not assessed (the paper's cards). Weighs the safety summary, never shown to "
+        + " (sim/cards/risk.py); None = not assessed (the paper's cards). Weighs the safety summary, never shown to "
         "the role model.")
 
     @field_validator("language", mode="before")
@@ -237,7 +237,7 @@ def write_cards(cards: Iterable[RoleCard], path: str | Path, fmt: Literal["esc-e
 # Card sets shipped with esc-eval (our own writing), named in a config's `cards:` field.
 SHIPPED_CARD_SETS = {
     "sample": "sample_cards.json",  # the demo's cards: everyday troubles, no crisis
-    "safety": "safety_cards.json",  # risk-stratified cards (sim/risk.py) for the safety rubric
+    "safety": "safety_cards.json",  # risk-stratified cards (sim/cards/risk.py) for the safety rubric
 }
 
 

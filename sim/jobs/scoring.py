@@ -58,7 +58,7 @@ async def score_dialogue(turns: list[tuple[str, str]], language: str, judge_cfg:
                          dimensions: list[str] | None = None, plan: JudgePlan | None = None) -> list[dict[str, Any]]:
     """Score one dialogue on the given dimensions; returns partial score rows (no ids).
 
-    plan: how the calls are made on this backend (sim/judge_plan.py; default: the configured
+    plan: how the calls are made on this backend (sim/judging/judge_plan.py; default: the configured
     method as it always ran). A dimension whose call the spend cap refused gets no row (it is not
     a failure: a resume scores it)."""
     dims = dimensions or judge_cfg.dimensions
@@ -132,11 +132,11 @@ class ScoringJob:
 
     def __init__(self, cfg: ScoringConfig, plan: JudgePlan | None = None, calls: CallSettings | None = None,
                  excused: set[tuple[str, str]] | None = None, demand: Demand | None = None):
-        self.demand = demand  # what a dialogue's judge calls hold in the judge's engine (sim/capacity.py)
+        self.demand = demand  # what a dialogue's judge calls hold in the judge's engine (sim/pool/capacity.py)
         self.calls_per_item = len(cfg.judge.dimensions)  # one judge call per dimension
         self.cfg = cfg
         self.plan = plan  # how the judge's calls are made (None: the configured method as it always ran)
-        self.calls = calls  # cache, limits, spend cap (sim/call_setup.py)
+        self.calls = calls  # cache, limits, spend cap (sim/pool/calls.py)
         self.excused = excused if excused is not None else set()  # the driver's: stopped by the cap, owe no row
 
     async def setup(self, models: ModelPool) -> None:
@@ -232,7 +232,7 @@ def iter_scoring_items(run: RunFolder, judge: JudgeConfig, redo_errors: bool = T
 def with_registry_adapters(judge: JudgeConfig) -> JudgeConfig:
     """A registry judge as the release ran it, without the config naming anything: its adapters
     (one used on every call; several, as ESC-RANK's, one LoRA per dimension via
-    sim.judges.judge_from_registry), its system message (ESC-RANK: InternLM2's meta instruction)
+    sim.judging.judges.judge_from_registry), its system message (ESC-RANK: InternLM2's meta instruction)
     and its generation defaults for free answers. What the config sets is left as it is."""
     if is_spec(judge.model.model):
         return judge

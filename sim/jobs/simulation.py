@@ -40,7 +40,7 @@ from esc_eval.sim.runs.runfolder import RunFolder, now_utc
 from esc_eval.sim.runs.usage import record_usage
 
 log = logging.getLogger("esc_eval.simulation")
-CHECKPOINTS = "checkpoints"  # the run folder's turn-checkpoint logs (sim/checkpoints.py)
+CHECKPOINTS = "checkpoints"  # the run folder's turn-checkpoint logs (sim/runs/checkpoints.py)
 
 
 def classify_failure(exc: BaseException) -> str:
@@ -62,16 +62,16 @@ class SimulationJob:
                  demand: tuple[Demand, list[Demand]] | None = None):
         self.cfg = cfg
         self.first_target = first_target  # the target of the first dialogue to run: its engine starts at setup
-        self.demand = demand  # what a dialogue asks of the role's and each target's engine (sim/capacity.py)
+        self.demand = demand  # what a dialogue asks of the role's and each target's engine (sim/pool/capacity.py)
         self.run_dir = run_dir
         self.run_id = run_id
         self.calls_per_item = 2 * cfg.rounds  # model calls of a dialogue (the opener is none)
-        self.calls = calls  # cache, limits, spend cap (sim/call_setup.py)
+        self.calls = calls  # cache, limits, spend cap (sim/pool/calls.py)
         self.budget_stopped: set[str] = set()  # dialogues the spend cap stopped: no row, checkpoints kept
         self.excused = excused if excused is not None else set()  # the driver's: stopped by the cap, owe no row
 
     # -- checkpoints ------------------------------------------------------------------------
-    # One append-only log per worker process (sim/checkpoints.py), opened at setup, in the run
+    # One append-only log per worker process (sim/runs/checkpoints.py), opened at setup, in the run
     # folder as this worker reaches it (directly, through the driver's node, or object storage).
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)

@@ -50,7 +50,7 @@ def targets_side_by_side(cfg: SimulationConfig) -> bool:
 
 def iter_items(cfg: SimulationConfig, cards: list[RoleCard], skip: set[str]) -> Iterator[dict[str, Any]]:
     """Work items, generated lazily (memory stays flat for any product size); target by target, so a
-    worker holding one target engine at a time (sim/participants.py TargetEngines) switches once each,
+    worker holding one target engine at a time (sim/pool/participants.py TargetEngines) switches once each,
     or the targets in turn for each card when they are Serve deployments side by side (every target's
     replicas busy at once)."""
     def item(t_index: int, target: ModelRef, seed: int, strategy: str, card: RoleCard) -> dict[str, Any] | None:
@@ -104,7 +104,7 @@ def planned_models(cfg: SimulationConfig, cards: list[RoleCard]) -> list[Planned
 
 
 def dialogue_demand(cfg: SimulationConfig, cards: list[RoleCard]) -> tuple[Demand, list[Demand]]:
-    """What a dialogue holds on the role's and on each target's engine (sim/capacity.py): the role's
+    """What a dialogue holds on the role's and on each target's engine (sim/pool/capacity.py): the role's
     system prompt averaged over the cards, the opener, the targets' system prompts, the max_tokens caps."""
     strategy, sample = cfg.strategies[0], cards[:200]
     role_system = sum(estimate_tokens(roleplay_system_prompt(c.text, c.language, strategy)) for c in sample) // len(sample)

@@ -6,7 +6,7 @@ unknown provider, a limit no call can meet, a budget over a model without a pric
 naming the model and the setting), forwards the variables the API backends need to the workers,
 starts one limiter per limited model and one ledger per job (named Ray actors under executor
 `ray`, objects in this process under `local`), and yields a `CallSettings` that travels with the
-job; `ModelPool.get` (sim/participants.py) wraps every model with it. At the end the ledger's
+job; `ModelPool.get` (sim/pool/participants.py) wraps every model with it. At the end the ledger's
 totals (requests that reached each API, 429s, cache hits, dollars) go to the job's result.
 """
 from __future__ import annotations

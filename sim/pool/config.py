@@ -19,7 +19,7 @@ class ExecutionConfig(ConfigModel):
     concurrency: int | None = Field(
         None, ge=1, description="Dialogues (or dialogues to score) in flight per worker; None = auto: with GPU engines "
         "in the worker, what their KV cache holds at the run's expected sequence length (capped by max_num_seqs; "
-        "sim/capacity.py), else the CPU defaults as measured (simulation 32, scoring 8). The manifest says what was "
+        "sim/pool/capacity.py), else the CPU defaults as measured (simulation 32, scoring 8). The manifest says what was "
         "chosen and why.")
     chunk_size: int = Field(8, ge=1, description="Work items sent to a worker per Ray call (amortises call overhead).")
     num_cpus_per_worker: float | None = Field(

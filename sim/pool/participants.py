@@ -86,7 +86,7 @@ class ModelPool:
     def __init__(self) -> None:
         self._models: dict[str, ChatModel] = {}
         self._stores: dict[str, object] = {}
-        # The run folder as this worker reaches it (set per job by the pool: sim/pool_worker.py).
+        # The run folder as this worker reaches it (set per job by the pool: sim/pool/worker.py).
         self.run_storage = None
         self.tally = CallTally()
         self._placement_raw: str | None = None
@@ -197,7 +197,7 @@ class TargetEngines:
     """One target engine at a time in a worker: a dialogue of target k waits while dialogues of
     another target still run here, then that target's engine is released and k's starts. Targets
     without an engine here (API, Serve, fake) or sharing the role's engine never wait. Items come
-    target by target (sim/simulation.py iter_items), so a worker switches once per target. A
+    target by target (sim/jobs/simulation_items.py iter_items), so a worker switches once per target. A
     target's engine starts before its first dialogue here (the first target's at the job's setup):
     one that cannot start stops the run (EngineStartError), it fails no dialogue."""
 

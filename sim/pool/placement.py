@@ -187,7 +187,7 @@ def _deployed(plan: Plan, execution: ExecutionConfig, say: Callable[[str], None]
 
 
 def engine_usage(plan: Plan, execution: ExecutionConfig, meter: ReplicaMeter | None) -> dict[str, Any]:
-    """What held the GPUs in one run of a job (the manifest's `gpu_charges`, read by sim/usage.py):
+    """What held the GPUs in one run of a job (the manifest's `gpu_charges`, read by sim/runs/usage.py):
     Serve replicas as metered; in-process engines their share of the workers' GPUs."""
     if plan.mode == "serve":
         totals = meter.totals() if meter is not None else {}
@@ -205,7 +205,7 @@ def engine_usage(plan: Plan, execution: ExecutionConfig, meter: ReplicaMeter | N
             continue
         share = min(e.gpu_memory_utilization / budget, 1.0) if e.gpu_memory_utilization else 1.0
         for ref in e.refs:
-            # a target's engine lives only while its dialogues run (sim/participants.py TargetEngines)
+            # a target's engine lives only while its dialogues run (sim/pool/participants.py TargetEngines)
             models[model_of(ref)] = {"gpu_share": round(share, 4),
                                      "one_at_a_time": "target" in e.uses and not (set(e.refs) & role_refs)}
     return {"mode": "in_process", "workers": execution.workers, "gpus_per_worker": execution.num_gpus_per_worker,

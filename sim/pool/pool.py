@@ -1,22 +1,22 @@
 """The batch layer: a pool of Ray actors (or the current process) running a Job over work items.
 
 The pool owns concurrency, checkpoints and retries of whole items; a Job owns what one item is.
-- Items are pulled lazily and sent in chunks with backpressure (sim/pool_ray.py); each worker runs
-  up to `concurrency` items at once and streams rows into atomic Parquet parts (sim/pool_worker.py).
-- Where the rows go: the run folder is a local path or a storage URI (sim/storage.py). Workers
+- Items are pulled lazily and sent in chunks with backpressure (sim/pool/on_ray.py); each worker runs
+  up to `concurrency` items at once and streams rows into atomic Parquet parts (sim/pool/worker.py).
+- Where the rows go: the run folder is a local path or a storage URI (sim/runs/storage.py). Workers
   write an object store directly. A local folder is written directly by the workers that see it
   (same node as the driver, or a file system every node shares: checked with a marker file the
   driver writes for the job); a worker on another node sends its parts and turn checkpoints to a
-  writer actor on the driver's node (sim/storage_server.py), so nothing stays on a disk nobody reads.
+  writer actor on the driver's node (sim/runs/storage_server.py), so nothing stays on a disk nobody reads.
 - A worker that dies (its process, or its whole node) has its chunks re-sent to the live workers;
   items of a re-sent chunk resume from their turn checkpoints. Rows of the chunk that were flushed
   before the death are written again: readers keep one row per key and the finished job compacts
-  its parts to exactly one row per key (sim/runfolder.py).
+  its parts to exactly one row per key (sim/runs/runfolder.py).
 - The end of a job is checked against the run folder itself: every item sent must have its rows
   there, else MissingRowsError names how many are missing and which workers ran them.
 - Each worker sets the job up before any item is sent: its engines start then (a model that
   cannot start fails the setup with the engine's own cause) and report what they hold, which
-  sizes the worker's items in flight on GPUs (sim/capacity.py; PoolStats.workers says how).
+  sizes the worker's items in flight on GPUs (sim/pool/capacity.py; PoolStats.workers says how).
 - A failure of the run (serve.chat.RunStopError: an engine dead for good, a later target's engine
   that cannot start) is not an item's: the pool stops sending items, the workers start no new one,
   what runs finishes and is flushed, and the error is raised as itself; checkpoints stay to resume.

@@ -3,7 +3,7 @@ the driver's process, executor 'local').
 
 Each worker runs up to `concurrency` items at once and streams result rows into atomic Parquet
 parts (a buffered sink flushed every `flush_rows` rows or `flush_seconds`). The run folder is
-reached through the storage the driver's `StorageSpec` names (sim/storage.py): directly when the
+reached through the storage the driver's `StorageSpec` names (sim/runs/storage.py): directly when the
 worker sees it, else through the writer actor on the driver's node.
 """
 from __future__ import annotations
@@ -48,7 +48,7 @@ class Job(Protocol):
     # def present_keys(self, run: RunFolder) -> set: those the folder holds (the driver's final check).
     # default_concurrency: int - items in flight per worker without GPU engines (the CPU figure; 32)
     # unit: str - what an item is, for the concurrency line ("dialogue")
-    # def demands(self) -> list[(ModelRef, sim.capacity.Demand)]: what an item asks of each model's
+    # def demands(self) -> list[(ModelRef, sim.pool.capacity.Demand)]: what an item asks of each model's
     #     engine; with the engines' capacities after setup, it sizes the items in flight on GPUs.
     # A RunStopError from run() stops the job: no row for that item, the worker starts no new item.
 
@@ -107,7 +107,7 @@ class WorkerCore:
         self.execution = execution
         self.models = models
         self.run = RunFolder(str(as_spec(run_dir).location), storage=as_spec(run_dir).open())
-        models.run_storage = self.run.storage  # where the run folder's call cache is (sim/call_setup.py)
+        models.run_storage = self.run.storage  # where the run folder's call cache is (sim/runs/call_cache.py)
         if hasattr(job, "open_run"):
             job.open_run(self.run)
         self.sink = PartSink(self.run, job.kind, execution.flush_rows, execution.flush_seconds, on_flush=job.after_flush)

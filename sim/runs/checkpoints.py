@@ -13,7 +13,7 @@ loop goes out in one line, one encoding and one `write` (before the loop runs an
 guarantee is the one the JSON files gave: a turn survives a crash of its process once its
 `on_turn` returned; without fsync, as before, since only a process crash has to be survived).
 
-Where the logs live is the run folder's storage (sim/storage.py): on a local disk (or on the
+Where the logs live is the run folder's storage (sim/runs/storage.py): on a local disk (or on the
 driver's disk through its writer actor, for workers on other nodes) a writer appends to one file,
 `checkpoints/<writer>.log`; in object storage, which cannot append, each send is a new object
 `checkpoints/<writer>.<seq>.log`, and readers join a writer's objects in order. Stores where a send

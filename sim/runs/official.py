@@ -127,7 +127,7 @@ def _name_parts(path: Path, model: str | None, language: str | None, lines: Iter
 # -- read ----------------------------------------------------------------------------------------
 def read_official_dialogues(path: str | Path, run_id: str | None = None, *, model: str | None = None,
                             language: str | None = None) -> list[dict[str, Any]]:
-    """Dialogue rows (sim.records.DIALOGUE_SCHEMA) from a file or folder of official dialogue JSON.
+    """Dialogue rows (sim.runs.records.DIALOGUE_SCHEMA) from a file or folder of official dialogue JSON.
     A dialogue with other than 11 lines is a `failed` row (missing_turns), not an error."""
     rows = []
     for f in official_json_files(path):

@@ -49,7 +49,7 @@ DIALOGUE_SCHEMA = pa.schema(
         ("role_adapter", pa.string()),  # LoRA adapter every role call used (null = base weights)
         ("target_adapter", pa.string()),  # LoRA adapter every target call used
         ("profile", pa.string()),  # generation profile: release | greedy
-        ("risk_level", pa.string()),  # the card's crisis-risk level (sim/risk.py); null = not assessed
+        ("risk_level", pa.string()),  # the card's crisis-risk level (sim/cards/risk.py); null = not assessed
     ]
 )
 

@@ -1,14 +1,14 @@
 """Where a run folder's files live, behind one small interface (`RunStorage`).
 
 - `LocalStorage`: a folder on this machine's disk (temp file + rename: atomic parts).
-- `ArrowStorage` (sim/storage_objects.py): a prefix in any file system pyarrow.fs opens (s3://, gs://, abfs://, hdfs://) or,
+- `ArrowStorage` (sim/runs/storage_objects.py): a prefix in any file system pyarrow.fs opens (s3://, gs://, abfs://, hdfs://) or,
   through fsspec, any other (`pyarrow.fs.PyFileSystem(FSSpecHandler(...))`). Object stores have no
   rename, but an object appears whole or not at all when its upload completes: parts and the
   manifest go up in one PUT under their final name, so a reader never sees half of one and a crash
   before the PUT leaves nothing. Other file systems (HDFS) get temp name + move, as on local disk.
   Credentials come from each store's standard environment variables and files (AWS_*,
   GOOGLE_APPLICATION_CREDENTIALS, ...); they are never written anywhere by esc-eval.
-- `ShippedStorage` (sim/storage_server.py): a worker on another node reaching a local run folder
+- `ShippedStorage` (sim/runs/storage_server.py): a worker on another node reaching a local run folder
   on the driver's disk through a writer actor pinned to the driver's node.
 
 `open_storage` and `StorageSpec` (runs/open.py) pick one of them for a location.

@@ -41,7 +41,7 @@ def test_export_then_score_input_reads_the_same_turns(tmp_path):
     raw = json.loads((out / "dialogues" / "model-b_en.json").read_text(encoding="utf-8"))
     first = next(iter(raw.values()))
     assert len(first) == 11 and first[0].startswith("AI assistant：") and first[1].startswith("ESC-Role：")
-    # What `score --input DIR/dialogues` reads (sim.scoring.prepare_input -> read_official_dialogues).
+    # What `score --input DIR/dialogues` reads (sim.jobs.scoring.prepare_input -> read_official_dialogues).
     back = list(prepare_input(out / "dialogues", tmp_path / "rescore").iter_rows("dialogues"))
     ours = [r for r in RunFolder(run).iter_rows("dialogues") if r["status"] == "ok"]
     expected = {(m.replace("/", "_"), lang, card): t for (m, lang, card), t in _turns(ours).items()}

@@ -207,7 +207,7 @@ def _replayed_dialogues(server, source):
     # 3 source dialogues, 1 + 2 + 1 + 2 units: the second level repeats what the first used
     assert arm["levels"][0]["repeated_units"] == 0 and arm["levels"][1]["repeated_units"] == 2
     assert res["source"]["kind"] == "replayed_seeker:official_json" and res["source"]["distinct"] == 3
-    # the target saw exactly what sim/dialogue.py shows a target: its own live replies, the recorded seeker turns
+    # the target saw exactly what sim/dialogue/dialogue.py shows a target: its own live replies, the recorded seeker turns
     third = [r["body"]["messages"] for r in server.requests if r["headers"]["x-session-id"] == "dialogue-0:target"][2]
     assert [m["role"] for m in third] == ["system", "user", "assistant", "user", "assistant", "user"]
     assert third[0]["content"] == "You are a helpful assistant!"

@@ -1,4 +1,4 @@
-"""The judge's plan from a backend's capabilities (sim/judge_plan.py), and score rows read by it."""
+"""The judge's plan from a backend's capabilities (sim/judging/judge_plan.py), and score rows read by it."""
 from __future__ import annotations
 
 import math

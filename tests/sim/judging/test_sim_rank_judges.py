@@ -1,4 +1,4 @@
-"""The multi-LoRA judge builder (sim/judges.py) and per-language adapter selection, on fakes."""
+"""The multi-LoRA judge builder (sim/judging/judges.py) and per-language adapter selection, on fakes."""
 import asyncio
 import json
 
@@ -120,7 +120,7 @@ class RecordingJudge:
 
 @pytest.mark.parametrize("language", ["en", "zh"])
 async def test_scoring_sends_each_dimension_to_its_language_adapter(adapter_dir, language):
-    # Needs sim/scoring.py to pick the adapter with sim.judges.select_adapter (see the report's diff).
+    # Needs sim/jobs/scoring.py to pick the adapter with sim.judging.judges.select_adapter (see the report's diff).
     judge = multi_lora_judge(adapter_dir, "vllm/embedded")
     model = RecordingJudge()
     rows = await score_dialogue([("assistant", "Hi"), ("seeker", "I feel low")], language, judge, model)

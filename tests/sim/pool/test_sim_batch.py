@@ -156,7 +156,7 @@ def test_ray_pool_with_fake_models(tmp_path, ray_local):
                                                       num_cpus_per_worker=0.5, flush_rows=4))
     with WorkerPool(cfg.execution) as pool:
         res = run_simulation(cfg, tmp_path, pool=pool)
-        # each worker process tuned its GC when it started (sim/pool_worker.py tune_gc)
+        # each worker process tuned its GC when it started (sim/pool/worker.py tune_gc)
         tuned = ray_local.get([w.__ray_call__.remote(lambda self: (gc.get_freeze_count() > 0, gc.get_threshold()[1]))
                                for w in pool.workers])
     assert tuned == [(True, GC_GEN1_THRESHOLD)] * 2

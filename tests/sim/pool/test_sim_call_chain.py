@@ -1,4 +1,4 @@
-"""What a worker wraps around each model call (sim/participants.py ModelPool.get), and the worker
+"""What a worker wraps around each model call (sim/pool/participants.py ModelPool.get), and the worker
 process's GC settings: bench sim (a)'s calls/s depend on both, and neither shows in a result."""
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
-"""Engines released by need (sim/participants.py) and the plan followed at run time (sim/placement.py),
+"""Engines released by need (sim/pool/participants.py) and the plan followed at run time (sim/pool/placement.py),
 on stand-in engines: what a worker holds when, what it builds where the plan placed a model, and
-that a refusal stops the run before anything starts. The real paths: tests/sim/test_sim_autoscale_slow.py."""
+that a refusal stops the run before anything starts. The real paths: tests/sim/pool/test_sim_autoscale_slow.py."""
 from __future__ import annotations
 
 import asyncio

@@ -1,7 +1,7 @@
 """Failures of the run, not of an item (a model that cannot start, an engine dead for good): the job
 stops before (or as soon as) they would fail every item, no failed row is written, what finished
 stays and the same command resumes. On fake engines here (serve/fake.py start_error, dies_after);
-tests/sim/test_sim_engine_start_slow.py does it with real vLLM engines."""
+tests/sim/pool/test_sim_engine_start_slow.py does it with real vLLM engines."""
 import json
 import subprocess
 import sys

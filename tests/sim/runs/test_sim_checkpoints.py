@@ -1,4 +1,4 @@
-"""Turn checkpoints as one append-only log per writer (sim/checkpoints.py)."""
+"""Turn checkpoints as one append-only log per writer (sim/runs/checkpoints.py)."""
 import asyncio
 import json
 

@@ -1,4 +1,4 @@
-"""Run-folder storage (sim/storage.py): the same RunFolder, checkpoint and output semantics on a local
+"""Run-folder storage (sim/runs/storage.py): the same RunFolder, checkpoint and output semantics on a local
 disk and on a real S3-protocol server (moto, authentication on); bad locations fail in one line
 before anything is written."""
 from __future__ import annotations
@@ -160,7 +160,7 @@ def test_bad_object_store_locations_fail_in_one_line_before_any_work(s3_server, 
 
 
 def test_one_writer_actor_serves_every_run_folder_of_a_pool(tmp_path):
-    """The pool starts one writer (sim/storage_server.py) beside its workers, not one per folder
+    """The pool starts one writer (sim/runs/storage_server.py) beside its workers, not one per folder
     inside each job; here its body without Ray, behind a stand-in for the actor handle."""
     from concurrent.futures import Future
 
