@@ -9,10 +9,10 @@ from esc_eval.serve.chat import (BACKENDS, ChatMessage, ChatModel, ChatModelErro
                                  GenerationParams, RunStopError, UnknownModelError, get_chat_model, parse_spec)
 from esc_eval.serve.config_base import ConfigError, load_config
 from esc_eval.serve.gpu_detect import GpuInventory, detect_gpus
+from esc_eval.serve.model_entry import ModelEntry
 from esc_eval.serve.model_ref import ModelRef
 from esc_eval.serve.plan import PlacementConfig, Plan, PlanError, plan_run
-from esc_eval.serve.registry import (ModelEntry, Registry, build_chat_model, default_registry, load_registry,
-                                     resolve_spec)
+from esc_eval.serve.registry import Registry, build_chat_model, default_registry, load_registry, resolve_spec
 from esc_eval.serve.replica_meter import ReplicaMeter
 
 __all__ = [

@@ -22,8 +22,7 @@ import os
 import time
 from typing import Any
 
-from esc_eval.serve.chat import (Capabilities, ChatModel, ChatModelError, ChatResult, GenerationParams,
-                                 as_messages)
+from esc_eval.serve.chat import Capabilities, ChatModel, ChatModelError, ChatResult, GenerationParams, as_messages
 from esc_eval.serve.openai_http import parse_retry_after
 
 log = logging.getLogger("esc_eval.serve.litellm")
@@ -101,7 +100,7 @@ def capabilities(name: str, **options: Any) -> Capabilities:
 
 def list_price(name: str):
     """LiteLLM's list price of `provider/model` as a TokenPrice (None when it has none)."""
-    from esc_eval.serve.registry import TokenPrice
+    from esc_eval.serve.model_entry import TokenPrice
 
     provider, model = split_model(name)
     cost = _litellm().model_cost

@@ -40,7 +40,8 @@ from esc_eval.serve.plan_model import (DEFAULT_GPU_MEMORY_UTILIZATION, ENGINE_OV
                                        ref_key)
 from esc_eval.serve.plan_serve import plan_serve
 from esc_eval.serve.plan_sizes import Engine, engine_key
-from esc_eval.serve.registry import Registry, VLLM_LORA_RANKS, default_registry, lora_rank
+from esc_eval.serve.model_entry import VLLM_LORA_RANKS, lora_rank
+from esc_eval.serve.registry import Registry, default_registry
 
 
 def plan_run(uses: list[ModelUse], hardware: Hardware, placement: PlacementConfig | None = None, *,

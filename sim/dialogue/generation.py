@@ -20,8 +20,9 @@ from pathlib import Path
 from typing import Any, Literal
 
 from esc_eval.serve.chat import GenerationParams
+from esc_eval.serve.model_entry import ModelEntry, default_adapter
 from esc_eval.serve.model_ref import ModelRef
-from esc_eval.serve.registry import ModelEntry, default_adapter, default_registry, is_spec
+from esc_eval.serve.registry import default_registry, is_spec
 
 Profile = Literal["release", "greedy"]
 PROFILES: tuple[str, ...] = ("release", "greedy")

@@ -8,8 +8,8 @@ from pydantic import Field, field_validator
 
 from esc_eval.serve.chat import GenerationParams
 from esc_eval.serve.config_base import ConfigModel
+from esc_eval.serve.model_entry import TokenPrice
 from esc_eval.serve.model_ref import ModelRef
-from esc_eval.serve.registry import TokenPrice
 from esc_eval.sim.judging.config import JudgeConfig
 from esc_eval.sim.pool.config import ExecutionConfig
 

@@ -21,7 +21,8 @@ from typing import Any, Callable, Iterator
 from esc_eval.serve.chat import ChatMessage, RunStopError, backend_capabilities
 from esc_eval.serve.cpu import execution_runtime
 from esc_eval.serve.limits import BudgetExceededError
-from esc_eval.serve.registry import default_adapter, default_registry, is_spec, resolve
+from esc_eval.serve.model_entry import default_adapter
+from esc_eval.serve.registry import default_registry, is_spec, resolve
 from esc_eval.sim.jobs.config import ScoringConfig
 from esc_eval.sim.judging.config import JudgeConfig
 from esc_eval.sim.judging.judge_plan import JudgePlan, default_plan, label_position, plan_judge

@@ -22,8 +22,9 @@ from typing import Any, Iterator
 from esc_eval.serve.chat import ChatMessage, GenerationParams, backend_preflight, is_api_spec
 from esc_eval.serve.limits import (CallGate, GovernorRef, ModelLimiter, ModelLimits, Price, SpendLedger,
                                    estimate_prompt_tokens, host_governor, stop_governor)
+from esc_eval.serve.model_entry import TokenPrice
 from esc_eval.serve.model_ref import ModelRef
-from esc_eval.serve.registry import TokenPrice, default_registry, is_spec, resolve
+from esc_eval.serve.registry import default_registry, is_spec, resolve
 from esc_eval.sim.pool.config import ExecutionConfig
 from esc_eval.sim.runs.call_cache import RUN_FOLDER_CACHE
 

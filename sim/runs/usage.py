@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from esc_eval.serve.registry import TokenPrice
+from esc_eval.serve.model_entry import TokenPrice
 from esc_eval.sim.runs.runfolder import RunFolder
 
 API_BACKENDS = ("openai/", "litellm/")

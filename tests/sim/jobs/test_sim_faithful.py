@@ -8,9 +8,9 @@ import pytest
 import esc_eval.serve.registry as registry_mod
 from esc_eval.serve.chat import GenerationParams
 from esc_eval.serve.fake import FakeChatModel
+from esc_eval.serve.model_entry import MissingAdapterError, PATHS_ENV, default_adapter, vllm_engine_options
 from esc_eval.serve.model_ref import ModelRef
-from esc_eval.serve.registry import (MissingAdapterError, PATHS_ENV, default_adapter, load_registry, resolve,
-                                     vllm_engine_options)
+from esc_eval.serve.registry import load_registry, resolve
 from esc_eval.sim.dialogue.generation import effective_adapter, effective_params, hf_sampling_defaults
 from esc_eval.sim.jobs.config import ScoringConfig, SimulationConfig
 from esc_eval.sim.jobs.fingerprint import StaleRunError

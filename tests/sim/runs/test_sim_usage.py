@@ -5,8 +5,9 @@ import json
 
 import pytest
 
+from esc_eval.serve.model_entry import TokenPrice
 from esc_eval.serve.model_ref import ModelRef
-from esc_eval.serve.registry import TokenPrice, default_registry
+from esc_eval.serve.registry import default_registry
 from esc_eval.sim.jobs.config import ScoringConfig, SimulationConfig
 from esc_eval.sim.jobs.scoring import run_scoring
 from esc_eval.sim.jobs.simulation import run_simulation
