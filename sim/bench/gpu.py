@@ -64,7 +64,7 @@ class GpuBenchConfig(BaseModel):
 def distinct_dialogues(source: str | None, n: int, mark: str = "case") -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """n dialogue rows, copies of the source's opened by their own tag, and where they came from."""
     from esc_eval.sim.bench.scale import scale_dialogues
-    from esc_eval.sim.bench.scoring import load_bench_dialogues
+    from esc_eval.sim.bench.dialogues import load_bench_dialogues
 
     base, src = load_bench_dialogues(10**9, Path(source) if source else None)
     return list(scale_dialogues(base, n, mark=mark)), {**src, "distinct": n, "made_by": f"the {len(base)} source dialogues "
@@ -73,7 +73,7 @@ def distinct_dialogues(source: str | None, n: int, mark: str = "case") -> tuple[
 
 def distinct_cards(source: str | None, n: int, mark: str = "case") -> tuple[list[Any], str]:
     """n role cards, copies of the source's whose problem ends with its own tag."""
-    from esc_eval.sim.bench.scoring import REPO
+    from esc_eval.sim.bench.dialogues import REPO
     from esc_eval.sim.cards.card import load_cards, sample_cards
 
     official = REPO.parent / "shared" / "data" / "esc-eval" / "cards" / "card_high_en.json"

@@ -180,7 +180,7 @@ def judge_units(rows: list[dict[str, Any]], judge) -> Iterator[JudgeUnit]:
 def load_dialogue_rows(source: Path | None, language: str | None, limit: int = 100_000) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """Completed dialogues from a run folder or official JSON (bench score's loader: RunFolder /
     sim.runs.official), else the official samples in ../shared, else runs/demo; optionally one language."""
-    from esc_eval.sim.bench.scoring import load_bench_dialogues
+    from esc_eval.sim.bench.dialogues import load_bench_dialogues
 
     rows, info = load_bench_dialogues(limit, source)
     if language:

@@ -2,7 +2,8 @@
 import pytest
 
 from esc_eval.serve.model_ref import ModelRef
-from esc_eval.sim.bench.scoring import _median_subset, load_bench_dialogues
+from esc_eval.sim.bench.dialogues import load_bench_dialogues
+from esc_eval.sim.bench.scoring import _median_subset
 from esc_eval.sim.jobs.config import SimulationConfig
 from esc_eval.sim.jobs.simulation import run_simulation
 from esc_eval.sim.pool.config import ExecutionConfig
@@ -22,7 +23,7 @@ def test_official_samples_by_default_when_present(shared_data):
 
 
 def test_fake_generated_dialogues():
-    from esc_eval.sim.bench.scoring import _fake_dialogues
+    from esc_eval.sim.bench.dialogues import _fake_dialogues
 
     rows = _fake_dialogues(2)
     assert len(rows) == 2 and all(r["status"] == "ok" and len(r["turns"]) == 11 for r in rows)
