@@ -21,9 +21,9 @@ from typing import Any, Iterable
 
 import pandas as pd
 
+from esc_eval.analysis.annotation_answers import AnnotationStoreError, answers_long, study_dimensions
 from esc_eval.analysis.annotation_results import live_results
-from esc_eval.analysis.annotation_store import (ADMIN, AnnotationStore, AnnotationStoreError, answers_long,
-                                                study_dimensions)
+from esc_eval.analysis.annotation_store import ADMIN, AnnotationStore
 from esc_eval.analysis.annotation_study import create_study
 from esc_eval.analysis.loaders import load_scores
 from esc_eval.analysis.rubric import annotation_rubric, annotation_rubric_version

@@ -21,7 +21,6 @@ from esc_eval.sim.judging.dimensions import DIMENSION_NAMES, DIMENSION_TITLES
 PAPER_GROUPS = ("close", "open", "domain")
 
 
-# figure_block draws with plots.py into a report_blocks.py figure block.
 def figure_block(fn, path: Path, caption: str, *args) -> tuple[dict | None, dict | None]:
     """(figure block, None) or (None, notice) when there is nothing to draw."""
     try:

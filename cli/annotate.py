@@ -27,7 +27,8 @@ StudyOpt = Annotated[str, typer.Option("--study", "-s", help="Study name.")]
 
 def _store(runs: list[str], store: Path | None, create: bool):
     """The store (SQLite, a local file): --store, or beside the first run folder when that is local."""
-    from esc_eval.analysis.annotation_store import AnnotationStore, AnnotationStoreError, default_store_path
+    from esc_eval.analysis.annotation_store import AnnotationStore, default_store_path
+    from esc_eval.analysis.annotation_answers import AnnotationStoreError
     from esc_eval.sim.runs.storage import is_uri, local_path
 
     if store is None:
@@ -92,7 +93,7 @@ def study(
     store: StoreOpt = None,
 ) -> None:
     """Create a study: sample, assign (overlap), shuffle each queue; prints each annotator's token once."""
-    from esc_eval.analysis.annotation_store import AnnotationStoreError
+    from esc_eval.analysis.annotation_answers import AnnotationStoreError
     from esc_eval.analysis.annotation_study import create_study, study_config
 
     ids = None
@@ -135,7 +136,7 @@ def export(
     import json
 
     from esc_eval.analysis.annotation_formats import annotation_table, label_config, labelstudio_export, write_table
-    from esc_eval.analysis.annotation_store import AnnotationStoreError
+    from esc_eval.analysis.annotation_answers import AnnotationStoreError
 
     if fmt not in ("table", "labelstudio", "labelstudio-min"):
         raise AnnotationStoreError(f"--format {fmt!r}: use table, labelstudio or labelstudio-min")
