@@ -84,9 +84,9 @@ def _estimable(cfg, cards: int | None):
     --cards and a card file not here, the shipped sample cards."""
     from esc_eval.sim.cards import SHIPPED_CARD_SETS
 
-    if cards and str(cfg.cards) not in SHIPPED_CARD_SETS and not Path(cfg.cards).exists():
-        return cfg.model_copy(update={"cards": "sample", "card_ids": None, "limit": None, "languages": None})
-    return cfg
+    if not cards or str(cfg.cards) in SHIPPED_CARD_SETS or Path(cfg.cards).exists():
+        return cfg
+    return cfg.model_copy(update={"cards": "sample", "card_ids": None, "limit": None, "languages": None})
 
 
 def parse_answer_tokens(text: str | None) -> dict[str, int]:
@@ -173,6 +173,9 @@ def plan(
     answers = parse_answer_tokens(answer_tokens)
     measured = load_rates(rates) if rates else H100_RATES
     got = load_config_for_plan(config, cards)
+    sim = got.simulation
+    if sim is not None and not cards and _estimable(sim, 1) is not sim:
+        raise ValueError(f"{sim.cards}: card file not found (planning away from it: --cards N plans for N cards)")
     execution = got.execution
     p = execution.placement
     if gpus is None:  # what the run would find (and the config's placement, which it follows)
@@ -187,9 +190,9 @@ def plan(
                          f"{hardware.accelerator_type}: measure there (esc-eval bench gpu), or plan for that GPU type")
     result = make_plan(execution, got.uses, hardware)
     size_serve_replicas(result, got.seq_tokens, p)  # GPU deployments sized as the run sizes them
-    if cards and got.simulation is not None and _estimable(got.simulation, cards) is not got.simulation:
-        result.notes.append(f"cards: {got.simulation.cards} is not on this machine: sequence lengths estimated on the "
-                            f"shipped sample cards, {cards:,} cards projected (--cards)")
+    if cards and sim is not None and _estimable(sim, cards) is not sim:
+        result.notes.append(f"cards: {sim.cards} is not on this machine: sequence lengths estimated on the shipped "
+                            f"sample cards, {cards:,} cards projected (--cards)")
     projection = None
     if result.ok and hardware.gpus:
         if measured.same_gpu(hardware.accelerator_type):

@@ -177,7 +177,7 @@ class Packer:
         if not d.fill:
             return [(d.replicas, self.level_for(d, s / d.replicas))]
         out = []
-        for n in range(max(d.replicas, math.ceil(s - 1e-9)), gpus + 1):
+        for n in range(min(max(d.replicas, math.ceil(s - 1e-9)), max(gpus, d.replicas)), max(gpus, d.replicas) + 1):
             t = self.level_for(d, s / n)
             if n > d.replicas:
                 t = max(t, self.half_level(d))
@@ -243,7 +243,7 @@ class Packer:
         # the replicas the balance added keep their size (more than half a GPU, or a whole one); every
         # other replica starts again from its minimum, and the room left grows all KV caches alike
         level = {n: balanced[n] if replicas[n] > d.replicas else 0 for n, d in self.demands.items()}
-        level = self.grow(replicas, level)
+        level = self.grow(replicas, level if self.fits(replicas, level) is not None else balanced)
         while True:  # GPUs still idle: one more replica of the busiest deployment that fits there
             idle = sum(1 for gpu in self.fits(replicas, level) or [] if not gpu)
             more = None

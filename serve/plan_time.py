@@ -222,6 +222,10 @@ def _span(a: float, b: float) -> str:
     return f"{lo.rsplit(' ', 1)[0]}-{hi}" if lo.rsplit(" ", 1)[1] == hi.rsplit(" ", 1)[1] else f"{lo}-{hi}"
 
 
+def _plural(n: float, word: str) -> str:
+    return f"{n:g} {word}{'s' if n != 1 else ''}"
+
+
 def _gpus(e: EnginePlan) -> float:
     lo = (e.replicas or (1, 1))[0]
     return lo * e.gpus_per_replica
@@ -251,7 +255,7 @@ def project(plan: Plan, work: Workload, rates: Rates = H100_RATES, *, worker_gpu
 def _simulation(phase: str, hosted: list[EnginePlan], work: Workload, rates: Rates, worker_gpus: float,
                 skipped: list[str]) -> PhaseTime | None:
     if not work.tokens:
-        skipped.append(f"the {phase} (no dialogues counted: a Serve config, or no cards)")
+        skipped.append(f"the {phase} phase (no dialogues counted: a Serve config, or no cards)")
         return None
     parts = []
     for e in hosted:
@@ -265,24 +269,21 @@ def _simulation(phase: str, hosted: list[EnginePlan], work: Workload, rates: Rat
         parts.append(Part(e.name, tokens, _gpus(e), rate, 0.0, per_gpu))
     if not parts:
         return None
-    if hosted[0].where == "serve deployment":
-        for p in parts:
-            p.seconds = p.work / (p.rate_per_gpu * p.gpus) if p.gpus else float("inf")
-        slow = max(parts, key=lambda p: p.seconds)
-        others = [p.seconds for p in parts if p is not slow]
-        rest = (f" (the others {_span(min(others), max(others))})" if len(others) > 1 else
-                f" (the other {_t(others[0])})" if others else "")
-        note = (f"{slow.name} the slowest: {_tok(slow.work)} tokens at {slow.rate_per_gpu:,.0f} tok/s per GPU x "
-                f"{slow.gpus:g} GPU{'s' if slow.gpus != 1 else ''}{rest}")
-    else:  # in-process: a worker's engines take turns on its GPUs
+    if hosted[0].where != "serve deployment":  # in-process: a worker's engines take turns on its GPUs
         gpus = worker_gpus or 1.0
-        gpu_s = sum(p.work / p.rate_per_gpu for p in parts)
         for p in parts:
             p.gpus, p.seconds = gpus, p.work / p.rate_per_gpu / gpus
-        slow = max(parts, key=lambda p: p.seconds)
         note = (f"in-process: {_tok(sum(p.work for p in parts))} tokens of {len(parts)} models on the workers' "
-                f"{gpus:g} GPU{'s' if gpus != 1 else ''}, the engines of a worker taking turns")
-        return PhaseTime(phase, gpu_s / gpus, ENGINE_START_S, parts, note)
+                f"{_plural(gpus, 'GPU')}, the engines of a worker taking turns")
+        return PhaseTime(phase, sum(p.seconds for p in parts), ENGINE_START_S, parts, note)
+    for p in parts:
+        p.seconds = p.work / (p.rate_per_gpu * p.gpus) if p.gpus else float("inf")
+    slow = max(parts, key=lambda p: p.seconds)
+    others = [p.seconds for p in parts if p is not slow]
+    rest = (f" (the others {_span(min(others), max(others))})" if len(others) > 1 else
+            f" (the other {_t(others[0])})" if others else "")
+    note = (f"{slow.name} the slowest: {_tok(slow.work)} tokens at {slow.rate_per_gpu:,.0f} tok/s per GPU x "
+            f"{_plural(slow.gpus, 'GPU')}{rest}")
     return PhaseTime(phase, slow.seconds, ENGINE_START_S, parts, note, _batch_limited(parts, rates.batch))
 
 
@@ -309,7 +310,7 @@ def _scoring(phase: str, hosted: list[EnginePlan], work: Workload, rates: Rates,
     gpus = _gpus(judge) if judge.where == "serve deployment" else (worker_gpus or 1.0)
     seconds = work.dialogues / (rate * gpus)
     note = (f"{work.dialogues:,} dialogues x {work.dimensions} dimensions, {work.prompt_order}, at {rate:.3g} dialogues/s "
-            f"per GPU x {gpus:g} GPU{'s' if gpus != 1 else ''} of {judge.name}")
+            f"per GPU x {_plural(gpus, 'GPU')} of {judge.name}")
     return PhaseTime(phase, seconds, ENGINE_START_S, [Part(judge.name, work.dialogues, gpus, rate, seconds)], note)
 
 

@@ -92,5 +92,8 @@ def test_rates_from_a_bench_gpu_json_and_bad_rates_in_one_line(tmp_path):
     refused = _run(ONE_GPU, "--gpus", 1, "--rates", bad)
     assert refused.exit_code == 1 and refused.output == ""
     assert str(refused.exception).startswith(f"--rates {bad}: not an `esc-eval bench gpu` JSON")
+    away = _run(PAPER, "--gpus", 8, "--accelerator-type", "H100")  # the release's cards are on the cluster
+    assert away.exit_code == 1 and str(away.exception) == ("/results/cards/cards_en_zh.json: card file not found "
+                                                           "(planning away from it: --cards N plans for N cards)")
     wrong = _run(ONE_GPU, "--gpus", 1, "--answer-tokens", "judge=5")
     assert wrong.exit_code == 2 and "--answer-tokens 'judge=5': give a number of tokens" in wrong.output

@@ -345,3 +345,46 @@ def test_a_bad_local_folder_is_refused_in_one_line(tmp_path, make, why):
     for hardware in (H100, Hardware()):
         plan = plan_run([ModelUse(f"vllm/{folder}", {}, "judge", "scoring")], hardware)
         assert plan.refusals == [f"judge vllm/{folder}: local folder {folder} {why}"]
+
+
+def _demand_sets():
+    from hypothesis import strategies as st
+
+    from esc_eval.serve.plan_pack import Demand
+
+    one = st.builds(lambda i, fixed, kv, n, fill, load, tp: Demand(f"m{i}", fixed, kv, 1000, tp=tp, replicas=n, fill=fill,
+                                                                   load=load),
+                    st.just(0), st.floats(1.0, 9.0), st.sampled_from([0.0, 0.0005, 0.002]), st.integers(1, 2),
+                    st.booleans(), st.floats(0.1, 50.0), st.sampled_from([1, 1, 1, 2]))
+    return st.lists(one, min_size=1, max_size=6).map(lambda ds: [Demand(**{**d.__dict__, "name": f"m{i}"})
+                                                                 for i, d in enumerate(ds)])
+
+
+@pytest.mark.parametrize("nodes", [[4], [2, 2], [8]])
+def test_what_the_packing_guarantees_holds_for_any_demands(nodes):
+    """Whatever the work, a packing that says ok fits Ray's best fit in every tried start order, keeps
+    configured replicas, never goes below a replica's least KV cache, and never puts two replicas the
+    plan added of one model on one GPU."""
+    from hypothesis import HealthCheck, given, settings
+
+    from esc_eval.serve.plan_pack import Packer
+
+    @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+    @given(_demand_sets())
+    def check(demands):
+        packer = Packer(demands, nodes, 10.0)
+        p = packer.pack()
+        if not p.ok:
+            assert packer.fits({d.name: d.replicas for d in demands}, 0) is None
+            return
+        assert packer.fits(p.replicas, {d.name: p.tokens[d.name] for d in demands}) is not None
+        assert len(p.layout) == sum(nodes) and sum(len(g) for g in p.layout) == sum(p.replicas[d.name] * d.tp for d in demands)
+        for d in demands:
+            assert p.replicas[d.name] == d.replicas if not d.fill else p.replicas[d.name] >= d.replicas
+            assert p.tokens[d.name] >= d.min_tokens
+            if d.fill and p.replicas[d.name] > d.replicas and d.kv_gb_per_token and d.tp == 1:
+                assert p.fraction[d.name] > 0.5
+        for gpu in p.layout:
+            assert sum(f for _, f in gpu) <= 1 + 1e-9
+
+    check()
