@@ -111,41 +111,35 @@ def workload_for(got: PlanInputs, answers: dict[str, int], cards: int | None, di
     from esc_eval.sim.generation import effective_params
     from esc_eval.sim.simulation import select_cards
 
-    work = Workload()
-    sim = got.simulation
-    if sim is not None:
-        n_cards = cards or len(select_cards(sim))
-        per_target = n_cards * len(sim.strategies) * len(sim.seeds)
-        caps = {"role": effective_params(sim.role, sim.profile).max_tokens,
-                "target": sorted({effective_params(t, sim.profile).max_tokens for t in sim.targets})}
-        role_key = ref_key(sim.role.model, sim.role.options)
-        role_calls = per_target * len(sim.targets) * sim.rounds
-        role_answer = answers.get("role") or caps["role"]
-        work.calls[role_key] = role_calls
-        work.tokens[role_key] = role_calls * role_answer
-        for t in sim.targets:
-            key, calls = ref_key(t.model, t.options), per_target * sim.rounds
-            work.calls[key] = work.calls.get(key, 0) + calls
-            work.tokens[key] = work.tokens.get(key, 0.0) + calls * (answers.get("target") or effective_params(t, sim.profile).max_tokens)
-        lo, hi = caps["target"][0], caps["target"][-1]
-        target_caps = f"{lo}-{hi}" if lo != hi else f"{lo}"
-        said = {"role": f"role {answers.get('role') or caps['role']}",
-                "target": f"targets {answers.get('target') or target_caps}"}
-        given = [said[u] for u in ("role", "target") if u in answers]
-        capped = [said[u] for u in ("role", "target") if u not in answers]
-        work.answers = (f"{_n(n_cards, 'card')}{' (--cards)' if cards else ''} x {_n(len(sim.strategies), 'strategy')} "
-                        f"x {_n(len(sim.seeds), 'seed')} x {_n(len(sim.targets), 'target')} = "
-                        f"{per_target * len(sim.targets):,} dialogues of {sim.rounds} rounds; answer tokens: "
-                        + "; ".join(([", ".join(given) + " (--answer-tokens)"] if given else [])
-                                    + ([", ".join(capped) + ": the max_tokens caps, the worst case (random weights reach "
-                                        "it; --answer-tokens N for a realistic mean)"] if capped else [])))
-        work.dialogues = per_target * len(sim.targets)
-    if dialogues:
-        work.dialogues = dialogues
+    work = Workload(dialogues=dialogues)
     if got.scoring is not None:
-        work.dimensions = len(got.scoring.judge.dimensions)
-        work.prompt_order = got.scoring.judge.prompt_order
+        work.dimensions, work.prompt_order = len(got.scoring.judge.dimensions), got.scoring.judge.prompt_order
+    sim = got.simulation
+    if sim is None:
+        return work
+    n_cards = cards or len(select_cards(sim))
+    per_target = n_cards * len(sim.strategies) * len(sim.seeds)
+    caps = {"role": [effective_params(sim.role, sim.profile).max_tokens],
+            "target": [effective_params(t, sim.profile).max_tokens for t in sim.targets]}
+    role = ref_key(sim.role.model, sim.role.options)
+    work.tokens[role] = per_target * len(sim.targets) * sim.rounds * (answers.get("role") or caps["role"][0])
+    for t, cap in zip(sim.targets, caps["target"]):
+        key = ref_key(t.model, t.options)
+        work.tokens[key] = work.tokens.get(key, 0.0) + per_target * sim.rounds * (answers.get("target") or cap)
+    work.dialogues = dialogues or per_target * len(sim.targets)
+    said = {u: f"{u if u == 'role' else 'targets'} {answers.get(u) or _span(caps[u])}" for u in caps}
+    given, capped = [said[u] for u in caps if u in answers], [said[u] for u in caps if u not in answers]
+    work.answers = (f"{_n(n_cards, 'card')}{' (--cards)' if cards else ''} x {_n(len(sim.strategies), 'strategy')} x "
+                    f"{_n(len(sim.seeds), 'seed')} x {_n(len(sim.targets), 'target')} = {per_target * len(sim.targets):,} "
+                    f"dialogues of {sim.rounds} rounds; answer tokens: "
+                    + "; ".join(([", ".join(given) + " (--answer-tokens)"] if given else [])
+                                + ([", ".join(capped) + ": the max_tokens caps, the worst case (random weights reach it; "
+                                    "--answer-tokens N for a realistic mean)"] if capped else [])))
     return work
+
+
+def _span(values: list[int]) -> str:
+    return f"{min(values)}-{max(values)}" if min(values) != max(values) else f"{values[0]}"
 
 
 def _n(n: int, word: str) -> str:

@@ -151,7 +151,6 @@ class Workload:
     """What a run asks of its models, from its config (cli/plan.py counts it)."""
 
     tokens: dict[str, float] = field(default_factory=dict)  # simulation: ref key -> tokens its calls generate
-    calls: dict[str, int] = field(default_factory=dict)  # simulation: ref key -> calls
     answers: str = ""  # how the answer tokens were chosen, in words
     dialogues: int | None = None  # scoring: dialogues to score
     dimensions: int = DIMENSIONS

@@ -97,3 +97,16 @@ def test_rates_from_a_bench_gpu_json_and_bad_rates_in_one_line(tmp_path):
                                                            "(planning away from it: --cards N plans for N cards)")
     wrong = _run(ONE_GPU, "--gpus", 1, "--answer-tokens", "judge=5")
     assert wrong.exit_code == 2 and "--answer-tokens 'judge=5': give a number of tokens" in wrong.output
+
+
+def test_a_scoring_config_is_projected_for_the_dialogues_given(tmp_path):
+    cfg = tmp_path / "score.yaml"
+    cfg.write_text("judge: {model: {model: esc-rank}, prompt_order: dialogue_first}\n")
+    unknown = _run(cfg, "--gpus", 1, "--accelerator-type", "H100")
+    assert "  not projected: the scoring (the dialogues to score are not known: give --dialogues N)" in unknown.output
+    out = _run(cfg, "--gpus", 1, "--accelerator-type", "H100", "--dialogues", 8500)
+    # the notes' 12.1 dialogues/s dialogue_first for the 7.38B judge, scaled to ESC-RANK's 7.74B, one GPU
+    seconds = 8500 / (12.1 * 7.38 / 7.74)
+    assert f"  scoring: {seconds / 60:.1f} min + 3.0 min engine start; 8,500 dialogues x 7 dimensions, dialogue_first" \
+        in out.output, out.output
+    assert f"  total: {(seconds + 180) / 60:.1f} min" in out.output
