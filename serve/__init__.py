@@ -20,11 +20,12 @@ from esc_eval.serve.chat import (
 )
 from esc_eval.serve.gpu_detect import GpuInventory, detect_gpus
 from esc_eval.serve.plan import PlacementConfig, Plan, PlanError, plan_run
+from esc_eval.serve.plan_time import Projection, Rates, RatesError, Workload, load_rates, project
 from esc_eval.serve.replica_meter import ReplicaMeter
 from esc_eval.serve.registry import ModelEntry, Registry, build_chat_model, default_registry, load_registry, resolve_spec
 
 __all__ = [
     "BACKENDS", "ChatMessage", "ChatModel", "ChatModelError", "ChatResult", "EngineStartError", "GenerationParams", "GpuInventory",
     "ModelEntry", "RunStopError", "PlacementConfig", "Plan", "PlanError", "Registry", "ReplicaMeter", "detect_gpus", "UnknownModelError", "build_chat_model", "default_registry", "get_chat_model", "load_registry",
-    "parse_spec", "plan_run", "resolve_spec",
+    "parse_spec", "plan_run", "project", "Projection", "Rates", "RatesError", "load_rates", "resolve_spec", "Workload",
 ]

@@ -9,8 +9,8 @@ which starts after the simulation's engines or deployments are gone). Two ways t
 self-hosted (vLLM) models:
 - serve: each distinct model is a deployment of one Ray Serve app, packed onto the GPUs by memory
   (serve/plan_pack.py: several replicas on one GPU with fractional GPUs and a gpu_memory_utilization
-  share each, whole GPUs or tensor parallelism where a model needs them, idle GPUs filled with more
-  replicas of the busiest model); the pool's workers are CPU actors calling it through `serve/<model>`
+  share each, whole GPUs or tensor parallelism where a model needs them, replicas and GPUs following
+  each model's work: the role, answering every dialogue, gets the most); the pool's workers are CPU actors calling it through `serve/<model>`
   handles, sticky per dialogue. What `auto` picks when the run has GPUs and the models fit side by side.
 - in_process: the engines live in the pool's workers (the default on CPU, as measured, and what
   `auto` falls back to when the models do not fit side by side: each worker holds the role with one
