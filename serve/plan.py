@@ -1,7 +1,7 @@
 """Where each model of a run runs, on what and with how much memory, decided before any engine starts.
 
 `esc-eval plan CONFIG` prints a plan (on the GPUs it finds, or those given with --gpus N --gpu-mem GB);
-`esc-eval simulate` and `score` make the same plan at run time (sim/placement.py) and follow it.
+`esc-eval simulate` and `score` make the same plan at run time (sim/pool/placement.py) and follow it.
 Pure: the GPUs are described (serve/gpu_detect.py finds them; nothing here probes).
 
 Each phase of a run is planned on its own (the simulation's role and targets; the scoring's judge,
@@ -9,8 +9,8 @@ which starts after the simulation's engines or deployments are gone). Two ways t
 self-hosted (vLLM) models:
 - serve: each distinct model is a deployment of one Ray Serve app, packed onto the GPUs by memory
   (serve/plan_pack.py: several replicas on one GPU with fractional GPUs and a gpu_memory_utilization
-  share each, whole GPUs or tensor parallelism where a model needs them, idle GPUs filled with more
-  replicas of the busiest model); the pool's workers are CPU actors calling it through `serve/<model>`
+  share each, whole GPUs or tensor parallelism where a model needs them, replicas and GPUs following
+  each model's work: the role, answering every dialogue, gets the most); the pool's workers are CPU actors calling it through `serve/<model>`
   handles, sticky per dialogue. What `auto` picks when the run has GPUs and the models fit side by side.
 - in_process: the engines live in the pool's workers (the default on CPU, as measured, and what
   `auto` falls back to when the models do not fit side by side: each worker holds the role with one

@@ -11,16 +11,22 @@ The rule, per phase of a run (the simulation's role and targets; then, separatel
    left over; Ray's NodeResourceInstanceSet::TryAllocate), a whole GPU to the first free one, the
    replicas in whatever order Serve starts them. So a packing counts as fitting only when Ray's
    best fit places every replica in the largest-first order and in `ORDERS` shuffled ones.
-4. Every replica gets the same number of KV tokens beyond its minimum, as many as still fit (the
-   fractions grow with it; one alone on a GPU gets the whole GPU); what is left over then goes to
-   the busiest deployments first (step 5's order), each growing while everything still fits.
-5. GPUs still idle get one more replica each of the busiest deployment (most work per replica: the
-   role serves every dialogue, a target its own, the judge every score), unless its replicas were
+4. GPUs follow the work, before any KV cache grows: each deployment's `load` (its relative work:
+   parameters x answer tokens x calls; the role answers every dialogue) over its GPUs (replicas x
+   GPUs per replica) is its time; the replicas are chosen for the least time T of the slowest at
+   which everything still fits (bisection on T: each deployment gets load / T GPUs, as few replicas
+   as give it that, every replica the plan adds more than half a GPU, so two of one model never
+   share a GPU, duplicating weights that would otherwise be KV cache). Configured replicas are kept.
+5. The replicas the balance added keep their size; every other replica starts again from its
+   minimum, then every replica gets the same number of KV tokens beyond that, as many as still fit
+   (one alone on a GPU gets the whole GPU), and what is left goes to the slowest deployments first.
+6. GPUs still idle get one more replica each of the slowest deployment, unless its replicas were
    configured.
 What does not fit at step 1 is reported (`Packing.ok` False, with the GPUs the minimum needs).
 """
 from __future__ import annotations
 
+import itertools
 import math
 import random
 from dataclasses import dataclass, field
@@ -28,6 +34,7 @@ from dataclasses import dataclass, field
 ORDERS = 32  # shuffled start orders a packing must survive besides largest-first
 WHOLE = 0.95  # a replica needing more of a GPU than this takes the whole GPU
 GRAIN = 1e-4  # Ray's resource granularity
+COMBOS = 64  # replica counts tried together per step of the balance (deployments with several choices)
 
 
 @dataclass
@@ -41,7 +48,7 @@ class Demand:
     tp: int = 1
     replicas: int = 1  # placed at once (min_replicas)
     fill: bool = True  # may get more replicas on idle GPUs (False: replicas as configured)
-    load: float = 1.0  # relative work; idle GPUs go to the most load per replica
+    load: float = 1.0  # relative work (step 4): GPUs follow it
 
 
 @dataclass
@@ -140,45 +147,116 @@ class Packer:
                 hi = mid - 1
         return lo
 
-    def _batch(self, replicas: dict[str, int], idle: int) -> dict[str, int]:
-        """The replicas after giving each idle GPU (tensor-parallel groups: several) to the busiest
-        deployment in turn, each addition lowering its load per replica."""
-        out = dict(replicas)
-        while True:
-            fillable = [d for d in self.demands.values() if d.fill and d.tp <= idle and out[d.name]]
-            if not fillable:
-                return out
-            d = max(fillable, key=lambda d: d.load / out[d.name])
-            out[d.name] += 1
-            idle -= d.tp
+    # -- GPUs follow the work: replicas and shares chosen together, before any KV growth
+    def share(self, d: Demand, n: int, t: int) -> float:
+        """GPUs `n` replicas of `d` hold at KV level `t` (fractions included)."""
+        return n * (d.tp if d.tp > 1 else self.fraction(d, t))
+
+    def level_for(self, d: Demand, f: float) -> int:
+        """The most KV tokens at which one replica needs at most `f` of a GPU (a whole GPU above WHOLE)."""
+        if f > WHOLE or d.tp > 1:
+            return self.cap(d)
+        if not d.kv_gb_per_token:
+            return d.min_tokens
+        return max(d.min_tokens, min(int((f * self.budget - d.fixed_gb) / d.kv_gb_per_token), self.cap(d)))
+
+    def half_level(self, d: Demand) -> int:
+        """The fewest KV tokens at which a replica needs more than half a GPU: replicas the plan adds
+        are that big, so Ray never puts two of one model on one GPU (weights twice, KV cache halved)."""
+        if not d.kv_gb_per_token or d.tp > 1:
+            return d.min_tokens
+        return max(d.min_tokens, min(int((0.5 * self.budget - d.fixed_gb) / d.kv_gb_per_token) + 1, self.cap(d)))
+
+    def options(self, d: Demand, s: float) -> list[tuple[int, int]]:
+        """(replicas, KV level) that give `d` a share of `s` GPUs, fewest replicas first; the largest
+        share it can have when none does (configured replicas, a capped KV cache)."""
+        gpus = sum(self.nodes)
+        if d.tp > 1:
+            n = max(d.replicas, math.ceil(s / d.tp - 1e-9)) if d.fill else d.replicas
+            return [(min(n, max(gpus // d.tp, d.replicas)), self.cap(d))]
+        if not d.fill:
+            return [(d.replicas, self.level_for(d, s / d.replicas))]
+        out = []
+        for n in range(min(max(d.replicas, math.ceil(s - 1e-9)), max(gpus, d.replicas)), max(gpus, d.replicas) + 1):
+            t = self.level_for(d, s / n)
+            if n > d.replicas:
+                t = max(t, self.half_level(d))
+            out.append((n, t))
+            if s / (n + 1) <= 0.5:
+                break
+        return out or [(d.replicas, self.cap(d))]
+
+    def at_time(self, load: dict[str, float], T: float) -> tuple[dict[str, int], dict[str, int]] | None:
+        """Replicas and KV levels at which every deployment's work over its share is at most `T` (or
+        the most it can have) and everything fits; None when no tried combination fits."""
+        choices = [self.options(d, load[n] / T) for n, d in self.demands.items()]
+        for k, combo in enumerate(itertools.product(*choices)):
+            if k >= COMBOS:
+                return None
+            replicas = {n: c[0] for n, c in zip(self.demands, combo)}
+            level = {n: c[1] for n, c in zip(self.demands, combo)}
+            if self.fits(replicas, level) is not None:
+                return replicas, level
+        return None
+
+    def balance(self, replicas: dict[str, int]) -> tuple[dict[str, int], dict[str, int]]:
+        """The least time T (work over GPU share, the most of any deployment) at which everything
+        fits: bisection between all GPUs' share of the work and everything at its minimum."""
+        load = {n: max(d.load, 1e-12) for n, d in self.demands.items()}
+        low = {n: 0 for n in self.demands}
+        best = (replicas, low)
+        hi = max(load[n] / self.share(d, replicas[n], 0) for n, d in self.demands.items())
+        lo = sum(load.values()) / sum(self.nodes)
+        while hi / lo > 1.002:
+            mid = math.sqrt(lo * hi)
+            found = self.at_time(load, mid)
+            if found:
+                best, hi = found, mid
+            else:
+                lo = mid
+        return best
+
+    def time(self, d: Demand, replicas: dict[str, int], level: dict[str, int]) -> float:
+        return d.load / self.share(d, replicas[d.name], level[d.name])
+
+    def grow(self, replicas: dict[str, int], level: dict[str, int]) -> dict[str, int]:
+        """Room left over to KV cache: every replica the same tokens beyond its level, as many as fit;
+        then what is still free to the busiest deployments (work over share) first."""
+        def common(t: int) -> dict[str, int]:
+            return {n: max(v, t) for n, v in level.items()}
+
+        lo, hi = 0, max(self.cap(d) for d in self.demands.values())
+        while lo < hi:
+            mid = (lo + hi + 1) // 2
+            lo, hi = (mid, hi) if self.fits(replicas, common(mid)) is not None else (lo, mid - 1)
+        level = common(lo)
+        for d in sorted(self.demands.values(), key=lambda d: self.time(d, replicas, level), reverse=True):
+            level[d.name] = self.most_tokens(replicas, self.cap(d), level, d.name) or level[d.name]
+        return level
 
     def pack(self) -> Packing:
         replicas = {n: d.replicas for n, d in self.demands.items()}
         need = sum(self.need(d) * d.replicas for d in self.demands.values())
-        top = max((self.cap(d) for d in self.demands.values()), default=0)
-        t = self.most_tokens(replicas, top)
-        if t is None:
+        if self.fits(replicas, 0) is None:
             return Packing(False, replicas, need_gpus=need)
-        while True:  # idle GPUs: one more replica of the busiest deployment that fits
-            layout = self.fits(replicas, t) or []
-            idle = sum(1 for gpu in layout if not gpu)
-            batch = self._batch(replicas, idle)
-            if batch != replicas and self.fits(batch, t) is not None:
-                replicas = batch  # every idle GPU filled at once, nothing else moved
-                continue
-            grown = False
+        replicas, balanced = self.balance(replicas)
+        # the replicas the balance added keep their size (more than half a GPU, or a whole one); every
+        # other replica starts again from its minimum, and the room left grows all KV caches alike
+        level = {n: balanced[n] if replicas[n] > d.replicas else 0 for n, d in self.demands.items()}
+        level = self.grow(replicas, level if self.fits(replicas, level) is not None else balanced)
+        while True:  # GPUs still idle: one more replica of the busiest deployment that fits there
+            idle = sum(1 for gpu in self.fits(replicas, level) or [] if not gpu)
+            more = None
             for d in sorted((d for d in self.demands.values() if d.fill and d.tp <= idle),
-                            key=lambda d: d.load / replicas[d.name], reverse=True):
-                more = {**replicas, d.name: replicas[d.name] + 1}
-                t_more = t if self.fits(more, t) is not None else self.most_tokens(more, t)
-                if t_more is not None:
-                    replicas, t, grown = more, t_more, True
+                            key=lambda d: self.time(d, replicas, level), reverse=True):
+                trial = {**replicas, d.name: replicas[d.name] + 1}
+                t = {**level, d.name: max(level[d.name], self.half_level(d))}
+                if self.fits(trial, t) is not None:
+                    more = (trial, t)
                     break
-            if not grown:
+            if more is None:
                 break
-        level = {n: t for n in self.demands}
-        for d in sorted(self.demands.values(), key=lambda d: d.load / max(replicas[d.name], 1), reverse=True):
-            level[d.name] = self.most_tokens(replicas, self.cap(d), level, d.name) or level[d.name]  # room left over
+            replicas, level = more[0], self.grow(*more)
         layout = self.fits(replicas, level) or []
         return Packing(True, replicas, {n: self.fraction(d, level[n]) for n, d in self.demands.items()},
                        {n: self.tokens(d, level[n]) for n, d in self.demands.items()}, layout, need)

@@ -158,9 +158,15 @@ def plan_serve(plan: Plan, engines: list[Engine], placement: PlacementConfig, cp
 
 
 def _load(e: Engine, targets: int) -> float:
-    """Relative work of a model: parameters x its share of the calls (the role answers every target's dialogues)."""
+    """Relative work of a model, what its GPUs follow (serve/plan_pack.py): parameters (decode reads
+    the weights once per step) x its answer cap (the registry's max_tokens; the config's own params
+    are not planned by) x its share of the calls (the role answers every target's dialogues)."""
+    from esc_eval.serve.chat import GenerationParams
+
     params = e.facts.size.params_b if e.facts.size else 1.0
-    return params * (max(targets, 1) if "role" in e.uses else 1)
+    cap = (e.facts.entry.generation if e.facts.entry else GenerationParams()).max_tokens or GenerationParams().max_tokens
+    calls = (max(targets, 1) if "role" in e.uses else 0) + (1 if set(e.uses) - {"role"} else 0)
+    return params * cap * max(calls, 1)
 
 
 def _pack(plan: Plan, placed: list[tuple[Engine, EnginePlan, dict[str, Any], float]], placement: PlacementConfig,
@@ -226,5 +232,5 @@ def _change_notes(ep: EnginePlan, e: Engine, placement: PlacementConfig, d: Dema
         ep.notes.append(f"options.gpu_memory_utilization {e.options['gpu_memory_utilization']:g} replaced by the plan's "
                         f"{ep.gpu_memory_utilization:g}")
     if d.fill and n != d.replicas:
-        ep.notes.append(f"{n} replicas set by the plan (idle GPUs go to the busiest model); set placement.models."
-                        f"{e.models[0]}.min_replicas / max_replicas to choose")
+        ep.notes.append(f"{n} replicas set by the plan (GPUs follow the work: parameters x answer cap x calls); set "
+                        f"placement.models.{e.models[0]}.min_replicas / max_replicas to choose")

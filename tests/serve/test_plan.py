@@ -238,6 +238,59 @@ def test_the_papers_run_side_by_side_on_one_8_h100_node_then_the_judge(tmp_path)
     assert "simulation: the role and the targets:" in text and text[-1] == "ok: nothing refused"
 
 
+def test_gpus_follow_the_work_on_the_papers_run(tmp_path, monkeypatch):
+    """ESC-Role answers all 14 targets' dialogues, a 14B model: its replicas are decided before any KV
+    cache grows, so it gets the GPUs the targets' KV growth took before (2 then). It stays the slowest
+    because the 12 targets' weights at their least KV cache need 3 GPUs, which Ray's best fit, in
+    any start order, only packs onto 4: one more role replica does not fit."""
+    from esc_eval.serve import plan_serve
+    from esc_eval.serve.model_size import model_facts
+    from esc_eval.serve.plan_sizes import Engine
+    from esc_eval.serve.plan_time import Workload, project
+
+    reg = _paper_run_registry(tmp_path)
+    targets = [e.name for e in reg.targets()]
+    # the role's work is every target's dialogues: 14 x its 512-token turns at 14.17B; a target its own
+    loads = {n: plan_serve._load(Engine(n, model_facts(n, reg), {}, uses=[u]), len(targets))
+             for n, u in [("esc-role", "role"), ("qwen1.5-7b-chat", "target")]}
+    assert loads == {"esc-role": pytest.approx(14.17 * 512 * 14), "qwen1.5-7b-chat": pytest.approx(7.72 * 512)}
+    packers = []
+    monkeypatch.setattr(plan_serve, "pack", lambda *a: packers.append(plan_serve.Packer(*a)) or packers[-1].pack())
+    uses = [ModelUse("esc-role", {}, "role")] + [ModelUse(t, {}, "target") for t in targets]
+    plan = plan_run(uses, hardware_for(8, None, 8, "H100"), registry=reg)
+    role = _by_name(plan)["esc-role"]
+    assert role.replicas == (4, 4) and role.gpu_fraction is None  # 2 before: GPUs follow the work
+    assert _layout_fits(plan)[:4] == [[1.0]] * 4
+    hosted = [x for x in plan.engines if x.where == "serve deployment" and x.phase == "simulation"]
+    assert all(x.kv_tokens >= x.max_model_len for x in hosted)  # never below a replica's minimum
+    replicas = {x.name: x.replicas[0] for x in hosted}
+    least = {x.name: 0 for x in hosted}
+    assert packers[0].fits({**replicas, "esc-role": 5}, {**least, "esc-role": 10**9}) is None
+    # projected at the caps: the role's time halves and is within twice the slowest target's
+    work = Workload(tokens={x.refs[0]: 655 * 5 * 512 * (len(targets) if x.name == "esc-role" else 1) for x in hosted})
+    sim = project(plan, work).phases[0]
+    times = {p.name: p.seconds for p in sim.parts}
+    assert sim.slowest.name == "esc-role"
+    assert times["esc-role"] == pytest.approx(655 * 14 * 5 * 512 / (2052 * 13.1 / 14.17 * 4))
+    assert times["esc-role"] < 2 * max(t for n, t in times.items() if n != "esc-role")
+
+
+def test_replicas_the_plan_adds_never_share_a_gpu():
+    from esc_eval.serve.plan_pack import Demand, pack
+
+    # 10 GB usable per GPU; "big" does 3 times "small"'s work: 3 whole GPUs to 1
+    big, small = Demand("big", 3.0, 0.001, 1000, load=3.0), Demand("small", 2.0, 0.001, 1000, load=1.0)
+    p = pack([big, small], [4], 10.0)
+    assert p.ok and p.replicas == {"big": 3, "small": 1} and p.fraction == {"big": 1.0, "small": 1.0}
+    # on 3 GPUs big's 2.5 GPUs of work cannot be three replicas next to small: as many whole ones as fit
+    p = pack([Demand("big", 3.0, 0.001, 1000, load=2.5), Demand("small", 2.0, 0.001, 1000, load=0.5)], [3], 10.0)
+    assert p.ok and p.replicas["big"] >= 2
+    for gpu in p.layout:
+        names = [n for n, _ in gpu]
+        assert len(names) == len(set(names)) and sum(f for _, f in gpu) <= 1 + 1e-9
+    assert all(p.fraction[n] > 0.5 for n, r in p.replicas.items() if r > 1)
+
+
 def test_replicas_and_tensor_parallelism_set_in_the_config_are_kept():
     uses = [ModelUse("esc-role", {}, "role"), ModelUse("qwen1.5-7b-chat", {}, "target")]
     pinned = plan_run(uses, hardware_for(4, None, 4, "H100"),
@@ -292,3 +345,46 @@ def test_a_bad_local_folder_is_refused_in_one_line(tmp_path, make, why):
     for hardware in (H100, Hardware()):
         plan = plan_run([ModelUse(f"vllm/{folder}", {}, "judge", "scoring")], hardware)
         assert plan.refusals == [f"judge vllm/{folder}: local folder {folder} {why}"]
+
+
+def _demand_sets():
+    from hypothesis import strategies as st
+
+    from esc_eval.serve.plan_pack import Demand
+
+    one = st.builds(lambda i, fixed, kv, n, fill, load, tp: Demand(f"m{i}", fixed, kv, 1000, tp=tp, replicas=n, fill=fill,
+                                                                   load=load),
+                    st.just(0), st.floats(1.0, 9.0), st.sampled_from([0.0, 0.0005, 0.002]), st.integers(1, 2),
+                    st.booleans(), st.floats(0.1, 50.0), st.sampled_from([1, 1, 1, 2]))
+    return st.lists(one, min_size=1, max_size=6).map(lambda ds: [Demand(**{**d.__dict__, "name": f"m{i}"})
+                                                                 for i, d in enumerate(ds)])
+
+
+@pytest.mark.parametrize("nodes", [[4], [2, 2], [8]])
+def test_what_the_packing_guarantees_holds_for_any_demands(nodes):
+    """Whatever the work, a packing that says ok fits Ray's best fit in every tried start order, keeps
+    configured replicas, never goes below a replica's least KV cache, and never puts two replicas the
+    plan added of one model on one GPU."""
+    from hypothesis import HealthCheck, given, settings
+
+    from esc_eval.serve.plan_pack import Packer
+
+    @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+    @given(_demand_sets())
+    def check(demands):
+        packer = Packer(demands, nodes, 10.0)
+        p = packer.pack()
+        if not p.ok:
+            assert packer.fits({d.name: d.replicas for d in demands}, 0) is None
+            return
+        assert packer.fits(p.replicas, {d.name: p.tokens[d.name] for d in demands}) is not None
+        assert len(p.layout) == sum(nodes) and sum(len(g) for g in p.layout) == sum(p.replicas[d.name] * d.tp for d in demands)
+        for d in demands:
+            assert p.replicas[d.name] == d.replicas if not d.fill else p.replicas[d.name] >= d.replicas
+            assert p.tokens[d.name] >= d.min_tokens
+            if d.fill and p.replicas[d.name] > d.replicas and d.kv_gb_per_token and d.tp == 1:
+                assert p.fraction[d.name] > 0.5
+        for gpu in p.layout:
+            assert sum(f for _, f in gpu) <= 1 + 1e-9
+
+    check()

@@ -172,7 +172,7 @@ execution: {{ray_address: "{address}", workers: 2, num_cpus_per_worker: 1, concu
 def test_a_node_lost_mid_run_resumes_from_checkpoints_it_shipped(cluster, tmp_path):
     address, runs, second, env = cluster
     out = runs / "run-b"
-    cfg = _config(tmp_path, address, latency=0.25)
+    cfg = _config(tmp_path, address, latency=0.4)  # a loaded box may take 0.3 s to act on what it saw
     proc = _cli("simulate", "-c", str(cfg), "-o", str(out), env=env)
     # Both workers' checkpoint logs are on the driver's disk (the second node's came through Ray),
     # each with a dialogue in flight that has turns: kill the second node then.
