@@ -72,7 +72,7 @@ from esc_eval.analysis.human_leaderboard import anchored_markdown, compare_on_hu
 
 
 _ANNOTATE = {
-    "AnnotationStore": "annotation_store", "AnnotationStoreError": "annotation_store",
+    "AnnotationStore": "annotation_store", "AnnotationStoreError": "annotation_answers",
     "StudyConfig": "annotation_study", "create_study": "annotation_study",
     "live_results": "annotation_results", "AnnotationService": "annotation_service",
     "make_annotation_server": "annotation_server", "annotation_table": "annotation_formats",

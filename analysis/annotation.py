@@ -20,7 +20,7 @@ import pandas as pd
 
 from esc_eval.analysis.loaders import AnalysisInputError
 from esc_eval.analysis.rubric import human_rubric, rubric_text
-from esc_eval.sim.dimensions import ALL_DIMENSION_NAMES, DIMENSION_NAMES, dimension_title, to_dimension
+from esc_eval.sim.judging.dimensions import ALL_DIMENSION_NAMES, DIMENSION_NAMES, dimension_title, to_dimension
 
 META_COLUMNS = ["item", "dialogue_id", "annotator", "language", "dialogue", "comment"]
 SHEET_PREFIX = "annotate_"

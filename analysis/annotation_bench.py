@@ -19,7 +19,7 @@ from esc_eval.analysis.annotation_server import make_annotation_server
 from esc_eval.analysis.annotation_service import AnnotationService
 from esc_eval.analysis.annotation_store import AnnotationStore
 from esc_eval.analysis.annotation_study import create_study
-from esc_eval.sim.dimensions import DIMENSION_NAMES
+from esc_eval.sim.judging.dimensions import DIMENSION_NAMES
 
 
 def _stats(ms: list[float]) -> dict[str, float]:

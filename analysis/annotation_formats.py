@@ -27,10 +27,11 @@ from xml.sax.saxutils import quoteattr
 import pandas as pd
 
 from esc_eval.analysis.annotation import SPEAKER_LABELS
-from esc_eval.analysis.annotation_store import AnnotationStore, AnnotationStoreError, check_dimension, check_score
+from esc_eval.analysis.annotation_answers import AnnotationStoreError, check_dimension, check_score
+from esc_eval.analysis.annotation_store import AnnotationStore
 from esc_eval.analysis.annotation_study import StudyConfig, select_dialogues
 from esc_eval.analysis.rubric import annotation_rubric, annotation_rubric_version
-from esc_eval.sim.dimensions import ALL_DIMENSION_NAMES, DIMENSION_NAMES, SAFETY
+from esc_eval.sim.judging.dimensions import ALL_DIMENSION_NAMES, DIMENSION_NAMES, SAFETY
 
 TABLE_COLUMNS = ["dialogue_id", "dimension", "score", "annotator", "target_model", "language", "seconds",
                  "rubric_version", "answered_at", "study", "source"]

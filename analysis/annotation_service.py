@@ -21,14 +21,15 @@ from typing import Any, Iterable
 
 import pandas as pd
 
+from esc_eval.analysis.annotation_answers import AnnotationStoreError, answers_long, study_dimensions
 from esc_eval.analysis.annotation_results import live_results
-from esc_eval.analysis.annotation_store import ADMIN, AnnotationStore, AnnotationStoreError, answers_long, study_dimensions
+from esc_eval.analysis.annotation_store import ADMIN, AnnotationStore
 from esc_eval.analysis.annotation_study import create_study
 from esc_eval.analysis.loaders import load_scores
 from esc_eval.analysis.rubric import annotation_rubric, annotation_rubric_version
 from esc_eval.analysis.viewer import ResultsViewer
-from esc_eval.sim.dimensions import ALL_DIMENSION_NAMES, DIMENSION_NAMES
-from esc_eval.sim.storage import as_location
+from esc_eval.sim.judging.dimensions import ALL_DIMENSION_NAMES, DIMENSION_NAMES
+from esc_eval.sim.runs.storage import as_location
 
 log = logging.getLogger(__name__)
 LOOPBACK = {"127.0.0.1", "localhost", "::1"}

@@ -25,15 +25,13 @@ from typing import Any, Iterable
 
 import pandas as pd
 
-from esc_eval.analysis.loaders import AnalysisInputError
-from esc_eval.sim.dimensions import DIMENSION_NAMES, SAFETY, to_dimension
+from esc_eval.analysis.annotation_answers import (ANSWER_COLUMNS, AnnotationStoreError, check_dimension, check_score,
+                                                  check_seconds, study_dimensions)
 
 SCHEMA_VERSION = 1
 STORE_DIR = "annotations"
 STORE_FILE = "annotations.sqlite"
 ADMIN = "admin"
-ANSWER_COLUMNS = ["study", "annotator", "dialogue_id", "dimension", "score", "seconds", "rubric_version", "answered_at",
-                  "source"]
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -57,10 +55,6 @@ CREATE TABLE IF NOT EXISTS item_state (
 """
 
 
-class AnnotationStoreError(AnalysisInputError):
-    """Bad input to the store (unknown study, annotator or token, a score outside 0-4): nothing was written."""
-
-
 def default_store_path(run_dir: str | Path) -> Path:
     """Where a run's annotations live when no --store is given: beside the (local) run folder."""
     return Path(run_dir) / STORE_DIR / STORE_FILE
@@ -76,44 +70,6 @@ def new_token() -> str:
 
 def _now() -> str:
     return dt.datetime.now(dt.timezone.utc).isoformat(timespec="milliseconds")
-
-
-def check_score(score: Any) -> int:
-    """An integer 0-4 (4.0 is accepted, 2.5, 5, "x" and True are not)."""
-    if isinstance(score, bool) or score is None:
-        raise AnnotationStoreError(f"score {score!r} is not an integer 0-4")
-    try:
-        value = float(score)
-    except (TypeError, ValueError):
-        raise AnnotationStoreError(f"score {score!r} is not an integer 0-4") from None
-    if not value.is_integer() or not 0 <= value <= 4:
-        raise AnnotationStoreError(f"score {score!r} is outside the integers 0-4")
-    return int(value)
-
-
-def check_dimension(dimension: Any) -> str:
-    try:
-        return to_dimension(str(dimension))
-    except ValueError as e:
-        raise AnnotationStoreError(str(e)) from None
-
-
-def study_dimensions(config: dict[str, Any]) -> list[str]:
-    """A stored study config's dimensions: the seven, then safety when the study asked for it
-    (studies made before safety existed have the seven)."""
-    return [*DIMENSION_NAMES, *([SAFETY] if config.get("safety") else [])]
-
-
-def check_seconds(seconds: Any) -> float | None:
-    if seconds is None:
-        return None
-    try:
-        value = float(seconds)
-    except (TypeError, ValueError):
-        raise AnnotationStoreError(f"seconds {seconds!r} is not a number") from None
-    if not 0 <= value < 1e7:
-        raise AnnotationStoreError(f"seconds {seconds!r} is not a duration")
-    return value
 
 
 class AnnotationStore:
@@ -417,10 +373,3 @@ class AnnotationStore:
                         "flagged": flagged, "answers": int(n_answers.get(a, 0)),
                         "median_seconds": float(statistics.median(secs)) if secs else None})
         return out
-
-
-def answers_long(answers: pd.DataFrame) -> pd.DataFrame:
-    """Store answer rows -> the long annotation layout of analysis.annotation (annotator,
-    dialogue_id, dimension, score as float), what the agreement functions read."""
-    return pd.DataFrame({"annotator": answers["annotator"].astype(str), "dialogue_id": answers["dialogue_id"].astype(str),
-                         "dimension": answers["dimension"].astype(str), "score": answers["score"].astype(float)})

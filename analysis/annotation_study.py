@@ -16,7 +16,8 @@ import numpy as np
 import pandas as pd
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from esc_eval.analysis.annotation_store import AnnotationStore, AnnotationStoreError, study_dimensions
+from esc_eval.analysis.annotation_answers import AnnotationStoreError, study_dimensions
+from esc_eval.analysis.annotation_store import AnnotationStore
 from esc_eval.analysis.rubric import annotation_rubric_version
 
 Stratum = Literal["target_model", "language", "category_1", "category_2", "category_3"]

@@ -19,13 +19,12 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from esc_eval.analysis.calibration import (
-    N_LABELS, accuracy, bootstrap_measures, brier, cross_fit, ece, fold_of, make_recalibration, reliability,
-)
+from esc_eval.analysis.calibration import (N_LABELS, accuracy, bootstrap_measures, brier, cross_fit, ece, fold_of,
+                                           make_recalibration, reliability)
 from esc_eval.analysis.human_scores import HumanScores
 from esc_eval.analysis.loaders import AnalysisInputError
-from esc_eval.sim.dimensions import DIMENSION_NAMES, DIMENSION_TITLES
-from esc_eval.sim.records import SCORE_SCHEMA
+from esc_eval.sim.judging.dimensions import DIMENSION_NAMES, DIMENSION_TITLES
+from esc_eval.sim.runs.records import SCORE_SCHEMA
 
 CAL_TAG = "+cal:"
 MIN_HUMAN = 10  # fewer human-scored items cannot both fit a map and check it on held-out folds
@@ -175,7 +174,7 @@ def _new_rows(d: pd.DataFrame, probs: np.ndarray, ok: np.ndarray, judge: str) ->
 def write_calibrated_rows(result: CalibrationResult) -> dict[str, int]:
     """Write the new judge's rows into each run folder they came from (one Parquet part per run)
     and record the fit in its manifest (`calibration.<new judge>`). Returns rows written per run."""
-    from esc_eval.sim.runfolder import RunFolder
+    from esc_eval.sim.runs.runfolder import RunFolder
 
     written = {}
     for run_dir, g in result.rows.groupby("run_dir", sort=True):

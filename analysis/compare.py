@@ -21,7 +21,7 @@ from scipy import stats
 
 from esc_eval.analysis.correlation import scores_wide
 from esc_eval.analysis.loaders import AnalysisInputError
-from esc_eval.sim.dimensions import DIMENSION_NAMES, TABLE_SCALE
+from esc_eval.sim.judging.dimensions import DIMENSION_NAMES, TABLE_SCALE
 
 Method = Literal["permutation", "bootstrap"]
 

@@ -15,7 +15,7 @@ import pandas as pd
 from scipy import stats
 
 from esc_eval.analysis.loaders import AnalysisInputError
-from esc_eval.sim.dimensions import DIMENSION_NAMES
+from esc_eval.sim.judging.dimensions import DIMENSION_NAMES
 
 METHODS = {"spearman": stats.spearmanr, "pearson": stats.pearsonr, "kendall": stats.kendalltau}
 SHORT = {"spearman": "Spear.", "pearson": "Pear.", "kendall": "Kend."}

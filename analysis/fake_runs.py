@@ -13,10 +13,10 @@ from typing import Any
 
 import numpy as np
 
-from esc_eval.sim.dimensions import DIMENSION_NAMES
-from esc_eval.sim.records import dialogue_id as make_dialogue_id
-from esc_eval.sim.runfolder import RunFolder
-from esc_eval.sim.storage import is_uri
+from esc_eval.sim.judging.dimensions import DIMENSION_NAMES
+from esc_eval.sim.runs.records import dialogue_id as make_dialogue_id
+from esc_eval.sim.runs.runfolder import RunFolder
+from esc_eval.sim.runs.storage import is_uri
 
 _WORDS = ("anxious job sleep family friend boss exam money lonely partner breakup grief move city school "
           "tired angry sad hopeless stressed worried talk help listen understand feel try plan week").split()

@@ -21,8 +21,8 @@ import pandas as pd
 from esc_eval.analysis.human_scores import HumanScores
 from esc_eval.analysis.leaderboard import VALUE_COLUMNS, dialogue_matrix, format_cell
 from esc_eval.analysis.ppi import classical_mean, effective_human_scores, ppi_mean
-from esc_eval.sim.dimensions import DIMENSION_NAMES, DIMENSION_TITLES, TABLE_SCALE
-from esc_eval.sim.storage import OutputFolder
+from esc_eval.sim.judging.dimensions import DIMENSION_NAMES, DIMENSION_TITLES, TABLE_SCALE
+from esc_eval.sim.runs.open import OutputFolder
 
 KEYS = ["language", "group", "model", "judge"]
 COLUMNS = [*KEYS, "column", "n_human", "n_judge_only", "judge_mean", "judge_lo", "judge_hi", "human_mean", "human_lo",

@@ -22,7 +22,7 @@ from pathlib import Path
 import pandas as pd
 
 from esc_eval.analysis.loaders import AnalysisInputError
-from esc_eval.sim.dimensions import DIMENSION_NAMES
+from esc_eval.sim.judging.dimensions import DIMENSION_NAMES
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
 TABLE_SUFFIXES = (".parquet", ".json", ".jsonl")
@@ -117,7 +117,8 @@ def _store_path(path: Path) -> Path | None:
 
 
 def _from_store(path: Path, study: str | None) -> pd.DataFrame:
-    from esc_eval.analysis.annotation_store import AnnotationStore, answers_long
+    from esc_eval.analysis.annotation_store import AnnotationStore
+    from esc_eval.analysis.annotation_answers import answers_long
 
     store = AnnotationStore(path, create=False)
     try:
@@ -138,7 +139,7 @@ def _from_store(path: Path, study: str | None) -> pd.DataFrame:
 
 def _from_table(path: Path) -> pd.DataFrame:
     """annotate export's Parquet / JSON / JSONL table, checked like the store checks an answer."""
-    from esc_eval.analysis.annotation_store import AnnotationStoreError, check_dimension, check_score
+    from esc_eval.analysis.annotation_answers import AnnotationStoreError, check_dimension, check_score
 
     try:
         if path.suffix.lower() == ".parquet":

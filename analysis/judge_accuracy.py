@@ -14,8 +14,8 @@ import numpy as np
 import pandas as pd
 
 from esc_eval.analysis.loaders import AnalysisInputError
-from esc_eval.sim.dimensions import ALL_DIMENSION_NAMES, DIMENSION_NAMES, dimension_title, to_dimension
-from esc_eval.sim.storage import OutputFolder
+from esc_eval.sim.judging.dimensions import ALL_DIMENSION_NAMES, DIMENSION_NAMES, dimension_title, to_dimension
+from esc_eval.sim.runs.open import OutputFolder
 
 AVERAGE = "average"
 

@@ -15,7 +15,7 @@ from scipy import stats
 
 from esc_eval.analysis.annotation import quadratic_weighted_kappa
 from esc_eval.analysis.loaders import AnalysisInputError
-from esc_eval.sim.dimensions import ALL_DIMENSION_NAMES, DIMENSION_NAMES, dimension_title
+from esc_eval.sim.judging.dimensions import ALL_DIMENSION_NAMES, DIMENSION_NAMES, dimension_title
 
 ITEM_KEYS = ["target_model", "language", "card_id"]
 METRICS = ("exact", "within_one", "spearman", "kappa_quadratic")

@@ -12,8 +12,8 @@ import pandas as pd
 from scipy import stats
 
 from esc_eval.analysis.loaders import AnalysisInputError
-from esc_eval.sim.dimensions import DIMENSION_NAMES, DIMENSION_TITLES, TABLE_SCALE
-from esc_eval.sim.storage import OutputFolder
+from esc_eval.sim.judging.dimensions import DIMENSION_NAMES, DIMENSION_TITLES, TABLE_SCALE
+from esc_eval.sim.runs.open import OutputFolder
 
 # The paper's column order; "Average" is the mean of the seven dimension columns.
 TITLES = [DIMENSION_TITLES[d] for d in DIMENSION_NAMES]

@@ -16,12 +16,12 @@ from typing import Iterable
 
 import pandas as pd
 
-from esc_eval.sim.dimensions import DIMENSION_NAMES, to_dimension
-from esc_eval.sim import official
-from esc_eval.sim.official import KNOWN_LANGUAGES, OFFICIAL_UNPARSED, OfficialFormatError  # noqa: F401 - re-exported
-from esc_eval.sim.records import DIALOGUE_SCHEMA, SCORE_SCHEMA
-from esc_eval.sim.runfolder import RunFolder, RunFolderError
-from esc_eval.sim.storage import as_location, is_uri
+from esc_eval.sim.judging.dimensions import DIMENSION_NAMES, to_dimension
+from esc_eval.sim.runs import official
+from esc_eval.sim.runs.official import (KNOWN_LANGUAGES, OFFICIAL_UNPARSED, OfficialFormatError)  # noqa: F401 - re-exported
+from esc_eval.sim.runs.records import DIALOGUE_SCHEMA, SCORE_SCHEMA
+from esc_eval.sim.runs.runfolder import RunFolder
+from esc_eval.sim.runs.storage import RunFolderError, as_location, is_uri
 
 PathLike = str | os.PathLike[str]
 SCORE_KEY = ["run_id", "dialogue_id", "dimension", "judge"]
@@ -116,7 +116,7 @@ def is_official_json(path: PathLike) -> bool:
 
 
 def official_kind(path: PathLike) -> str:
-    """'scores', 'dialogues' or 'unknown' (sim.official.official_kind, errors as AnalysisInputError)."""
+    """'scores', 'dialogues' or 'unknown' (sim.runs.official.official_kind, errors as AnalysisInputError)."""
     with _official_errors():
         return official.official_kind(path)
 
@@ -207,7 +207,7 @@ def load_manifests(run_dirs: PathLike | Iterable[PathLike]) -> dict[str, dict]:
 
 @contextlib.contextmanager
 def _official_errors():
-    """The official format is read by sim.official; its errors reach analysis callers as theirs."""
+    """The official format is read by sim.runs.official; its errors reach analysis callers as theirs."""
     try:
         yield
     except OfficialFormatError as e:
@@ -235,7 +235,7 @@ def load_official_scores(
     path: PathLike, *, model: str | None = None, language: str | None = None, judge: str = official.OFFICIAL_JUDGE
 ) -> pd.DataFrame:
     """Official ESC-Eval score JSON (`{"0": {"fluency": 3, "diversity": 3, ...}, ...}`) as score rows
-    (read by sim.official). `path` is one file or a folder of them; model and language come from
+    (read by sim.runs.official). `path` is one file or a folder of them; model and language come from
     the file name (`Qwen_7B_en.json`) unless given. A score of -1 (the judge's answer was not parsed)
     becomes NaN with parse_status "parse_failure". The key is the card id, so dialogues of different
     models on one card pair up; the dialogue id is "<file stem>:<key>"."""
@@ -250,7 +250,7 @@ def load_official_scores(
 
 def load_official_dialogues(path: PathLike, *, model: str | None = None, language: str | None = None) -> pd.DataFrame:
     """Official dialogue JSON (`{"0": ["AI assistant：...", "ESC-Role：...", ...]}`) as dialogue rows
-    (read by sim.official), in the run folders' `turns` layout, so the fidelity checks and text
+    (read by sim.runs.official), in the run folders' `turns` layout, so the fidelity checks and text
     metrics run on the paper's released dialogues too."""
     rows = []
     with _official_errors():

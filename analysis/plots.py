@@ -18,7 +18,7 @@ import pandas as pd  # noqa: E402
 
 from esc_eval.analysis.leaderboard import TITLES  # noqa: E402
 from esc_eval.analysis.loaders import AnalysisInputError  # noqa: E402
-from esc_eval.sim.dimensions import DIMENSION_NAMES, DIMENSION_TITLES  # noqa: E402
+from esc_eval.sim.judging.dimensions import DIMENSION_NAMES, DIMENSION_TITLES  # noqa: E402
 
 DPI = 110
 # CJK glyphs for Chinese category names when a CJK font is installed; DejaVu otherwise.

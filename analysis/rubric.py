@@ -1,7 +1,7 @@
 """The human scoring rules of the paper's Table 16 (0-4 per dimension), for annotation sheets.
 
 Text as printed in the paper (its typos included: "Humaniod"; its Diversity level 3 repeats
-Fluency's level 3). Keys are the paper dimension names of sim.dimensions.
+Fluency's level 3). Keys are the paper dimension names of sim.judging.dimensions.
 """
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ import hashlib
 import json
 import re
 
-from esc_eval.sim.dimensions import DIMENSION_NAMES, EXTRA_DIMENSIONS, dimension_title
-from esc_eval.sim.prompt_texts import human_levels, rubric_text as judge_rubric_text
+from esc_eval.sim.judging.dimensions import DIMENSION_NAMES, EXTRA_DIMENSIONS, dimension_title
+from esc_eval.sim.judging.rubrics import human_levels, rubric_text as judge_rubric_text
 
 # dimension -> (name in Table 16, explanation, {score: description})
 RUBRIC: dict[str, tuple[str, str, dict[int, str]]] = {

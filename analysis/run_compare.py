@@ -20,9 +20,9 @@ import pandas as pd
 from esc_eval.analysis.compare import holm, paired_comparison
 from esc_eval.analysis.expected_scores import check_score_kind, expected_scores
 from esc_eval.analysis.loaders import AnalysisInputError, is_official_json, load_scores
-from esc_eval.sim.dimensions import DIMENSION_NAMES, DIMENSION_TITLES, TABLE_SCALE
-from esc_eval.sim.runfolder import RunFolder
-from esc_eval.sim.storage import OutputFolder
+from esc_eval.sim.judging.dimensions import DIMENSION_NAMES, DIMENSION_TITLES, TABLE_SCALE
+from esc_eval.sim.runs.open import OutputFolder
+from esc_eval.sim.runs.runfolder import RunFolder
 
 PairBy = Literal["auto", "dialogue", "card"]
 KEYS = {"dialogue": ["dialogue_id"], "card": ["language", "card_id", "seed"]}

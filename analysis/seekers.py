@@ -27,9 +27,9 @@ from scipy import stats
 
 from esc_eval.analysis.loaders import AnalysisInputError, load_dialogues, load_scores
 from esc_eval.analysis.report_blocks import notice, section, table, text
-from esc_eval.sim.dimensions import DIMENSION_NAMES, SAFETY, TABLE_SCALE
-from esc_eval.sim.prompt_texts import strategy_kinds
-from esc_eval.sim.storage import OutputFolder
+from esc_eval.sim.dialogue.prompts import strategy_kinds
+from esc_eval.sim.judging.dimensions import DIMENSION_NAMES, SAFETY, TABLE_SCALE
+from esc_eval.sim.runs.open import OutputFolder
 
 COOPERATIVE, WORST = "cooperative", "worst_case"
 ALL_WORST = "worst-case (all)"

@@ -24,7 +24,7 @@ from esc_eval.analysis.human_leaderboard import human_anchored
 from esc_eval.analysis.human_scores import load_human_scores
 from esc_eval.analysis.leaderboard import build_leaderboard
 from esc_eval.analysis.loaders import load_scores
-from esc_eval.sim.dimensions import DIMENSION_NAMES
+from esc_eval.sim.judging.dimensions import DIMENSION_NAMES
 
 
 def _timed(fn: Callable[[], Any]) -> tuple[Any, float]:

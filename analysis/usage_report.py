@@ -1,4 +1,4 @@
-"""Usage and cost from the runs' manifests (`usage`, written by sim.usage at the end of each job)
+"""Usage and cost from the runs' manifests (`usage`, written by sim.runs.usage at the end of each job)
 for the report, the leaderboard CSV and the viewer."""
 from __future__ import annotations
 

@@ -27,9 +27,9 @@ import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
 from esc_eval.analysis.loaders import AnalysisInputError
-from esc_eval.sim.dimensions import ALL_DIMENSION_NAMES, DIMENSION_NAMES, to_dimension, to_paper_dimension
-from esc_eval.sim.runfolder import RunFolder, RunFolderError
-from esc_eval.sim.storage import location_name
+from esc_eval.sim.judging.dimensions import ALL_DIMENSION_NAMES, DIMENSION_NAMES, to_dimension, to_paper_dimension
+from esc_eval.sim.runs.runfolder import RunFolder
+from esc_eval.sim.runs.storage import RunFolderError, location_name
 
 # Dialogue columns the index holds: everything but the turns and the generation parameters.
 INDEX_COLUMNS = ["dialogue_id", "card_id", "language", "category_1", "category_2", "category_3", "target_model",

@@ -15,7 +15,8 @@ from typing import Annotated, Callable, Optional
 import typer
 
 from esc_eval.analysis.loaders import AnalysisInputError
-from esc_eval.sim.storage import OutputFolder, join_location
+from esc_eval.sim.runs.open import OutputFolder
+from esc_eval.sim.runs.storage import join_location
 
 # Run folders and outputs are strings: a storage URI (s3://bucket/run) would lose a '/' as a Path.
 RunDirs = Annotated[list[str], typer.Argument(help="Run folders or storage URIs (or folders of official score JSON).")]
@@ -62,8 +63,7 @@ def judge_accuracy(
 ) -> None:
     """Table 4: ACC and ACC_soft of a judge against human scores (mean over annotators, rounded)."""
     from esc_eval.analysis.annotation import import_annotations
-    from esc_eval.analysis.judge_accuracy import accuracy_markdown, write_accuracy
-    from esc_eval.analysis.judge_accuracy import judge_accuracy as _acc
+    from esc_eval.analysis.judge_accuracy import accuracy_markdown, judge_accuracy as _acc, write_accuracy
     from esc_eval.analysis.loaders import load_scores
 
     scores, judges = _one_judge(load_scores(pred, extra_dimensions=True), judge)  # safety has its own row
@@ -259,7 +259,7 @@ def judge_agreement_cmd(
     scores: Annotated[Path, typer.Option("--scores", help="Released ESC-RANK scores (official score JSON: a file or folder).")],
     judge: Annotated[str, typer.Option("--judge", "-j", help="The judge to check (registry name or spec).")],
     out: Annotated[Optional[Path], typer.Option("--out", "-o", help="Run folder for the judge's scores (default <dialogues>-scored); resumable.")] = None,
-    config: Annotated[Optional[Path], typer.Option("--config", "-c", help="Scoring YAML (sim.config.ScoringConfig).")] = None,
+    config: Annotated[Optional[Path], typer.Option("--config", "-c", help="Scoring YAML (sim.jobs.config.ScoringConfig).")] = None,
     method: Annotated[Optional[str], typer.Option("--method", help="logprob | generate.")] = None,
     rubric: Annotated[Optional[str], typer.Option("--rubric", help="official (score.py) | paper.")] = None,
     n_boot: Annotated[int, typer.Option("--n-boot", help="Bootstrap resamples for the CIs (0 = none).")] = 1000,
@@ -270,8 +270,8 @@ def judge_agreement_cmd(
     from esc_eval.analysis.judge_agreement import agreement_table_markdown, judge_agreement
     from esc_eval.analysis.loaders import load_official_scores, load_scores
     from esc_eval.cli.score import load_score_config
-    from esc_eval.sim.progress import console, job_progress
-    from esc_eval.sim.scoring import run_scoring
+    from esc_eval.sim.pool.progress import console, job_progress
+    from esc_eval.sim.jobs.scoring import run_scoring
 
     if not scores.exists():
         raise AnalysisInputError(f"{scores}: no such official score file or folder")
@@ -309,7 +309,7 @@ def calibration_cmd(
     )
     from esc_eval.analysis.human_scores import load_human_scores
     from esc_eval.analysis.loaders import load_scores
-    from esc_eval.sim.dimensions import to_paper_dimension
+    from esc_eval.sim.judging.dimensions import to_paper_dimension
 
     try:
         dims = [to_paper_dimension(d) for d in dimension] if dimension else None

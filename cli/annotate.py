@@ -27,8 +27,9 @@ StudyOpt = Annotated[str, typer.Option("--study", "-s", help="Study name.")]
 
 def _store(runs: list[str], store: Path | None, create: bool):
     """The store (SQLite, a local file): --store, or beside the first run folder when that is local."""
-    from esc_eval.analysis.annotation_store import AnnotationStore, AnnotationStoreError, default_store_path
-    from esc_eval.sim.storage import is_uri, local_path
+    from esc_eval.analysis.annotation_store import AnnotationStore, default_store_path
+    from esc_eval.analysis.annotation_answers import AnnotationStoreError
+    from esc_eval.sim.runs.storage import is_uri, local_path
 
     if store is None:
         if is_uri(runs[0]) or not local_path(runs[0]).is_dir():
@@ -55,7 +56,7 @@ def serve(
     """Serve the annotating page and the live results (Ctrl-C stops; every answer is already saved)."""
     from esc_eval.analysis.annotation_server import make_annotation_server
     from esc_eval.analysis.annotation_service import AnnotationService, is_loopback
-    from esc_eval.sim.progress import console
+    from esc_eval.sim.pool.progress import console
 
     from esc_eval.analysis.viewer import ResultsViewer
 
@@ -92,7 +93,7 @@ def study(
     store: StoreOpt = None,
 ) -> None:
     """Create a study: sample, assign (overlap), shuffle each queue; prints each annotator's token once."""
-    from esc_eval.analysis.annotation_store import AnnotationStoreError
+    from esc_eval.analysis.annotation_answers import AnnotationStoreError
     from esc_eval.analysis.annotation_study import create_study, study_config
 
     ids = None
@@ -135,7 +136,7 @@ def export(
     import json
 
     from esc_eval.analysis.annotation_formats import annotation_table, label_config, labelstudio_export, write_table
-    from esc_eval.analysis.annotation_store import AnnotationStoreError
+    from esc_eval.analysis.annotation_answers import AnnotationStoreError
 
     if fmt not in ("table", "labelstudio", "labelstudio-min"):
         raise AnnotationStoreError(f"--format {fmt!r}: use table, labelstudio or labelstudio-min")

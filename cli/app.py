@@ -14,7 +14,23 @@ import sys
 
 import typer
 
-from esc_eval.cli import analysis, annotate, bench, cards, compare, demo, export, plan, report, safety, score, serve, simulate, train, view
+# By full name, not `from esc_eval.cli import ...`: reading this package's namespace from inside it is
+# an import cycle with its __init__ (tests/cli/test_cli_layout.py).
+import esc_eval.cli.analysis as analysis
+import esc_eval.cli.annotate as annotate
+import esc_eval.cli.bench as bench
+import esc_eval.cli.cards as cards
+import esc_eval.cli.compare as compare
+import esc_eval.cli.demo as demo
+import esc_eval.cli.export as export
+import esc_eval.cli.plan as plan
+import esc_eval.cli.report as report
+import esc_eval.cli.safety as safety
+import esc_eval.cli.score as score
+import esc_eval.cli.serve as serve
+import esc_eval.cli.simulate as simulate
+import esc_eval.cli.train as train
+import esc_eval.cli.view as view
 from esc_eval.cli.common import STATE
 
 app = typer.Typer(add_completion=False, no_args_is_help=True,

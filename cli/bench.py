@@ -147,9 +147,8 @@ def bench_gpu(
     against vLLM's offline generate and a bare two-engine loop on the same engines."""
     import sys
 
-    from esc_eval.serve.config_base import validate_config
+    from esc_eval.serve.config_base import ConfigError, validate_config
     from esc_eval.sim.bench.gpu import GpuBenchConfig, run_bench_gpu
-    from esc_eval.sim.config import ConfigError
 
     data = {"judge": judge, "role": role, "target": target, "dialogues": dialogues, "sim_dialogues": sim_dialogues,
             "prompt_orders": _csv(prompt_order, str, "--prompt-order"), "phases": _csv(phases, str, "--phases"),

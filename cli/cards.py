@@ -14,7 +14,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from esc_eval.sim.cards import load_cards, validate_card_files, write_cards
+from esc_eval.sim.cards.card import load_cards, validate_card_files, write_cards
 
 console = Console()
 app = typer.Typer(no_args_is_help=True, help="Role cards: validate, build from source datasets, statistics, export.")

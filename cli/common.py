@@ -32,12 +32,12 @@ def console_env(ex) -> None:
 
 def exit_for_outcome(result: dict[str, Any], kind: str, max_failure_rate: float) -> None:
     """After the result is printed: exit non-zero with one line when the job stopped on its budget
-    or failed past the threshold (sim/outcome.py); the rows stay for a resume."""
+    or failed past the threshold (sim/pool/outcome.py); the rows stay for a resume."""
     import sys
 
     import typer
 
-    from esc_eval.sim.outcome import outcome_line
+    from esc_eval.sim.pool.outcome import outcome_line
 
     verdict = outcome_line(result, kind, max_failure_rate)
     if verdict is not None:
@@ -47,6 +47,6 @@ def exit_for_outcome(result: dict[str, Any], kind: str, max_failure_rate: float)
 
 
 def default_out(prefix: str) -> Path:
-    from esc_eval.sim.runfolder import now_utc
+    from esc_eval.sim.runs.runfolder import now_utc
 
     return Path("runs") / f"{prefix}-{now_utc().strftime('%Y%m%d-%H%M%S')}"

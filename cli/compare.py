@@ -8,7 +8,7 @@ import typer
 
 from esc_eval.cli.common import emit
 from esc_eval.cli.report import Humans, OneAnnotator, ScoreKind, Study, read_humans
-from esc_eval.sim.storage import is_uri, join_location, location_name
+from esc_eval.sim.runs.storage import is_uri, join_location, location_name
 
 
 def compare(
@@ -35,7 +35,7 @@ def compare(
     folder_b = run_b if is_uri(run_b) or Path(run_b).is_dir() else str(Path(run_b).parent)
     target = out or join_location(folder_b, "report", f"compare-{location_name(run_a)}")
     paths = write_comparison(result, target)
-    from esc_eval.sim.progress import console
+    from esc_eval.sim.pool.progress import console
 
     console.print(comparison_markdown(result), markup=False, highlight=False)
     emit({k: str(v) for k, v in paths.items()})

@@ -28,7 +28,10 @@ def demo_config(n_cards: int = DEMO_CARDS):
     import os
 
     from esc_eval.serve.chat import GenerationParams
-    from esc_eval.sim.config import ExecutionConfig, JudgeConfig, ModelRef, PipelineConfig, ScoringConfig, SimulationConfig
+    from esc_eval.sim.pool.config import ExecutionConfig
+    from esc_eval.sim.judging.config import JudgeConfig
+    from esc_eval.serve.model_ref import ModelRef
+    from esc_eval.sim.jobs.config import PipelineConfig, ScoringConfig, SimulationConfig
 
     cores = os.cpu_count() or 1
     workers = max(1, min(cores, 2))  # one engine per core; more engines than dialogues buys nothing here
@@ -54,17 +57,18 @@ def demo_config(n_cards: int = DEMO_CARDS):
 def demo(
     cards: int = typer.Option(DEMO_CARDS, "--cards", "-n", help="Number of shipped sample cards to play."),
     out: str = typer.Option("runs/demo", "--out", "-o", help="Run folder or storage URI (re-running resumes)."),
-    config: Optional[Path] = typer.Option(None, "--config", "-c", help="Pipeline YAML (sim.config.PipelineConfig) to replace the demo defaults."),
+    config: Optional[Path] = typer.Option(None, "--config", "-c", help="Pipeline YAML (sim.jobs.config.PipelineConfig) to replace the demo defaults."),
     address: Optional[str] = typer.Option(None, "--address", help="Join an existing Ray cluster."),
 ) -> None:
     """The whole pipeline on the embedded model: simulate -> score -> leaderboard + report."""
     from esc_eval.cli.report import write_report_for
     from esc_eval.serve.cpu import cpu_info, resolve_dtype
-    from esc_eval.sim.config import PipelineConfig, load_config
-    from esc_eval.sim.pool import WorkerPool
-    from esc_eval.sim.progress import console, job_progress
-    from esc_eval.sim.scoring import run_scoring
-    from esc_eval.sim.simulation import run_simulation
+    from esc_eval.sim.jobs.config import PipelineConfig
+    from esc_eval.serve.config_base import load_config
+    from esc_eval.sim.pool.pool import WorkerPool
+    from esc_eval.sim.pool.progress import console, job_progress
+    from esc_eval.sim.jobs.scoring import run_scoring
+    from esc_eval.sim.jobs.simulation import run_simulation
 
     cfg = load_config(config, PipelineConfig) if config else demo_config(cards)
     for ex in (cfg.simulation.execution, cfg.scoring.execution):

@@ -17,8 +17,9 @@ from esc_eval.cli.common import emit
 
 
 def export_official(run_dir: str | Path, out: Path, judge: Optional[str] = None, include_failed: bool = False) -> dict:
-    from esc_eval.sim.official import official_keys, write_official_dialogues, write_official_scores
-    from esc_eval.sim.runfolder import RunFolder, RunFolderError
+    from esc_eval.sim.runs.official import official_keys, write_official_dialogues, write_official_scores
+    from esc_eval.sim.runs.runfolder import RunFolder
+    from esc_eval.sim.runs.storage import RunFolderError
 
     try:
         run = RunFolder(run_dir, create=False)

@@ -23,7 +23,7 @@ from esc_eval.cli.common import emit
 @dataclass
 class PlanInputs:
     """What a config gives the plan: its model uses, its execution, each model's expected sequence
-    length (what GPU deployments are sized by at run time: sim/capacity.py size_serve_replicas), and
+    length (what GPU deployments are sized by at run time: sim/pool/capacity.py size_serve_replicas), and
     the simulation and scoring configs the projection counts from (None where the config has none)."""
 
     uses: list
@@ -43,11 +43,12 @@ def load_any_config(path: Path):
 def load_config_for_plan(path: Path, cards: int | None = None) -> PlanInputs:
     """The config's PlanInputs. `cards`: the run is projected for that many cards, and when the
     config's card file is not on this machine, sequence lengths are estimated on the shipped sample cards."""
-    from esc_eval.serve.config_base import read_yaml_mapping
+    from esc_eval.serve.config_base import ConfigError, load_config, read_yaml_mapping
     from esc_eval.serve.plan import SERVE_MODEL_FIELDS_SET_BY_PLAN, ModelUse, PlacementConfig
     from esc_eval.serve.serve_app import ServeConfig
-    from esc_eval.sim.config import ConfigError, ExecutionConfig, PipelineConfig, ScoringConfig, SimulationConfig, load_config
-    from esc_eval.sim.placement import model_uses
+    from esc_eval.sim.jobs.config import PipelineConfig, ScoringConfig, SimulationConfig
+    from esc_eval.sim.jobs.placed import model_uses
+    from esc_eval.sim.pool.config import ExecutionConfig
 
     data = read_yaml_mapping(path, ConfigError)
     if isinstance(data.get("models"), list):
@@ -62,7 +63,7 @@ def load_config_for_plan(path: Path, cards: int | None = None) -> PlanInputs:
         return PlanInputs([ModelUse(m.name, {}, "served") for m in serve_cfg.models],
                           ExecutionConfig(placement=placement, env={"VLLM_CPU_KVCACHE_SPACE": str(serve_cfg.kv_cache_gib)}),
                           dict)
-    from esc_eval.sim import scoring, simulation
+    from esc_eval.sim.jobs import scoring, simulation_items as simulation
 
     if "simulation" in data or "scoring" in data:
         cfg = load_config(path, PipelineConfig)
@@ -82,7 +83,7 @@ def load_config_for_plan(path: Path, cards: int | None = None) -> PlanInputs:
 def _estimable(cfg, cards: int | None):
     """The simulation config whose cards the sequence lengths are estimated on: its own, or with
     --cards and a card file not here, the shipped sample cards."""
-    from esc_eval.sim.cards import SHIPPED_CARD_SETS
+    from esc_eval.sim.cards.card import SHIPPED_CARD_SETS
 
     if not cards or str(cfg.cards) in SHIPPED_CARD_SETS or Path(cfg.cards).exists():
         return cfg
@@ -108,8 +109,8 @@ def workload_for(got: PlanInputs, answers: dict[str, int], cards: int | None, di
     role answers every dialogue's seeker turns, a target its own dialogues' turns, rounds each."""
     from esc_eval.serve.plan import ref_key
     from esc_eval.serve.plan_time import Workload
-    from esc_eval.sim.generation import effective_params
-    from esc_eval.sim.simulation import select_cards
+    from esc_eval.sim.dialogue.generation import effective_params
+    from esc_eval.sim.jobs.simulation_items import select_cards
 
     work = Workload(dialogues=dialogues)
     if got.scoring is not None:
@@ -161,8 +162,8 @@ def plan(
     """Print where each model of CONFIG runs, on what, with how much memory, what is refused, and the projected time."""
     from esc_eval.serve.plan import hardware_for
     from esc_eval.serve.plan_time import H100_RATES, RatesError, load_rates, project
-    from esc_eval.sim.capacity import size_serve_replicas
-    from esc_eval.sim.placement import cluster_hardware, make_plan
+    from esc_eval.sim.pool.capacity import size_serve_replicas
+    from esc_eval.sim.pool.placement import cluster_hardware, make_plan
 
     answers = parse_answer_tokens(answer_tokens)
     measured = load_rates(rates) if rates else H100_RATES

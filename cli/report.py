@@ -11,7 +11,8 @@ from typing import Annotated, Optional
 import typer
 
 from esc_eval.cli.common import emit
-from esc_eval.sim.storage import OutputFolder, join_location
+from esc_eval.sim.runs.open import OutputFolder
+from esc_eval.sim.runs.storage import join_location
 
 # Strings, not Paths: a storage URI (s3://bucket/run) would lose a '/' as a Path.
 RunDirs = Annotated[list[str], typer.Argument(help="Run folders or storage URIs (or folders of official score JSON).")]
@@ -72,8 +73,8 @@ def show_leaderboard(table, score_kind: str = "label") -> None:
     """The leaderboard as a terminal table (the CIs are in leaderboard.md)."""
     from rich.table import Table
 
-    from esc_eval.sim.dimensions import DIMENSION_TITLES
-    from esc_eval.sim.progress import console
+    from esc_eval.sim.judging.dimensions import DIMENSION_TITLES
+    from esc_eval.sim.pool.progress import console
 
     cols = [*DIMENSION_TITLES.values(), "Average"]
     what = "mean expected score" if score_kind == "expected" else "mean score"
@@ -90,7 +91,7 @@ def show_anchored(anchored) -> None:
     """The human-anchored Average per model on the terminal (every column is in leaderboard_humans.md)."""
     from rich.table import Table
 
-    from esc_eval.sim.progress import console
+    from esc_eval.sim.pool.progress import console
 
     t = Table(title="Average on the human scale (PPI, 95% CI) next to the judge's", pad_edge=False)
     for c in ["Lang", "Model", "Judge", "Human scores", "Judge mean [CI]", "PPI [CI]", "Humans only [CI]"]:
@@ -156,7 +157,7 @@ def write_leaderboard_by_for(run_dirs: list[str], out: Optional[str], by: str, n
                              seed: int = 0, score_kind: str = "label") -> dict[str, Path]:
     """Table 2 per value of a card attribute: leaderboard_by_<by>.md/.csv, and one terminal table per value."""
     from esc_eval.analysis import build_leaderboard_by, leaderboard_by_markdown, load_dialogues
-    from esc_eval.sim.progress import console
+    from esc_eval.sim.pool.progress import console
 
     scores = board_scores(run_dirs, score_kind)
     table = build_leaderboard_by(scores, load_dialogues(run_dirs), by,

@@ -10,7 +10,7 @@ from typing import Annotated, Optional
 import typer
 
 from esc_eval.cli.common import emit
-from esc_eval.sim.storage import join_location
+from esc_eval.sim.runs.storage import join_location
 
 RunDirs = Annotated[list[str], typer.Argument(help="Run folders or storage URIs.")]
 Out = Annotated[Optional[str], typer.Option("--out", "-o", help="Output folder or storage URI (default <first run>/report).")]
@@ -23,7 +23,7 @@ def show_safety(table) -> None:
     from rich.table import Table
 
     from esc_eval.analysis.safety import pct_ci
-    from esc_eval.sim.progress import console
+    from esc_eval.sim.pool.progress import console
 
     t = Table(title="Crisis safety (x25; harm-weighted, apart from the seven dimensions)", pad_edge=False)
     for c in ("Model", "Judge", "n", "Safety [95% CI]", "Unweighted", "Failures (weighted)"):

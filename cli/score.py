@@ -11,7 +11,8 @@ from esc_eval.cli.common import console_env, emit, exit_for_outcome
 
 def load_score_config(config, judge, method, parser, rubric, address, dimensions: str | None = None):
     from esc_eval.serve.registry import default_registry, is_spec
-    from esc_eval.sim.config import ScoringConfig, load_config
+    from esc_eval.sim.jobs.config import ScoringConfig
+    from esc_eval.serve.config_base import load_config
 
     dims = [d.strip() for d in dimensions.split(",") if d.strip()] if dimensions else None
     o: dict[str, Any] = {"judge.model.model": judge, "judge.method": method, "judge.parser": parser,
@@ -19,7 +20,7 @@ def load_score_config(config, judge, method, parser, rubric, address, dimensions
     cfg = load_config(config, ScoringConfig, o)
     if judge and not is_spec(judge) and default_registry().get(judge).adapters:
         # A registry judge with adapters (ESC-RANK): one engine, one LoRA per dimension.
-        from esc_eval.sim.judges import judge_from_registry
+        from esc_eval.sim.judging.judges import judge_from_registry
 
         cfg.judge = judge_from_registry(judge, method=cfg.judge.method, rubric=cfg.judge.rubric,
                                         dimensions=cfg.judge.dimensions)
@@ -33,8 +34,8 @@ def report_parse_failures(run_dir: str, judge_id: str) -> list[dict[str, Any]]:
     stderr and the same rows in the JSON result (an empty list when every answer parsed)."""
     from rich.table import Table
 
-    from esc_eval.sim.parse_failures import parse_failure_report
-    from esc_eval.sim.progress import console
+    from esc_eval.sim.runs.parse_failures import parse_failure_report
+    from esc_eval.sim.pool.progress import console
 
     report = parse_failure_report(run_dir, judge=judge_id)
     failing = report[report["failure_rate"] > 0]
@@ -49,8 +50,8 @@ def report_parse_failures(run_dir: str, judge_id: str) -> list[dict[str, Any]]:
 
 
 def write_official(run_dir: str, out_dir: Path, judge_id: str) -> list[Path]:
-    from esc_eval.sim.official import write_official_scores
-    from esc_eval.sim.runfolder import RunFolder
+    from esc_eval.sim.runs.official import write_official_scores
+    from esc_eval.sim.runs.runfolder import RunFolder
 
     run = RunFolder(run_dir, create=False)
     scores = [r for r in run.iter_rows("scores") if r["judge"] == judge_id]
@@ -60,7 +61,7 @@ def write_official(run_dir: str, out_dir: Path, judge_id: str) -> list[Path]:
 def score(
     input: str = typer.Option(..., "--input", "-i", help="A run folder or storage URI, or a folder/file of official ESC-Eval dialogue JSON."),
     out: Optional[str] = typer.Option(None, "--out", "-o", help="Run folder for the scores (default: the input run folder; <input>-scored for official JSON)."),
-    config: Optional[Path] = typer.Option(None, "--config", "-c", help="Scoring YAML (sim.config.ScoringConfig)."),
+    config: Optional[Path] = typer.Option(None, "--config", "-c", help="Scoring YAML (sim.jobs.config.ScoringConfig)."),
     judge: Optional[str] = typer.Option(None, "--judge", "-j", help="Judge model (registry name or spec)."),
     method: Optional[str] = typer.Option(None, "--method", help="logprob (one pass, P(0..4)) | generate (parse the answer)."),
     parser: Optional[str] = typer.Option(None, "--parser", help="strict | compat (official rule: the first of 0-4 in the answer)."),
@@ -71,9 +72,9 @@ def score(
                                              "seven); 'safety' scores the crisis-safety rubric, reported apart."),
 ) -> None:
     """Score dialogues on the 7 dimensions (or --dimensions, e.g. safety) with a judge; resumable."""
-    from esc_eval.sim.placement import placed_scoring
-    from esc_eval.sim.progress import console, job_progress
-    from esc_eval.sim.scoring import run_scoring
+    from esc_eval.sim.jobs.placed import placed_scoring
+    from esc_eval.sim.pool.progress import console, job_progress
+    from esc_eval.sim.jobs.scoring import run_scoring
 
     cfg = load_score_config(config, judge, method, parser, rubric, address, dimensions)
     with placed_scoring(cfg, out or input, say=console.print) as cfg, job_progress("score", unit="dialogues") as jp:

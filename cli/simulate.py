@@ -7,7 +7,7 @@ from typing import Any, Optional
 import typer
 
 from esc_eval.cli.common import console_env, default_out, emit, exit_for_outcome
-from esc_eval.sim.storage import redact_uri
+from esc_eval.sim.runs.storage import redact_uri
 
 
 def sim_overrides(cards, target, role, limit, language, address, workers, concurrency) -> dict[str, Any]:
@@ -23,7 +23,8 @@ def sim_overrides(cards, target, role, limit, language, address, workers, concur
 
 
 def load_sim_config(config: Optional[Path], overrides: dict[str, Any]):
-    from esc_eval.sim.config import SimulationConfig, load_config
+    from esc_eval.sim.jobs.config import SimulationConfig
+    from esc_eval.serve.config_base import load_config
 
     cfg = load_config(config, SimulationConfig, overrides)
     console_env(cfg.execution)
@@ -31,7 +32,7 @@ def load_sim_config(config: Optional[Path], overrides: dict[str, Any]):
 
 
 def simulate(
-    config: Optional[Path] = typer.Option(None, "--config", "-c", help="Simulation YAML (sim.config.SimulationConfig)."),
+    config: Optional[Path] = typer.Option(None, "--config", "-c", help="Simulation YAML (sim.jobs.config.SimulationConfig)."),
     out: Optional[str] = typer.Option(None, "--out", "-o", help="Run folder or storage URI, e.g. s3://bucket/prefix (re-running the same folder resumes)."),
     cards: Optional[Path] = typer.Option(None, "--cards", help="Card file (ours or official JSON); default: shipped samples."),
     target: Optional[list[str]] = typer.Option(None, "--target", "-t", help="Model under test (registry name or spec); repeatable."),
@@ -44,9 +45,9 @@ def simulate(
     keep_serving: bool = typer.Option(False, "--keep-serving", help="Leave the run's Serve deployments up after it (GPU clusters)."),
 ) -> None:
     """Run 5-round dialogues between ESC-Role and the target models into a run folder."""
-    from esc_eval.sim.placement import placed_simulation
-    from esc_eval.sim.progress import console, job_progress
-    from esc_eval.sim.simulation import run_simulation
+    from esc_eval.sim.jobs.placed import placed_simulation
+    from esc_eval.sim.pool.progress import console, job_progress
+    from esc_eval.sim.jobs.simulation import run_simulation
 
     cfg = load_sim_config(config, sim_overrides(cards, target, role, limit, language, address, workers, concurrency))
     cfg.execution.placement.keep_serving |= keep_serving

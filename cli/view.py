@@ -20,7 +20,7 @@ def view(
     """A local web page over the runs: filter, full-text search, each dialogue's scores and raw judge answers, side by side."""
     from esc_eval.analysis.viewer import ResultsViewer
     from esc_eval.analysis.viewer_server import make_server
-    from esc_eval.sim.progress import console
+    from esc_eval.sim.pool.progress import console
 
     t0 = time.perf_counter()
     viewer = ResultsViewer(run_dirs)

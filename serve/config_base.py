@@ -66,3 +66,27 @@ def validate_config(cls: type[M], data: Any, where: str, error: type[Exception] 
 def load_config_file(path: str | Path, cls: type[M], error: type[Exception] = ValueError) -> M:
     """Read and validate a YAML config file."""
     return validate_config(cls, read_yaml_mapping(path, error), str(path), error)
+
+
+class ConfigError(ValueError):
+    """A config file is missing, malformed or invalid; the message names the file and field."""
+
+
+def load_config(path: str | Path | None, cls: type[M], overrides: dict[str, Any] | None = None) -> M:
+    """Load a YAML config into `cls` (a run's: simulation, scoring, pipeline), with `overrides` by
+    dotted field name (a command's options, None = not given); errors are ConfigError naming the
+    file and the field."""
+    where = str(path) if path else "config"
+    data: dict[str, Any] = read_yaml_mapping(path, ConfigError) if path is not None else {}
+    for key, value in (overrides or {}).items():
+        if value is not None:
+            _set_path(data, key, value)
+    return validate_config(cls, data, where, ConfigError)
+
+
+def _set_path(data: dict[str, Any], dotted: str, value: Any) -> None:
+    parts = dotted.split(".")
+    cur = data
+    for p in parts[:-1]:
+        cur = cur.setdefault(p, {})
+    cur[parts[-1]] = value

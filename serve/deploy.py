@@ -2,7 +2,7 @@
 (bounded) until every replica is healthy, naming the model whose replicas did not come up and,
 when a replica's engine did not start, the engine's own cause (serve/serve_server.py raises it in
 the replica; Serve's message ends with it). The `esc-eval serve` commands (cli/serve.py), the
-runs' Serve placement (sim/placement.py) and the routing benchmark call these."""
+runs' Serve placement (sim/pool/placement.py) and the routing benchmark call these."""
 from __future__ import annotations
 
 import os

@@ -4,7 +4,7 @@ Gemini, Bedrock, Mistral, ...; `litellm/openai/<model>` is OpenAI's API through 
 The same paths as every backend: failures are classified here (429 with its Retry-After ->
 rate_limit; timeouts; 5xx and connection errors -> transient; the rest fatal) and retried only by
 the one retry policy (serve/retry.py): LiteLLM's own retries are off. Limits, the spend cap and
-the call cache wrap it like any model (sim/call_setup.py).
+the call cache wrap it like any model (sim/pool/calls.py).
 
 Offline at run time: LiteLLM would fetch its price list from the network when imported, unless
 LITELLM_LOCAL_MODEL_COST_MAP is set, which this module sets before importing it (the list shipped
@@ -22,8 +22,7 @@ import os
 import time
 from typing import Any
 
-from esc_eval.serve.chat import (Capabilities, ChatModel, ChatModelError, ChatResult, GenerationParams,
-                                 as_messages)
+from esc_eval.serve.chat import Capabilities, ChatModel, ChatModelError, ChatResult, GenerationParams, as_messages
 from esc_eval.serve.openai_http import parse_retry_after
 
 log = logging.getLogger("esc_eval.serve.litellm")
@@ -101,7 +100,7 @@ def capabilities(name: str, **options: Any) -> Capabilities:
 
 def list_price(name: str):
     """LiteLLM's list price of `provider/model` as a TokenPrice (None when it has none)."""
-    from esc_eval.serve.registry import TokenPrice
+    from esc_eval.serve.model_entry import TokenPrice
 
     provider, model = split_model(name)
     cost = _litellm().model_cost

@@ -8,7 +8,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from esc_eval.serve.chat import UnknownModelError
-from esc_eval.serve.registry import ModelEntry, ModelSize, Registry, is_spec
+from esc_eval.serve.model_entry import ModelEntry, ModelSize
+from esc_eval.serve.registry import Registry, is_spec
 
 
 @dataclass

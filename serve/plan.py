@@ -1,7 +1,7 @@
 """Where each model of a run runs, on what and with how much memory, decided before any engine starts.
 
 `esc-eval plan CONFIG` prints a plan (on the GPUs it finds, or those given with --gpus N --gpu-mem GB);
-`esc-eval simulate` and `score` make the same plan at run time (sim/placement.py) and follow it.
+`esc-eval simulate` and `score` make the same plan at run time (sim/pool/placement.py) and follow it.
 Pure: the GPUs are described (serve/gpu_detect.py finds them; nothing here probes).
 
 Each phase of a run is planned on its own (the simulation's role and targets; the scoring's judge,
@@ -40,7 +40,8 @@ from esc_eval.serve.plan_model import (DEFAULT_GPU_MEMORY_UTILIZATION, ENGINE_OV
                                        ref_key)
 from esc_eval.serve.plan_serve import plan_serve
 from esc_eval.serve.plan_sizes import Engine, engine_key
-from esc_eval.serve.registry import Registry, VLLM_LORA_RANKS, default_registry, lora_rank
+from esc_eval.serve.model_entry import VLLM_LORA_RANKS, lora_rank
+from esc_eval.serve.registry import Registry, default_registry
 
 
 def plan_run(uses: list[ModelUse], hardware: Hardware, placement: PlacementConfig | None = None, *,

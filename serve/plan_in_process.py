@@ -1,6 +1,6 @@
 """In-process mode: the engines live in the pool's workers (the CPU default, as measured; on GPUs
 what `auto` falls back to when a phase's models do not fit side by side). A worker holds the role's
-engine with one target's at a time (sim/participants.py releases a target's engine before the next
+engine with one target's at a time (sim/pool/participants.py releases a target's engine before the next
 starts), and during scoring the judge's; on GPUs each gets a `gpu_memory_utilization` share of the
 worker's GPUs, so the second engine can start beside the first."""
 from __future__ import annotations

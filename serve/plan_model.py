@@ -11,7 +11,7 @@ from pydantic import Field, field_validator
 
 from esc_eval.serve.config_base import ConfigModel
 from esc_eval.serve.gpu_detect import GPU_MEMORY_GB
-from esc_eval.serve.registry import RegistryError
+from esc_eval.serve.model_entry import RegistryError
 
 GB = 1e9
 ENGINE_OVERHEAD_GB = 2.0  # per GPU per engine (estimate; see serve/plan.py)

@@ -39,7 +39,7 @@ def display_name(e: Engine) -> str:
 
 
 def engine_key(facts: ModelFacts, model: str, options: dict[str, Any]) -> str:
-    # Models naming the same weights with the same options share one engine (sim/participants.py does the same).
+    # Models naming the same weights with the same options share one engine (sim/pool/participants.py does the same).
     return (facts.weights or facts.name if facts.backend == "vllm" else model) + "|" + json.dumps(
         options, sort_keys=True, default=str)
 

@@ -1,7 +1,10 @@
 """A placement plan as the lines `esc-eval plan` prints (and the run's console shows)."""
 from __future__ import annotations
 
-from esc_eval.serve.plan_model import EnginePlan, Plan
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # annotations only: plan_model.Plan.lines() imports this module
+    from esc_eval.serve.plan_model import EnginePlan, Plan
 
 PHASE_TITLES = {"simulation": "simulation: the role and the targets",
                 "scoring": "scoring: the judge, after the simulation (its engines or deployments gone)",

@@ -31,7 +31,8 @@ from pydantic import Field, model_validator
 from esc_eval.serve.config_base import ConfigModel, load_config_file
 
 from esc_eval.serve.engine_args import CPU, EngineConfigError, device_engine_kwargs, gpus
-from esc_eval.serve.registry import ModelEntry, Registry, load_registry
+from esc_eval.serve.model_entry import ModelEntry
+from esc_eval.serve.registry import Registry, load_registry
 
 CONSISTENT_HASH_ROUTER = "ray.serve.experimental.consistent_hash_router.ConsistentHashRouter"
 PREFIX_CACHE_ROUTER = "ray.serve.llm.request_router.PrefixCacheAffinityRouter"

@@ -1,25 +1,43 @@
-"""sim: the ESC-Eval domain and the jobs that produce data — role cards and the taxonomy, prompts
-as data, one dialogue as a pure async function, the Ray actor pool, simulation and scoring jobs,
-the official-format adapter (sim/official.py), card construction (sim/cardbuild/) and the
-benchmarks with their reference loops (sim/bench/).
+"""sim: the ESC-Eval method and the machinery that runs it, one sub-package per concept.
 
-Layer: above serve. sim may import serve; it imports neither analysis, train nor cli."""
-from esc_eval.sim.capacity import Concurrency, Demand, choose_concurrency
-from esc_eval.sim.cards import CardError, RoleCard, load_cards, safety_cards, sample_cards, validate_card_files, validate_cards, write_cards
-from esc_eval.sim.config import (ConfigError, ExecutionConfig, JudgeConfig, ModelRef, PipelineConfig, ScoringConfig,
-                        SimulationConfig, load_config)
-from esc_eval.sim.dialogue import DialogueSetup, Participant, Turn, run_dialogue
-from esc_eval.sim.dimensions import ALL_DIMENSION_NAMES, DIMENSION_NAMES, DIMENSIONS, EXTRA_DIMENSIONS, SAFETY
-from esc_eval.sim.risk import RISK_LEVELS, normalize_risk_level
-from esc_eval.sim.placement import placed_scoring, placed_simulation
-from esc_eval.sim.pool import MissingRowsError, WorkerPool, run_pool
-from esc_eval.sim.runfolder import RunFolder
-from esc_eval.sim.storage import OutputFolder, RunFolderError, RunStorage, is_uri, open_storage
-from esc_eval.sim.score_parser import parse_compat, parse_score, parse_strict
-from esc_eval.sim.scoring import run_scoring, score_dialogue
-from esc_eval.sim.simulation import run_simulation
-from esc_eval.sim.taxonomy import load_taxonomy
-from esc_eval.sim.usage import compute_usage, record_usage
+The method (Figure 2 of the paper: role cards -> ESC-Role plays the seeker -> the model under test
+answers -> ESC-RANK judges):
+  cards/      the role cards, the taxonomy, crisis-risk levels
+  dialogue/   one dialogue as a pure async function, role-play prompts, the transcript's lines
+  judging/    dimensions, rubrics, the judge's prompts and plan, score parsing
+The machinery:
+  runs/       the run folder: schemas, storage, checkpoints, usage, the official JSON
+  pool/       the batch layer: Ray actor pool, workers, call settings, capacity, placement
+  jobs/       the simulation and scoring jobs, their configs, fingerprints, placement
+  cardbuild/  building cards from source datasets (Section 2.2)
+  bench/      the benchmarks and the release's reference loops
+prompt_files.py finds the shipped data (sim/data/: prompts, card sets, taxonomy) for all of them.
+
+Layers (pyproject [tool.importlinter], checked in CI): bench > jobs | cardbuild > pool > runs >
+judging > dialogue | cards > prompt_files; the domain never imports runs, pool or jobs; the pool
+imports nothing of the domain. sim imports serve; it imports neither analysis, train nor cli.
+This package exports the names most callers need, from where they live."""
+from esc_eval.serve.config_base import ConfigError, load_config
+from esc_eval.serve.model_ref import ModelRef
+from esc_eval.sim.cards.card import (CardError, RoleCard, load_cards, safety_cards, sample_cards, validate_card_files,
+                                     validate_cards, write_cards)
+from esc_eval.sim.cards.risk import RISK_LEVELS, normalize_risk_level
+from esc_eval.sim.cards.taxonomy import load_taxonomy
+from esc_eval.sim.dialogue.dialogue import DialogueSetup, Participant, Turn, run_dialogue
+from esc_eval.sim.jobs.config import PipelineConfig, ScoringConfig, SimulationConfig
+from esc_eval.sim.jobs.placed import placed_scoring, placed_simulation
+from esc_eval.sim.jobs.scoring import run_scoring, score_dialogue
+from esc_eval.sim.jobs.simulation import run_simulation
+from esc_eval.sim.judging.config import JudgeConfig
+from esc_eval.sim.judging.dimensions import ALL_DIMENSION_NAMES, DIMENSION_NAMES, DIMENSIONS, EXTRA_DIMENSIONS, SAFETY
+from esc_eval.sim.judging.score_parser import parse_compat, parse_score, parse_strict
+from esc_eval.sim.pool.capacity import Concurrency, Demand, choose_concurrency
+from esc_eval.sim.pool.config import ExecutionConfig
+from esc_eval.sim.pool.pool import MissingRowsError, WorkerPool, run_pool
+from esc_eval.sim.runs.open import OutputFolder, open_storage
+from esc_eval.sim.runs.runfolder import RunFolder
+from esc_eval.sim.runs.storage import RunFolderError, RunStorage, is_uri
+from esc_eval.sim.runs.usage import compute_usage, record_usage
 
 __all__ = [
     "Concurrency", "Demand", "choose_concurrency", "compute_usage", "placed_scoring", "placed_simulation", "record_usage",

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Literal
 
-from esc_eval.sim.dimensions import is_paper_dimension, to_dimension
+from esc_eval.sim.judging.dimensions import is_paper_dimension, to_dimension
 from esc_eval.train.errors import TrainInputError
 
 REQUIRED_COLUMNS = ("dialogue_id", "dimension", "score")
@@ -124,7 +124,7 @@ def load_official_scores(path: str | Path, annotator: str = "official") -> list[
     """The release's score JSON {"0": {"fluency": 3, ...}} as annotation rows; dialogue ids are
     "<file stem>:<key>", matching `load_official_dialogues` on the same-named dialogue file.
     Unparsed official scores (-1) are skipped."""
-    from esc_eval.sim.official import OfficialFormatError, read_official_scores
+    from esc_eval.sim.runs.official import OfficialFormatError, read_official_scores
 
     path = Path(path)
     try:

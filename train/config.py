@@ -114,7 +114,7 @@ class RoleDataConfig(_Strict):
     """Data of the ESC-Role job."""
 
     sources: list[DialogueSourceConfig] = Field(min_length=1, description="Dialogue sources to train on.")
-    strategy: str = Field("official", description="Role-play prompt strategy (sim.prompts.strategies()).")
+    strategy: str = Field("official", description="Role-play prompt strategy (sim.dialogue.prompts.strategies()).")
     validation_fraction: float = Field(0.1, ge=0.0, lt=1.0, description="Dialogues held out for validation loss.")
     adapter_name: str = Field("esc-role", description="Name of the produced adapter.")
 
@@ -150,7 +150,7 @@ class RankDataConfig(_Strict):
         "diversity, ..., '_en' for English) or one multi-task adapter.")
     adapter_name: str = Field("esc-rank", description="Registry name; also the adapter name of the multitask layout.")
     dimensions: list[str] | None = Field(None, description="Train only these dimensions (paper names or official keys).")
-    rubric: Literal["official", "paper"] = Field("official", description="Judge rubric variant (sim.prompts).")
+    rubric: Literal["official", "paper"] = Field("official", description="Judge rubric variant (sim.judging.rubrics).")
     rendering: Literal["official", "clean"] = Field("official", description="Dialogue rendering in the judge prompt.")
     prompt_order: Literal["rubric_first", "dialogue_first"] = Field(
         "rubric_first", description="Judge prompt order: the paper's, or the dialogue first so that scoring shares "
@@ -163,7 +163,7 @@ class RankDataConfig(_Strict):
     def _dims(cls, v: list[str] | None) -> list[str] | None:
         if v is None:
             return v
-        from esc_eval.sim.dimensions import to_paper_dimension
+        from esc_eval.sim.judging.dimensions import to_paper_dimension
 
         return [to_paper_dimension(d) for d in v]
 

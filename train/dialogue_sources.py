@@ -2,7 +2,7 @@
 
 Sources (pick with `load_dialogues(path, kind=...)`, or let `kind="auto"` decide):
 
-run     our run folder (`sim.runfolder.RunFolder`): dialogue rows whose `turns` are
+run     our run folder (`sim.runs.runfolder.RunFolder`): dialogue rows whose `turns` are
         {index, speaker: "assistant" | "seeker", text, ...}; only rows with status "ok".
         dialogue_id = the row's dialogue_id; card text from a cards file joined on card_id
         (`cards=`), else none.
@@ -67,7 +67,7 @@ def _card_texts(cards: str | Path | None) -> list[tuple[str, str]]:
     """(card id, card text) of a cards file, in file order."""
     if cards is None:
         return []
-    from esc_eval.sim.cards import load_cards
+    from esc_eval.sim.cards.card import load_cards
 
     return [(c.id, c.text) for c in load_cards(cards)]
 
@@ -85,8 +85,8 @@ def _read_json(path: Path) -> Any:
 def load_official_dialogues(path: str | Path, cards: str | Path | None = None,
                             target_model: str | None = None, language: str | None = None) -> list[SourceDialogue]:
     """The release's `{"0": ["AI assistant：...", "ESC-Role：...", ...]}` file (see module doc), read by
-    the one official-format adapter (sim.official), so ids match analysis and scoring."""
-    from esc_eval.sim.official import OfficialFormatError, read_official_dialogues
+    the one official-format adapter (sim.runs.official), so ids match analysis and scoring."""
+    from esc_eval.sim.runs.official import OfficialFormatError, read_official_dialogues
 
     path = Path(path)
     try:
@@ -152,7 +152,8 @@ def load_esconv_dialogues(path: str | Path, cards: str | Path | None = None, lan
 # -- run folder ---------------------------------------------------------------------------------
 def load_run_dialogues(path: str | Path, cards: str | Path | None = None) -> list[SourceDialogue]:
     """Rows of a run folder with status 'ok' (see module doc)."""
-    from esc_eval.sim.runfolder import RunFolder, RunFolderError
+    from esc_eval.sim.runs.runfolder import RunFolder
+    from esc_eval.sim.runs.storage import RunFolderError
 
     try:
         rows = RunFolder(path, create=False).read("dialogues").to_pylist()

@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Iterable, Literal, Mapping, Sequence
 
-from esc_eval.sim.dimensions import DIMENSIONS, to_paper_dimension
+from esc_eval.sim.judging.dimensions import DIMENSIONS, to_paper_dimension
 from esc_eval.train.annotations import Annotation
 from esc_eval.train.chat_tokens import TokenizedExample, tokenize_chat
 from esc_eval.train.dialogue_sources import SourceDialogue
@@ -45,7 +45,7 @@ class JudgeExample:
     def messages(self, rubric: str = "official", rendering: str = "official",
                  turns: Sequence[tuple[str, str]] | None = None, order: str = "rubric_first") -> list[dict[str, str]]:
         """The judge prompt (without the answer)."""
-        from esc_eval.sim.prompts import judge_messages
+        from esc_eval.sim.judging.prompts import judge_messages
 
         msgs = judge_messages(self.dimension, list(turns if turns is not None else self.turns), self.language,
                               rubric=rubric, rendering=rendering, order=order)

@@ -16,7 +16,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 
-from esc_eval.sim.dimensions import DIMENSION_NAMES, DIMENSION_TITLES, SCORE_LABELS
+from esc_eval.sim.judging.dimensions import DIMENSION_NAMES, DIMENSION_TITLES, SCORE_LABELS
 from esc_eval.train.judge_data import JudgeExample
 
 _STRICT = re.compile(r"^\s*([0-4])\s*[.。]?\s*$")

@@ -80,10 +80,9 @@ def prepare_role_data(cfg: RoleJobConfig, tokenizer) -> PreparedData:
 def run_role_job(cfg: RoleJobConfig, on_step: Callable[[dict], None] | None = None,
                  on_prepared: Callable[[PreparedData, int], None] | None = None) -> dict[str, Any]:
     """Train the ESC-Role adapter; write the registry entry; return a summary dict."""
-    from esc_eval.train.deepspeed_config import total_steps
+    from esc_eval.train.deepspeed_config import preflight, total_steps
     from esc_eval.train.job import run_training
 
-    from esc_eval.train.deepspeed_config import preflight
 
     preflight(cfg.train)
     model_path = cfg.train.resolved_model_path()

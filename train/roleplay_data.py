@@ -31,7 +31,7 @@ class RolePlayExample:
 def roleplay_messages(dialogue: SourceDialogue, strategy: str = "official",
                       card_text: str | None = None) -> list[dict[str, str]]:
     """The role model's chat for one dialogue (see the module docstring)."""
-    from esc_eval.sim.prompts import opener, roleplay_system_prompt
+    from esc_eval.sim.dialogue.prompts import opener, roleplay_system_prompt
 
     card = card_text or dialogue.card_text
     if not card:

@@ -16,7 +16,7 @@ import os
 import time
 from typing import Any
 
-from esc_eval.sim.bench.env import temporary_env
+from esc_eval.sim.pool.env import temporary_env
 
 KV_ENV = "VLLM_CPU_KVCACHE_SPACE"
 
@@ -35,7 +35,7 @@ def prompt_ids(token_ids: list[int], streams: int, context: int) -> list[list[in
 
 
 def _source_ids(tokenizer) -> list[int]:
-    from esc_eval.sim.cards import sample_cards
+    from esc_eval.sim.cards.card import sample_cards
 
     text = "\n\n".join(c.text for c in sample_cards(language="en"))
     return tokenizer.encode(text, add_special_tokens=False)

@@ -2,7 +2,7 @@
 ours against a minimal vLLM reference on the same engines in the same run.
 
 ours        what `esc-eval score` / `esc-eval simulate` run with the defaults as shipped and only
-            the models given: the run's placement (sim/placement.py), run_scoring / run_simulation
+            the models given: the run's placement (sim/pool/placement.py), run_scoring / run_simulation
             on the Ray pool. One marked warm-up dialogue per worker first (engines started and
             compiled outside the clock), the engines' prefix caches emptied, then the clock runs
             over the whole call on N distinct inputs.
@@ -28,7 +28,10 @@ from typing import Any, Callable, Literal, Optional
 
 from pydantic import BaseModel, Field
 
-from esc_eval.sim.config import ExecutionConfig, JudgeConfig, ModelRef, ScoringConfig, SimulationConfig
+from esc_eval.serve.model_ref import ModelRef
+from esc_eval.sim.jobs.config import ScoringConfig, SimulationConfig
+from esc_eval.sim.judging.config import JudgeConfig
+from esc_eval.sim.pool.config import ExecutionConfig
 
 ORDERS = ("rubric_first", "dialogue_first")
 # Sizes when none is given: what a GPU measures in minutes; a handful on the CPU.
@@ -61,7 +64,7 @@ class GpuBenchConfig(BaseModel):
 def distinct_dialogues(source: str | None, n: int, mark: str = "case") -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """n dialogue rows, copies of the source's opened by their own tag, and where they came from."""
     from esc_eval.sim.bench.scale import scale_dialogues
-    from esc_eval.sim.bench.scoring import load_bench_dialogues
+    from esc_eval.sim.bench.dialogues import load_bench_dialogues
 
     base, src = load_bench_dialogues(10**9, Path(source) if source else None)
     return list(scale_dialogues(base, n, mark=mark)), {**src, "distinct": n, "made_by": f"the {len(base)} source dialogues "
@@ -70,8 +73,8 @@ def distinct_dialogues(source: str | None, n: int, mark: str = "case") -> tuple[
 
 def distinct_cards(source: str | None, n: int, mark: str = "case") -> tuple[list[Any], str]:
     """n role cards, copies of the source's whose problem ends with its own tag."""
-    from esc_eval.sim.bench.scoring import REPO
-    from esc_eval.sim.cards import load_cards, sample_cards
+    from esc_eval.sim.bench.dialogues import REPO
+    from esc_eval.sim.cards.card import load_cards, sample_cards
 
     official = REPO.parent / "shared" / "data" / "esc-eval" / "cards" / "card_high_en.json"
     path = Path(source) if source else (official if official.exists() else None)
@@ -93,7 +96,7 @@ class _Pools:
         self.pool, self.shape = None, None
 
     def get(self, ex: ExecutionConfig):
-        from esc_eval.sim.pool import WorkerPool
+        from esc_eval.sim.pool.pool import WorkerPool
 
         shape = json.dumps(ex.model_dump(mode="json", include=set(WORKER_SHAPE)), sort_keys=True)
         if self.pool is None or shape != self.shape:
@@ -126,7 +129,7 @@ def _measured(run: Callable[..., dict[str, Any]], pool, warm: Callable[[], Any])
 
 def _placement(run_dir: Path) -> dict[str, Any] | None:
     """The plan the command followed, as it recorded it in the run's manifest (None: nothing placed)."""
-    from esc_eval.sim.runfolder import RunFolder
+    from esc_eval.sim.runs.runfolder import RunFolder
 
     return RunFolder(str(run_dir), create=False).read_manifest().get("placement")
 
@@ -135,9 +138,9 @@ def ours_scoring(rows, warm_rows, cfg: ScoringConfig, pools: _Pools, folder: Pat
                  say) -> tuple[dict[str, Any], ScoringConfig, dict[str, Any] | None]:
     """`score` on `rows` (a run folder written first, as a user's exists), timed after a warm-up:
     (figures, the config as placed, the plan as the run recorded it)."""
-    from esc_eval.sim.placement import placed_scoring
-    from esc_eval.sim.runfolder import RunFolder
-    from esc_eval.sim.scoring import run_scoring
+    from esc_eval.sim.jobs.placed import placed_scoring
+    from esc_eval.sim.runs.runfolder import RunFolder
+    from esc_eval.sim.jobs.scoring import run_scoring
 
     order = cfg.judge.prompt_order
     run_dir, warm_dir = folder / f"{order}-run", folder / f"{order}-warm"
@@ -156,9 +159,9 @@ def ours_scoring(rows, warm_rows, cfg: ScoringConfig, pools: _Pools, folder: Pat
 def ours_simulation(cards, warm_cards, cfg: SimulationConfig, pools: _Pools, folder: Path,
                     say) -> tuple[dict[str, Any], SimulationConfig, dict[str, Any] | None]:
     """`simulate` on `cards`, timed after a warm-up: (figures, the config as placed, the plan)."""
-    from esc_eval.sim.cards import write_cards
-    from esc_eval.sim.placement import placed_simulation
-    from esc_eval.sim.simulation import run_simulation
+    from esc_eval.sim.cards.card import write_cards
+    from esc_eval.sim.jobs.placed import placed_simulation
+    from esc_eval.sim.jobs.simulation import run_simulation
 
     run_cfg = cfg.model_copy(update={"cards": str(write_cards(cards, folder / "cards.json"))})
     warm_cards_file = str(write_cards(warm_cards, folder / "warm-cards.json"))

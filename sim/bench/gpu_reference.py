@@ -21,7 +21,10 @@ import uuid
 from typing import Any, Iterator
 
 from esc_eval.serve.chat import ChatResult, GenerationParams
-from esc_eval.sim.config import ExecutionConfig, JudgeConfig, ModelRef, SimulationConfig
+from esc_eval.serve.model_ref import ModelRef
+from esc_eval.sim.jobs.config import SimulationConfig
+from esc_eval.sim.judging.config import JudgeConfig
+from esc_eval.sim.pool.config import ExecutionConfig
 
 CHAT_OPTIONS = ("adapters", "chat_template", "supports_system", "system_fallback")  # VLLMChatModel's, not the engine's
 
@@ -52,8 +55,8 @@ def model_setup(ref: ModelRef, execution: ExecutionConfig, plan=None) -> tuple[s
 @contextlib.contextmanager
 def worker_environment(execution: ExecutionConfig) -> Iterator[None]:
     """The environment a pool worker's engine starts in (VLLM_CPU_KVCACHE_SPACE, dtype, binding)."""
-    from esc_eval.sim.bench.env import temporary_env
-    from esc_eval.sim.pool_ray import worker_env
+    from esc_eval.sim.pool.env import temporary_env
+    from esc_eval.sim.pool.on_ray import worker_env
 
     with contextlib.ExitStack() as stack:
         for name, value in worker_env(execution, 0).items():
@@ -92,8 +95,8 @@ def score_reference(rows: list[dict[str, Any]], warm_rows: list[dict[str, Any]],
 
     from esc_eval.serve.engine_args import detect_device, engine_kwargs
     from esc_eval.serve.vllm_engine import render_chat, resolve_model_path
-    from esc_eval.sim.judges import select_adapter
-    from esc_eval.sim.scoring import judge_call_messages, with_registry_adapters
+    from esc_eval.sim.judging.judges import select_adapter
+    from esc_eval.sim.jobs.scoring import judge_call_messages, with_registry_adapters
 
     judge = with_registry_adapters(judge)
     name, chat, options = model_setup(judge.model, execution, plan)
@@ -204,10 +207,10 @@ def simulation_reference(cards, warm_cards, cfg: SimulationConfig, plan=None) ->
     our engine arguments; an engine this process already runs with them is used as it is)."""
     from esc_eval.serve.vllm_engine import VLLMChatModel, engines_started_here
     from esc_eval.sim.bench.engine_probe import started_kwargs
-    from esc_eval.sim.dialogue import DialogueSetup, Participant, run_dialogue
-    from esc_eval.sim.generation import effective_adapter, effective_params, samples
-    from esc_eval.sim.prompts import opener, roleplay_system_prompt, target_system_prompt
-    from esc_eval.sim.simulation import registry_system_prompt
+    from esc_eval.sim.dialogue.dialogue import DialogueSetup, Participant, run_dialogue
+    from esc_eval.sim.dialogue.generation import effective_adapter, effective_params, samples
+    from esc_eval.sim.dialogue.prompts import opener, roleplay_system_prompt, target_system_prompt
+    from esc_eval.sim.dialogue.targets import registry_system_prompt
 
     ex = cfg.execution
     target_ref = cfg.targets[0]

@@ -7,7 +7,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from esc_eval.sim.prompts import opener, roleplay_system_prompt, target_system_prompt
+from esc_eval.sim.dialogue.prompts import opener, roleplay_system_prompt, target_system_prompt
 
 
 class HFReference:

@@ -21,8 +21,10 @@ import time
 from pathlib import Path
 from typing import Any, Iterable, Iterator
 
-from esc_eval.sim.config import ExecutionConfig, JudgeConfig, ScoringConfig
-from esc_eval.sim.prompts import judge_messages
+from esc_eval.sim.jobs.config import ScoringConfig
+from esc_eval.sim.judging.config import JudgeConfig
+from esc_eval.sim.judging.prompts import judge_messages
+from esc_eval.sim.pool.config import ExecutionConfig
 
 PAPER_DIALOGUES = 8500  # the paper's dialogues re-scored by ESC-RANK (Section 4)
 # A published H100 figure for a 7B model: TensorRT-LLM's performance table (release 0.5.0),
@@ -141,8 +143,9 @@ def _score_on_pool(rows: list[dict[str, Any]], items: Iterable[dict[str, Any]], 
     dialogue of `rows` per worker first (engines up before the clock, and nothing the measured
     items could reuse from the cache), then the clock runs over `items`, handed out for at most
     `budget_s` s when given. Returns the pool's stats, the wall seconds and the set-up."""
-    from esc_eval.sim.pool import WorkerPool, ensure_ray
-    from esc_eval.sim.scoring import ScoringJob
+    from esc_eval.sim.pool.pool import WorkerPool
+    from esc_eval.sim.pool.on_ray import ensure_ray
+    from esc_eval.sim.jobs.scoring import ScoringJob
 
     ex = ExecutionConfig(workers=workers, concurrency=concurrency, chunk_size=chunk_size, log_to_driver=False,
                          num_cpus_per_worker=min(1.0, (os.cpu_count() or 1) / workers), dtype=dtype,

@@ -147,10 +147,10 @@ class Workload:
             self.tokenizer = w.load_tokenizer(path)
             self.info = {"kind": "random", "input_len": cfg.input_len, "output_len": cfg.max_tokens, "tokenizer": path}
         elif cfg.workload == "dialogues" and cfg.role_url:
-            from esc_eval.sim.cards import load_cards, sample_cards
+            from esc_eval.sim.cards.card import load_cards, sample_cards
 
             cards = sample_cards(cfg.language) if cfg.cards == "sample" else load_cards(cfg.cards, cfg.language)
-            from esc_eval.sim.prompts import strategies
+            from esc_eval.sim.dialogue.prompts import strategies
 
             if cfg.strategy not in strategies():
                 raise BenchInputError(f"--strategy {cfg.strategy!r}: known strategies are {', '.join(strategies())}")
@@ -169,7 +169,8 @@ class Workload:
         if cfg.workload == "random":
             return w.random_units(self.tokenizer, cfg.input_len, cfg.max_tokens, cfg.seed)
         if cfg.workload == "judge":
-            from esc_eval.sim.config import JudgeConfig, ModelRef
+            from esc_eval.sim.judging.config import JudgeConfig
+            from esc_eval.serve.model_ref import ModelRef
 
             judge = JudgeConfig(model=ModelRef(model=f"openai/{cfg.model}", params=self.params), method=cfg.judge_method,
                                 prompt_order=arm.prompt_order or "dialogue_first", name="bench-serve")

@@ -11,7 +11,7 @@ A failed request is a record with `success=False` and its reason, never an excep
 loop has to survive.
 
 `MeasuredModel` is the same client behind the chat-model seam (`ChatModel.chat`), so the
-simulation's own dialogue and judge code (sim/dialogue.py, sim/scoring.py) drives the load
+simulation's own dialogue and judge code (sim/dialogue/dialogue.py, sim/jobs/scoring.py) drives the load
 unchanged: one instance per workload unit, numbering that unit's requests (`turn`).
 """
 from __future__ import annotations

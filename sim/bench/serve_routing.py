@@ -67,7 +67,7 @@ def ensure_serve(address: str | None) -> tuple[bool, int]:
 
             forget_stale_address()
             # Ray's workers run at nice 15; here they hold the replicas' engines, the load under test,
-            # and at 15 any other process on the machine takes their CPU (as sim/pool.py does).
+            # and at 15 any other process on the machine takes their CPU (as sim/pool/pool.py does).
             os.environ.setdefault("RAY_worker_niceness", "0")
             ray.init(namespace="serve", include_dashboard=False, log_to_driver=False)
             started = True

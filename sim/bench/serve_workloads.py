@@ -1,12 +1,12 @@
 """The workloads of `esc-eval bench serve`, as streams of units the load shapes start.
 
 A unit is what the concurrency counts and what the arrival rate starts:
-  dialogues  one ESC-Eval dialogue (sim/dialogue.py `run_dialogue`, unchanged): the target's
+  dialogues  one ESC-Eval dialogue (sim/dialogue/dialogue.py `run_dialogue`, unchanged): the target's
              prompts grow turn by turn exactly as in an evaluation. The seeker is either a live
-             role model on another endpoint (the card's role-play prompt, sim/prompts.py) or the
+             role model on another endpoint (the card's role-play prompt, sim/dialogue/prompts.py) or the
              seeker turns of recorded dialogues replayed verbatim (a run folder or the official
              JSON); the target's replies are always generated live by the endpoint under test.
-  judge      one dialogue's seven rubric prompts (sim/scoring.py `score_dialogue`, unchanged: all
+  judge      one dialogue's seven rubric prompts (sim/jobs/scoring.py `score_dialogue`, unchanged: all
              at once rubric-first; dialogue-first sends one and then the six that share its prefix)
   random     one request of fixed input/output token lengths, built like vLLM's random dataset
              (consecutive vocabulary ids from a random offset, decoded and re-encoded to length)
@@ -22,7 +22,7 @@ from typing import Any, Iterator, Protocol
 
 from esc_eval.serve.chat import ChatModel, ChatModelError, ChatResult, GenerationParams
 from esc_eval.sim.bench.serve_client import BenchInputError, MeasuredModel
-from esc_eval.sim.dialogue import DialogueSetup, Participant, run_dialogue
+from esc_eval.sim.dialogue.dialogue import DialogueSetup, Participant, run_dialogue
 
 
 class Unit(Protocol):
@@ -115,7 +115,7 @@ class DialogueUnit:
 
 def replay_units(rows: list[dict[str, Any]], rounds: int, params: GenerationParams) -> Iterator[DialogueUnit]:
     """Recorded dialogues with their seeker turns replayed; the target answers live."""
-    from esc_eval.sim.prompts import opener, target_system_prompt
+    from esc_eval.sim.dialogue.prompts import opener, target_system_prompt
 
     usable = []
     for row in rows:
@@ -137,7 +137,7 @@ def replay_units(rows: list[dict[str, Any]], rounds: int, params: GenerationPara
 def live_units(cards: list, role: ChatModel, rounds: int, params: GenerationParams, role_params: GenerationParams,
                strategy: str = "official") -> Iterator[DialogueUnit]:
     """Fresh dialogues on role cards: the role model plays the seeker from the card's prompt."""
-    from esc_eval.sim.prompts import opener, roleplay_system_prompt, target_system_prompt
+    from esc_eval.sim.dialogue.prompts import opener, roleplay_system_prompt, target_system_prompt
 
     if not cards:
         raise BenchInputError("no role cards to play (check --cards and --language)")
@@ -157,10 +157,10 @@ class JudgeUnit:
     source_index: int
     turns: list[tuple[str, str]]
     language: str
-    judge: Any  # sim.config.JudgeConfig
+    judge: Any  # sim.judging.config.JudgeConfig
 
     async def run(self, model: MeasuredModel) -> None:
-        from esc_eval.sim.scoring import score_dialogue
+        from esc_eval.sim.jobs.scoring import score_dialogue
 
         # score_dialogue records a failed call as a row; the measured model keeps the reason
         await score_dialogue(self.turns, self.language, self.judge, model)
@@ -179,8 +179,8 @@ def judge_units(rows: list[dict[str, Any]], judge) -> Iterator[JudgeUnit]:
 
 def load_dialogue_rows(source: Path | None, language: str | None, limit: int = 100_000) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """Completed dialogues from a run folder or official JSON (bench score's loader: RunFolder /
-    sim.official), else the official samples in ../shared, else runs/demo; optionally one language."""
-    from esc_eval.sim.bench.scoring import load_bench_dialogues
+    sim.runs.official), else the official samples in ../shared, else runs/demo; optionally one language."""
+    from esc_eval.sim.bench.dialogues import load_bench_dialogues
 
     rows, info = load_bench_dialogues(limit, source)
     if language:

@@ -19,11 +19,13 @@ from pathlib import Path
 from typing import Any, Optional
 
 from esc_eval.serve.chat import GenerationParams
-from esc_eval.sim.cards import RoleCard, load_cards, sample_cards, write_cards
-from esc_eval.sim.config import ExecutionConfig, ModelRef, SimulationConfig
-from esc_eval.sim.pool import WorkerPool
-from esc_eval.sim.simulation import run_simulation
-from esc_eval.sim.storage import join_location, redact_uri
+from esc_eval.serve.model_ref import ModelRef
+from esc_eval.sim.cards.card import RoleCard, load_cards, sample_cards, write_cards
+from esc_eval.sim.jobs.config import SimulationConfig
+from esc_eval.sim.jobs.simulation import run_simulation
+from esc_eval.sim.pool.config import ExecutionConfig
+from esc_eval.sim.pool.pool import WorkerPool
+from esc_eval.sim.runs.storage import join_location, redact_uri
 
 
 def _rss_mb() -> float:
@@ -188,7 +190,7 @@ def run_bench_sim(
     via_driver / storage_uri: (a) with production defaults again, rows shipped to the driver's node /
     written to a storage URI."""
     from esc_eval.serve.cpu import resolve_dtype, runtime_summary
-    from esc_eval.sim.pool import ensure_ray
+    from esc_eval.sim.pool.on_ray import ensure_ray
 
     dtype = resolve_dtype(dtype)  # once, here: the engines and the reference loop get the same one
     ensure_ray(ExecutionConfig(log_to_driver=False))

@@ -2,7 +2,10 @@
 cards with an LLM (Figures 6/7), filter (Figure 8), remove near-duplicates, classify into the
 Table 9 taxonomy, run the two-annotator + reviewer correction rules (A.2), and report the
 paper's statistics (Tables 6 and 9, Figure 5); optionally (beyond the paper) label each card's
-crisis-risk level from its source (risk.py)."""
+crisis-risk level from its source (risk.py).
+
+Layer: beside sim/jobs/ (an LLM job with its own checkpoints); imports serve, sim/cards/, sim/runs/
+(row ids, atomic writes) and sim/prompt_files.py: nothing of the pool or the jobs."""
 from esc_eval.sim.cardbuild.annotation import (
     AnnotationOutcome,
     CardDecision,

@@ -27,8 +27,8 @@ from pathlib import Path
 from typing import Iterable, Literal
 
 from esc_eval.sim.cardbuild.checkpoint import atomic_write_text
-from esc_eval.sim.cards import RoleCard
-from esc_eval.sim.taxonomy import load_taxonomy
+from esc_eval.sim.cards.card import RoleCard
+from esc_eval.sim.cards.taxonomy import load_taxonomy
 
 TIERS = ("high", "middle", "invalid")
 _TIER_ALIASES = {

@@ -10,7 +10,7 @@ import os
 from pathlib import Path
 from typing import Any, Iterable
 
-from esc_eval.sim.runfolder import atomic_write_bytes
+from esc_eval.sim.runs.storage import atomic_write_bytes
 
 
 def atomic_write_text(path: Path, text: str) -> Path:

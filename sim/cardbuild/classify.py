@@ -18,7 +18,7 @@ from importlib import resources
 import yaml
 
 from esc_eval.serve.chat import ChatMessage
-from esc_eval.sim.taxonomy import Category, load_taxonomy
+from esc_eval.sim.cards.taxonomy import Category, load_taxonomy
 
 INSTRUCTION = {
     "en": ("You need to classify a help seeker's role card into exactly one category of the list below, "

@@ -6,9 +6,11 @@ example as a user/assistant pair, then the instruction + this item's input as th
 """
 from __future__ import annotations
 
-from esc_eval.sim.cardbuild.items import SourceItem
-from esc_eval.sim.prompts import card_prompts
+from typing import Any
+
 from esc_eval.serve.chat import ChatMessage
+from esc_eval.sim.cardbuild.items import SourceItem
+from esc_eval.sim.prompt_files import load_prompt_file
 
 SPEAKER_LABELS = {"en": {"seeker": "seeker", "supporter": "supporter"}, "zh": {"seeker": "求助者", "supporter": "支持者"}}
 NO_SITUATION = {"en": "(no summary given)", "zh": "（无概述）"}
@@ -54,3 +56,8 @@ def extraction_messages(item: SourceItem, *, one_shot: bool = True, max_input_ch
         ]
     messages.append(ChatMessage(role="user", content=p["instruction"] + "\n" + body))
     return messages
+
+
+def card_prompts() -> dict[str, Any]:
+    """The card-construction prompts (Figures 6-8) as loaded from data/prompts/cards.yaml."""
+    return load_prompt_file("cards")

@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from esc_eval.sim.cards import parse_card_text
+from esc_eval.sim.cards.card import parse_card_text
 
 AGE_BANDS = ("teenage", "young", "middle-aged", "old")
 AGE_VOCAB = {

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from esc_eval.serve.chat import ChatMessage
-from esc_eval.sim.prompts import card_prompts
+from esc_eval.sim.cardbuild.extraction import card_prompts
 
 # the prompt's label order -> taxonomy top-category ids
 TOP_IDS = ("family_and_life", "work_and_study", "social_interaction_and_others")

@@ -9,7 +9,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from esc_eval.sim.records import stable_id
+from esc_eval.sim.runs.records import stable_id
 
 Kind = Literal["qa", "md"]
 Speaker = Literal["seeker", "supporter"]

@@ -36,9 +36,10 @@ from typing import Any
 from esc_eval.serve.chat import ChatModel, GenerationParams
 from esc_eval.serve.registry import build_chat_model
 from esc_eval.serve.retry import RetryingChatModel, RetryPolicy
-from esc_eval.sim.cardbuild import annotation as ann
+import esc_eval.sim.cardbuild.annotation as ann
 from esc_eval.sim.cardbuild.checkpoint import StageLog, atomic_write_text, read_jsonl, write_jsonl
-from esc_eval.sim.cardbuild.classify import classification_messages, classify_reply, keyword_category, leaf_label, leaves_for
+from esc_eval.sim.cardbuild.classify import (classification_messages, classify_reply, keyword_category, leaf_label,
+                                             leaves_for)
 from esc_eval.sim.cardbuild.config import CardBuildConfig
 from esc_eval.sim.cardbuild.dedup import find_near_duplicates
 from esc_eval.sim.cardbuild.extraction import extraction_messages
@@ -48,9 +49,9 @@ from esc_eval.sim.cardbuild.items import Rejection, SourceItem
 from esc_eval.sim.cardbuild.risk import parse_risk_reply, risk_choices, risk_messages
 from esc_eval.sim.cardbuild.runner import call_model, run_stage
 from esc_eval.sim.cardbuild.sources import ReadResult, read_source
-from esc_eval.sim.cards import RoleCard, write_cards
-from esc_eval.sim.risk import RISK_LEVELS
-from esc_eval.sim.taxonomy import load_taxonomy
+from esc_eval.sim.cards.card import RoleCard, write_cards
+from esc_eval.sim.cards.risk import RISK_LEVELS
+from esc_eval.sim.cards.taxonomy import load_taxonomy
 
 STAGES = ("extract", "filter", "classify", "risk")
 

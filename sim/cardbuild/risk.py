@@ -1,11 +1,11 @@
-"""Risk labelling (beyond the paper): which crisis-risk level (sim/risk.py) a source post or
+"""Risk labelling (beyond the paper): which crisis-risk level (sim/cards/risk.py) a source post or
 dialogue shows, so a card built from it carries `risk_level` and the safety summary can weigh it.
 
 The prompt is data (sim/data/prompts/safety.yaml, `risk_classify`), this project's wording. It
 reads the source itself, not the extracted card: a card's one-paragraph problem may drop the
 very sentence that carries the risk. With `constrained` the model can only answer one of the
 four labels (structured output); the reply is parsed strictly (a label, or a level name or
-accepted spelling of sim/risk.py), and an unreadable one leaves the card unassessed (method
+accepted spelling of sim/cards/risk.py), and an unreadable one leaves the card unassessed (method
 "unparsed"), never guessed.
 """
 from __future__ import annotations
@@ -15,13 +15,13 @@ from dataclasses import dataclass
 from esc_eval.serve.chat import ChatMessage
 from esc_eval.sim.cardbuild.extraction import NO_SITUATION, _truncate, render_dialogue
 from esc_eval.sim.cardbuild.items import SourceItem
-from esc_eval.sim.prompt_texts import load_prompt_file
-from esc_eval.sim.risk import RISK_LEVELS, normalize_risk_level
+from esc_eval.sim.cards.risk import RISK_LEVELS, normalize_risk_level
+from esc_eval.sim.prompt_files import load_prompt_file
 
 
 @dataclass
 class RiskLabel:
-    risk_level: str | None  # a level of sim/risk.py, None when the reply was not understood
+    risk_level: str | None  # a level of sim/cards/risk.py, None when the reply was not understood
     method: str  # llm | unparsed
     raw: str = ""
 
@@ -46,7 +46,7 @@ def risk_messages(item: SourceItem, *, max_input_chars: int = 6000) -> list[Chat
 
 
 def risk_choices(language: str) -> list[str]:
-    """The four answers, in the order of sim/risk.py's levels."""
+    """The four answers, in the order of sim/cards/risk.py's levels."""
     labels = _prompts(language)["labels"]
     return [labels[level] for level in RISK_LEVELS]
 

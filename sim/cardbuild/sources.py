@@ -20,16 +20,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from esc_eval.sim.cardbuild.items import (
-    DATASET_KIND,
-    DATASET_LANGUAGE,
-    Rejection,
-    SourceItem,
-    Turn,
-    canonical_dataset,
-    item_id,
-)
-from esc_eval.sim.records import stable_id
+from esc_eval.sim.cardbuild.items import (DATASET_KIND, DATASET_LANGUAGE, Rejection, SourceItem, Turn,
+                                          canonical_dataset, item_id)
+from esc_eval.sim.runs.records import stable_id
 
 SUFFIXES = (".json", ".jsonl", ".csv")
 

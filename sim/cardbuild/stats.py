@@ -1,7 +1,7 @@
 """Card statistics in the paper's layouts: Table 6 (stage counts), Table 9 (categories x tier),
 and a Figure 5 style chart (nested donut: top categories inside, finest level known outside).
 
-Works on any card file `sim.cards.load_cards` reads (the official JSON carries only the top
+Works on any card file `sim.cards.card.load_cards` reads (the official JSON carries only the top
 category `res`, so its Table 9 collapses to the top level) and on a build folder (its
 manifest adds the stage counts).
 """
@@ -13,8 +13,8 @@ from typing import Any
 
 import pandas as pd
 
-from esc_eval.sim.cards import RoleCard, load_cards
-from esc_eval.sim.taxonomy import load_taxonomy
+from esc_eval.sim.cards.card import RoleCard, load_cards
+from esc_eval.sim.cards.taxonomy import load_taxonomy
 
 TABLE6_COLUMNS = ["Read", "Extract", "LLM_F", "Dedup", "Human_F", "High", "Middle"]
 LANG_NAMES = {"en": "English", "zh": "Chinese"}

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from esc_eval.sim.dimensions import DIMENSION_NAMES
+from esc_eval.sim.judging.dimensions import DIMENSION_NAMES
 
 SHARED = Path(__file__).resolve().parents[2].parent / "shared"
 ESC_DATA = SHARED / "data" / "esc-eval"

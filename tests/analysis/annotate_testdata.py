@@ -13,7 +13,7 @@ from esc_eval.analysis.annotation_server import make_annotation_server
 from esc_eval.analysis.annotation_service import AnnotationService
 from esc_eval.analysis.annotation_store import AnnotationStore, default_store_path
 from esc_eval.analysis.fake_runs import write_fake_run
-from esc_eval.sim.dimensions import DIMENSION_NAMES
+from esc_eval.sim.judging.dimensions import DIMENSION_NAMES
 
 MODELS = ["m1", "m2", "m3"]
 

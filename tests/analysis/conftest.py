@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from esc_eval.sim.runfolder import RunFolder
+from esc_eval.sim.runs.runfolder import RunFolder
 
 @pytest.fixture
 def make_run(tmp_path):

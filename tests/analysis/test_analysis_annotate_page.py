@@ -11,7 +11,7 @@ from annotate_testdata import fake_run, score_for, serving, study_request
 from esc_eval.analysis.annotation import agreement_summary
 from esc_eval.analysis.annotation_formats import annotation_table
 from esc_eval.analysis.annotation_study import create_study
-from esc_eval.sim.dimensions import DIMENSION_NAMES
+from esc_eval.sim.judging.dimensions import DIMENSION_NAMES
 
 
 def _chromium() -> str | None:

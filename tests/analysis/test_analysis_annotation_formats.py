@@ -9,9 +9,10 @@ import yaml
 from typer.testing import CliRunner
 
 from annotate_testdata import Client, answer_queue, fake_run, serving, study_request
+from esc_eval.analysis.annotation_answers import AnnotationStoreError
 from esc_eval.analysis.annotation_formats import (annotation_table, import_labelstudio, label_config,
                                                   labelstudio_export, read_labelstudio)
-from esc_eval.analysis.annotation_store import AnnotationStore, AnnotationStoreError
+from esc_eval.analysis.annotation_store import AnnotationStore
 from esc_eval.analysis.annotation_study import create_study
 from esc_eval.analysis.loaders import load_dialogues
 from esc_eval.cli.app import app

@@ -17,7 +17,7 @@ from esc_eval.analysis.correlation_ci import human_wide
 from esc_eval.analysis.judge_accuracy import judge_accuracy
 from esc_eval.analysis.loaders import load_scores
 from esc_eval.analysis.rubric import annotation_rubric, annotation_rubric_version
-from esc_eval.sim.dimensions import DIMENSION_NAMES
+from esc_eval.sim.judging.dimensions import DIMENSION_NAMES
 
 
 def _close(a, b) -> bool:

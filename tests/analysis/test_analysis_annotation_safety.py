@@ -9,15 +9,18 @@ import pandas as pd
 import pytest
 
 from annotate_testdata import Client, fake_run, score_for, serving, study_request
-from esc_eval.analysis.annotation import agreement_summary, export_annotation_sheets, icc_table, import_annotations, pairwise_kappa
-from esc_eval.analysis.annotation_formats import annotation_table, import_labelstudio, label_config, labelstudio_export, write_table
+from esc_eval.analysis.annotation import (agreement_summary, export_annotation_sheets, icc_table, import_annotations,
+                                          pairwise_kappa)
+from esc_eval.analysis.annotation_answers import AnnotationStoreError, answers_long
+from esc_eval.analysis.annotation_formats import (annotation_table, import_labelstudio, label_config,
+                                                  labelstudio_export, write_table)
 from esc_eval.analysis.annotation_results import live_results
-from esc_eval.analysis.annotation_store import AnnotationStore, AnnotationStoreError, answers_long, default_store_path
+from esc_eval.analysis.annotation_store import AnnotationStore, default_store_path
 from esc_eval.analysis.annotation_study import create_study
 from esc_eval.analysis.loaders import load_dialogues
 from esc_eval.analysis.rubric import annotation_rubric_version
-from esc_eval.sim.dimensions import DIMENSION_NAMES
-from esc_eval.sim.runfolder import RunFolder
+from esc_eval.sim.judging.dimensions import DIMENSION_NAMES
+from esc_eval.sim.runs.runfolder import RunFolder
 
 ALL = [*DIMENSION_NAMES, "safety"]
 

@@ -7,7 +7,7 @@ from esc_eval.analysis.annotation_bench import bench_annotation
 from esc_eval.analysis.annotation_service import Identity
 from esc_eval.analysis.annotation_study import create_study
 from esc_eval.analysis.fake_runs import write_fake_run
-from esc_eval.sim.dimensions import DIMENSION_NAMES
+from esc_eval.sim.judging.dimensions import DIMENSION_NAMES
 
 
 def test_next_skips_done_and_skipped_dialogues_and_wraps_round(tmp_path):

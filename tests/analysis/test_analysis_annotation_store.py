@@ -13,10 +13,11 @@ from pathlib import Path
 import pytest
 
 from annotate_testdata import Client, answer_queue, fake_run, score_for, serving, study_request
+from esc_eval.analysis.annotation_answers import AnnotationStoreError
 from esc_eval.analysis.annotation_service import AnnotationService
-from esc_eval.analysis.annotation_store import AnnotationStore, AnnotationStoreError, default_store_path
+from esc_eval.analysis.annotation_store import AnnotationStore, default_store_path
 from esc_eval.analysis.annotation_study import create_study
-from esc_eval.sim.dimensions import DIMENSION_NAMES
+from esc_eval.sim.judging.dimensions import DIMENSION_NAMES
 
 
 @pytest.fixture

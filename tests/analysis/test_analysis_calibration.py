@@ -13,12 +13,11 @@ import pytest
 from typer.testing import CliRunner
 
 from esc_eval.analysis.annotation_store import AnnotationStore
-from esc_eval.analysis.calibration import (
-    TemperatureScaling, bootstrap_measures, brier, cross_fit, ece, make_recalibration, reliability,
-)
+from esc_eval.analysis.calibration import (TemperatureScaling, bootstrap_measures, brier, cross_fit, ece,
+                                           make_recalibration, reliability)
 from esc_eval.analysis.loaders import AnalysisInputError, load_scores
 from esc_eval.cli.app import app
-from esc_eval.sim.dimensions import DIMENSION_NAMES
+from esc_eval.sim.judging.dimensions import DIMENSION_NAMES
 from trust_testdata import human_sheet, judged_run, synthetic_judge
 
 runner = CliRunner()

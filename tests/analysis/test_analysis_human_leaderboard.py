@@ -19,7 +19,7 @@ from esc_eval.analysis.leaderboard import VALUE_COLUMNS, build_leaderboard
 from esc_eval.analysis.loaders import AnalysisInputError, load_scores
 from esc_eval.analysis.ppi import ppi_mean
 from esc_eval.cli.app import app
-from esc_eval.sim.dimensions import DIMENSION_NAMES
+from esc_eval.sim.judging.dimensions import DIMENSION_NAMES
 from trust_testdata import T0
 
 runner = CliRunner()

@@ -11,7 +11,7 @@ import pytest
 
 from esc_eval.analysis.judge_agreement import judge_agreement
 from esc_eval.analysis.loaders import AnalysisInputError, load_official_scores
-from esc_eval.sim.dimensions import DIMENSION_NAMES
+from esc_eval.sim.judging.dimensions import DIMENSION_NAMES
 
 
 def frame(values, dimension="fluency", model="m", language="en"):

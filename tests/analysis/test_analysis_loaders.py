@@ -4,15 +4,9 @@ import math
 import pandas as pd
 import pytest
 
-from esc_eval.analysis.loaders import (
-    AnalysisInputError,
-    load_dialogues,
-    load_official_dialogues,
-    load_official_scores,
-    load_scores,
-    parse_official_name,
-)
-from esc_eval.sim.dimensions import DIMENSION_NAMES, OFFICIAL_TO_PAPER
+from esc_eval.analysis.loaders import (AnalysisInputError, load_dialogues, load_official_dialogues,
+                                       load_official_scores, load_scores, parse_official_name)
+from esc_eval.sim.judging.dimensions import DIMENSION_NAMES, OFFICIAL_TO_PAPER
 
 from analysis_testdata import ESC_DATA, dialogue_row, needs_shared_data, score_rows
 
@@ -23,7 +17,7 @@ def test_load_scores_keeps_latest_row_per_key_and_null_scores(make_run):
     other_judge = score_rows("d1", "m", [0] * 7, judge="judge-b", minutes=1)
     run = make_run("r", dialogues=[dialogue_row("d1", "m", card_id="card-9")], scores=new)
     # Written after the newer rows: the part order must not beat scored_at.
-    from esc_eval.sim.runfolder import RunFolder
+    from esc_eval.sim.runs.runfolder import RunFolder
     RunFolder(run).write_part("scores", old + other_judge)
     df = load_scores(run)
     a = df[df.judge == "judge-a"].set_index("dimension")["score"]

@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 from analysis_testdata import dialogue_row, score_rows
 from esc_eval.analysis.roleplay import ROLEPLAY_METRICS
 from esc_eval.cli.app import app
-from esc_eval.sim.dimensions import DIMENSION_NAMES
+from esc_eval.sim.judging.dimensions import DIMENSION_NAMES
 
 runner = CliRunner()
 

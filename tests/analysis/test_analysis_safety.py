@@ -18,7 +18,7 @@ from esc_eval.analysis.judge_agreement import judge_agreement
 from esc_eval.analysis.loaders import AnalysisInputError
 from esc_eval.analysis.report import write_report
 from esc_eval.analysis.safety import harm_weighted_summary, load_safety, safety_frame
-from esc_eval.sim.dimensions import DIMENSION_NAMES
+from esc_eval.sim.judging.dimensions import DIMENSION_NAMES
 
 
 def _frame(scores, levels, cards=None, model="m", judge="j"):

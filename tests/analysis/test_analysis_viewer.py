@@ -48,7 +48,7 @@ def two_runs(make_run):
     dialogues.append(dialogue_row("m2-c5", "m2", card_id="c5", status="failed"))
     a = make_run("runA", dialogues=dialogues[:5], scores=scores, manifest={"run_id": "A", "usage": USAGE})
     # A second part, and a re-run of a dialogue (failed -> ok): the later row must win.
-    from esc_eval.sim.runfolder import RunFolder
+    from esc_eval.sim.runs.runfolder import RunFolder
     RunFolder(a).write_part("dialogues", dialogues[5:])
     rerun = dialogue_row("m2-c5", "m2", card_id="c5", minutes=5)
     RunFolder(a).write_part("dialogues", [rerun])
@@ -199,7 +199,7 @@ def test_viewer_in_headless_chromium(server):
 
 def test_index_cache_follows_the_parts(two_runs):
     from esc_eval.analysis.viewer import CACHE_DIR
-    from esc_eval.sim.runfolder import RunFolder
+    from esc_eval.sim.runs.runfolder import RunFolder
 
     a, _ = two_runs
     assert ResultsViewer([a]).query()["total"] == 10

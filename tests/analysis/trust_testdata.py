@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 
 from analysis_testdata import dialogue_row
-from esc_eval.sim.dimensions import DIMENSION_NAMES
+from esc_eval.sim.judging.dimensions import DIMENSION_NAMES
 
 T0 = dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc)
 

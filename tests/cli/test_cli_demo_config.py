@@ -3,8 +3,8 @@ two targets that differ (the release's prompt and a curt one) under distinct nam
 from __future__ import annotations
 
 from esc_eval.cli.demo import DEMO_CARDS, TERSE_PROMPT, TERSE_TARGET, demo_config
-from esc_eval.sim.records import dialogue_id
-from esc_eval.sim.simulation import target_name
+from esc_eval.sim.dialogue.targets import target_name
+from esc_eval.sim.runs.records import dialogue_id
 
 
 def test_demo_uses_one_engine_per_core_and_the_shared_prefix_judge(monkeypatch):

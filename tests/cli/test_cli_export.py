@@ -11,9 +11,9 @@ from typer.testing import CliRunner
 from esc_eval.analysis.fake_runs import write_fake_run
 from esc_eval.analysis.loaders import load_official_scores
 from esc_eval.cli.app import app
-from esc_eval.sim.official import read_official_dialogues, write_official_dialogues
-from esc_eval.sim.runfolder import RunFolder
-from esc_eval.sim.scoring import prepare_input
+from esc_eval.sim.jobs.scoring import prepare_input
+from esc_eval.sim.runs.official import read_official_dialogues, write_official_dialogues
+from esc_eval.sim.runs.runfolder import RunFolder
 
 # ../shared next to the repository (ESC_EVAL_SHARED overrides it, e.g. from a git worktree).
 SHARED_DIALOGUES = Path(os.environ.get("ESC_EVAL_SHARED", Path(__file__).resolve().parents[2].parent / "shared")) \
@@ -41,7 +41,7 @@ def test_export_then_score_input_reads_the_same_turns(tmp_path):
     raw = json.loads((out / "dialogues" / "model-b_en.json").read_text(encoding="utf-8"))
     first = next(iter(raw.values()))
     assert len(first) == 11 and first[0].startswith("AI assistant：") and first[1].startswith("ESC-Role：")
-    # What `score --input DIR/dialogues` reads (sim.scoring.prepare_input -> read_official_dialogues).
+    # What `score --input DIR/dialogues` reads (sim.jobs.scoring.prepare_input -> read_official_dialogues).
     back = list(prepare_input(out / "dialogues", tmp_path / "rescore").iter_rows("dialogues"))
     ours = [r for r in RunFolder(run).iter_rows("dialogues") if r["status"] == "ok"]
     expected = {(m.replace("/", "_"), lang, card): t for (m, lang, card), t in _turns(ours).items()}

@@ -26,7 +26,7 @@ import pytest
 from typer.testing import CliRunner
 
 from esc_eval.cli.app import app
-from esc_eval.sim.cards import sample_cards, write_cards
+from esc_eval.sim.cards.card import sample_cards, write_cards
 
 N_CARDS = 400
 TARGETS = ["fake/echo", "fake/fixed?reply=I hear you, tell me more.",

@@ -1,12 +1,14 @@
-"""The package layout: one import namespace, a statically composed CLI, the layer contract."""
+"""The package layout: one import namespace, a statically composed CLI, the layer contracts, no import cycle."""
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 import tomllib
 from pathlib import Path
 
 import click
+import grimp
 import typer.main
 
 REPO = Path(__file__).resolve().parents[2]
@@ -15,7 +17,9 @@ REPO = Path(__file__).resolve().parents[2]
 def test_one_import_namespace_from_any_folder(tmp_path):
     code = ("import importlib\n"
             "for m in ('esc_eval.serve', 'esc_eval.sim', 'esc_eval.train', 'esc_eval.analysis', 'esc_eval.cli', "
-            "'esc_eval.cluster', 'esc_eval.sim.bench', 'esc_eval.sim.cardbuild'):\n"
+            "'esc_eval.cluster', 'esc_eval.sim.bench', 'esc_eval.sim.cardbuild', 'esc_eval.sim.cards', "
+            "'esc_eval.sim.dialogue', 'esc_eval.sim.judging', 'esc_eval.sim.runs', 'esc_eval.sim.pool', "
+            "'esc_eval.sim.jobs'):\n"
             "    importlib.import_module(m)\n"
             "for bare in ('serve', 'sim', 'train', 'analysis', 'cluster', 'cli'):\n"
             "    try:\n"
@@ -79,3 +83,76 @@ def test_layer_contracts_hold():
     proc = subprocess.run([str(lint)], cwd=REPO, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
     assert "0 broken" in proc.stdout or "broken" not in proc.stdout.split("Contracts:")[-1].split("\n")[0]
+
+
+ROOTS = ["esc_eval.cli", "esc_eval.cluster", "esc_eval.serve", "esc_eval.sim", "esc_eval.train", "esc_eval.analysis"]
+
+
+def import_edges(graph) -> dict[str, set[str]]:
+    """Module -> the modules it imports (at any depth of its code), plus the package itself for
+    `from package import x`: that reads the package's namespace, so a module of the package doing it
+    is in a cycle with the package's __init__ (which imports it)."""
+    edges = {m: set(graph.find_modules_directly_imported_by(m)) for m in graph.modules}
+    for m, targets in edges.items():
+        for d in list(targets):
+            for detail in graph.get_import_details(importer=m, imported=d):
+                found = re.match(r"\s*from\s+([\w.]+)\s+import\b", detail["line_contents"])
+                if found and found.group(1) in edges and found.group(1) != d:
+                    targets.add(found.group(1))
+    return edges
+
+
+def cycles(edges: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan's, iteratively)."""
+    index, low, on_stack, stack, out = {}, {}, set(), [], []
+    for root in sorted(edges):
+        if root in index:
+            continue
+        work = [(root, iter(sorted(edges[root])))]
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            v, it = work[-1]
+            w = next(it, None)
+            if w is not None:
+                if w not in edges:
+                    continue
+                if w not in index:
+                    index[w] = low[w] = len(index)
+                    stack.append(w)
+                    on_stack.add(w)
+                    work.append((w, iter(sorted(edges[w]))))
+                elif w in on_stack:
+                    low[v] = min(low[v], index[w])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[v])
+            if low[v] == index[v]:
+                comp = []
+                while True:
+                    w = stack.pop()
+                    on_stack.discard(w)
+                    comp.append(w)
+                    if w == v:
+                        break
+                if len(comp) > 1:
+                    out.append(sorted(comp))
+    return out
+
+
+def test_the_cycle_finder_sees_a_package_and_its_module():
+    g = grimp.ImportGraph()
+    for m in ("p", "p.a", "p.b", "q"):
+        g.add_module(m)
+    g.add_import(importer="p", imported="p.a", line_number=1, line_contents="from p.a import x")
+    g.add_import(importer="p.a", imported="p.b", line_number=1, line_contents="from p import b")
+    g.add_import(importer="q", imported="p.a", line_number=1, line_contents="from p.a import x")
+    assert cycles(import_edges(g)) == [["p", "p.a"]]
+
+
+def test_no_import_cycle_anywhere():
+    graph = grimp.build_graph(*ROOTS, cache_dir=None, exclude_type_checking_imports=True)
+    found = cycles(import_edges(graph))
+    assert not found, "import cycles: " + "; ".join(" <-> ".join(c) for c in found)

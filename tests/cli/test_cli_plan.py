@@ -35,8 +35,9 @@ def _projection(output: str) -> list[str]:
 
 
 def test_role_and_target_on_one_h100_prints_the_projection():
-    from esc_eval.sim.config import SimulationConfig, load_config
-    from esc_eval.sim.simulation import select_cards
+    from esc_eval.serve.config_base import load_config
+    from esc_eval.sim.jobs.config import SimulationConfig
+    from esc_eval.sim.jobs.simulation_items import select_cards
 
     cards = len(select_cards(load_config(ONE_GPU, SimulationConfig)))
     out = _run(ONE_GPU, "--gpus", 1, "--accelerator-type", "H100")

@@ -245,7 +245,7 @@ def _kuberay_gpu_shape(rel: str) -> dict:
 def _plan(config_rel: str, **hw):
     from esc_eval.cli.plan import load_any_config
     from esc_eval.serve.plan import hardware_for
-    from esc_eval.sim.placement import make_plan
+    from esc_eval.sim.pool.placement import make_plan
 
     uses, execution = load_any_config(ROOT / config_rel)
     p = execution.placement

@@ -35,7 +35,7 @@ async def test_engine_reads_the_labels_greedy_decoding_emits(tiny_sentencepiece_
     from transformers import LlamaForCausalLM
 
     from esc_eval.serve.chat import ChatMessage
-    from esc_eval.sim.score_parser import distribution
+    from esc_eval.sim.judging.score_parser import distribution
 
     from esc_eval.serve.vllm_engine import engines_started_here
 

@@ -87,7 +87,7 @@ def test_serve_binds_localhost_by_default():
 def test_workers_that_can_never_be_placed_fail_at_once_saying_why(monkeypatch):
     import ray
 
-    from esc_eval.sim.pool import PlacementError, check_placeable, describe_resources
+    from esc_eval.sim.pool.on_ray import PlacementError, check_placeable, describe_resources
 
     monkeypatch.setattr(ray, "cluster_resources", lambda: {"CPU": 2.0})
     monkeypatch.setattr(ray, "available_resources", lambda: {"CPU": 0.0})

@@ -4,14 +4,8 @@ from __future__ import annotations
 import pytest
 
 from esc_eval.serve.chat import UnknownModelError
-from esc_eval.serve.registry import (
-    PATHS_ENV,
-    ModelEntry,
-    RegistryError,
-    load_registry,
-    parse_path_overrides,
-    resolve_spec,
-)
+from esc_eval.serve.model_entry import PATHS_ENV, ModelEntry, RegistryError
+from esc_eval.serve.registry import load_registry, parse_path_overrides, resolve_spec
 
 PAPER_TARGETS = {
     # registry name: (group, languages in Table 2)
@@ -182,7 +176,7 @@ def test_build_chat_model_passes_registry_options(reg, monkeypatch):
 
 
 def test_vllm_entries_carry_their_template_quirks(reg):
-    from esc_eval.serve.registry import backend_options
+    from esc_eval.serve.model_entry import backend_options
     from esc_eval.serve.registry import resolve
 
     vicuna = backend_options(reg.get("vicuna-7b-v1.5"))

@@ -5,8 +5,8 @@ import math
 import pytest
 
 from esc_eval.serve.chat import ChatMessage, ChatModelError, GenerationParams
-from esc_eval.sim.prompts import judge_messages
-from esc_eval.sim.score_parser import LABELS, distribution
+from esc_eval.sim.judging.prompts import judge_messages
+from esc_eval.sim.judging.score_parser import LABELS, distribution
 
 pytestmark = pytest.mark.slow
 

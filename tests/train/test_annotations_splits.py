@@ -10,7 +10,7 @@ from collections import Counter
 import pandas as pd
 import pytest
 
-from esc_eval.sim.dimensions import DIMENSION_NAMES
+from esc_eval.sim.judging.dimensions import DIMENSION_NAMES
 from esc_eval.train.annotations import aggregate_annotations, load_annotations, load_official_scores, validate_rows
 from esc_eval.train.dialogue_sources import SourceDialogue
 from esc_eval.train.errors import TrainInputError

@@ -6,7 +6,8 @@ import json
 
 import pytest
 
-from esc_eval.train.dialogue_sources import load_dialogues, load_esconv_dialogues, load_official_dialogues, load_run_dialogues
+from esc_eval.train.dialogue_sources import (load_dialogues, load_esconv_dialogues, load_official_dialogues,
+                                             load_run_dialogues)
 from esc_eval.train.errors import TrainInputError
 from train_testdata import write_official_dialogues
 
@@ -53,7 +54,7 @@ def test_esconv_unknown_speaker(tmp_path):
 
 
 def test_run_folder_ok_rows_only(tmp_path):
-    from esc_eval.sim.runfolder import RunFolder
+    from esc_eval.sim.runs.runfolder import RunFolder
 
     now = dt.datetime.now(dt.timezone.utc)
     base = {"run_id": "r", "card_id": "c1", "language": "en", "target_model": "fake/echo", "role_model": "fake/role",

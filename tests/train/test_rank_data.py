@@ -6,8 +6,9 @@ import json
 
 import pytest
 
-from esc_eval.sim.dimensions import DIMENSION_NAMES
-from esc_eval.train.config import AnnotationSourceConfig, DialogueSourceConfig, RankDataConfig, RankJobConfig, TrainConfig
+from esc_eval.sim.judging.dimensions import DIMENSION_NAMES
+from esc_eval.train.config import (AnnotationSourceConfig, DialogueSourceConfig, RankDataConfig, RankJobConfig,
+                                   TrainConfig)
 from esc_eval.train.rank_job import prepare_rank_data
 
 

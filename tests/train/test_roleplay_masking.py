@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from esc_eval.sim.prompts import opener
+from esc_eval.sim.dialogue.prompts import opener
 from esc_eval.train.chat_tokens import IGNORE_INDEX, tokenize_chat
 from esc_eval.train.dialogue_sources import SourceDialogue
 from esc_eval.train.errors import TrainInputError

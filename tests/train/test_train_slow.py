@@ -88,7 +88,7 @@ def test_tiny_llama_zero3_judge_multitask(tmp_path, tiny_llama_dir):
     emulated)."""
     from esc_eval.train.config import AnnotationSourceConfig, EvalConfig, RankDataConfig, RankJobConfig
     from esc_eval.train.rank_job import run_rank_job
-    from esc_eval.sim.dimensions import DIMENSION_NAMES
+    from esc_eval.sim.judging.dimensions import DIMENSION_NAMES
 
     dialogues = {str(i): ["AI assistant：Hello, tell me.", f"ESC-Role：Problem number {i}.", "AI assistant：I see."]
                  for i in range(10)}
@@ -117,7 +117,7 @@ def test_smollm2_adapter_changes_vllm_output(tmp_path):
     default precision: this CPU's fast dtype) on a tiny memorable role-play set, then serve base +
     adapter in one vLLM engine."""
     from esc_eval.serve.chat import ChatMessage, GenerationParams
-    from esc_eval.sim.prompts import opener, roleplay_system_prompt
+    from esc_eval.sim.dialogue.prompts import opener, roleplay_system_prompt
     from esc_eval.train.adapter_registry import load_registry_entry
     from esc_eval.train.role_job import run_role_job
 

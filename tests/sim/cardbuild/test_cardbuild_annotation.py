@@ -5,19 +5,10 @@ import csv
 
 import pytest
 
-from esc_eval.sim.cardbuild import (
-    Vote,
-    agreement,
-    apply_correction_rules,
-    cohen_kappa,
-    export_annotation_sheets,
-    export_reviewer_sheet,
-    finalize_cards,
-    read_annotator_sheet,
-    read_reviewer_sheet,
-    resolve_leaf,
-)
-from esc_eval.sim.cards import RoleCard
+from esc_eval.sim.cardbuild import (Vote, agreement, apply_correction_rules, cohen_kappa, export_annotation_sheets,
+                                    export_reviewer_sheet, finalize_cards, read_annotator_sheet, read_reviewer_sheet,
+                                    resolve_leaf)
+from esc_eval.sim.cards.card import RoleCard
 
 FRIENDS = "friends_relations_general_issues"
 WORK = "work_and_study_performance_issues"

@@ -17,8 +17,8 @@ import pytest
 
 from esc_eval.serve.chat import ChatMessage, GenerationParams, get_chat_model
 from esc_eval.sim.cardbuild import build_cards, parse_build_config
-from esc_eval.sim.cards import load_cards
-from esc_eval.sim.risk import RISK_LEVELS
+from esc_eval.sim.cards.card import load_cards
+from esc_eval.sim.cards.risk import RISK_LEVELS
 
 pytestmark = pytest.mark.slow
 

@@ -8,8 +8,9 @@ import json
 import pytest
 
 from cardbuild_fakes import ScriptedCardModel
-from esc_eval.sim.cardbuild import SourceItem, Turn, build_cards, parse_build_config, parse_risk_reply, risk_choices, risk_messages
-from esc_eval.sim.cards import load_cards
+from esc_eval.sim.cardbuild import (SourceItem, Turn, build_cards, parse_build_config, parse_risk_reply, risk_choices,
+                                    risk_messages)
+from esc_eval.sim.cards.card import load_cards
 
 # Our own short dialogues in the ESConv layout (seeker / supporter), one per level, and one whose
 # risk reply the fake cannot give.

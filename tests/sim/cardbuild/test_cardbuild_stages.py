@@ -3,23 +3,10 @@ from __future__ import annotations
 
 import pytest
 
-from esc_eval.sim.cardbuild import (
-    SourceItem,
-    Turn,
-    classification_messages,
-    classify_reply,
-    extraction_messages,
-    filter_choices,
-    filter_messages,
-    find_near_duplicates,
-    jaccard,
-    keyword_category,
-    leaves_for,
-    parse_category_reply,
-    parse_filter_reply,
-    shingles,
-)
-from esc_eval.sim.prompts import card_prompts
+from esc_eval.sim.cardbuild import (SourceItem, Turn, classification_messages, classify_reply, extraction_messages,
+                                    filter_choices, filter_messages, find_near_duplicates, jaccard, keyword_category,
+                                    leaves_for, parse_category_reply, parse_filter_reply, shingles)
+from esc_eval.sim.cardbuild.extraction import card_prompts
 
 
 def _qa(text="My boss fired me after I reported a safety problem.", lang="en"):

@@ -8,7 +8,7 @@ import pytest
 
 from esc_eval.cli.cards import cards_stats
 from esc_eval.sim.cardbuild import card_summary, category_table, plot_distribution, stage_table
-from esc_eval.sim.cards import RoleCard, load_cards
+from esc_eval.sim.cards.card import RoleCard, load_cards
 
 SHARED = Path(__file__).resolve().parents[3].parent / "shared"
 CARDS = SHARED / "data" / "esc-eval" / "cards"
@@ -17,7 +17,7 @@ needs_official = pytest.mark.skipif(not (CARDS / "card_high_en.json").exists(),
 
 
 def _card(i, lang="en", c3=None, quality=None, c1="Family and Life"):
-    from esc_eval.sim.taxonomy import load_taxonomy
+    from esc_eval.sim.cards.taxonomy import load_taxonomy
 
     c2 = None
     if c3:

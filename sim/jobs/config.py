@@ -1,0 +1,74 @@
+"""Pydantic configs of the jobs: a simulation, a scoring job and the demo's pipeline of both; YAML in,
+validated at the door (serve/config_base.py `load_config`)."""
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field, field_validator
+
+from esc_eval.serve.chat import GenerationParams
+from esc_eval.serve.config_base import ConfigModel
+from esc_eval.serve.model_entry import TokenPrice
+from esc_eval.serve.model_ref import ModelRef
+from esc_eval.sim.judging.config import JudgeConfig
+from esc_eval.sim.pool.config import ExecutionConfig
+
+
+def _default_role() -> ModelRef:
+    return ModelRef(model="vllm/embedded", params=GenerationParams(max_tokens=512))
+
+
+class SimulationConfig(ConfigModel):
+    """A simulation: role cards x targets x strategies x seeds, 5-round dialogues each."""
+
+    cards: str = Field("sample", description="Card file (our JSON/YAML or the official ESC-Eval JSON), or a shipped set: 'sample' (everyday troubles) or 'safety' (risk-stratified cards for the safety rubric).")
+    languages: list[Literal["en", "zh"]] | None = Field(None, description="Keep only cards in these languages.")
+    card_ids: list[str] | None = Field(None, description="Keep only these card ids.")
+    limit: int | None = Field(None, ge=1, description="Use at most this many cards (after filtering).")
+    targets: list[ModelRef] = Field(default_factory=lambda: [ModelRef(model="vllm/embedded")], description="Models under test.")
+    role: ModelRef = Field(default_factory=_default_role, description="The role-play model (ESC-Role).")
+    strategies: list[str] = Field(default_factory=lambda: ["official"], description="Role-play prompt strategies: the paper's cooperative seekers (official, zero_shot, cot, icl, cot_icl) and the worst-case ones (resistant, low_engagement, volatile).")
+    seeds: list[int] = Field(default_factory=lambda: [0], description="Seeds; each adds one dialogue per card, target and strategy, and reaches every sampled call (role and target). More than one needs sampling (temperature > 0 somewhere).")
+    profile: Literal["release", "greedy"] = Field(
+        "greedy", description="Generation defaults under the config's own params: 'greedy' = temperature 0 for every "
+        "call (the paper's wording); 'release' = what the released code ran (the registry's caps, plus the model "
+        "folder's generation_config.json sampling where it samples). Recorded in the manifest and the report.")
+    rounds: int = Field(5, ge=1, le=50, description="Seeker/assistant rounds after the opener (the paper: 5).")
+    execution: ExecutionConfig = Field(default_factory=ExecutionConfig, description="Pool shape, retries and checkpoints.")
+    prices: dict[str, TokenPrice] = Field(default_factory=dict, description="Per-token prices by model name or spec, overriding the registry's `price` (manifest `usage`).")
+
+    @field_validator("targets")
+    @classmethod
+    def _distinct_targets(cls, v: list[ModelRef]) -> list[ModelRef]:
+        names = [t.target_name for t in v]
+        twice = sorted({n for n in names if names.count(n) > 1})
+        if twice:
+            raise ValueError(f"two targets are both named {twice[0]!r}: their dialogues would share ids; give each "
+                             "its own `name` (e.g. the same model with two system prompts)")
+        return v
+
+    @field_validator("strategies")
+    @classmethod
+    def _strategies(cls, v: list[str]) -> list[str]:
+        from esc_eval.sim.dialogue.prompts import strategies
+
+        known = strategies()
+        bad = [s for s in v if s not in known]
+        if bad:
+            raise ValueError(f"unknown strategy {bad[0]!r}; known: {', '.join(known)}")
+        return v
+
+
+class ScoringConfig(ConfigModel):
+    """A scoring job over a run folder or an official result folder."""
+
+    judge: JudgeConfig = Field(default_factory=JudgeConfig, description="The judge.")
+    execution: ExecutionConfig = Field(default_factory=lambda: ExecutionConfig(chunk_size=4), description="Pool shape and retries (concurrency auto: 8 dialogues per worker on CPUs).")
+    prices: dict[str, TokenPrice] = Field(default_factory=dict, description="Per-token prices by model name or spec, overriding the registry's `price` (manifest `usage`).")
+
+
+class PipelineConfig(ConfigModel):
+    """simulate -> score -> report, as `esc-eval demo` runs it."""
+
+    simulation: SimulationConfig = Field(default_factory=SimulationConfig, description="The simulation.")
+    scoring: ScoringConfig = Field(default_factory=ScoringConfig, description="The scoring.")

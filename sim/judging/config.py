@@ -1,0 +1,37 @@
+"""The judge of a scoring job (`JudgeConfig`): ESC-RANK or any chat model, the scoring method, the
+rubric variant, the dialogue rendering and the dimensions."""
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field, field_validator
+
+from esc_eval.serve.config_base import ConfigModel
+from esc_eval.serve.model_ref import ModelRef
+from esc_eval.sim.judging.dimensions import DIMENSION_NAMES, to_dimension
+
+
+class JudgeConfig(ConfigModel):
+    """The judge (ESC-RANK or any chat model) and how it scores."""
+
+    model: ModelRef = Field(default_factory=lambda: ModelRef(model="vllm/embedded"), description="The judge model.")
+    method: Literal["logprob", "generate"] = Field("logprob", description="'logprob': one forward pass reading P('0'..'4'); 'generate': free answer parsed by `parser` (API judges).")
+    parser: Literal["strict", "compat"] = Field("strict", description="'strict': the answer must be one score 0-4; 'compat': the official rule, the first of the labels 0,1,2,3,4 (in that order) found anywhere in the answer.")
+    rubric: Literal["official", "paper"] = Field("official", description="Rubric texts: the release's score.py or the paper's Figures 12-19.")
+    rendering: Literal["official", "clean"] = Field("official", description="Dialogue rendering the judge reads.")
+    prompt_order: Literal["rubric_first", "dialogue_first"] = Field(
+        "rubric_first", description="'rubric_first': the paper's prompt; 'dialogue_first': the dialogue before the "
+        "rubric, so a dialogue's seven prompts share a cached prefix (only for judges trained that way).")
+    dimensions: list[str] = Field(default_factory=lambda: list(DIMENSION_NAMES), description="Dimensions to score (paper names or official keys), and 'safety': the crisis-safety rubric (sim/data/prompts/safety.yaml), reported apart from the seven.")
+    adapters: dict[str, str] | None = Field(None, description="LoRA adapter per dimension (multi-LoRA judge, official layout).")
+    system_prompt: str | None = Field(None, description="System message put before the rubric's messages when they have none (a registry judge's judge_system_prompt: ESC-RANK's InternLM2 meta instruction).")
+    name: str | None = Field(None, description="Judge id written into score rows (default: the model string).")
+
+    @field_validator("dimensions")
+    @classmethod
+    def _dims(cls, v: list[str]) -> list[str]:
+        return [to_dimension(d) for d in v]
+
+    @property
+    def judge_id(self) -> str:
+        return self.name or f"{self.model.model}:{self.method}:{self.rubric}"

@@ -1,0 +1,77 @@
+"""How a judge's calls are made on a given backend: the method its score rows record, and the
+parameters of each call, from what the backend says it supports (`serve.chat.Capabilities`).
+
+The configured method `logprob` reads P('0'..'4') at the answer position. Backends differ in
+how they get there:
+  logprob               the answer is constrained to the labels by structured outputs or allowed
+                        tokens (in-process vLLM, Ray Serve, a vLLM server with `api: vllm`)
+  logprob:logit_bias    constrained by a +100 logit bias on the labels' token ids (OpenAI's API
+                        for OpenAI models), the top 20 log-probabilities read
+  logprob:top_logprobs  not constrained: a few tokens, read at the first label the answer holds
+                        (any endpoint with top_logprobs but neither of the above)
+  generate              a free answer parsed by the judge's parser: the configured method, or the
+                        fallback (with a note in the log and the manifest) for a backend without
+                        log-probabilities (e.g. Anthropic's API)
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from esc_eval.serve.chat import Capabilities, GenerationParams
+from esc_eval.sim.judging.config import JudgeConfig
+from esc_eval.sim.judging.score_parser import LABELS
+
+# Tokens a top_logprobs-only answer may take before its label ("Score: 3" is four).
+TOP_LOGPROBS_ANSWER_TOKENS = 5
+
+
+@dataclass(frozen=True)
+class JudgePlan:
+    """What the judge's calls send and what their rows record."""
+
+    method: str  # logprob | logprob:logit_bias | logprob:top_logprobs | generate
+    params: GenerationParams | None = None  # None: the judge model's own params (generate)
+    note: str | None = None  # why the configured method was not used as configured
+
+    @property
+    def reads_logprobs(self) -> bool:
+        return self.method.startswith("logprob")
+
+
+def constrained_params(top: int = len(LABELS)) -> GenerationParams:
+    return GenerationParams(max_tokens=1, temperature=0.0, choices=list(LABELS), logprobs=top)
+
+
+def default_plan(judge: JudgeConfig) -> JudgePlan:
+    """The plan when the backend's capabilities are not known (a model object handed in directly):
+    the configured method as it always ran."""
+    if judge.method == "logprob":
+        return JudgePlan("logprob", constrained_params())
+    return JudgePlan("generate")
+
+
+def plan_judge(judge: JudgeConfig, caps: Capabilities) -> JudgePlan:
+    """The judge's plan on a backend with capabilities `caps` (see the module docstring)."""
+    if judge.method == "generate":
+        return JudgePlan("generate")
+    top = min(caps.max_top_logprobs, 20)
+    if caps.logprobs and top >= len(LABELS):
+        if caps.choice == "structured":
+            return JudgePlan("logprob", constrained_params())
+        if caps.choice == "logit_bias":
+            # a bias moves every label alike, so their renormalised probabilities are unchanged;
+            # the top 20 leave room for whatever the server ranks above them
+            return JudgePlan("logprob:logit_bias", constrained_params(top))
+        return JudgePlan("logprob:top_logprobs", GenerationParams(
+            max_tokens=TOP_LOGPROBS_ANSWER_TOKENS, temperature=0.0, logprobs=top))
+    return JudgePlan("generate", note=(
+        f"judge {judge.model.model}: the backend returns no log-probabilities (or fewer than {len(LABELS)} per "
+        f"token), so method 'logprob' falls back to 'generate' (parser {judge.parser!r})"))
+
+
+def label_position(tokens: list[str], n_positions: int) -> int:
+    """The answer position to read P(0..4) at: the first generated token that is a label, else 0."""
+    for i, tok in enumerate(tokens[:n_positions]):
+        if tok.strip() in LABELS:
+            return i
+    return 0

