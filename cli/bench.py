@@ -162,7 +162,14 @@ def bench_gpu(
         sys.stderr.write(line + "\n")
         sys.stderr.flush()
 
-    _write(run_bench_gpu(cfg, say), out)
+    from esc_eval.sim.bench.gpu import failed_phases
+
+    result = run_bench_gpu(cfg, say)
+    _write(result, out)
+    failed = failed_phases(result)
+    if failed:  # the JSON stays to read; its rates are no measurement
+        sys.stderr.write("".join(f"error: {line}\n" for line in failed))
+        raise typer.Exit(1)
 
 
 def _csv(value: Optional[str], cast, option: str) -> Optional[list]:

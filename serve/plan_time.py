@@ -106,6 +106,12 @@ def rates_from_bench(data: Any, where: str = "rates") -> Rates:
         raise RatesError(f"--rates {where}: measured on the {machine.get('device') or 'unknown device'}, not a GPU: "
                          f"no per-GPU rates")
     n, name = len(gpus), str(gpus[0].get("name") or "")
+    sections = [("simulation", (data.get("simulation") or {}).get("ours"))]
+    sections += [(f"scoring.{k}", (v or {}).get("ours")) for k, v in (data.get("scoring") or {}).items()]
+    failed = [k for k, o in sections if isinstance(o, dict) and (o.get("failed") or (o.get("outcome") or {}).get("error_rows"))]
+    if failed:
+        raise RatesError(f"--rates {where}: calls failed in {', '.join(failed)}: its rates time failures, not the GPU; "
+                         f"measure again")
     sim = data.get("simulation") if isinstance(data.get("simulation"), dict) else {}
     decode, decode_params = _decode(sim, n)
     judge: dict[str, float] = {}

@@ -152,7 +152,8 @@ def ours_scoring(rows, warm_rows, cfg: ScoringConfig, pools: _Pools, folder: Pat
                       lambda: run_scoring(cfg, str(warm_dir), pool=pool))
     res = m.pop("result")
     m.update(path="run_scoring on the Ray pool (what `esc-eval score` runs)", dialogues=len(rows), scored=res["items"],
-             failed=res["failed"], prompt_tokens_in_rows=res["tokens"], execution=cfg.execution.model_dump(mode="json"))
+             failed=res["failed"], outcome=res["outcome"], prompt_tokens_in_rows=res["tokens"],
+             execution=cfg.execution.model_dump(mode="json"))
     return m, cfg, _placement(run_dir)
 
 
@@ -173,12 +174,30 @@ def ours_simulation(cards, warm_cards, cfg: SimulationConfig, pools: _Pools, fol
                       lambda: run_simulation(warm_cfg, folder / "sim-warm", pool=pool))
     res = m.pop("result")
     m.update(path="run_simulation on the Ray pool (what `esc-eval simulate` runs)", dialogues=len(cards),
-             completed=res["items"], failed=res["failed"], generated_tokens_in_rows=res["tokens"],
+             completed=res["items"], failed=res["failed"], outcome=res["outcome"], generated_tokens_in_rows=res["tokens"],
              execution=run_cfg.execution.model_dump(mode="json"))
     return m, run_cfg, _placement(run_dir)
 
 
 # -- figures ---------------------------------------------------------------------------------------
+def failed_phases(out: dict[str, Any]) -> list[str]:
+    """One line per phase of ours that did not answer every call: its rate times failures, not the
+    engines (`bench gpu` writes its JSON, then exits 1 with these lines)."""
+    sections = [("simulation", (out.get("simulation") or {}).get("ours"))]
+    sections += [(f"scoring {order}", s.get("ours")) for order, s in (out.get("scoring") or {}).items()]
+    lines = []
+    for phase, o in sections:
+        if not o:
+            continue
+        outcome = o.get("outcome") or {}
+        bad = (o.get("failed") or 0) + (outcome.get("error_rows") or 0)
+        if bad:
+            first = f"; first error: {outcome['first_error']}" if outcome.get("first_error") else ""
+            lines.append(f"{phase}: {o.get('failed') or 0} of {o.get('dialogues')} dialogues failed, "
+                         f"{outcome.get('error_rows') or 0} judge calls failed{first}: not a measurement")
+    return lines
+
+
 def _rates(side: dict[str, Any], tokens: dict[str, dict[str, int]] | None, n: int) -> None:
     """Per-second figures of one side, from its wall time and vLLM's counts per model folder."""
     wall = side["wall_s"]

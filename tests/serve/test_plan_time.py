@@ -96,6 +96,17 @@ def test_rates_from_a_bench_gpu_json():
     assert again.decode_tokens_per_s == pytest.approx(300000 / 100.0 / 2) and again.decode_params == r.decode_params
 
 
+@pytest.mark.parametrize("section", ["simulation", "scoring"])
+def test_a_bench_whose_calls_failed_gives_no_rates(tmp_path, section):
+    data = json.loads(BENCH.read_text())
+    ours = data["simulation"]["ours"] if section == "simulation" else data["scoring"]["dialogue_first"]["ours"]
+    ours["failed"] = 3
+    f = tmp_path / "rates.json"
+    f.write_text(json.dumps(data))
+    with pytest.raises(RatesError, match=f"calls failed in {section}"):
+        load_rates(f)
+
+
 @pytest.mark.parametrize("content, why", [
     ("not json", "not JSON"),
     (json.dumps({"mode": "serve", "engines": []}), "not an `esc-eval bench gpu` JSON"),

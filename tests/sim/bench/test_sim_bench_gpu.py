@@ -10,7 +10,7 @@ from typer.testing import CliRunner
 
 from esc_eval.serve.vllm_compat import TokenCounter, kv_cache_blocks, token_counter, version_tuple
 from esc_eval.sim.bench.engine_probe import counts_delta
-from esc_eval.sim.bench.gpu import _rates, compare, distinct_cards
+from esc_eval.sim.bench.gpu import _rates, compare, distinct_cards, failed_phases
 from esc_eval.sim.bench.hardware import peak_bf16, prefill_bound_s
 
 
@@ -98,6 +98,18 @@ def test_rates_ratios_and_the_bound_share():
     blind = {"wall_s": 5.0}
     _rates(blind, None, 10)  # no counts from vLLM: no token rates, the dialogue rate stays
     assert blind["dialogues_per_s"] == 2.0 and blind["uncached_prefill_tokens_per_s"] is None
+
+
+def test_a_phase_with_failed_calls_is_named_not_measured():
+    ok = {"dialogues": 4, "failed": 0, "outcome": {"error_rows": 0}}
+    out = {"simulation": {"ours": dict(ok)}, "scoring": {"rubric_first": {"ours": dict(ok)}, "dialogue_first": {
+        "ours": {"dialogues": 4, "failed": 0, "outcome": {"error_rows": 5, "first_error": "EngineDeadError: boom"}}}}}
+    assert failed_phases({"simulation": {"ours": dict(ok)}, "scoring": {"rubric_first": {"ours": dict(ok)}}}) == []
+    (line,) = failed_phases(out)
+    assert line.startswith("scoring dialogue_first: 0 of 4 dialogues failed, 5 judge calls failed")
+    assert "EngineDeadError: boom" in line
+    out["simulation"]["ours"]["failed"] = 4
+    assert failed_phases(out)[0].startswith("simulation: 4 of 4 dialogues failed")
 
 
 def test_distinct_cards_have_distinct_texts():

@@ -10,7 +10,7 @@ pytestmark = pytest.mark.slow
 
 def test_bench_gpu_on_the_cpu_measures_both_sides_from_vllms_counts(embedded_model, ray_local):
     from esc_eval.serve.vllm_engine import resolve_model_path
-    from esc_eval.sim.bench.gpu import GpuBenchConfig, run_bench_gpu
+    from esc_eval.sim.bench.gpu import GpuBenchConfig, failed_phases, run_bench_gpu
 
     lines: list[str] = []
     cfg = GpuBenchConfig(dialogues=2, sim_dialogues=2, prompt_orders=["dialogue_first"], max_tokens=8,
@@ -40,6 +40,7 @@ def test_bench_gpu_on_the_cpu_measures_both_sides_from_vllms_counts(embedded_mod
     sc = out["scoring"]["dialogue_first"]
     ours, ref = sc["ours"], sc["reference"]
     assert ours["scored"] == 2 and ours["failed"] == 0
+    assert failed_phases(out) == [] and ours["outcome"]["error_rows"] == 0  # bench gpu exits 0 on this
     mine, theirs = ours["tokens"][path], ref["tokens"][path]
     # the same prompts on both sides: 2 dialogues x 2 dimensions, one answer token each
     assert mine["requests"] == theirs["requests"] == 4 and mine["generation_tokens"] == 4
