@@ -209,8 +209,8 @@ def simulation_reference(cards, warm_cards, cfg: SimulationConfig, plan=None) ->
     from esc_eval.sim.bench.engine_probe import started_kwargs
     from esc_eval.sim.dialogue.dialogue import DialogueSetup, Participant, run_dialogue
     from esc_eval.sim.dialogue.generation import effective_adapter, effective_params, samples
-    from esc_eval.sim.dialogue.prompts import opener, roleplay_system_prompt, target_system_prompt
-    from esc_eval.sim.dialogue.targets import registry_system_prompt
+    from esc_eval.sim.dialogue.prompts import opener, roleplay_system_prompt
+    from esc_eval.sim.dialogue.targets import configured_system_prompt, target_system
 
     ex = cfg.execution
     target_ref = cfg.targets[0]
@@ -241,12 +241,12 @@ def simulation_reference(cards, warm_cards, cfg: SimulationConfig, plan=None) ->
             role_params = role_params.model_copy(update={"seed": seed})
         if samples(target_params):
             target_params = target_params.model_copy(update={"seed": seed})
-        system = target_ref.system_prompt if target_ref.system_prompt is not None else registry_system_prompt(target_ref)
+        system = configured_system_prompt(target_ref)
 
         async def dialogue(card, rounds: int) -> int:
             setup = DialogueSetup(role_system_prompt=roleplay_system_prompt(card.text, card.language, strategy),
                                   opener=opener(card.language, strategy), rounds=rounds)
-            sys_prompt = target_system_prompt(card.language) if system is None else system
+            sys_prompt = target_system(system, card.language)
             role = Participant(role_chat, role_params, adapter=effective_adapter(cfg.role))
             target = Participant(target_chat, target_params, system_prompt=sys_prompt or None,
                                  adapter=effective_adapter(target_ref))

@@ -10,13 +10,13 @@ from esc_eval.sim.dialogue.dialogue import DialogueSetup, Participant, Turn, rol
 from esc_eval.sim.dialogue.generation import PROFILES, effective_adapter, effective_params, samples
 from esc_eval.sim.dialogue.prompts import (opener, roleplay_system_prompt, strategies, strategy_kinds,
                                            target_system_prompt, worst_case_strategies)
-from esc_eval.sim.dialogue.targets import registry_system_prompt, target_name
+from esc_eval.sim.dialogue.targets import configured_system_prompt, registry_system_prompt, target_name, target_system
 from esc_eval.sim.dialogue.transcript import (ASSISTANT_PREFIX, SEEKER_PREFIX, official_lines, parse_official_line,
                                               turns_as_lines)
 
 __all__ = [
-    "ASSISTANT_PREFIX", "DialogueSetup", "PROFILES", "Participant", "SEEKER_PREFIX", "Turn", "effective_adapter",
+    "ASSISTANT_PREFIX", "DialogueSetup", "configured_system_prompt", "PROFILES", "Participant", "SEEKER_PREFIX", "Turn", "effective_adapter",
     "effective_params", "official_lines", "opener", "parse_official_line", "registry_system_prompt", "role_view",
     "roleplay_system_prompt", "run_dialogue", "samples", "strategies", "strategy_kinds", "target_name",
-    "target_system_prompt", "target_view", "turns_as_lines", "worst_case_strategies",
+    "target_system", "target_system_prompt", "target_view", "turns_as_lines", "worst_case_strategies",
 ]

@@ -23,3 +23,15 @@ def registry_system_prompt(ref: ModelRef) -> str | None:
     if entry.system_prompt == target_system_prompt("en"):
         return None
     return entry.system_prompt or ""
+
+
+def configured_system_prompt(ref: ModelRef) -> str | None:
+    """The target's system prompt as configured: the config's, else its registry entry's (None = the
+    release's default for the card's language, "" = no system message)."""
+    return ref.system_prompt if ref.system_prompt is not None else registry_system_prompt(ref)
+
+
+def target_system(configured: str | None, language: str) -> str:
+    """The system prompt a target's calls carry for a card in `language`, from its
+    configured_system_prompt ("" = no system message)."""
+    return target_system_prompt(language) if configured is None else configured

@@ -21,8 +21,8 @@ from esc_eval.serve.registry import resolve
 from esc_eval.sim.cards.card import RoleCard
 from esc_eval.sim.dialogue.dialogue import DialogueSetup, Participant, Turn, run_dialogue
 from esc_eval.sim.dialogue.generation import effective_adapter, effective_params, samples
-from esc_eval.sim.dialogue.prompts import opener, roleplay_system_prompt, target_system_prompt
-from esc_eval.sim.dialogue.targets import registry_system_prompt, target_name
+from esc_eval.sim.dialogue.prompts import opener, roleplay_system_prompt
+from esc_eval.sim.dialogue.targets import configured_system_prompt, target_name, target_system
 from esc_eval.sim.jobs.config import SimulationConfig
 from esc_eval.sim.jobs.fingerprint import check_resume, fingerprint, simulation_inputs
 from esc_eval.sim.jobs.simulation_items import (check_seeds, count_items, dialogue_demand, iter_items, planned_models,
@@ -135,7 +135,7 @@ class SimulationJob:
         self.engines.preloaded(first)  # the other targets start when their turn comes (TargetEngines)
         self.role_model = models.get(self.cfg.role, ex, self.calls)
         self.target_models = [models.get(t, ex, self.calls) for t in self.cfg.targets]
-        self.target_systems = [registry_system_prompt(t) for t in self.cfg.targets]
+        self.target_systems = [configured_system_prompt(t) for t in self.cfg.targets]
         # The registry's adapter (ESC-Role's LoRA) and the profile's parameters apply to every call.
         self.role_adapter = effective_adapter(self.cfg.role)
         self.role_params = effective_params(self.cfg.role, self.cfg.profile)
@@ -173,11 +173,7 @@ class SimulationJob:
         if samples(target_params):
             target_params = target_params.model_copy(update={"seed": item["seed"]})
         role = Participant(self.role_model, role_params, adapter=self.role_adapter)
-        system = target_ref.system_prompt
-        if system is None:
-            system = self.target_systems[item["target_index"]]
-        if system is None:
-            system = target_system_prompt(card.language)
+        system = target_system(self.target_systems[t_index], card.language)
         target = Participant(self.target_models[t_index], target_params, system_prompt=system or None,
                              adapter=self.target_adapters[t_index])
         resume = self._load_ckpt(did)
@@ -251,8 +247,7 @@ def run_simulation(cfg: SimulationConfig, run_dir: str | Path,
     if not cards:
         raise ValueError(f"no role cards selected from {cfg.cards!r} (check languages / card_ids / limit)")
     check_calls(planned_models(cfg, cards), cfg.execution, cfg.prices)  # keys, providers, limits, prices: before anything
-    systems = {target_name(t): t.system_prompt if t.system_prompt is not None else registry_system_prompt(t)
-               for t in cfg.targets}
+    systems = {target_name(t): configured_system_prompt(t) for t in cfg.targets}
     inputs = simulation_inputs(cfg, systems)
     check_resume(run_dir, RunFolder(run_dir, create=False).read_manifest().get("simulation")
                  if open_storage(run_dir).is_folder() else None, inputs)  # before anything is written

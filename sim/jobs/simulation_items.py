@@ -20,8 +20,8 @@ from esc_eval.serve.model_ref import ModelRef
 from esc_eval.serve.plan import placement_from_env, ref_key
 from esc_eval.sim.cards.card import RoleCard, card_file_path, load_cards
 from esc_eval.sim.dialogue.generation import effective_params, samples
-from esc_eval.sim.dialogue.prompts import opener, roleplay_system_prompt, target_system_prompt
-from esc_eval.sim.dialogue.targets import registry_system_prompt, target_name
+from esc_eval.sim.dialogue.prompts import opener, roleplay_system_prompt
+from esc_eval.sim.dialogue.targets import configured_system_prompt, target_name, target_system
 from esc_eval.sim.jobs.config import SimulationConfig
 from esc_eval.sim.pool.calls import PlannedModel
 from esc_eval.sim.pool.capacity import Demand, estimate_tokens
@@ -95,8 +95,7 @@ def planned_models(cfg: SimulationConfig, cards: list[RoleCard]) -> list[Planned
                   ChatMessage(role="user", content=opener(card.language, strategy))]
     out = [PlannedModel(cfg.role, effective_params(cfg.role, cfg.profile), role_first)]
     for t in cfg.targets:
-        system = t.system_prompt if t.system_prompt is not None else registry_system_prompt(t)
-        system = target_system_prompt(card.language) if system is None else system
+        system = target_system(configured_system_prompt(t), card.language)
         # the target's first call: its system prompt and the seeker's first line (about the card's length)
         first = ([ChatMessage(role="system", content=system)] if system else []) + [ChatMessage(role="user", content=card.text)]
         out.append(PlannedModel(t, effective_params(t, cfg.profile), first))
@@ -110,8 +109,7 @@ def dialogue_demand(cfg: SimulationConfig, cards: list[RoleCard]) -> tuple[Deman
     role_system = sum(estimate_tokens(roleplay_system_prompt(c.text, c.language, strategy)) for c in sample) // len(sample)
     systems = []
     for t in cfg.targets:
-        system = t.system_prompt if t.system_prompt is not None else registry_system_prompt(t)
-        systems.append(estimate_tokens(target_system_prompt(sample[0].language) if system is None else system))
+        systems.append(estimate_tokens(target_system(configured_system_prompt(t), sample[0].language)))
     return dialogue_demands(cfg.role.model, [t.model for t in cfg.targets], role_system=role_system,
                             opener=estimate_tokens(opener(sample[0].language, strategy)), rounds=cfg.rounds,
                             role_cap=effective_params(cfg.role, cfg.profile).max_tokens, target_systems=systems,
