@@ -80,12 +80,16 @@ def load_config_for_plan(path: Path, cards: int | None = None) -> PlanInputs:
     return PlanInputs(model_uses(sim_cfg), sim_cfg.execution, lambda: simulation.expected_seq_tokens(sim), sim_cfg)
 
 
+def _cards_here(cfg) -> bool:
+    from esc_eval.sim.cards.card import card_file_path
+
+    return card_file_path(cfg.cards).exists()
+
+
 def _estimable(cfg, cards: int | None):
     """The simulation config whose cards the sequence lengths are estimated on: its own, or with
     --cards and a card file not here, the shipped sample cards."""
-    from esc_eval.sim.cards.card import SHIPPED_CARD_SETS
-
-    if not cards or str(cfg.cards) in SHIPPED_CARD_SETS or Path(cfg.cards).exists():
+    if not cards or _cards_here(cfg):
         return cfg
     return cfg.model_copy(update={"cards": "sample", "card_ids": None, "limit": None, "languages": None})
 
@@ -169,7 +173,7 @@ def plan(
     measured = load_rates(rates) if rates else H100_RATES
     got = load_config_for_plan(config, cards)
     sim = got.simulation
-    if sim is not None and not cards and _estimable(sim, 1) is not sim:
+    if sim is not None and not cards and not _cards_here(sim):
         raise ValueError(f"{sim.cards}: card file not found (planning away from it: --cards N plans for N cards)")
     execution = got.execution
     p = execution.placement
@@ -185,7 +189,7 @@ def plan(
                          f"{hardware.accelerator_type}: measure there (esc-eval bench gpu), or plan for that GPU type")
     result = make_plan(execution, got.uses, hardware)
     size_serve_replicas(result, got.seq_tokens, p)  # GPU deployments sized as the run sizes them
-    if cards and sim is not None and _estimable(sim, cards) is not sim:
+    if cards and sim is not None and not _cards_here(sim):
         result.notes.append(f"cards: {sim.cards} is not on this machine: sequence lengths estimated on the shipped "
                             f"sample cards, {cards:,} cards projected (--cards)")
     projection = None

@@ -34,8 +34,13 @@ def plan_lines(plan: Plan) -> list[str]:
     return out
 
 
-def _plural(n: float, word: str) -> str:
+def plural(n: float, word: str) -> str:
     return f"{n:g} {word}{'s' if n != 1 else ''}"
+
+
+def tokens_k(n: float) -> str:
+    """A token count as people say it: 400000 -> '400K', 4100 -> '4.1K', 950 -> '950'."""
+    return f"{n / 1e6:.3g}M" if n >= 1e6 else f"{n / 1e3:.3g}K" if n >= 1e3 else f"{n:.0f}"
 
 
 def _where(e: EnginePlan) -> str:
@@ -43,15 +48,15 @@ def _where(e: EnginePlan) -> str:
         return e.where
     if e.where == "serve deployment":
         lo, hi = e.replicas or (1, 1)
-        count = _plural(lo, "replica") if lo == hi else f"{lo}-{hi} replicas"
+        count = plural(lo, "replica") if lo == hi else f"{lo}-{hi} replicas"
         if e.device != "gpu":
             on = "CPU"
         elif e.gpu_fraction is not None:
             on = f"{e.gpu_fraction:g} of a GPU per replica"
         else:
-            on = f"{_plural(e.gpus, 'GPU')} per replica"
+            on = f"{plural(e.gpus, 'GPU')} per replica"
         return f"Serve deployment {e.serve.get('name')}, {count}, {on}"
-    on = f"{_plural(e.gpus, 'GPU')} of each worker" if e.device == "gpu" else "CPU"
+    on = f"{plural(e.gpus, 'GPU')} of each worker" if e.device == "gpu" else "CPU"
     return f"in-process engine in each worker, {on}"
 
 

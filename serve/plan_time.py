@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from esc_eval.serve.plan_model import EnginePlan, Plan
+from esc_eval.serve.plan_text import plural, tokens_k
 
 ENGINE_START_S = 180.0  # first rows 1:30-3:00 after the command on the H100 (the longer: a fresh machine)
 DIMENSIONS = 7
@@ -218,17 +219,9 @@ def _t(seconds: float) -> str:
     return f"{seconds / 3600:.2f} h" if seconds >= 5400 else f"{seconds / 60:.1f} min"
 
 
-def _tok(n: float) -> str:
-    return f"{n / 1e6:.3g}M" if n >= 1e6 else f"{n / 1e3:.3g}K" if n >= 1e3 else f"{n:.0f}"
-
-
 def _span(a: float, b: float) -> str:
     lo, hi = _t(a), _t(b)
     return f"{lo.rsplit(' ', 1)[0]}-{hi}" if lo.rsplit(" ", 1)[1] == hi.rsplit(" ", 1)[1] else f"{lo}-{hi}"
-
-
-def _plural(n: float, word: str) -> str:
-    return f"{n:g} {word}{'s' if n != 1 else ''}"
 
 
 def _gpus(e: EnginePlan) -> float:
@@ -278,8 +271,8 @@ def _simulation(phase: str, hosted: list[EnginePlan], work: Workload, rates: Rat
         gpus = worker_gpus or 1.0
         for p in parts:
             p.gpus, p.seconds = gpus, p.work / p.rate_per_gpu / gpus
-        note = (f"in-process: {_tok(sum(p.work for p in parts))} tokens of {len(parts)} models on the workers' "
-                f"{_plural(gpus, 'GPU')}, the engines of a worker taking turns")
+        note = (f"in-process: {tokens_k(sum(p.work for p in parts))} tokens of {len(parts)} models on the workers' "
+                f"{plural(gpus, 'GPU')}, the engines of a worker taking turns")
         return PhaseTime(phase, sum(p.seconds for p in parts), ENGINE_START_S, parts, note)
     for p in parts:
         p.seconds = p.work / (p.rate_per_gpu * p.gpus) if p.gpus else float("inf")
@@ -287,8 +280,8 @@ def _simulation(phase: str, hosted: list[EnginePlan], work: Workload, rates: Rat
     others = [p.seconds for p in parts if p is not slow]
     rest = (f" (the others {_span(min(others), max(others))})" if len(others) > 1 else
             f" (the other {_t(others[0])})" if others else "")
-    note = (f"{slow.name} the slowest: {_tok(slow.work)} tokens at {slow.rate_per_gpu:,.0f} tok/s per GPU x "
-            f"{_plural(slow.gpus, 'GPU')}{rest}")
+    note = (f"{slow.name} the slowest: {tokens_k(slow.work)} tokens at {slow.rate_per_gpu:,.0f} tok/s per GPU x "
+            f"{plural(slow.gpus, 'GPU')}{rest}")
     return PhaseTime(phase, slow.seconds, ENGINE_START_S, parts, note, _batch_limited(parts, rates.batch))
 
 
@@ -315,7 +308,7 @@ def _scoring(phase: str, hosted: list[EnginePlan], work: Workload, rates: Rates,
     gpus = _gpus(judge) if judge.where == "serve deployment" else (worker_gpus or 1.0)
     seconds = work.dialogues / (rate * gpus)
     note = (f"{work.dialogues:,} dialogues x {work.dimensions} dimensions, {work.prompt_order}, at {rate:.3g} dialogues/s "
-            f"per GPU x {_plural(gpus, 'GPU')} of {judge.name}")
+            f"per GPU x {plural(gpus, 'GPU')} of {judge.name}")
     return PhaseTime(phase, seconds, ENGINE_START_S, [Part(judge.name, work.dialogues, gpus, rate, seconds)], note)
 
 

@@ -26,6 +26,7 @@ from dataclasses import asdict, dataclass
 from typing import Any, Callable, Iterable, Literal
 
 from esc_eval.serve.engine_args import EngineCapacity
+from esc_eval.serve.plan_text import tokens_k
 
 MAX_AUTO_CONCURRENCY = 1024  # items per worker the sizing never passes (vLLM's largest default max_num_seqs)
 GPU_WORKER_CPUS = 8.0  # measured on one H100: 8 CPUs and 128 in flight gave 788 tok/s, 1 CPU and 32 gave 357
@@ -63,13 +64,6 @@ class Concurrency:
         return asdict(self)
 
 
-def _k(n: float) -> str:
-    """400000 -> '400K', 4100 -> '4.1K', 950 -> '950'."""
-    if n >= 1e6:
-        return f"{n / 1e6:.3g}M"
-    return f"{n / 1e3:.3g}K" if n >= 1e3 else f"{n:.0f}"
-
-
 def items_in_flight(cap: EngineCapacity, demand: Demand) -> tuple[int, bool]:
     """(items the engine holds at once, whether max_num_seqs rather than the KV cache bounds it)."""
     d = demand.capped(cap.max_model_len)
@@ -89,8 +83,8 @@ def choose_concurrency(explicit: int | None, default: int, engines: Iterable[tup
         return Concurrency(default, "default", f"concurrency {default} per worker: the CPU default (no GPU engine here)")
     cap, demand, n, by_seqs = min(sized, key=lambda s: s[2])
     d = demand.capped(cap.max_model_len)
-    per = f"{d.seqs_per_item} x ~{_k(d.tokens_per_seq)}" if d.seqs_per_item > 1 else f"~{_k(d.tokens_per_seq)}"
-    reason = (f"concurrency {n} per worker: {demand.model}'s KV cache {_k(cap.kv_tokens or 0)} tokens / {per} tokens "
+    per = f"{d.seqs_per_item} x ~{tokens_k(d.tokens_per_seq)}" if d.seqs_per_item > 1 else f"~{tokens_k(d.tokens_per_seq)}"
+    reason = (f"concurrency {n} per worker: {demand.model}'s KV cache {tokens_k(cap.kv_tokens or 0)} tokens / {per} tokens "
               f"per {unit}")
     if by_seqs:
         reason += f", capped by max_num_seqs {cap.max_num_seqs}"
@@ -143,7 +137,7 @@ def size_serve_replicas(plan: Any, seq_tokens: Callable[[], dict[str, int]], pla
         if fields:
             e.serve.update(fields)
             e.notes.append(", ".join(f"{k} {v}" for k, v in fields.items())
-                           + f": KV cache {_k(e.kv_tokens)} tokens per replica / ~{_k(seq)} tokens per sequence")
+                           + f": KV cache {tokens_k(e.kv_tokens)} tokens per replica / ~{tokens_k(seq)} tokens per sequence")
 
 
 def serve_worker_shares(plan: Any, workers: int, targets: int = 1) -> dict[str, dict[str, Any]]:
