@@ -54,25 +54,17 @@ def peak_bf16(gpu_name: str | None) -> dict[str, Any] | None:
     return None
 
 
-def _nvidia_smi() -> list[dict[str, Any]]:
-    """The GPUs nvidia-smi lists (name, memory, driver); [] without it."""
+def _driver_version() -> str | None:
+    """The NVIDIA driver's version as nvidia-smi prints it; None without it."""
     exe = shutil.which("nvidia-smi")
     if exe is None:
-        return []
+        return None
     try:
-        out = subprocess.run([exe, "--query-gpu=name,memory.total,driver_version", "--format=csv,noheader,nounits"],
+        out = subprocess.run([exe, "--query-gpu=driver_version", "--format=csv,noheader"],
                              capture_output=True, text=True, timeout=30, check=True).stdout
     except (OSError, subprocess.SubprocessError):
-        return []
-    gpus = []
-    for line in out.strip().splitlines():
-        name, mem, driver = (p.strip() for p in (line.split(",") + ["", ""])[:3])
-        try:
-            gib = round(float(mem) / 1024, 1)
-        except ValueError:
-            gib = None
-        gpus.append({"name": name, "memory_gib": gib, "driver": driver or None})
-    return gpus
+        return None
+    return next((line.strip() for line in out.splitlines() if line.strip()), None)
 
 
 def versions() -> dict[str, Any]:
@@ -96,8 +88,13 @@ def machine(peak_tflops: float | None = None) -> dict[str, Any]:
     uses: the table's for the first GPU, `peak_tflops` when given (a CPU has no entry)."""
     from esc_eval.serve.cpu import runtime_summary
     from esc_eval.serve.engine_args import detect_device
+    from esc_eval.serve.gpu_detect import detect_gpus
 
-    gpus = _nvidia_smi()
+    # the GPUs this process may use (CUDA_VISIBLE_DEVICES respected), as the run's placement finds them
+    found = detect_gpus().gpus
+    driver = _driver_version() if found else None
+    gpus = [{"name": g.name, "memory_gib": round(g.memory_gb * 1e9 / 2**30, 1) if g.memory_gb else None,
+             "driver": driver} for g in found]
     if not gpus:
         dev = detect_device()
         if dev.gpu:

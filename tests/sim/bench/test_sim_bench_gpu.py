@@ -158,11 +158,15 @@ def test_machine_reads_the_gpus_from_nvidia_smi(tmp_path, monkeypatch):
     from esc_eval.sim.bench.hardware import machine
 
     smi = tmp_path / "nvidia-smi"
-    smi.write_text("#!/bin/sh\necho 'NVIDIA H100 80GB HBM3, 81559, 550.54.15'\necho 'NVIDIA H100 80GB HBM3, 81559, 550.54.15'\n")
+    smi.write_text("#!/bin/sh\ncase \"$*\" in *driver_version*) echo 550.54.15; echo 550.54.15;; *)\n"
+                   "echo '0, GPU-aaaa, NVIDIA H100 80GB HBM3, 81559'\necho '1, GPU-bbbb, NVIDIA H100 80GB HBM3, 81559';; esac\n")
     smi.chmod(0o755)
     monkeypatch.setenv("PATH", f"{tmp_path}:{__import__('os').environ['PATH']}")
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
     where = machine()
     assert where["device"] == "gpu" and len(where["gpus"]) == 2
     assert where["gpus"][0] == {"name": "NVIDIA H100 80GB HBM3", "memory_gib": 79.6, "driver": "550.54.15"}
     assert where["peak_bf16"]["tflops"] == 989.0 and where["cpu"]["cores"] >= 1
     assert machine(peak_tflops=500)["peak_bf16"] == {"tflops": 500.0, "model": None, "source": "given with --peak-tflops"}
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "1")  # the GPUs the run may use: per-GPU rates divide by these
+    assert [g["name"] for g in machine()["gpus"]] == ["NVIDIA H100 80GB HBM3"]
