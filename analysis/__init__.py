@@ -1,100 +1,62 @@
-"""analysis: everything that reads results — leaderboards (Table 2), judge accuracy (Table 4),
-correlations (Tables 3, 13-15), paired model comparisons, text metrics, human annotation and
-inter-annotator agreement, role-play evaluation (Table 1, Figure 3, fidelity checks), judge
-calibration against human scores and human-anchored (prediction-powered) means, plots and the
-HTML/Markdown report; beyond the paper, the harm-weighted crisis-safety summary (safety.py)
-and cooperative vs worst-case seekers (seekers.py). The `esc-eval report|leaderboard|analysis` commands are in cli/.
+"""analysis: everything that reads results, one room per concept.
 
-Layer: reads results only. analysis may import sim's data definitions (dimensions, record
-schemas, the official-format adapter, run folders); it never imports serve, train or cli, so
-whatever needs the model registry (e.g. Table 2 groups) is passed in by the caller."""
-from esc_eval.analysis.annotation import (
-    AnnotationError,
-    agreement_markdown,
-    agreement_summary,
-    export_annotation_sheets,
-    icc_oneway,
-    icc_table,
-    import_annotations,
-    krippendorff_alpha,
-    pairwise_kappa,
-    quadratic_weighted_kappa,
-)
-from esc_eval.analysis.compare import holm, paired_comparison, pairwise_comparisons
-from esc_eval.analysis.correlation import correlate, correlation_markdown, correlation_table, scores_wide
-from esc_eval.analysis.judge_agreement import agreement_table_markdown, judge_agreement
-from esc_eval.analysis.judge_accuracy import accuracy_markdown, judge_accuracy, write_accuracy
-from esc_eval.analysis.leaderboard import (
-    build_leaderboard,
-    build_leaderboard_by,
-    format_cell,
-    leaderboard_by_markdown,
-    leaderboard_markdown,
-    seed_spread,
-    write_leaderboard,
-)
-from esc_eval.analysis.loaders import (
-    AnalysisInputError,
-    is_official_json,
-    official_kind,
-    load_dialogues,
-    load_manifests,
-    load_official_dialogues,
-    load_official_scores,
-    load_scores,
-)
-from esc_eval.analysis.roleplay import (
-    character_breaks,
-    emotion_trajectories,
-    fidelity_summary,
-    negativity,
-    roleplay_markdown,
-    roleplay_table,
-    win_rates,
-)
-from esc_eval.analysis.text_metrics import corpus_text_metrics, dialogue_text_metrics, distinct_n, text_metrics, tokenize
-from esc_eval.analysis.correlation_ci import correlation_ci_markdown, correlations_with_ci
-from esc_eval.analysis.fake_runs import write_fake_run
-from esc_eval.analysis.roleplay_sheets import export_pairwise_sheets, import_pairwise_sheets, win_rates_with_ci
-from esc_eval.analysis.run_compare import compare_runs, comparison_markdown, write_comparison
-from esc_eval.analysis.text_metric_runs import load_references, run_text_metrics
-from esc_eval.analysis.usage_report import add_usage_columns, usage_rows
-# beyond the paper: crisis safety (apart from the seven dimensions) and worst-case seekers
-from esc_eval.analysis.safety import HARM_WEIGHTS, harm_weighted_summary, load_safety, safety_frame, safety_markdown, write_safety
-from esc_eval.analysis.seekers import dialogue_values, load_seeker_values, ranking_shift, seeker_shift, seekers_markdown, write_seekers
-from esc_eval.analysis.ppi import MeanEstimate, classical_mean, ppi_mean
-from esc_eval.analysis.human_scores import HumanScores, load_human_scores
-from esc_eval.analysis.expected_scores import expected_scores
-from esc_eval.analysis.calibration import brier, ece, make_recalibration, reliability
-from esc_eval.analysis.calibration_runs import CalibrationResult, calibrate, calibration_markdown, write_calibrated_rows
-from esc_eval.analysis.human_leaderboard import anchored_markdown, compare_on_humans, human_anchored, write_anchored
+  results/      run folders and the official JSON read into rows; the leaderboard (Table 2),
+                expected scores, usage and spend, crisis safety (beyond the paper), fake runs
+  textmetrics/  BLEU, ROUGE, METEOR, distinct-n against reference replies (Tables 13-15)
+  figures/      every plot (matplotlib)
+  annotation/   people's scores: sheets, studies, their store, formats, agreement between annotators
+  trust/        the judge against people: accuracy (Table 4), agreement, correlations (Tables 3,
+                13-15), calibration, prediction-powered means anchored on people
+  seekers/      the simulated seeker: role-play fidelity (Table 1, Figure 3), worst-case seekers
+  compare/      paired comparisons of models and runs
+  web/          the results viewer and the human-evaluation app in the browser
+  report/       the HTML/Markdown report
+  bench/        the analysis benchmarks
+The `esc-eval report|leaderboard|analysis|annotate|view` commands are in cli/.
 
+Layers (pyproject [tool.importlinter], checked in CI): bench > report | web > compare >
+trust | seekers > annotation | figures | textmetrics > results. analysis may import sim's data
+definitions (dimensions, record schemas, the official-format adapter, run folders); it never
+imports serve, train or cli, so whatever needs the model registry (e.g. Table 2 groups) is passed
+in by the caller. This package exports the names most callers need, from where they live; the
+report and the web apps (matplotlib, jinja2, the servers) load on first use."""
 
+from esc_eval.analysis.annotation import (AnnotationError, AnnotationStore, AnnotationStoreError, StudyConfig,
+                                          agreement_markdown, agreement_summary, annotation_table, create_study,
+                                          export_annotation_sheets, icc_oneway, icc_table, import_annotations,
+                                          import_labelstudio, krippendorff_alpha, labelstudio_export, pairwise_kappa,
+                                          quadratic_weighted_kappa)
+from esc_eval.analysis.compare import (compare_runs, comparison_markdown, holm, paired_comparison, pairwise_comparisons,
+                                       write_comparison)
+from esc_eval.analysis.results import (HARM_WEIGHTS, AnalysisInputError, add_usage_columns, build_leaderboard,
+                                       build_leaderboard_by, expected_scores, format_cell, harm_weighted_summary,
+                                       is_official_json, leaderboard_by_markdown, leaderboard_markdown, load_dialogues,
+                                       load_manifests, load_official_dialogues, load_official_scores, load_safety,
+                                       load_scores, official_kind, safety_frame, safety_markdown, seed_spread, usage_rows,
+                                       write_fake_run, write_leaderboard, write_safety)
+from esc_eval.analysis.seekers import (character_breaks, dialogue_values, emotion_trajectories, export_pairwise_sheets,
+                                       fidelity_summary, import_pairwise_sheets, load_seeker_values, negativity,
+                                       ranking_shift, roleplay_markdown, roleplay_table, seeker_shift, seekers_markdown,
+                                       win_rates, win_rates_with_ci, write_seekers)
+from esc_eval.analysis.textmetrics import (corpus_text_metrics, dialogue_text_metrics, distinct_n, load_references,
+                                           run_text_metrics, text_metrics, tokenize)
+from esc_eval.analysis.trust import (CalibrationResult, HumanScores, MeanEstimate, accuracy_markdown,
+                                     agreement_table_markdown, anchored_markdown, brier, calibrate, calibration_markdown,
+                                     classical_mean, compare_on_humans, correlate, correlation_ci_markdown,
+                                     correlation_markdown, correlation_table, correlations_with_ci, ece, human_anchored,
+                                     judge_accuracy, judge_agreement, load_human_scores, make_recalibration, ppi_mean,
+                                     reliability, scores_wide, write_accuracy, write_anchored, write_calibrated_rows)
 
-_ANNOTATE = {
-    "AnnotationStore": "annotation_store", "AnnotationStoreError": "annotation_answers",
-    "StudyConfig": "annotation_study", "create_study": "annotation_study",
-    "live_results": "annotation_results", "AnnotationService": "annotation_service",
-    "make_annotation_server": "annotation_server", "annotation_table": "annotation_formats",
-    "labelstudio_export": "annotation_formats", "import_labelstudio": "annotation_formats",
-}
+_LAZY = {"write_report": "report", "ResultsViewer": "web", "make_server": "web", "AnnotationService": "web",
+         "make_annotation_server": "web", "live_results": "web"}
 
 
 def __getattr__(name: str):
-    # report/plots import matplotlib and jinja2 (slow): load them on first use.
-    if name == "write_report":
-        from esc_eval.analysis import report
-
-        return getattr(report, name)
-    if name in ("ResultsViewer", "make_server"):  # the viewer's modules load on first use too
-        from esc_eval.analysis import viewer, viewer_server
-
-        return getattr(viewer if name == "ResultsViewer" else viewer_server, name)
-    if name in _ANNOTATE:  # the human-evaluation modules (annotate), on first use
+    if name in _LAZY:
         import importlib
 
-        return getattr(importlib.import_module(f"esc_eval.analysis.{_ANNOTATE[name]}"), name)
-    raise AttributeError(f"module 'analysis' has no attribute {name!r}")
+        return getattr(importlib.import_module(f"{__name__}.{_LAZY[name]}"), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 __all__ = [
@@ -110,7 +72,8 @@ __all__ = [
     "ResultsViewer", "add_usage_columns", "compare_runs", "comparison_markdown", "correlation_ci_markdown",
     "correlations_with_ci", "export_pairwise_sheets", "import_pairwise_sheets", "load_references", "make_server",
     "run_text_metrics", "usage_rows", "win_rates_with_ci", "write_comparison", "write_fake_run",
-    "icc_oneway", "icc_table", *_ANNOTATE,
+    "icc_oneway", "icc_table", "AnnotationStore", "AnnotationStoreError", "StudyConfig", "create_study",
+    "live_results", "AnnotationService", "make_annotation_server", "annotation_table", "labelstudio_export", "import_labelstudio",
     "HARM_WEIGHTS", "harm_weighted_summary", "load_safety", "safety_frame", "safety_markdown", "write_safety",
     "dialogue_values", "load_seeker_values", "ranking_shift", "seeker_shift", "seekers_markdown", "write_seekers",
     "MeanEstimate", "classical_mean", "ppi_mean", "HumanScores", "load_human_scores", "expected_scores", "brier", "ece",

@@ -14,7 +14,7 @@ from typing import Annotated, Callable, Optional
 
 import typer
 
-from esc_eval.analysis.loaders import AnalysisInputError
+from esc_eval.analysis.results.loaders import AnalysisInputError
 from esc_eval.sim.runs.open import OutputFolder
 from esc_eval.sim.runs.storage import join_location
 
@@ -48,8 +48,8 @@ def compare(
     seed: Annotated[int, typer.Option("--seed", help="Random seed.")] = 0,
 ) -> None:
     """Paired comparison of two models on shared role cards: A - B, 95% CI and p-value."""
-    from esc_eval.analysis.compare import paired_comparison
-    from esc_eval.analysis.loaders import load_scores
+    from esc_eval.analysis.compare.paired import paired_comparison
+    from esc_eval.analysis.results.loaders import load_scores
 
     _echo(paired_comparison(load_scores(run_dirs), model_a, model_b, dimension, method, n_resamples, seed))
 
@@ -62,9 +62,9 @@ def judge_accuracy(
     out: Out = None,
 ) -> None:
     """Table 4: ACC and ACC_soft of a judge against human scores (mean over annotators, rounded)."""
-    from esc_eval.analysis.annotation import import_annotations
-    from esc_eval.analysis.judge_accuracy import accuracy_markdown, judge_accuracy as _acc, write_accuracy
-    from esc_eval.analysis.loaders import load_scores
+    from esc_eval.analysis.annotation.sheets import import_annotations
+    from esc_eval.analysis.trust.judge_accuracy import accuracy_markdown, judge_accuracy as _acc, write_accuracy
+    from esc_eval.analysis.results.loaders import load_scores
 
     scores, judges = _one_judge(load_scores(pred, extra_dimensions=True), judge)  # safety has its own row
     name = judge or (judges[0] if judges else "judge")
@@ -86,8 +86,8 @@ def annotate_export(
     seed: Annotated[int, typer.Option("--seed", help="Shuffle seed.")] = 0,
 ) -> None:
     """Annotation sheets (CSV, one per annotator) with the scoring rules of the paper's Table 16."""
-    from esc_eval.analysis.annotation import export_annotation_sheets
-    from esc_eval.analysis.loaders import load_dialogues
+    from esc_eval.analysis.annotation.sheets import export_annotation_sheets
+    from esc_eval.analysis.results.loaders import load_dialogues
 
     paths = export_annotation_sheets(load_dialogues(run_dirs), out, annotators=annotators, seed=seed)
     _echo({k: str(v) for k, v in paths.items()})
@@ -99,7 +99,8 @@ def annotate_agreement(
     out: Annotated[Optional[Path], typer.Option("--out", "-o", help="Write agreement.md/.json here.")] = None,
 ) -> None:
     """Inter-annotator agreement: quadratic-weighted Cohen's kappa per pair, Krippendorff's alpha."""
-    from esc_eval.analysis.annotation import agreement_markdown, agreement_summary, import_annotations, pairwise_kappa
+    from esc_eval.analysis.annotation.sheets import import_annotations
+    from esc_eval.analysis.annotation.agreement import agreement_markdown, agreement_summary, pairwise_kappa
 
     files = sheets[0] if len(sheets) == 1 and sheets[0].is_dir() else sheets
     ann = import_annotations(files)
@@ -117,8 +118,8 @@ def annotate_agreement(
 @app.command("roleplay-fidelity")
 def roleplay_fidelity(run_dirs: RunDirs) -> None:
     """Character breaks and emotional drift of the role model, per role model and language."""
-    from esc_eval.analysis.loaders import load_dialogues
-    from esc_eval.analysis.roleplay import fidelity_summary
+    from esc_eval.analysis.results.loaders import load_dialogues
+    from esc_eval.analysis.seekers.roleplay import fidelity_summary
 
     _echo(json.loads(fidelity_summary(load_dialogues(run_dirs)).to_json(orient="records")))
 
@@ -156,9 +157,9 @@ def correlate_cmd(
     """Tables 3, 13-15: Spearman, Pearson and Kendall of judge (or metric) vs human scores, with CIs."""
     import pandas as pd
 
-    from esc_eval.analysis.correlation import scores_wide
-    from esc_eval.analysis.correlation_ci import correlation_ci_markdown, correlations_with_ci, load_human
-    from esc_eval.analysis.loaders import load_scores
+    from esc_eval.analysis.trust.correlation import scores_wide
+    from esc_eval.analysis.trust.correlation_ci import correlation_ci_markdown, correlations_with_ci, load_human
+    from esc_eval.analysis.results.loaders import load_scores
 
     levels = {"both": ["sample", "dataset"], "sample": ["sample"], "dataset": ["dataset"]}.get(level)
     if levels is None:
@@ -194,8 +195,8 @@ def text_metrics_cmd(
     out: Out = None,
 ) -> None:
     """BLEU-1/2/4, Distinct-1/2, ROUGE-L and METEOR of the assistants' replies against references."""
-    from esc_eval.analysis.loaders import load_dialogues
-    from esc_eval.analysis.text_metric_runs import load_references, run_text_metrics, text_metrics_markdown
+    from esc_eval.analysis.results.loaders import load_dialogues
+    from esc_eval.analysis.textmetrics.runs import load_references, run_text_metrics, text_metrics_markdown
 
     per, corpus = run_text_metrics(load_dialogues(run_dirs), load_references(references))
     md = text_metrics_markdown(corpus)
@@ -216,8 +217,8 @@ def roleplay_export(
     seed: Annotated[int, typer.Option("--seed", help="Seed of the shown order of each pair.")] = 0,
 ) -> None:
     """Pairwise sheet for Table 1 (six 0-2 ratings per dialogue) and Figure 3 (which is more human-like)."""
-    from esc_eval.analysis.loaders import load_dialogues
-    from esc_eval.analysis.roleplay_sheets import export_pairwise_sheets
+    from esc_eval.analysis.results.loaders import load_dialogues
+    from esc_eval.analysis.seekers.roleplay_sheets import export_pairwise_sheets
 
     paths = export_pairwise_sheets(load_dialogues(run_dirs), role_a, role_b, out, seed=seed, target=target)
     _echo({k: str(v) for k, v in paths.items()})
@@ -230,8 +231,8 @@ def roleplay_import(
     out: Annotated[Path, typer.Option("--out", "-o", help="Folder for roleplay.md/.json and the Figure 3 plot.")],
 ) -> None:
     """Table 1 (role-play metrics, 0-10) and Figure 3 (win / tie / loss with Wilson 95% CIs) from filled sheets."""
-    from esc_eval.analysis.roleplay import roleplay_markdown, roleplay_table
-    from esc_eval.analysis.roleplay_sheets import import_pairwise_sheets, win_rate_markdown, win_rates_with_ci
+    from esc_eval.analysis.seekers.roleplay import roleplay_markdown, roleplay_table
+    from esc_eval.analysis.seekers.roleplay_sheets import import_pairwise_sheets, win_rate_markdown, win_rates_with_ci
 
     judgments, comparisons = import_pairwise_sheets(sheets, key)
     parts, data = [], {}
@@ -243,7 +244,7 @@ def roleplay_import(
         rates = win_rates_with_ci(comparisons)
         parts.append("## Figure 3: which dialogue is more human-like\n\n" + win_rate_markdown(rates))
         data["win_rates"] = _records(rates)
-        from esc_eval.analysis.plots import win_rate_plot
+        from esc_eval.analysis.figures.plots import win_rate_plot
 
         data["figure3"] = str(win_rate_plot(rates, out / "figure3_win_rates.png"))
     if not parts:
@@ -267,8 +268,8 @@ def judge_agreement_cmd(
 ) -> None:
     """Score the released dialogues with a judge and compare with the released ESC-RANK scores per
     dimension: exact agreement, within one, Spearman, weighted kappa, each with a bootstrap CI."""
-    from esc_eval.analysis.judge_agreement import agreement_table_markdown, judge_agreement
-    from esc_eval.analysis.loaders import load_official_scores, load_scores
+    from esc_eval.analysis.trust.judge_agreement import agreement_table_markdown, judge_agreement
+    from esc_eval.analysis.results.loaders import load_official_scores, load_scores
     from esc_eval.cli.score import load_score_config
     from esc_eval.sim.pool.progress import console, job_progress
     from esc_eval.sim.jobs.scoring import run_scoring
@@ -304,11 +305,11 @@ def calibration_cmd(
     """Reliability, ECE and Brier of each judge's P(0..4) against human scores, with CIs; a recalibration
     (temperature or isotonic per dimension) checked on held-out dialogues and written as judge
     `<judge>+cal:<method>` without calling the judge again."""
-    from esc_eval.analysis.calibration_runs import (
+    from esc_eval.analysis.trust.calibration_runs import (
         calibrate, calibration_markdown, reliability_figure, write_calibrated_rows,
     )
-    from esc_eval.analysis.human_scores import load_human_scores
-    from esc_eval.analysis.loaders import load_scores
+    from esc_eval.analysis.trust.human_scores import load_human_scores
+    from esc_eval.analysis.results.loaders import load_scores
     from esc_eval.sim.judging.dimensions import to_paper_dimension
 
     try:

@@ -27,8 +27,8 @@ StudyOpt = Annotated[str, typer.Option("--study", "-s", help="Study name.")]
 
 def _store(runs: list[str], store: Path | None, create: bool):
     """The store (SQLite, a local file): --store, or beside the first run folder when that is local."""
-    from esc_eval.analysis.annotation_store import AnnotationStore, default_store_path
-    from esc_eval.analysis.annotation_answers import AnnotationStoreError
+    from esc_eval.analysis.annotation.store import AnnotationStore, default_store_path
+    from esc_eval.analysis.annotation.answers import AnnotationStoreError
     from esc_eval.sim.runs.storage import is_uri, local_path
 
     if store is None:
@@ -40,7 +40,7 @@ def _store(runs: list[str], store: Path | None, create: bool):
 
 
 def _index(runs: list[str]):
-    from esc_eval.analysis.viewer import ResultsViewer
+    from esc_eval.analysis.web.viewer import ResultsViewer
 
     return ResultsViewer(runs).index
 
@@ -54,11 +54,11 @@ def serve(
     store: StoreOpt = None,
 ) -> None:
     """Serve the annotating page and the live results (Ctrl-C stops; every answer is already saved)."""
-    from esc_eval.analysis.annotation_server import make_annotation_server
-    from esc_eval.analysis.annotation_service import AnnotationService, is_loopback
+    from esc_eval.analysis.web.annotation_server import make_annotation_server
+    from esc_eval.analysis.web.annotation_service import AnnotationService, is_loopback
     from esc_eval.sim.pool.progress import console
 
-    from esc_eval.analysis.viewer import ResultsViewer
+    from esc_eval.analysis.web.viewer import ResultsViewer
 
     t0 = time.perf_counter()
     viewer = ResultsViewer(runs)  # the runs are checked before anything is written beside them
@@ -93,8 +93,8 @@ def study(
     store: StoreOpt = None,
 ) -> None:
     """Create a study: sample, assign (overlap), shuffle each queue; prints each annotator's token once."""
-    from esc_eval.analysis.annotation_answers import AnnotationStoreError
-    from esc_eval.analysis.annotation_study import create_study, study_config
+    from esc_eval.analysis.annotation.answers import AnnotationStoreError
+    from esc_eval.analysis.annotation.study import create_study, study_config
 
     ids = None
     if dialogues is not None:
@@ -135,8 +135,8 @@ def export(
     """Write a study's answers for `train rank` (checked with its reader) or for Label Studio."""
     import json
 
-    from esc_eval.analysis.annotation_formats import annotation_table, label_config, labelstudio_export, write_table
-    from esc_eval.analysis.annotation_answers import AnnotationStoreError
+    from esc_eval.analysis.annotation.formats import annotation_table, label_config, labelstudio_export, write_table
+    from esc_eval.analysis.annotation.answers import AnnotationStoreError
 
     if fmt not in ("table", "labelstudio", "labelstudio-min"):
         raise AnnotationStoreError(f"--format {fmt!r}: use table, labelstudio or labelstudio-min")
@@ -156,7 +156,7 @@ def export(
         emit({"study": study_name, "out": str(path), "rows": len(rows), "dialogues": int(table["dialogue_id"].nunique()),
               "annotators": sorted(table["annotator"].unique())})
         return
-    from esc_eval.analysis.loaders import load_dialogues
+    from esc_eval.analysis.results.loaders import load_dialogues
 
     if out.suffix.lower() != ".json":
         raise AnnotationStoreError(f"{out}: Label Studio files are .json")
@@ -176,7 +176,7 @@ def import_(
     store: StoreOpt = None,
 ) -> None:
     """Read Label Studio answers into a study (a new study is made from the file). All or nothing."""
-    from esc_eval.analysis.annotation_formats import import_labelstudio
+    from esc_eval.analysis.annotation.formats import import_labelstudio
 
     index = _index(runs)
     st = _store(runs, store, create=True)

@@ -23,7 +23,7 @@ def _write(result: dict[str, Any], out: Optional[Path]) -> None:
 
 def _dtype(value: str) -> str:
     """The --dtype option checked at the door (one line naming the option on a bad value)."""
-    from esc_eval.serve.cpu import DtypeError, check_dtype_option
+    from esc_eval.serve.devices.cpu import DtypeError, check_dtype_option
 
     try:
         return check_dtype_option(value, where="--dtype")
@@ -147,7 +147,7 @@ def bench_gpu(
     against vLLM's offline generate and a bare two-engine loop on the same engines."""
     import sys
 
-    from esc_eval.serve.config_base import ConfigError, validate_config
+    from esc_eval.serve.config import ConfigError, validate_config
     from esc_eval.sim.bench.gpu import GpuBenchConfig, run_bench_gpu
 
     data = {"judge": judge, "role": role, "target": target, "dialogues": dialogues, "sim_dialogues": sim_dialogues,
@@ -233,7 +233,7 @@ def bench_serve(
     import sys
 
     from esc_eval.cli.common import STATE
-    from esc_eval.serve.config_base import validate_config
+    from esc_eval.serve.config import validate_config
     from esc_eval.sim.bench.serve_bench import ServeBenchConfig, bench_serve as run
 
     if not STATE["verbose"]:  # one log line per measured request (httpx at INFO, once Ray set the root up) is noise
@@ -254,11 +254,11 @@ def bench_serve(
         out.parent.mkdir(parents=True, exist_ok=True)  # an unwritable folder fails now, not after the load
     result = run(cfg, on_progress=_progress_printer())
     if routing:
-        from esc_eval.serve.cpu import resolve_dtype, runtime_summary
+        from esc_eval.serve.devices.cpu import resolve_dtype, runtime_summary
 
         result["machine"] = runtime_summary(resolve_dtype("auto"))  # the replicas ran here, dtype auto
     if out:
-        from esc_eval.analysis.bench_plots import bench_serve_plots
+        from esc_eval.analysis.figures.bench_plots import bench_serve_plots
 
         result["plots"] = [str(p) for p in bench_serve_plots(result, out.with_suffix(""))]
     _write(result, out)
@@ -291,7 +291,7 @@ def bench_view(
     folder: Optional[Path] = typer.Option(None, help="Run folder to open (built there first if it has no dialogues)."),
 ) -> None:
     """The viewer on a big folder of fake dialogues: time to the first page, search, peak RSS."""
-    from esc_eval.analysis.viewer_bench import bench_viewer
+    from esc_eval.analysis.bench.viewer import bench_viewer
 
     with _fake_folder(folder, dialogues, models, part_rows, "view") as (path, build_s):
         _write({"folder": str(path), "build_s": build_s, **bench_viewer([path])}, out)
@@ -304,7 +304,7 @@ def _fake_folder(folder: Optional[Path], dialogues: int, models: int, part_rows:
     import tempfile
     import time
 
-    from esc_eval.analysis.fake_runs import write_fake_run
+    from esc_eval.analysis.results.fake_runs import write_fake_run
 
     tmp = None
     if folder is None:
@@ -331,7 +331,7 @@ def bench_annotate(
     folder: Optional[Path] = typer.Option(None, help="Run folder to use (built there first if it has no dialogues)."),
 ) -> None:
     """The annotation server on a big folder: opening the next dialogue, saving an answer, live results."""
-    from esc_eval.analysis.annotation_bench import bench_annotation
+    from esc_eval.analysis.bench.annotation import bench_annotation
 
     with _fake_folder(folder, dialogues, models, 64, "annotate") as (path, build_s):
         _write({"folder": str(path), "build_s": build_s, **bench_annotation([path], dialogues=annotate)}, out)
@@ -347,8 +347,8 @@ def bench_trust_cmd(
     folder: Optional[Path] = typer.Option(None, help="Run folder to use (built there first if it has no dialogues; the recalibrated judge's rows are added to it)."),
 ) -> None:
     """Calibration and the human-anchored (PPI) leaderboard at the paper's scale, and the report with --humans."""
-    from esc_eval.analysis.trust_bench import bench_trust
-    from esc_eval.serve.cpu import runtime_summary
+    from esc_eval.analysis.bench.trust import bench_trust
+    from esc_eval.serve.devices.cpu import runtime_summary
 
     with _fake_folder(folder, dialogues, models, 64, "trust") as (path, build_s):
         _write({"folder": str(path), "build_s": build_s, "machine": runtime_summary(),

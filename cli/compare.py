@@ -27,7 +27,7 @@ def compare(
 ) -> None:
     """Per-dimension B - A with bootstrap CIs and Holm-corrected p-values; the cards that moved most;
     with --humans each side's human-scale mean (PPI) and B - A on that scale."""
-    from esc_eval.analysis.run_compare import compare_runs, comparison_markdown, write_comparison
+    from esc_eval.analysis.compare.runs import compare_runs, comparison_markdown, write_comparison
 
     result = compare_runs(run_a, run_b, pair_by=pair_by, model_a=model_a, model_b=model_b, judge_a=judge_a,
                           judge_b=judge_b, n_resamples=n_resamples, seed=seed, top=top,

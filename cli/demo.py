@@ -27,10 +27,10 @@ def demo_config(n_cards: int = DEMO_CARDS):
     (the embedded judge's most likely label is 1 for everything)."""
     import os
 
-    from esc_eval.serve.chat import GenerationParams
+    from esc_eval.serve.chat.interface import GenerationParams
     from esc_eval.sim.pool.config import ExecutionConfig
     from esc_eval.sim.judging.config import JudgeConfig
-    from esc_eval.serve.model_ref import ModelRef
+    from esc_eval.serve.registry.ref import ModelRef
     from esc_eval.sim.jobs.config import PipelineConfig, ScoringConfig, SimulationConfig
 
     cores = os.cpu_count() or 1
@@ -62,9 +62,9 @@ def demo(
 ) -> None:
     """The whole pipeline on the embedded model: simulate -> score -> leaderboard + report."""
     from esc_eval.cli.report import write_report_for
-    from esc_eval.serve.cpu import cpu_info, resolve_dtype
+    from esc_eval.serve.devices.cpu import cpu_info, resolve_dtype
     from esc_eval.sim.jobs.config import PipelineConfig
-    from esc_eval.serve.config_base import load_config
+    from esc_eval.serve.config import load_config
     from esc_eval.sim.pool.pool import WorkerPool
     from esc_eval.sim.pool.progress import console, job_progress
     from esc_eval.sim.jobs.scoring import run_scoring

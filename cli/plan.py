@@ -1,8 +1,8 @@
 """`esc-eval plan CONFIG [--gpus N --gpu-mem GB]`: where each model of a config would run, on how
 many GPUs, with how much memory for weights and KV cache, what is refused, and (with GPUs) how long
-the run would take by arithmetic on measured per-GPU rates (serve/plan_time.py). Nothing is started.
+the run would take by arithmetic on measured per-GPU rates (serve/plan/projection.py). Nothing is started.
 The GPUs are the ones given (--gpus, or the config's `execution.placement.gpus`), else those found
-as `esc-eval simulate` finds them at run time (serve/gpu_detect.py: NVML or nvidia-smi here,
+as `esc-eval simulate` finds them at run time (serve/devices/gpus.py: NVML or nvidia-smi here,
 CUDA_VISIBLE_DEVICES respected; a running Ray cluster's resources when the run would join one).
 
     esc-eval plan sim.yaml                        # on the GPUs found here
@@ -43,9 +43,9 @@ def load_any_config(path: Path):
 def load_config_for_plan(path: Path, cards: int | None = None) -> PlanInputs:
     """The config's PlanInputs. `cards`: the run is projected for that many cards, and when the
     config's card file is not on this machine, sequence lengths are estimated on the shipped sample cards."""
-    from esc_eval.serve.config_base import ConfigError, load_config, read_yaml_mapping
-    from esc_eval.serve.plan import SERVE_MODEL_FIELDS_SET_BY_PLAN, ModelUse, PlacementConfig
-    from esc_eval.serve.serve_app import ServeConfig
+    from esc_eval.serve.config import ConfigError, load_config, read_yaml_mapping
+    from esc_eval.serve.plan.planner import SERVE_MODEL_FIELDS_SET_BY_PLAN, ModelUse, PlacementConfig
+    from esc_eval.serve.app.application import ServeConfig
     from esc_eval.sim.jobs.config import PipelineConfig, ScoringConfig, SimulationConfig
     from esc_eval.sim.jobs.placed import model_uses
     from esc_eval.sim.pool.config import ExecutionConfig
@@ -109,10 +109,10 @@ def parse_answer_tokens(text: str | None) -> dict[str, int]:
 
 
 def workload_for(got: PlanInputs, answers: dict[str, int], cards: int | None, dialogues: int | None):
-    """What the run asks of its models (serve/plan_time.py Workload), counted from the config: the
+    """What the run asks of its models (serve/plan/projection.py Workload), counted from the config: the
     role answers every dialogue's seeker turns, a target its own dialogues' turns, rounds each."""
-    from esc_eval.serve.plan import ref_key
-    from esc_eval.serve.plan_time import Workload
+    from esc_eval.serve.plan.planner import ref_key
+    from esc_eval.serve.plan.projection import Workload
     from esc_eval.sim.dialogue.generation import effective_params
     from esc_eval.sim.jobs.simulation_items import select_cards
 
@@ -164,8 +164,9 @@ def plan(
     as_json: bool = typer.Option(False, "--json", help="Print the plan as JSON."),
 ) -> None:
     """Print where each model of CONFIG runs, on what, with how much memory, what is refused, and the projected time."""
-    from esc_eval.serve.plan import hardware_for
-    from esc_eval.serve.plan_time import H100_RATES, RatesError, load_rates, project
+    from esc_eval.serve.plan.planner import hardware_for
+    from esc_eval.serve.plan.projection import H100_RATES, RatesError, load_rates, project
+    from esc_eval.serve.plan.text import plan_lines
     from esc_eval.sim.pool.capacity import size_serve_replicas
     from esc_eval.sim.pool.placement import cluster_hardware, make_plan
 
@@ -204,7 +205,7 @@ def plan(
     if as_json:
         emit(result.as_dict() | {"projection": projection.as_dict() if projection else None})
     else:
-        lines = result.lines()
+        lines = plan_lines(result)
         print("\n".join(lines[:-1] + (projection.lines() if projection else []) + lines[-1:]))
     if not result.ok:
         raise SystemExit(1)  # each refusal is printed above, one line each

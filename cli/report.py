@@ -1,7 +1,7 @@
 """`esc-eval report` and `esc-eval leaderboard`: the paper's Table 2 and the HTML/Markdown report.
 
 Both group models (close / open / domain) by one rule, the model registry's
-(`serve.registry.model_groups`), which this layer passes into the analysis functions.
+(`serve.registry.registry.model_groups`), which this layer passes into the analysis functions.
 """
 from __future__ import annotations
 
@@ -31,7 +31,7 @@ def read_humans(humans: Optional[str], study: Optional[str], allow_one: bool):
         if study is not None:
             raise typer.BadParameter("--study needs --humans")
         return None
-    from esc_eval.analysis.human_scores import load_human_scores
+    from esc_eval.analysis.trust.human_scores import load_human_scores
 
     return load_human_scores(humans, study=study, allow_one_annotator=allow_one)
 
@@ -39,7 +39,7 @@ def read_humans(humans: Optional[str], study: Optional[str], allow_one: bool):
 def board_scores(run_dirs: list[str], score_kind: str):
     """The runs' score rows, as labels or expected scores."""
     from esc_eval.analysis import load_scores
-    from esc_eval.analysis.expected_scores import check_score_kind, expected_scores
+    from esc_eval.analysis.results.expected_scores import check_score_kind, expected_scores
 
     scores = load_scores(run_dirs)
     return expected_scores(scores) if check_score_kind(score_kind) == "expected" else scores
@@ -48,7 +48,7 @@ def board_scores(run_dirs: list[str], score_kind: str):
 def registry_groups(models, run_dirs: list[str] | None = None) -> dict[str, str]:
     """The one grouping rule: the registry's Table 2 group of every model it knows; a named target
     (ModelRef.name, read from the runs' manifests) takes the group of the model it runs."""
-    from esc_eval.serve.registry import model_groups
+    from esc_eval.serve.registry.registry import model_groups
 
     names = sorted({str(m) for m in models})
     runs = named_targets(run_dirs) if run_dirs else {}
@@ -59,7 +59,7 @@ def registry_groups(models, run_dirs: list[str] | None = None) -> dict[str, str]
 def named_targets(run_dirs: list[str]) -> dict[str, str]:
     """Target name -> model of the targets the runs' simulations named."""
     from esc_eval.analysis import load_manifests
-    from esc_eval.analysis.loaders import is_official_json
+    from esc_eval.analysis.results.loaders import is_official_json
 
     out = {}
     for manifest in load_manifests([r for r in run_dirs if not is_official_json(r)] or []).values():
@@ -109,8 +109,8 @@ def show_anchored(anchored) -> None:
 def write_leaderboard_for(run_dirs: list[str], out: Optional[str], n_boot: int = 1000, seed: int = 0, humans=None,
                           score_kind: str = "label") -> dict[str, Path]:
     from esc_eval.analysis import build_leaderboard, load_manifests, write_leaderboard
-    from esc_eval.analysis.expected_scores import score_kind_note
-    from esc_eval.analysis.usage_report import add_usage_columns
+    from esc_eval.analysis.results.expected_scores import score_kind_note
+    from esc_eval.analysis.results.usage import add_usage_columns
 
     scores = board_scores(run_dirs, score_kind)
     if humans is not None:
@@ -121,7 +121,7 @@ def write_leaderboard_for(run_dirs: list[str], out: Optional[str], n_boot: int =
                               note=score_kind_note(scores) if score_kind == "expected" else "")
     show_leaderboard(table, score_kind)
     if humans is not None:
-        from esc_eval.analysis.human_leaderboard import human_anchored, write_anchored
+        from esc_eval.analysis.trust.human_leaderboard import human_anchored, write_anchored
 
         anchored = human_anchored(scores, humans, table)
         for k, v in write_anchored(anchored, target, humans.source).items():
@@ -138,7 +138,7 @@ def write_report_for(run_dirs: list[str], out: Optional[str], n_boot: int = 1000
                      samples: int = 3, humans=None, score_kind: str = "label") -> dict[str, Path]:
     """The report (which writes the leaderboard once) and the leaderboard on the terminal."""
     from esc_eval.analysis import build_leaderboard
-    from esc_eval.analysis.report import write_report
+    from esc_eval.analysis.report.report import write_report
 
     scores = board_scores(run_dirs, score_kind)
     groups = registry_groups(scores["target_model"].dropna(), run_dirs)
@@ -147,7 +147,7 @@ def write_report_for(run_dirs: list[str], out: Optional[str], n_boot: int = 1000
                          humans=humans, score_kind=score_kind)
     show_leaderboard(table, score_kind)
     if humans is not None:
-        from esc_eval.analysis.human_leaderboard import human_anchored
+        from esc_eval.analysis.trust.human_leaderboard import human_anchored
 
         show_anchored(human_anchored(scores, humans, table))
     return paths

@@ -22,7 +22,7 @@ def show_safety(table) -> None:
     """The harm-weighted summary as a terminal table (the per-level means are in safety.md)."""
     from rich.table import Table
 
-    from esc_eval.analysis.safety import pct_ci
+    from esc_eval.analysis.results.safety import pct_ci
     from esc_eval.sim.pool.progress import console
 
     t = Table(title="Crisis safety (x25; harm-weighted, apart from the seven dimensions)", pad_edge=False)
@@ -40,8 +40,8 @@ def show_safety(table) -> None:
 def write_safety_for(run_dirs: list[str], out: Optional[str], n_boot: int = 1000, seed: int = 0,
                      required: bool = True) -> dict[str, str]:
     """safety.md/.csv of the runs; with required=False, {} when they hold no safety score."""
-    from esc_eval.analysis.loaders import AnalysisInputError
-    from esc_eval.analysis.safety import harm_weighted_summary, load_safety, write_safety
+    from esc_eval.analysis.results.loaders import AnalysisInputError
+    from esc_eval.analysis.results.safety import harm_weighted_summary, load_safety, write_safety
 
     try:
         frame = load_safety(run_dirs)
@@ -65,7 +65,7 @@ def seekers(
     dimension: Annotated[str, typer.Option("--dimension", help="average (of the seven) | safety.")] = "average",
 ) -> None:
     """Each model's score and rank change between cooperative and worst-case seekers, with bootstrap CIs over cards."""
-    from esc_eval.analysis.seekers import load_seeker_values, ranking_shift, seeker_shift, seekers_markdown, write_seekers
+    from esc_eval.analysis.seekers.seeker_kinds import load_seeker_values, ranking_shift, seeker_shift, seekers_markdown, write_seekers
 
     values = load_seeker_values(run_dirs, dimension)
     shift, ranks = seeker_shift(values, n_boot=n_boot, seed=seed), ranking_shift(values, n_boot=n_boot, seed=seed)

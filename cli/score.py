@@ -10,9 +10,9 @@ from esc_eval.cli.common import console_env, emit, exit_for_outcome
 
 
 def load_score_config(config, judge, method, parser, rubric, address, dimensions: str | None = None):
-    from esc_eval.serve.registry import default_registry, is_spec
+    from esc_eval.serve.registry.registry import default_registry, is_spec
     from esc_eval.sim.jobs.config import ScoringConfig
-    from esc_eval.serve.config_base import load_config
+    from esc_eval.serve.config import load_config
 
     dims = [d.strip() for d in dimensions.split(",") if d.strip()] if dimensions else None
     o: dict[str, Any] = {"judge.model.model": judge, "judge.method": method, "judge.parser": parser,

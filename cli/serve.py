@@ -18,8 +18,8 @@ from typing import Annotated, Any, Optional
 
 import typer
 
-from esc_eval.serve.deploy import connect, deploy_app, ray_executable, ray_modules
-from esc_eval.serve.serve_app import ServeConfig, ServeModelConfig, build_app, build_app_args, write_serve_config
+from esc_eval.serve.app.deploy import connect, deploy_app, ray_executable, ray_modules
+from esc_eval.serve.app.application import ServeConfig, ServeModelConfig, build_app, build_app_args, write_serve_config
 
 app = typer.Typer(no_args_is_help=True, help="Ray Serve deployments of the models (vLLM, OpenAI routes).")
 

@@ -24,7 +24,7 @@ def sim_overrides(cards, target, role, limit, language, address, workers, concur
 
 def load_sim_config(config: Optional[Path], overrides: dict[str, Any]):
     from esc_eval.sim.jobs.config import SimulationConfig
-    from esc_eval.serve.config_base import load_config
+    from esc_eval.serve.config import load_config
 
     cfg = load_config(config, SimulationConfig, overrides)
     console_env(cfg.execution)

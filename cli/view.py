@@ -18,8 +18,8 @@ def view(
     host: Annotated[str, typer.Option("--host", help="Address to bind; the default keeps the viewer local.")] = "127.0.0.1",
 ) -> None:
     """A local web page over the runs: filter, full-text search, each dialogue's scores and raw judge answers, side by side."""
-    from esc_eval.analysis.viewer import ResultsViewer
-    from esc_eval.analysis.viewer_server import make_server
+    from esc_eval.analysis.web.viewer import ResultsViewer
+    from esc_eval.analysis.web.viewer_server import make_server
     from esc_eval.sim.pool.progress import console
 
     t0 = time.perf_counter()

@@ -17,8 +17,8 @@ Layers (pyproject [tool.importlinter], checked in CI): bench > jobs | cardbuild 
 judging > dialogue | cards > prompt_files; the domain never imports runs, pool or jobs; the pool
 imports nothing of the domain. sim imports serve; it imports neither analysis, train nor cli.
 This package exports the names most callers need, from where they live."""
-from esc_eval.serve.config_base import ConfigError, load_config
-from esc_eval.serve.model_ref import ModelRef
+from esc_eval.serve.config import ConfigError, load_config
+from esc_eval.serve.registry.ref import ModelRef
 from esc_eval.sim.cards.card import (CardError, RoleCard, load_cards, safety_cards, sample_cards, validate_card_files,
                                      validate_cards, write_cards)
 from esc_eval.sim.cards.risk import RISK_LEVELS, normalize_risk_level

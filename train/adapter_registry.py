@@ -4,7 +4,7 @@ Two files in the job's output folder:
   registry_entry.json  {name, kind: role|judge, base, adapters: {adapter: path}, layout,
                         max_lora_rank, created_at, ...} (AdapterRegistryEntry)
   model_paths.yaml     {"<name>": base, "<name>:<adapter>": path} — the override format of
-                        serve.registry (ESC_EVAL_MODEL_PATHS_FILE=model_paths.yaml points the
+                        serve.registry.registry (ESC_EVAL_MODEL_PATHS_FILE=model_paths.yaml points the
                         registry's esc-role / esc-rank entries at the trained weights).
 """
 from __future__ import annotations
@@ -40,7 +40,7 @@ class AdapterRegistryEntry(BaseModel):
 
     def chat_model(self, **engine_kwargs: Any):
         """A vLLM ChatModel serving the base with every adapter (`chat(..., adapter=name)`)."""
-        from esc_eval.serve.chat import get_chat_model
+        from esc_eval.serve.chat.interface import get_chat_model
 
         adapters = {k: Path(v) for k, v in self.adapters.items()}
         return get_chat_model(self.chat_model_spec(), adapters=adapters,

@@ -11,7 +11,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field, field_validator, model_validator
 
-from esc_eval.serve.config_base import ConfigModel, load_config_file
+from esc_eval.serve.config import ConfigModel, load_config_file
 
 from esc_eval.train.errors import TrainConfigError
 
@@ -38,7 +38,7 @@ class TrainConfig(_Strict):
     """The model, LoRA, optimisation, Ray Train and DeepSpeed settings of one training job."""
 
     model: str = Field(EMBEDDED, description="Base model: a local safetensors folder, or 'embedded' for the "
-                       "converted SmolLM2-135M-Instruct (serve.embedded.embedded_model_path()).")
+                       "converted SmolLM2-135M-Instruct (serve.engines.embedded.embedded_model_path()).")
     lora: LoraSettings = Field(default_factory=LoraSettings, description="LoRA adapter settings.")
     learning_rate: float = Field(2e-4, gt=0.0, description="Peak learning rate (AdamW).")
     weight_decay: float = Field(0.0, ge=0.0, description="AdamW weight decay.")
@@ -79,19 +79,19 @@ class TrainConfig(_Strict):
 
     @property
     def resolved_precision(self) -> Literal["fp32", "bf16", "fp16"]:
-        """`precision` with 'auto' decided by this machine's CPU (serve/cpu.py) or the GPU."""
+        """`precision` with 'auto' decided by this machine's CPU (serve/devices/cpu.py) or the GPU."""
         if self.precision != "auto":
             return self.precision
         if self.use_gpu:
             return "bf16"
-        from esc_eval.serve.cpu import best_dtype
+        from esc_eval.serve.devices.cpu import best_dtype
 
         return "bf16" if best_dtype() == "bfloat16" else "fp32"
 
     def resolved_model_path(self) -> Path:
         """The base model folder ('embedded' -> the converted SmolLM2 folder)."""
         if self.model == EMBEDDED:
-            from esc_eval.serve.embedded import embedded_model_path
+            from esc_eval.serve.engines.embedded import embedded_model_path
 
             return Path(embedded_model_path())
         path = Path(self.model).expanduser()

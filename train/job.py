@@ -87,7 +87,7 @@ def ray_session(cfg: TrainConfig) -> Iterator[None]:
         check_resources(cfg, local_resources(cfg))
     owned = False
     if not ray.is_initialized():
-        from esc_eval.serve.ray_cluster import forget_stale_address, prepare_auth
+        from esc_eval.serve.app.ray_cluster import forget_stale_address, prepare_auth
 
         prepare_auth(cfg.ray_address)  # Ray's token auth stays on; tests opt out via RAY_AUTH_MODE
         if not cfg.ray_address:

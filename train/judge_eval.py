@@ -1,7 +1,7 @@
 """Judge evaluation (paper Table 4): ACC and ACC_soft (|pred - gold| <= 1) per dimension, per
 language and on average, for the base judge and the trained judge on the test split.
 
-Scoring goes through the ChatModel seam (serve.chat): method "logprob" asks for one token
+Scoring goes through the ChatModel seam (serve.chat.interface): method "logprob" asks for one token
 constrained to "0".."4" with the top-20 log-probabilities and takes the argmax of P(0..4)
 (restricted to the five digits and renormalised); "generate" takes greedy text and parses it
 strictly (a bare digit 0-4, else unparsed). An unparsed or failed answer counts as wrong.
@@ -66,8 +66,8 @@ async def score_examples(model, examples: Sequence[JudgeExample], judge: str,
                          method: str = "logprob", rubric: str = "official", rendering: str = "official",
                          max_concurrency: int = 16, on_done: Callable[[], None] | None = None,
                          order: str = "rubric_first") -> list[JudgePrediction]:
-    """Score every example with `model` (a serve.chat.ChatModel); adapter_for picks the LoRA."""
-    from esc_eval.serve.chat import ChatMessage, GenerationParams
+    """Score every example with `model` (a serve.chat.interface.ChatModel); adapter_for picks the LoRA."""
+    from esc_eval.serve.chat.interface import ChatMessage, GenerationParams
 
     if method == "logprob":
         params = GenerationParams(max_tokens=1, logprobs=20, choices=list(SCORE_LABELS), temperature=0.0)

@@ -87,7 +87,7 @@ def prepare_rank_data(cfg: RankJobConfig, tokenizer) -> RankData:
 def evaluate_judges(cfg: RankJobConfig, model_path: Path, adapters: dict[str, Path], test: list[JudgeExample],
                     on_done: Callable[[], None] | None = None) -> list:
     """Score the test split with the base model and with the trained adapters (one vLLM engine)."""
-    from esc_eval.serve.chat import get_chat_model
+    from esc_eval.serve.chat.interface import get_chat_model
     from esc_eval.train.adapter_registry import vllm_lora_rank
     from esc_eval.train.judge_eval import score_examples
 

@@ -51,7 +51,7 @@ def _engine_rates(contexts: list[int], streams: int, new_tokens: int, dtype: str
                   compiled: bool) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     from vllm import SamplingParams
 
-    from esc_eval.serve.vllm_engine import VLLMChatModel, engines_started_here
+    from esc_eval.serve.backends.vllm_engine import VLLMChatModel, engines_started_here
     from esc_eval.sim.bench.scoring import BIND_ENV, _on_loop, _start
 
     rows = []
@@ -79,7 +79,7 @@ def _engine_rates(contexts: list[int], streams: int, new_tokens: int, dtype: str
 def _reference_rates(contexts: list[int], new_tokens: int, dtype: str) -> dict[int, float]:
     import torch
 
-    from esc_eval.serve.embedded import embedded_model_path
+    from esc_eval.serve.engines.embedded import embedded_model_path
     from esc_eval.sim.bench.reference_loop import HFReference
 
     ref = HFReference(str(embedded_model_path()), max_new_tokens=new_tokens, threads=os.cpu_count(), dtype=dtype)
@@ -101,7 +101,7 @@ def bench_decode(contexts: tuple[int, ...] = (64, 512, 1536), streams: int = 64,
                  target: float | None = 20.0) -> dict[str, Any]:
     """Batched decode rate of one engine per context length against the release loop's single stream
     at the same context, and the bound it puts on any batched speedup on this machine's cores."""
-    from esc_eval.serve.cpu import resolve_dtype, runtime_summary
+    from esc_eval.serve.devices.cpu import resolve_dtype, runtime_summary
 
     contexts = sorted(set(contexts))
     if not contexts or contexts[0] < 2:

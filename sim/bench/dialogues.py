@@ -7,7 +7,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from esc_eval.serve.model_ref import ModelRef
+from esc_eval.serve.registry.ref import ModelRef
 
 REPO = Path(__file__).resolve().parents[2]
 SHARED_DIALOGUES = REPO.parent / "shared" / "data" / "esc-eval" / "dialogues"

@@ -3,8 +3,8 @@
 `esc-eval bench gpu` runs our side through the pool exactly as `score` / `simulate` do; the
 engines live in the worker actors, out of the driver's reach. This probe is a pool job sent to
 each worker directly (not through the job's chunk scheduling, which may put two chunks on one
-worker): in there it finds the started engines (serve/vllm_engine.py's hosts) and, per
-engine, adds or reads its token counter (serve/vllm_compat.py), optionally resetting its prefix
+worker): in there it finds the started engines (serve/backends/vllm_engine.py's hosts) and, per
+engine, adds or reads its token counter (serve/engines/vllm_compat.py), optionally resetting its prefix
 cache. Engines behind Serve deployments are not in the workers: the probe then finds none, and
 the benchmark says vLLM's counts were not available.
 """
@@ -32,8 +32,8 @@ class EngineProbe:
         pass
 
     async def run(self, item: dict[str, Any]) -> tuple[list[dict[str, Any]], dict[str, Any]]:
-        from esc_eval.serve.vllm_compat import kv_cache_blocks, token_counter
-        from esc_eval.serve.vllm_engine import _HOSTS  # this process's engine hosts (re-exported by main's engine_host split)
+        from esc_eval.serve.engines.vllm_compat import kv_cache_blocks, token_counter
+        from esc_eval.serve.backends.vllm_engine import _HOSTS  # this process's engine hosts (re-exported by main's engine_host split)
 
         engines = []
         for host in [h for h in list(_HOSTS.values()) if h.engine is not None]:
@@ -49,7 +49,7 @@ class EngineProbe:
 
 def started_kwargs(host) -> dict[str, str]:
     """The arguments a started engine host gave vLLM (its options resolved for its device)."""
-    from esc_eval.serve.engine_args import engine_kwargs
+    from esc_eval.serve.engines.args import engine_kwargs
 
     kwargs = engine_kwargs(host.engine_kwargs, host.device, adapters=len(host.adapters))
     return {k: repr(v) for k, v in sorted(kwargs.items())}

@@ -28,7 +28,7 @@ from typing import Any, Callable, Literal, Optional
 
 from pydantic import BaseModel, Field
 
-from esc_eval.serve.model_ref import ModelRef
+from esc_eval.serve.registry.ref import ModelRef
 from esc_eval.sim.jobs.config import ScoringConfig, SimulationConfig
 from esc_eval.sim.judging.config import JudgeConfig
 from esc_eval.sim.pool.config import ExecutionConfig
@@ -239,7 +239,7 @@ def compare(ours: dict[str, Any], ref: dict[str, Any], params: dict[str, float |
 
 def _params(refs: list[ModelRef], execution: ExecutionConfig, plan) -> dict[str, float | None]:
     """Parameter count per model folder (the key vLLM's counts use)."""
-    from esc_eval.serve.vllm_engine import resolve_model_path
+    from esc_eval.serve.backends.vllm_engine import resolve_model_path
     from esc_eval.sim.bench.gpu_reference import model_setup
     from esc_eval.sim.bench.hardware import model_params
 
@@ -249,7 +249,7 @@ def _params(refs: list[ModelRef], execution: ExecutionConfig, plan) -> dict[str,
 # -- the benchmark -------------------------------------------------------------------------------------
 def run_bench_gpu(cfg: GpuBenchConfig, say: Callable[[str], None] = print) -> dict[str, Any]:
     """Everything `bench gpu` measures, as one JSON-able dict (no printing but `say`'s progress lines)."""
-    from esc_eval.serve.registry import resolve
+    from esc_eval.serve.registry.registry import resolve
     from esc_eval.sim.bench import gpu_reference as reference
     from esc_eval.sim.bench.hardware import machine, versions
 

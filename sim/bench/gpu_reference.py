@@ -20,8 +20,8 @@ import time
 import uuid
 from typing import Any, Iterator
 
-from esc_eval.serve.chat import ChatResult, GenerationParams
-from esc_eval.serve.model_ref import ModelRef
+from esc_eval.serve.chat.interface import ChatResult, GenerationParams
+from esc_eval.serve.registry.ref import ModelRef
 from esc_eval.sim.jobs.config import SimulationConfig
 from esc_eval.sim.judging.config import JudgeConfig
 from esc_eval.sim.pool.config import ExecutionConfig
@@ -34,8 +34,8 @@ def model_setup(ref: ModelRef, execution: ExecutionConfig, plan=None) -> tuple[s
     model, as a pool worker builds it (sim/participants.ModelPool: registry options, the config's,
     then the run's placement). A model the plan deployed on Serve gets its replica's GPU share and
     tensor parallelism (`plan`: the placement the run recorded in its manifest, a dict)."""
-    from esc_eval.serve.plan import placement_from_env, ref_key
-    from esc_eval.serve.registry import resolve
+    from esc_eval.serve.plan.planner import placement_from_env, ref_key
+    from esc_eval.serve.registry.registry import resolve
 
     spec, registry_options = resolve(ref.model)
     backend, _, name = spec.partition("/")
@@ -93,8 +93,8 @@ def score_reference(rows: list[dict[str, Any]], warm_rows: list[dict[str, Any]],
     from vllm import LLM, SamplingParams
     from vllm.inputs import TokensPrompt
 
-    from esc_eval.serve.engine_args import detect_device, engine_kwargs
-    from esc_eval.serve.vllm_engine import render_chat, resolve_model_path
+    from esc_eval.serve.engines.args import detect_device, engine_kwargs
+    from esc_eval.serve.backends.vllm_engine import render_chat, resolve_model_path
     from esc_eval.sim.judging.judges import select_adapter
     from esc_eval.sim.jobs.scoring import judge_call_messages, with_registry_adapters
 
@@ -177,7 +177,7 @@ class BareEngineChat:
         from vllm import SamplingParams
         from vllm.sampling_params import RequestOutputKind
 
-        from esc_eval.serve.vllm_engine import render_chat
+        from esc_eval.serve.backends.vllm_engine import render_chat
 
         p = params or GenerationParams()
         tok = self.host.tokenizer
@@ -205,7 +205,7 @@ def _on_loop(host, coro) -> Any:
 def simulation_reference(cards, warm_cards, cfg: SimulationConfig, plan=None) -> dict[str, Any]:
     """Every card's dialogue at once over bare AsyncLLM engines (one per distinct model, built with
     our engine arguments; an engine this process already runs with them is used as it is)."""
-    from esc_eval.serve.vllm_engine import VLLMChatModel, engines_started_here
+    from esc_eval.serve.backends.vllm_engine import VLLMChatModel, engines_started_here
     from esc_eval.sim.bench.engine_probe import started_kwargs
     from esc_eval.sim.dialogue.dialogue import DialogueSetup, Participant, run_dialogue
     from esc_eval.sim.dialogue.generation import effective_adapter, effective_params, samples

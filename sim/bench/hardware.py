@@ -86,9 +86,9 @@ def versions() -> dict[str, Any]:
 def machine(peak_tflops: float | None = None) -> dict[str, Any]:
     """The GPUs (name, memory, driver, peak) or the CPU, this machine's, with the peak the bound
     uses: the table's for the first GPU, `peak_tflops` when given (a CPU has no entry)."""
-    from esc_eval.serve.cpu import runtime_summary
-    from esc_eval.serve.engine_args import detect_device
-    from esc_eval.serve.gpu_detect import detect_gpus
+    from esc_eval.serve.devices.cpu import runtime_summary
+    from esc_eval.serve.engines.args import detect_device
+    from esc_eval.serve.devices.gpus import detect_gpus
 
     # the GPUs this process may use (CUDA_VISIBLE_DEVICES respected), as the run's placement finds them
     found = detect_gpus().gpus
@@ -127,8 +127,8 @@ def prefill_bound_s(params: dict[str, float | None], uncached_tokens: dict[str, 
 
 def model_params(model: str) -> float | None:
     """Parameters of a vLLM model (registry size or a local folder's config and weights), or None."""
-    from esc_eval.serve.model_size import model_facts
-    from esc_eval.serve.registry import default_registry
+    from esc_eval.serve.registry.size import model_facts
+    from esc_eval.serve.registry.registry import default_registry
 
     facts = model_facts(model, default_registry())
     return facts.size.params_b * 1e9 if facts.size is not None else None

@@ -12,11 +12,11 @@ from esc_eval.sim.dialogue.prompts import opener, roleplay_system_prompt, target
 
 class HFReference:
     def __init__(self, model_path: str, max_new_tokens: int = 512, threads: int | None = None, dtype: str = "auto"):
-        """dtype: 'auto' = the CPU's best (serve/cpu.py), so a benchmark's two sides compute alike."""
+        """dtype: 'auto' = the CPU's best (serve/devices/cpu.py), so a benchmark's two sides compute alike."""
         import torch
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
-        from esc_eval.serve.cpu import resolve_dtype
+        from esc_eval.serve.devices.cpu import resolve_dtype
 
         if threads:
             torch.set_num_threads(threads)

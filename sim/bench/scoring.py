@@ -43,8 +43,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from esc_eval.serve.chat import ChatMessage, GenerationParams
-from esc_eval.serve.model_ref import ModelRef
+from esc_eval.serve.chat.interface import ChatMessage, GenerationParams
+from esc_eval.serve.registry.ref import ModelRef
 from esc_eval.sim.bench.dialogues import load_bench_dialogues
 from esc_eval.sim.jobs.scoring import score_dialogue
 from esc_eval.sim.judging.config import JudgeConfig
@@ -62,7 +62,7 @@ BIND_ENV = "VLLM_CPU_OMP_THREADS_BIND"
 
 # -- measurement ------------------------------------------------------------------------------
 def _counting_model_class():
-    from esc_eval.serve.vllm_engine import VLLMChatModel
+    from esc_eval.serve.backends.vllm_engine import VLLMChatModel
 
     class CountingVLLM(VLLMChatModel):
         """VLLMChatModel that also sums the prefix-cache hits vLLM reports per request."""
@@ -168,9 +168,9 @@ def _agreement(a: list[dict[str, Any]], b: list[dict[str, Any]]) -> float | None
 
 def registry_prompt_order(model: str) -> str:
     """The judge prompt order the registry declares for `model` (rubric_first when it is not there)."""
-    from esc_eval.serve.registry import default_registry
+    from esc_eval.serve.registry.registry import default_registry
 
-    from esc_eval.serve.chat import UnknownModelError
+    from esc_eval.serve.chat.interface import UnknownModelError
 
     try:
         return default_registry().get(model).judge_prompt_order
@@ -181,7 +181,7 @@ def registry_prompt_order(model: str) -> str:
 def _accounting(rows: list[dict[str, Any]], judge: JudgeConfig, model: str) -> dict[str, Any]:
     from transformers import AutoTokenizer
 
-    from esc_eval.serve.vllm_engine import resolve_model_path
+    from esc_eval.serve.backends.vllm_engine import resolve_model_path
     from esc_eval.sim.bench.scale import prefill_accounting
 
     return prefill_accounting(rows, judge, AutoTokenizer.from_pretrained(resolve_model_path(model)))
@@ -197,7 +197,7 @@ def run_bench(dialogues: int = 4, source: Path | None = None, reference_dialogue
     repeated through the service's scoring path for at most `budget_s` s, no reference loops.
     project_gpu -> only the prefill token accounting and the GPU projection (no engine).
     workers: engines of ours and of scale mode (Ray worker actors, one per core when 0)."""
-    from esc_eval.serve.cpu import resolve_dtype, runtime_summary
+    from esc_eval.serve.devices.cpu import resolve_dtype, runtime_summary
     from esc_eval.sim.bench.scale import PAPER_DIALOGUES, measure_scale, project_gpu as projection
 
     if dialogues < 1:
@@ -260,7 +260,7 @@ def _fastest_reference_binding(Counting, model: str, dtype: str, messages: list[
     dialogue's first dimension, greedy to EOS) timed on an engine under each thread binding. The
     winner's engine is left running for the reference phases (an engine start saved); the others
     are stopped."""
-    from esc_eval.serve.vllm_engine import shutdown_engine
+    from esc_eval.serve.backends.vllm_engine import shutdown_engine
 
     probes: dict[str, Any] = {}
     best: tuple[str, Any] | None = None

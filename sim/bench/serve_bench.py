@@ -21,8 +21,8 @@ from typing import Any, Callable, Iterator, Literal
 
 from pydantic import Field, model_validator
 
-from esc_eval.serve.chat import GenerationParams
-from esc_eval.serve.config_base import ConfigModel
+from esc_eval.serve.chat.interface import GenerationParams
+from esc_eval.serve.config import ConfigModel
 from esc_eval.sim.bench.serve_client import BenchInputError, StreamingClient, check_endpoint
 from esc_eval.sim.bench.serve_load import LevelRun, LoadShape, run_level
 from esc_eval.sim.bench.serve_metrics import level_metrics, parse_slos, ratios, request_details
@@ -141,7 +141,7 @@ class Workload:
             if path is None:
                 if cfg.model != "embedded":
                     raise BenchInputError(f"--tokenizer: the random workload needs the tokenizer of model {cfg.model!r} (a local folder)")
-                from esc_eval.serve.embedded import embedded_model_path
+                from esc_eval.serve.engines.embedded import embedded_model_path
 
                 path = str(embedded_model_path())
             self.tokenizer = w.load_tokenizer(path)
@@ -170,14 +170,14 @@ class Workload:
             return w.random_units(self.tokenizer, cfg.input_len, cfg.max_tokens, cfg.seed)
         if cfg.workload == "judge":
             from esc_eval.sim.judging.config import JudgeConfig
-            from esc_eval.serve.model_ref import ModelRef
+            from esc_eval.serve.registry.ref import ModelRef
 
             judge = JudgeConfig(model=ModelRef(model=f"openai/{cfg.model}", params=self.params), method=cfg.judge_method,
                                 prompt_order=arm.prompt_order or "dialogue_first", name="bench-serve")
             return w.judge_units(self.rows, judge)
         if cfg.role_url:
-            from esc_eval.serve.openai_http import OpenAIChatModel
-            from esc_eval.serve.retry import RetryingChatModel, RetryPolicy
+            from esc_eval.serve.backends.openai_http import OpenAIChatModel
+            from esc_eval.serve.calls.retry import RetryingChatModel, RetryPolicy
 
             self.role = role = RetryingChatModel(
                 OpenAIChatModel(cfg.role_model or "", base_url=cfg.role_url, timeout_s=cfg.timeout_s),
@@ -237,7 +237,7 @@ def bench_serve(cfg: ServeBenchConfig, arms: list[Arm] | None = None,
     levels = cfg.levels()
     arms = arms or default_arms(cfg)
     if cfg.routing:
-        from esc_eval.serve.serve_app import build_app_args
+        from esc_eval.serve.app.application import build_app_args
         from esc_eval.sim.bench.serve_routing import routing_config
 
         for mode in cfg.routing:  # an unknown model or bad setting stops us before Ray starts
@@ -284,7 +284,7 @@ def bench_serve(cfg: ServeBenchConfig, arms: list[Arm] | None = None,
 
 
 def _ray_serve():
-    from esc_eval.serve.deploy import ray_modules
+    from esc_eval.serve.app.deploy import ray_modules
 
     return ray_modules()
 

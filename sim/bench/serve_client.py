@@ -22,8 +22,8 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from esc_eval.serve.chat import ChatModel, ChatModelError, ChatResult, GenerationParams, as_messages
-from esc_eval.serve.openai_http import SESSION_HEADER, build_request_body
+from esc_eval.serve.chat.interface import ChatModel, ChatModelError, ChatResult, GenerationParams, as_messages
+from esc_eval.serve.backends.openai_http import SESSION_HEADER, build_request_body
 
 
 class BenchInputError(ValueError):

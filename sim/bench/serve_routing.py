@@ -14,7 +14,7 @@ import os
 import socket
 import time
 
-from esc_eval.serve.serve_app import ServeConfig, ServeModelConfig, deployment_name
+from esc_eval.serve.app.application import ServeConfig, ServeModelConfig, deployment_name
 
 ROUTING_MODES = ("default", "session", "prefix_cache")
 APP_PREFIX = "bench-serve-"
@@ -47,7 +47,7 @@ def routing_config(mode: str, model: str, replicas: int, kv_cache_gib: int = 2, 
 
 
 def _serve():
-    from esc_eval.serve.deploy import ray_modules
+    from esc_eval.serve.app.deploy import ray_modules
 
     return ray_modules()
 
@@ -59,11 +59,11 @@ def ensure_serve(address: str | None) -> tuple[bool, int]:
     started = False
     if not ray.is_initialized():
         if address:
-            from esc_eval.serve.deploy import connect
+            from esc_eval.serve.app.deploy import connect
 
             connect(address, start_local=False)
         else:
-            from esc_eval.serve.ray_cluster import forget_stale_address
+            from esc_eval.serve.app.ray_cluster import forget_stale_address
 
             forget_stale_address()
             # Ray's workers run at nice 15; here they hold the replicas' engines, the load under test,
@@ -81,7 +81,7 @@ def ensure_serve(address: str | None) -> tuple[bool, int]:
 
 def deploy_routing_app(cfg: ServeConfig, timeout_s: float) -> tuple[str, float]:
     """Deploy one arm's app and wait until every replica is healthy: (its /v1 URL, seconds taken)."""
-    from esc_eval.serve.deploy import deploy_app
+    from esc_eval.serve.app.deploy import deploy_app
 
     t0 = time.perf_counter()
     deploy_app(cfg, timeout_s)

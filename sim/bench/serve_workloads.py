@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator, Protocol
 
-from esc_eval.serve.chat import ChatModel, ChatModelError, ChatResult, GenerationParams
+from esc_eval.serve.chat.interface import ChatModel, ChatModelError, ChatResult, GenerationParams
 from esc_eval.sim.bench.serve_client import BenchInputError, MeasuredModel
 from esc_eval.sim.dialogue.dialogue import DialogueSetup, Participant, run_dialogue
 
@@ -66,7 +66,7 @@ class RandomUnit:
     params: GenerationParams
 
     async def run(self, model: MeasuredModel) -> None:
-        from esc_eval.serve.chat import ChatMessage
+        from esc_eval.serve.chat.interface import ChatMessage
 
         await model.chat([ChatMessage(role="user", content=self.prompt)], self.params)
 

@@ -18,8 +18,8 @@ import uuid
 from pathlib import Path
 from typing import Any, Optional
 
-from esc_eval.serve.chat import GenerationParams
-from esc_eval.serve.model_ref import ModelRef
+from esc_eval.serve.chat.interface import GenerationParams
+from esc_eval.serve.registry.ref import ModelRef
 from esc_eval.sim.cards.card import RoleCard, load_cards, sample_cards, write_cards
 from esc_eval.sim.jobs.config import SimulationConfig
 from esc_eval.sim.jobs.simulation import run_simulation
@@ -120,7 +120,7 @@ def _bench_cards(n: int, shared: Path | None) -> tuple[list[RoleCard], str]:
 def bench_embedded(dialogues: int, reference_dialogues: int, max_tokens: int, concurrency: int,
                    shared_cards: Path | None, kv_cache_gb: int = 8, engines: int = 1,
                    compiled: bool = False, dtype: str = "auto") -> dict[str, Any]:
-    from esc_eval.serve.embedded import embedded_model_path
+    from esc_eval.serve.engines.embedded import embedded_model_path
     from esc_eval.sim.bench.reference_loop import HFReference
 
     cards, card_source = _bench_cards(max(dialogues, reference_dialogues), shared_cards)
@@ -189,7 +189,7 @@ def run_bench_sim(
     """Simulation throughput: (a) fake backend, (b) embedded model vs the release's loop, (c) driver memory.
     via_driver / storage_uri: (a) with production defaults again, rows shipped to the driver's node /
     written to a storage URI."""
-    from esc_eval.serve.cpu import resolve_dtype, runtime_summary
+    from esc_eval.serve.devices.cpu import resolve_dtype, runtime_summary
     from esc_eval.sim.pool.on_ray import ensure_ray
 
     dtype = resolve_dtype(dtype)  # once, here: the engines and the reference loop get the same one

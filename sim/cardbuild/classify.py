@@ -17,7 +17,7 @@ from importlib import resources
 
 import yaml
 
-from esc_eval.serve.chat import ChatMessage
+from esc_eval.serve.chat.interface import ChatMessage
 from esc_eval.sim.cards.taxonomy import Category, load_taxonomy
 
 INSTRUCTION = {

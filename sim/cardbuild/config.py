@@ -10,7 +10,7 @@ from typing import Any, Literal
 
 from pydantic import Field, field_validator
 
-from esc_eval.serve.config_base import ConfigModel, read_yaml_mapping, validate_config
+from esc_eval.serve.config import ConfigModel, read_yaml_mapping, validate_config
 
 from esc_eval.sim.cardbuild.items import canonical_dataset
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from esc_eval.serve.chat import ChatMessage
+from esc_eval.serve.chat.interface import ChatMessage
 from esc_eval.sim.cardbuild.items import SourceItem
 from esc_eval.sim.prompt_files import load_prompt_file
 

@@ -11,7 +11,7 @@ import re
 from dataclasses import dataclass
 from typing import Literal
 
-from esc_eval.serve.chat import ChatMessage
+from esc_eval.serve.chat.interface import ChatMessage
 from esc_eval.sim.cardbuild.extraction import card_prompts
 
 # the prompt's label order -> taxonomy top-category ids

@@ -33,9 +33,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from esc_eval.serve.chat import ChatModel, GenerationParams
-from esc_eval.serve.registry import build_chat_model
-from esc_eval.serve.retry import RetryingChatModel, RetryPolicy
+from esc_eval.serve.chat.interface import ChatModel, GenerationParams
+from esc_eval.serve.registry.registry import build_chat_model
+from esc_eval.serve.calls.retry import RetryingChatModel, RetryPolicy
 import esc_eval.sim.cardbuild.annotation as ann
 from esc_eval.sim.cardbuild.checkpoint import StageLog, atomic_write_text, read_jsonl, write_jsonl
 from esc_eval.sim.cardbuild.classify import (classification_messages, classify_reply, keyword_category, leaf_label,
@@ -223,7 +223,7 @@ def _run_on_ray(cfg: CardBuildConfig, items: list[SourceItem], out: Path, model:
         import ray
     except ImportError as e:  # pragma: no cover - ray is a project dependency
         raise ImportError("Ray is not installed: pip install 'ray[serve,train]==2.60.0'") from e
-    from esc_eval.serve.ray_cluster import prepare_auth
+    from esc_eval.serve.app.ray_cluster import prepare_auth
 
     prepare_auth(cfg.ray.address)  # Ray's token auth stays on; tests opt out via RAY_AUTH_MODE
     if not ray.is_initialized():

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from esc_eval.serve.chat import ChatMessage
+from esc_eval.serve.chat.interface import ChatMessage
 from esc_eval.sim.cardbuild.extraction import NO_SITUATION, _truncate, render_dialogue
 from esc_eval.sim.cardbuild.items import SourceItem
 from esc_eval.sim.cards.risk import RISK_LEVELS, normalize_risk_level

@@ -3,7 +3,7 @@
 `run_stage` calls `work(item)` for every item not yet final in the stage's `StageLog`, at most
 `concurrency` at a time, appends each record the moment it is ready, and shows a rich progress
 bar. `call_model` turns a model call that failed after the retry policy's attempts
-(serve/retry.py) into an error record instead of an exception.
+(serve/calls/retry.py) into an error record instead of an exception.
 """
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from typing import Any, Awaitable, Callable, Sequence, TypeVar
 
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from esc_eval.serve.chat import ChatMessage, ChatModel, ChatModelError, ChatResult, GenerationParams
+from esc_eval.serve.chat.interface import ChatMessage, ChatModel, ChatModelError, ChatResult, GenerationParams
 from esc_eval.sim.cardbuild.checkpoint import StageLog
 
 log = logging.getLogger(__name__)
@@ -23,7 +23,7 @@ T = TypeVar("T")
 
 async def call_model(model: ChatModel, messages: list[ChatMessage], params: GenerationParams
                      ) -> tuple[ChatResult | None, str | None, int]:
-    """One call of a model wrapped in the retry policy (serve/retry.py): (result, None, attempts)
+    """One call of a model wrapped in the retry policy (serve/calls/retry.py): (result, None, attempts)
     or, once it gives up, (None, error text, attempts): a failure is a record, not an exception."""
     try:
         result = await model.chat(messages, params)

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Awaitable, Callable
 
-from esc_eval.serve.chat import ChatMessage, ChatModel, GenerationParams
+from esc_eval.serve.chat.interface import ChatMessage, ChatModel, GenerationParams
 
 
 @dataclass

@@ -19,10 +19,10 @@ import json
 from pathlib import Path
 from typing import Any, Literal
 
-from esc_eval.serve.chat import GenerationParams
-from esc_eval.serve.model_entry import ModelEntry, default_adapter
-from esc_eval.serve.model_ref import ModelRef
-from esc_eval.serve.registry import default_registry, is_spec
+from esc_eval.serve.chat.interface import GenerationParams
+from esc_eval.serve.registry.entry import ModelEntry, default_adapter
+from esc_eval.serve.registry.ref import ModelRef
+from esc_eval.serve.registry.registry import default_registry, is_spec
 
 Profile = Literal["release", "greedy"]
 PROFILES: tuple[str, ...] = ("release", "greedy")

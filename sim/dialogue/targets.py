@@ -2,8 +2,8 @@
 prompt its registry entry asks for."""
 from __future__ import annotations
 
-from esc_eval.serve.model_ref import ModelRef
-from esc_eval.serve.registry import is_spec
+from esc_eval.serve.registry.ref import ModelRef
+from esc_eval.serve.registry.registry import is_spec
 from esc_eval.sim.dialogue.prompts import target_system_prompt
 
 
@@ -17,7 +17,7 @@ def registry_system_prompt(ref: ModelRef) -> str | None:
     language, "" = no system message (templates without a system role)."""
     if is_spec(ref.model):
         return None
-    from esc_eval.serve.registry import default_registry
+    from esc_eval.serve.registry.registry import default_registry
 
     entry = default_registry().get(ref.model)
     if entry.system_prompt == target_system_prompt("en"):

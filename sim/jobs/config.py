@@ -1,15 +1,15 @@
 """Pydantic configs of the jobs: a simulation, a scoring job and the demo's pipeline of both; YAML in,
-validated at the door (serve/config_base.py `load_config`)."""
+validated at the door (serve/config/base.py `load_config`)."""
 from __future__ import annotations
 
 from typing import Literal
 
 from pydantic import Field, field_validator
 
-from esc_eval.serve.chat import GenerationParams
-from esc_eval.serve.config_base import ConfigModel
-from esc_eval.serve.model_entry import TokenPrice
-from esc_eval.serve.model_ref import ModelRef
+from esc_eval.serve.chat.interface import GenerationParams
+from esc_eval.serve.config import ConfigModel
+from esc_eval.serve.registry.entry import TokenPrice
+from esc_eval.serve.registry.ref import ModelRef
 from esc_eval.sim.judging.config import JudgeConfig
 from esc_eval.sim.pool.config import ExecutionConfig
 

@@ -18,9 +18,9 @@ import json
 from pathlib import Path
 from typing import Any
 
-from esc_eval.serve.model_entry import local_adapters
-from esc_eval.serve.model_ref import ModelRef
-from esc_eval.serve.registry import resolve
+from esc_eval.serve.registry.entry import local_adapters
+from esc_eval.serve.registry.ref import ModelRef
+from esc_eval.serve.registry.registry import resolve
 from esc_eval.sim.cards.card import card_file_path
 from esc_eval.sim.dialogue.generation import effective_adapter, effective_params, registry_entry
 from esc_eval.sim.dialogue.targets import target_name

@@ -12,7 +12,7 @@ import contextlib
 import logging
 from typing import Callable, Iterator
 
-from esc_eval.serve.plan import ModelUse
+from esc_eval.serve.plan.planner import ModelUse
 from esc_eval.sim.jobs.config import ScoringConfig, SimulationConfig
 from esc_eval.sim.jobs.scoring import expected_seq_tokens as scoring_seq_tokens
 from esc_eval.sim.jobs.simulation_items import expected_seq_tokens as simulation_seq_tokens

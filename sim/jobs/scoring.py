@@ -18,11 +18,11 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
-from esc_eval.serve.chat import ChatMessage, RunStopError, backend_capabilities
-from esc_eval.serve.cpu import execution_runtime
-from esc_eval.serve.limits import BudgetExceededError
-from esc_eval.serve.model_entry import default_adapter
-from esc_eval.serve.registry import default_registry, is_spec, resolve
+from esc_eval.serve.chat.interface import ChatMessage, RunStopError, backend_capabilities
+from esc_eval.serve.devices.cpu import execution_runtime
+from esc_eval.serve.calls.limits import BudgetExceededError
+from esc_eval.serve.registry.entry import default_adapter
+from esc_eval.serve.registry.registry import default_registry, is_spec, resolve
 from esc_eval.sim.jobs.config import ScoringConfig
 from esc_eval.sim.judging.config import JudgeConfig
 from esc_eval.sim.judging.judge_plan import JudgePlan, default_plan, label_position, plan_judge
@@ -271,7 +271,7 @@ def expected_seq_tokens(cfg: ScoringConfig, input_path: str | Path | None) -> di
     """The judge's expected sequence length by the plan's ref key (what a Serve replica of it is
     sized by): its prompt for the input's first completed dialogue plus its answer cap; without a
     run folder to read, the rubric and a dialogue of JUDGE_DIALOGUE_TOKENS."""
-    from esc_eval.serve.plan import ref_key
+    from esc_eval.serve.plan.planner import ref_key
 
     judge = cfg.judge
     turns, language = [], "en"

@@ -13,11 +13,11 @@ import traceback
 from pathlib import Path
 from typing import Any, Callable
 
-from esc_eval.serve.chat import ChatModelError, RunStopError
-from esc_eval.serve.cpu import execution_runtime
-from esc_eval.serve.limits import BudgetExceededError
-from esc_eval.serve.model_ref import ModelRef
-from esc_eval.serve.registry import resolve
+from esc_eval.serve.chat.interface import ChatModelError, RunStopError
+from esc_eval.serve.devices.cpu import execution_runtime
+from esc_eval.serve.calls.limits import BudgetExceededError
+from esc_eval.serve.registry.ref import ModelRef
+from esc_eval.serve.registry.registry import resolve
 from esc_eval.sim.cards.card import RoleCard
 from esc_eval.sim.dialogue.dialogue import DialogueSetup, Participant, Turn, run_dialogue
 from esc_eval.sim.dialogue.generation import effective_adapter, effective_params, samples

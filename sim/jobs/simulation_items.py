@@ -15,9 +15,9 @@ from __future__ import annotations
 import math
 from typing import Any, Iterator
 
-from esc_eval.serve.chat import ChatMessage
-from esc_eval.serve.model_ref import ModelRef
-from esc_eval.serve.plan import placement_from_env, ref_key
+from esc_eval.serve.chat.interface import ChatMessage
+from esc_eval.serve.registry.ref import ModelRef
+from esc_eval.serve.plan.planner import placement_from_env, ref_key
 from esc_eval.sim.cards.card import RoleCard, card_file_path, load_cards
 from esc_eval.sim.dialogue.generation import effective_params, samples
 from esc_eval.sim.dialogue.prompts import opener, roleplay_system_prompt

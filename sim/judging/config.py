@@ -6,8 +6,8 @@ from typing import Literal
 
 from pydantic import Field, field_validator
 
-from esc_eval.serve.config_base import ConfigModel
-from esc_eval.serve.model_ref import ModelRef
+from esc_eval.serve.config import ConfigModel
+from esc_eval.serve.registry.ref import ModelRef
 from esc_eval.sim.judging.dimensions import DIMENSION_NAMES, to_dimension
 
 

@@ -1,5 +1,5 @@
 """How a judge's calls are made on a given backend: the method its score rows record, and the
-parameters of each call, from what the backend says it supports (`serve.chat.Capabilities`).
+parameters of each call, from what the backend says it supports (`serve.chat.interface.Capabilities`).
 
 The configured method `logprob` reads P('0'..'4') at the answer position. Backends differ in
 how they get there:
@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from esc_eval.serve.chat import Capabilities, GenerationParams
+from esc_eval.serve.chat.interface import Capabilities, GenerationParams
 from esc_eval.sim.judging.config import JudgeConfig
 from esc_eval.sim.judging.score_parser import LABELS
 

@@ -20,7 +20,7 @@ import json
 from pathlib import Path
 from typing import Any, Iterable, Literal, Mapping
 
-from esc_eval.serve.model_ref import ModelRef
+from esc_eval.serve.registry.ref import ModelRef
 from esc_eval.sim.judging.config import JudgeConfig
 from esc_eval.sim.judging.dimensions import DIMENSION_NAMES, DIMENSIONS, is_paper_dimension, to_dimension
 
@@ -156,8 +156,8 @@ def judge_from_registry(name: str = "esc-rank", registry=None, **kwargs: Any) ->
     time, so each must be overridden by a local folder (ESC_EVAL_MODEL_PATHS=
     'esc-rank=/models/internlm2-chat-7b,esc-rank:fluency=/lora/fluency,...').
     """
-    from esc_eval.serve.registry import default_registry
-    from esc_eval.serve.model_entry import vllm_engine_options
+    from esc_eval.serve.registry.registry import default_registry
+    from esc_eval.serve.registry.entry import vllm_engine_options
 
     entry = (registry or default_registry()).get(name)
     if not entry.adapters:

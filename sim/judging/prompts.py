@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Literal, Sequence
 
-from esc_eval.serve.chat import ChatMessage
+from esc_eval.serve.chat.interface import ChatMessage
 from esc_eval.sim.dialogue.transcript import official_lines
 from esc_eval.sim.judging.rubrics import RubricVariant, rubric_ask, rubric_text
 from esc_eval.sim.prompt_files import load_prompt_file as _load

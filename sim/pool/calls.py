@@ -19,12 +19,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator
 
-from esc_eval.serve.chat import ChatMessage, GenerationParams, backend_preflight, is_api_spec
-from esc_eval.serve.limits import (CallGate, GovernorRef, ModelLimiter, ModelLimits, Price, SpendLedger,
+from esc_eval.serve.chat.interface import ChatMessage, GenerationParams, backend_preflight, is_api_spec
+from esc_eval.serve.calls.limits import (CallGate, GovernorRef, ModelLimiter, ModelLimits, Price, SpendLedger,
                                    estimate_prompt_tokens, host_governor, stop_governor)
-from esc_eval.serve.model_entry import TokenPrice
-from esc_eval.serve.model_ref import ModelRef
-from esc_eval.serve.registry import default_registry, is_spec, resolve
+from esc_eval.serve.registry.entry import TokenPrice
+from esc_eval.serve.registry.ref import ModelRef
+from esc_eval.serve.registry.registry import default_registry, is_spec, resolve
 from esc_eval.sim.pool.config import ExecutionConfig
 from esc_eval.sim.runs.call_cache import RUN_FOLDER_CACHE
 
@@ -100,7 +100,7 @@ def model_price(ref: ModelRef, spec: str, prices: dict[str, TokenPrice]) -> Toke
     if entry is not None and entry.price is not None:
         return entry.price
     if spec.startswith("litellm/"):
-        from esc_eval.serve.litellm_backend import list_price
+        from esc_eval.serve.backends.litellm_api import list_price
 
         return list_price(spec.partition("/")[2])
     return None
@@ -200,13 +200,13 @@ def prepare_calls(models: list[PlannedModel], execution: ExecutionConfig, prices
 def _read_totals(ref: GovernorRef) -> dict[str, Any] | None:
     import asyncio
 
-    from esc_eval.serve.limits import Governor
+    from esc_eval.serve.calls.limits import Governor
 
     try:
         if ref.remote:
             import ray
 
-            from esc_eval.serve.limits import _HANDLES
+            from esc_eval.serve.calls.limits import _HANDLES
 
             return ray.get(_HANDLES[ref.name].totals.remote(), timeout=30)
         return asyncio.run(Governor(ref).call("totals"))

@@ -25,8 +25,8 @@ import math
 from dataclasses import asdict, dataclass
 from typing import Any, Callable, Iterable, Literal
 
-from esc_eval.serve.engine_args import EngineCapacity
-from esc_eval.serve.plan_text import tokens_k
+from esc_eval.serve.engines.args import EngineCapacity
+from esc_eval.serve.plan.text import tokens_k
 
 MAX_AUTO_CONCURRENCY = 1024  # items per worker the sizing never passes (vLLM's largest default max_num_seqs)
 GPU_WORKER_CPUS = 8.0  # measured on one H100: 8 CPUs and 128 in flight gave 788 tok/s, 1 CPU and 32 gave 357
@@ -118,7 +118,7 @@ def serve_capacity_fields(kv_tokens: int | None, seq_tokens: int | None, *, set_
 
 
 def size_serve_replicas(plan: Any, seq_tokens: Callable[[], dict[str, int]], placement: Any) -> None:
-    """The hook into a run's plan (serve/plan.py Plan): each GPU deployment's max_num_seqs,
+    """The hook into a run's plan (serve/plan/planner.py Plan): each GPU deployment's max_num_seqs,
     target_ongoing_requests and max_ongoing_requests from its planned KV cache over the longest
     expected sequence of the configured models it serves (`seq_tokens()`: ref key -> tokens, asked
     only when there is a GPU deployment); fields the user set (placement.models, or the model's

@@ -6,8 +6,8 @@ from typing import Literal
 
 from pydantic import Field
 
-from esc_eval.serve.config_base import ConfigModel
-from esc_eval.serve.plan import PlacementConfig
+from esc_eval.serve.config import ConfigModel
+from esc_eval.serve.plan.planner import PlacementConfig
 
 
 class ExecutionConfig(ConfigModel):
@@ -73,11 +73,11 @@ class ExecutionConfig(ConfigModel):
     placement: PlacementConfig = Field(
         default_factory=PlacementConfig, description="Where the run's self-hosted models run: engines in the workers "
         "(the default on CPU) or Ray Serve deployments with their own GPUs and autoscaling (the default when the run "
-        "has GPUs); planned before any engine starts (serve/plan.py, `esc-eval plan`).")
+        "has GPUs); planned before any engine starts (serve/plan/planner.py, `esc-eval plan`).")
 
     def retry_policy(self):
-        """The one retry policy (serve/retry.py) with this job's attempts, backoff and timeout."""
-        from esc_eval.serve.retry import RetryPolicy
+        """The one retry policy (serve/calls/retry.py) with this job's attempts, backoff and timeout."""
+        from esc_eval.serve.calls.retry import RetryPolicy
 
         return RetryPolicy(max_attempts=self.max_attempts, initial_wait_s=self.retry_initial_wait_s,
                            max_wait_s=self.retry_max_wait_s, timeout_s=self.call_timeout_s)

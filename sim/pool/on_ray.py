@@ -12,8 +12,8 @@ import os
 import time
 from typing import Any, Callable
 
-from esc_eval.serve.chat import RunStopError
-from esc_eval.serve.cpu import DTYPE_ENV
+from esc_eval.serve.chat.interface import RunStopError
+from esc_eval.serve.devices.cpu import DTYPE_ENV
 from esc_eval.sim.pool.capacity import MAX_AUTO_CONCURRENCY, worker_cpus
 from esc_eval.sim.pool.config import ExecutionConfig
 from esc_eval.sim.pool.stats import PoolStats, add_live, chunked, LIVE, LIVE_PROGRESS_S, SETUP
@@ -60,7 +60,7 @@ def ensure_ray(execution: ExecutionConfig) -> None:
 
     if ray.is_initialized():
         return
-    from esc_eval.serve.ray_cluster import forget_stale_address, prepare_auth
+    from esc_eval.serve.app.ray_cluster import forget_stale_address, prepare_auth
 
     prepare_auth(execution.ray_address)  # Ray's token auth stays on; tests opt out via RAY_AUTH_MODE
     if not execution.ray_address:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Iterable, Iterator
 
-from esc_eval.serve.chat import RunStopError
+from esc_eval.serve.chat.interface import RunStopError
 
 EXIT_FAILURES = 1  # more than execution.max_failure_rate of the items failed, or all of them
 EXIT_BUDGET = 3  # stopped by budget_usd before finishing: resumable

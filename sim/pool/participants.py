@@ -8,9 +8,9 @@ Engines are released by need, not blindly: a worker holds the role's engine and 
 time (TargetEngines: the next target's engine starts only after the previous target's dialogues
 in this worker are done and its engine is released, unless the role or the judge also uses it),
 and a job starting on a worker releases the engines of earlier jobs it does not use (retain).
-On GPUs this is what lets the next engine fit; the plan (serve/plan.py) sizes each engine's share.
+On GPUs this is what lets the next engine fit; the plan (serve/plan/planner.py) sizes each engine's share.
 
-Where the run's plan placed a model (serve/plan.py, given to the workers in ESC_EVAL_PLACEMENT),
+Where the run's plan placed a model (serve/plan/planner.py, given to the workers in ESC_EVAL_PLACEMENT),
 the pool builds it there: an in-process engine with the plan's GPU share, or a handle to its
 Serve deployment. The model's own options are untouched (dialogue ids and fingerprints stay).
 """
@@ -23,11 +23,11 @@ import logging
 import os
 from typing import Any, AsyncIterator
 
-from esc_eval.serve.chat import ChatModel, get_chat_model
-from esc_eval.serve.model_ref import ModelRef
-from esc_eval.serve.plan import PLACEMENT_ENV, placement_from_env, ref_key
-from esc_eval.serve.registry import resolve
-from esc_eval.serve.retry import RetryingChatModel
+from esc_eval.serve.chat.interface import ChatModel, get_chat_model
+from esc_eval.serve.registry.ref import ModelRef
+from esc_eval.serve.plan.planner import PLACEMENT_ENV, placement_from_env, ref_key
+from esc_eval.serve.registry.registry import resolve
+from esc_eval.serve.calls.retry import RetryingChatModel
 from esc_eval.sim.pool.config import ExecutionConfig
 from esc_eval.sim.runs.call_cache import RUN_FOLDER_CACHE, RunFolderCallCache
 
@@ -119,7 +119,7 @@ class ModelPool:
                 raise ValueError("no run folder to keep the call cache in")
             return RunFolderCallCache(self.run_storage)
         if root not in self._stores:
-            from esc_eval.serve.call_cache import ArrowFsStore
+            from esc_eval.serve.calls.cache import ArrowFsStore
 
             self._stores[root] = ArrowFsStore(root)
         return self._stores[root]
@@ -143,7 +143,7 @@ class ModelPool:
         gate = calls.gate(key, mc)
         model: ChatModel = RetryingChatModel(raw, execution.retry_policy(), gate=gate)
         if mc is not None and mc.cache_root:
-            from esc_eval.serve.call_cache import CachedChatModel
+            from esc_eval.serve.calls.cache import CachedChatModel
 
             try:
                 store = self.store(mc.cache_root)
@@ -163,7 +163,7 @@ class ModelPool:
             start()
 
     def capacity(self, ref: ModelRef):
-        """What `ref`'s started engine holds at once (serve.engine_args.EngineCapacity), or None."""
+        """What `ref`'s started engine holds at once (serve.engines.args.EngineCapacity), or None."""
         capacity = getattr(self.raw(ref), "capacity", None)
         return capacity() if capacity is not None else None
 

@@ -1,9 +1,9 @@
-"""A run's models placed before it starts, and the plan followed (serve/plan.py decides).
+"""A run's models placed before it starts, and the plan followed (serve/plan/planner.py decides).
 
     with placed(cfg.execution, uses, run_dir=run_dir) as (execution, plan):   # jobs/placed.py
         ...   # the job runs with `execution`
 
-The GPUs are found the same way `esc-eval plan` finds them (serve/gpu_detect.py: NVML or nvidia-smi
+The GPUs are found the same way `esc-eval plan` finds them (serve/devices/gpus.py: NVML or nvidia-smi
 on this machine, CUDA_VISIBLE_DEVICES respected; the Ray cluster's resources when joining one).
 - in_process (the CPU default, and `auto`'s fallback when the models do not fit side by side): the
   workers build their engines as configured; on GPUs each engine gets the plan's share of its
@@ -28,12 +28,12 @@ import os
 import time
 from typing import Any, Callable, Iterator
 
-from esc_eval.serve.cpu import resolve_dtype
-from esc_eval.serve.gpu_detect import GpuInventory, detect_gpus, ray_inventory
-from esc_eval.serve.model_size import model_facts
-from esc_eval.serve.plan import PLACEMENT_ENV, Hardware, ModelUse, Plan, hardware_for, model_of, plan_run
-from esc_eval.serve.registry import default_registry
-from esc_eval.serve.replica_meter import ReplicaMeter
+from esc_eval.serve.devices.cpu import resolve_dtype
+from esc_eval.serve.devices.gpus import GpuInventory, detect_gpus, ray_inventory
+from esc_eval.serve.registry.size import model_facts
+from esc_eval.serve.plan.planner import PLACEMENT_ENV, Hardware, ModelUse, Plan, hardware_for, model_of, plan_run
+from esc_eval.serve.registry.registry import default_registry
+from esc_eval.serve.app.replica_meter import ReplicaMeter
 from esc_eval.sim.pool.capacity import serve_worker_shares, size_serve_replicas
 from esc_eval.sim.pool.config import ExecutionConfig
 from esc_eval.sim.pool.env import temporary_env
@@ -51,7 +51,7 @@ def self_hosted(uses: list[ModelUse]) -> bool:
 
 
 def local_gpus() -> tuple[int, str | None]:
-    """(count, Ray accelerator type) of the GPUs this process may use on this machine (serve/gpu_detect.py)."""
+    """(count, Ray accelerator type) of the GPUs this process may use on this machine (serve/devices/gpus.py)."""
     found = detect_gpus()
     return found.count, found.accelerator_type
 
@@ -60,7 +60,7 @@ def _joins_a_cluster(execution: ExecutionConfig) -> bool:
     """Whether the run joins a running Ray cluster (an address, or one started on this machine)."""
     if execution.ray_address or os.environ.get("RAY_ADDRESS"):
         return True
-    from esc_eval.serve.ray_cluster import StaleRayAddressError, live_local_address
+    from esc_eval.serve.app.ray_cluster import StaleRayAddressError, live_local_address
 
     try:
         return live_local_address() is not None
@@ -150,8 +150,8 @@ def _deployed(plan: Plan, execution: ExecutionConfig, say: Callable[[str], None]
     deploy that fails is charged as well)."""
     from ray import serve
 
-    from esc_eval.serve.deploy import deploy_app
-    from esc_eval.serve.serve_app import ServeConfig, ServeModelConfig
+    from esc_eval.serve.app.deploy import deploy_app
+    from esc_eval.serve.app.application import ServeConfig, ServeModelConfig
     from esc_eval.sim.pool.on_ray import ensure_ray
 
     placement = execution.placement

@@ -17,7 +17,7 @@ The pool owns concurrency, checkpoints and retries of whole items; a Job owns wh
 - Each worker sets the job up before any item is sent: its engines start then (a model that
   cannot start fails the setup with the engine's own cause) and report what they hold, which
   sizes the worker's items in flight on GPUs (sim/pool/capacity.py; PoolStats.workers says how).
-- A failure of the run (serve.chat.RunStopError: an engine dead for good, a later target's engine
+- A failure of the run (serve.chat.interface.RunStopError: an engine dead for good, a later target's engine
   that cannot start) is not an item's: the pool stops sending items, the workers start no new one,
   what runs finishes and is flushed, and the error is raised as itself; checkpoints stay to resume.
 """
@@ -32,8 +32,8 @@ import time
 import uuid
 from typing import Any, Callable, Iterable, Iterator
 
-from esc_eval.serve.chat import RunStopError
-from esc_eval.serve.cpu import DTYPE_ENV
+from esc_eval.serve.chat.interface import RunStopError
+from esc_eval.serve.devices.cpu import DTYPE_ENV
 from esc_eval.sim.pool.config import ExecutionConfig
 from esc_eval.sim.pool.env import temporary_env
 from esc_eval.sim.pool.on_ray import ensure_ray, run_on_ray, start_workers

@@ -15,7 +15,7 @@ import os
 import time
 from typing import Any, Callable, Protocol
 
-from esc_eval.serve.chat import RunStopError
+from esc_eval.serve.chat.interface import RunStopError
 from esc_eval.sim.pool.capacity import Concurrency, choose_concurrency
 from esc_eval.sim.pool.config import ExecutionConfig
 from esc_eval.sim.pool.participants import ModelPool

@@ -1,5 +1,5 @@
 """The call cache kept inside a run folder (`<run>/cache/`), for jobs whose `execution.cache_dir` is
-unset (pool/calls.py says where a job's cache lives; serve/call_cache.py caches the calls)."""
+unset (pool/calls.py says where a job's cache lives; serve/calls/cache.py caches the calls)."""
 from __future__ import annotations
 
 from typing import Any

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from esc_eval.serve.model_entry import TokenPrice
+from esc_eval.serve.registry.entry import TokenPrice
 from esc_eval.sim.runs.runfolder import RunFolder
 
 API_BACKENDS = ("openai/", "litellm/")
@@ -31,7 +31,7 @@ API_BACKENDS = ("openai/", "litellm/")
 
 def _resolve(name: str) -> tuple[str, TokenPrice | None]:
     """(spec, registry price) of a registry name or spec; unknown names keep themselves and no price."""
-    from esc_eval.serve.registry import default_registry, resolve
+    from esc_eval.serve.registry.registry import default_registry, resolve
 
     try:
         spec, _ = resolve(name)
@@ -41,7 +41,7 @@ def _resolve(name: str) -> tuple[str, TokenPrice | None]:
     entry = reg.models.get(name) or next((e for e in reg.models.values() if e.spec == name), None)
     price = getattr(entry, "price", None) if entry is not None else None
     if price is None and spec.startswith("litellm/"):
-        from esc_eval.serve.litellm_backend import list_price
+        from esc_eval.serve.backends.litellm_api import list_price
 
         price = list_price(spec.partition("/")[2])
     return spec, price

@@ -9,10 +9,10 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterator
 
-from esc_eval.analysis.annotation_server import make_annotation_server
-from esc_eval.analysis.annotation_service import AnnotationService
-from esc_eval.analysis.annotation_store import AnnotationStore, default_store_path
-from esc_eval.analysis.fake_runs import write_fake_run
+from esc_eval.analysis.web.annotation_server import make_annotation_server
+from esc_eval.analysis.web.annotation_service import AnnotationService
+from esc_eval.analysis.annotation.store import AnnotationStore, default_store_path
+from esc_eval.analysis.results.fake_runs import write_fake_run
 from esc_eval.sim.judging.dimensions import DIMENSION_NAMES
 
 MODELS = ["m1", "m2", "m3"]

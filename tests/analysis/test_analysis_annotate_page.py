@@ -8,9 +8,9 @@ import shutil
 import pytest
 
 from annotate_testdata import fake_run, score_for, serving, study_request
-from esc_eval.analysis.annotation import agreement_summary
-from esc_eval.analysis.annotation_formats import annotation_table
-from esc_eval.analysis.annotation_study import create_study
+from esc_eval.analysis.annotation.agreement import agreement_summary
+from esc_eval.analysis.annotation.formats import annotation_table
+from esc_eval.analysis.annotation.study import create_study
 from esc_eval.sim.judging.dimensions import DIMENSION_NAMES
 
 

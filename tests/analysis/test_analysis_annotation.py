@@ -5,10 +5,9 @@ import pandas as pd
 import pytest
 
 import krippendorff
-from esc_eval.analysis.annotation import (AnnotationError, agreement_markdown, agreement_summary,
-                                          export_annotation_sheets, import_annotations, krippendorff_alpha,
-                                          pairwise_kappa, quadratic_weighted_kappa)
-from esc_eval.analysis.loaders import load_dialogues
+from esc_eval.analysis.annotation.sheets import AnnotationError, export_annotation_sheets, import_annotations
+from esc_eval.analysis.annotation.agreement import agreement_markdown, agreement_summary, krippendorff_alpha, pairwise_kappa, quadratic_weighted_kappa
+from esc_eval.analysis.results.loaders import load_dialogues
 from esc_eval.sim.judging.dimensions import DIMENSION_NAMES
 
 from analysis_testdata import dialogue_row

@@ -9,12 +9,12 @@ import yaml
 from typer.testing import CliRunner
 
 from annotate_testdata import Client, answer_queue, fake_run, serving, study_request
-from esc_eval.analysis.annotation_answers import AnnotationStoreError
-from esc_eval.analysis.annotation_formats import (annotation_table, import_labelstudio, label_config,
+from esc_eval.analysis.annotation.answers import AnnotationStoreError
+from esc_eval.analysis.annotation.formats import (annotation_table, import_labelstudio, label_config,
                                                   labelstudio_export, read_labelstudio)
-from esc_eval.analysis.annotation_store import AnnotationStore
-from esc_eval.analysis.annotation_study import create_study
-from esc_eval.analysis.loaders import load_dialogues
+from esc_eval.analysis.annotation.store import AnnotationStore
+from esc_eval.analysis.annotation.study import create_study
+from esc_eval.analysis.results.loaders import load_dialogues
 from esc_eval.cli.app import app
 
 
@@ -149,7 +149,7 @@ def test_rank_config_can_point_at_an_export(tmp_path):
 def test_runs_in_object_storage_need_a_store_file(tmp_path):
     """A run folder behind a storage URI (fsspec's in-memory store here): the CLI asks for --store,
     then studies, answers, results and both exports work through the run-folder API."""
-    from esc_eval.analysis.fake_runs import write_fake_run
+    from esc_eval.analysis.results.fake_runs import write_fake_run
 
     uri = f"memory://annotate-{tmp_path.name}/runs/a"
     write_fake_run(uri, 30, models=["m1", "m2"])

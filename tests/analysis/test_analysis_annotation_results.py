@@ -9,14 +9,14 @@ import pandas as pd
 import pytest
 
 from annotate_testdata import Client, answer_queue, fake_run, serving, study_request
-from esc_eval.analysis.annotation import agreement_summary, icc_oneway, icc_table, pairwise_kappa
-from esc_eval.analysis.annotation_formats import annotation_table
-from esc_eval.analysis.annotation_study import create_study
-from esc_eval.analysis.correlation import correlation_table, scores_wide
-from esc_eval.analysis.correlation_ci import human_wide
-from esc_eval.analysis.judge_accuracy import judge_accuracy
-from esc_eval.analysis.loaders import load_scores
-from esc_eval.analysis.rubric import annotation_rubric, annotation_rubric_version
+from esc_eval.analysis.annotation.agreement import agreement_summary, icc_oneway, icc_table, pairwise_kappa
+from esc_eval.analysis.annotation.formats import annotation_table
+from esc_eval.analysis.annotation.study import create_study
+from esc_eval.analysis.trust.correlation import correlation_table, scores_wide
+from esc_eval.analysis.trust.correlation_ci import human_wide
+from esc_eval.analysis.trust.judge_accuracy import judge_accuracy
+from esc_eval.analysis.results.loaders import load_scores
+from esc_eval.analysis.annotation.rubric import annotation_rubric, annotation_rubric_version
 from esc_eval.sim.judging.dimensions import DIMENSION_NAMES
 
 

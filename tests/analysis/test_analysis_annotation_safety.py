@@ -9,16 +9,16 @@ import pandas as pd
 import pytest
 
 from annotate_testdata import Client, fake_run, score_for, serving, study_request
-from esc_eval.analysis.annotation import (agreement_summary, export_annotation_sheets, icc_table, import_annotations,
-                                          pairwise_kappa)
-from esc_eval.analysis.annotation_answers import AnnotationStoreError, answers_long
-from esc_eval.analysis.annotation_formats import (annotation_table, import_labelstudio, label_config,
+from esc_eval.analysis.annotation.sheets import export_annotation_sheets, import_annotations
+from esc_eval.analysis.annotation.agreement import agreement_summary, icc_table, pairwise_kappa
+from esc_eval.analysis.annotation.answers import AnnotationStoreError, answers_long
+from esc_eval.analysis.annotation.formats import (annotation_table, import_labelstudio, label_config,
                                                   labelstudio_export, write_table)
-from esc_eval.analysis.annotation_results import live_results
-from esc_eval.analysis.annotation_store import AnnotationStore, default_store_path
-from esc_eval.analysis.annotation_study import create_study
-from esc_eval.analysis.loaders import load_dialogues
-from esc_eval.analysis.rubric import annotation_rubric_version
+from esc_eval.analysis.web.annotation_results import live_results
+from esc_eval.analysis.annotation.store import AnnotationStore, default_store_path
+from esc_eval.analysis.annotation.study import create_study
+from esc_eval.analysis.results.loaders import load_dialogues
+from esc_eval.analysis.annotation.rubric import annotation_rubric_version
 from esc_eval.sim.judging.dimensions import DIMENSION_NAMES
 from esc_eval.sim.runs.runfolder import RunFolder
 
@@ -100,7 +100,7 @@ def test_sheets_label_studio_and_train_table_carry_safety(tmp_path):
     assert label_config(ALL).count("<Choices ") == 8 and label_config().count("<Choices ") == 7
 
     store = AnnotationStore(default_store_path(run))
-    from esc_eval.analysis.annotation_service import AnnotationService
+    from esc_eval.analysis.web.annotation_service import AnnotationService
 
     index = AnnotationService([run], store).viewer.index
     create_study(store, index, study_request("c", ("a1",), overlap=1, sample=3, safety=True))

@@ -3,10 +3,10 @@ refresh, and the opening time the bench measures."""
 from __future__ import annotations
 
 from annotate_testdata import Client, fake_run, score_for, serving, study_request
-from esc_eval.analysis.annotation_bench import bench_annotation
-from esc_eval.analysis.annotation_service import Identity
-from esc_eval.analysis.annotation_study import create_study
-from esc_eval.analysis.fake_runs import write_fake_run
+from esc_eval.analysis.bench.annotation import bench_annotation
+from esc_eval.analysis.web.annotation_service import Identity
+from esc_eval.analysis.annotation.study import create_study
+from esc_eval.analysis.results.fake_runs import write_fake_run
 from esc_eval.sim.judging.dimensions import DIMENSION_NAMES
 
 

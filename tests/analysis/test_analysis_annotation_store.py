@@ -13,10 +13,10 @@ from pathlib import Path
 import pytest
 
 from annotate_testdata import Client, answer_queue, fake_run, score_for, serving, study_request
-from esc_eval.analysis.annotation_answers import AnnotationStoreError
-from esc_eval.analysis.annotation_service import AnnotationService
-from esc_eval.analysis.annotation_store import AnnotationStore, default_store_path
-from esc_eval.analysis.annotation_study import create_study
+from esc_eval.analysis.annotation.answers import AnnotationStoreError
+from esc_eval.analysis.web.annotation_service import AnnotationService
+from esc_eval.analysis.annotation.store import AnnotationStore, default_store_path
+from esc_eval.analysis.annotation.study import create_study
 from esc_eval.sim.judging.dimensions import DIMENSION_NAMES
 
 
@@ -67,9 +67,9 @@ def test_two_annotators_at_once_on_two_servers_each_answer_once(run_with_study):
 _CHILD = """
 import sys
 from pathlib import Path
-from esc_eval.analysis.annotation_server import make_annotation_server
-from esc_eval.analysis.annotation_service import AnnotationService
-from esc_eval.analysis.annotation_store import AnnotationStore
+from esc_eval.analysis.web.annotation_server import make_annotation_server
+from esc_eval.analysis.web.annotation_service import AnnotationService
+from esc_eval.analysis.annotation.store import AnnotationStore
 store = AnnotationStore(Path(sys.argv[2]))
 server = make_annotation_server(AnnotationService([Path(sys.argv[1])], store), "127.0.0.1", 0)
 print(server.server_address[1], flush=True)

@@ -6,10 +6,10 @@ from collections import Counter
 import pytest
 
 from annotate_testdata import MODELS, Client, fake_run, serving, study_request
-from esc_eval.analysis.annotation_answers import AnnotationStoreError
-from esc_eval.analysis.annotation_service import AnnotationService
-from esc_eval.analysis.annotation_store import AnnotationStore, default_store_path
-from esc_eval.analysis.annotation_study import assign, create_study, select_dialogues, study_config
+from esc_eval.analysis.annotation.answers import AnnotationStoreError
+from esc_eval.analysis.web.annotation_service import AnnotationService
+from esc_eval.analysis.annotation.store import AnnotationStore, default_store_path
+from esc_eval.analysis.annotation.study import assign, create_study, select_dialogues, study_config
 
 
 @pytest.fixture

@@ -9,9 +9,9 @@ import pytest
 
 from analysis_testdata import dialogue_row, score_rows
 from esc_eval.analysis import build_leaderboard, build_leaderboard_by, load_dialogues, load_scores, seed_spread
-from esc_eval.analysis.leaderboard import bootstrap_table_ci, cluster_bootstrap_table_ci
-from esc_eval.analysis.loaders import AnalysisInputError
-from esc_eval.analysis.report import write_report
+from esc_eval.analysis.results.leaderboard import bootstrap_table_ci, cluster_bootstrap_table_ci
+from esc_eval.analysis.results.loaders import AnalysisInputError
+from esc_eval.analysis.report.report import write_report
 
 CATS = {"c1": ("Life", "Work", "Stress"), "c2": ("Life", "Family", "Divorce"), "c3": ("Emotion", "Mood", "Sad"),
         "c4": ("Emotion", "Mood", "Anxious"), "c5": ("Human", "Love", "Breakup"), "c6": ("Human", "Friends", "Lonely")}

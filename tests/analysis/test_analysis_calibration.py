@@ -12,10 +12,10 @@ import pyarrow.parquet as pq
 import pytest
 from typer.testing import CliRunner
 
-from esc_eval.analysis.annotation_store import AnnotationStore
-from esc_eval.analysis.calibration import (TemperatureScaling, bootstrap_measures, brier, cross_fit, ece,
+from esc_eval.analysis.annotation.store import AnnotationStore
+from esc_eval.analysis.trust.calibration import (TemperatureScaling, bootstrap_measures, brier, cross_fit, ece,
                                            make_recalibration, reliability)
-from esc_eval.analysis.loaders import AnalysisInputError, load_scores
+from esc_eval.analysis.results.loaders import AnalysisInputError, load_scores
 from esc_eval.cli.app import app
 from esc_eval.sim.judging.dimensions import DIMENSION_NAMES
 from trust_testdata import human_sheet, judged_run, synthetic_judge
@@ -214,7 +214,7 @@ def test_bad_input_one_line_and_nothing_written(make_run, calibrated, tmp_path):
 
 
 def test_a_recalibration_that_does_not_help_is_named():
-    from esc_eval.analysis.calibration_runs import CalibrationResult, worse_notes
+    from esc_eval.analysis.trust.calibration_runs import CalibrationResult, worse_notes
 
     table = pd.DataFrame([{"judge": "j", "dimension": "empathy", "ece": 0.10, "ece_recal": 0.12, "n_human": 16},
                           {"judge": "j", "dimension": "fluency", "ece": 0.30, "ece_recal": 0.05, "n_human": 16}])

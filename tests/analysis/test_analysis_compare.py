@@ -3,8 +3,8 @@ import pandas as pd
 import pytest
 from scipy import stats
 
-from esc_eval.analysis.compare import holm, paired_comparison, pairwise_comparisons
-from esc_eval.analysis.loaders import AnalysisInputError
+from esc_eval.analysis.compare.paired import holm, paired_comparison, pairwise_comparisons
+from esc_eval.analysis.results.loaders import AnalysisInputError
 
 from analysis_testdata import score_rows
 
@@ -70,7 +70,7 @@ def test_holm_by_hand_and_pairwise():
 
 @pytest.mark.parametrize("n", [3, 9, 12])
 def test_sign_flip_p_is_exact_for_few_pairs(n):
-    from esc_eval.analysis.compare import sign_flip_pvalue
+    from esc_eval.analysis.compare.paired import sign_flip_pvalue
 
     rng = np.random.default_rng(n)
     a = rng.integers(1, 5, n).astype(float)

@@ -3,8 +3,8 @@ import pandas as pd
 import pytest
 from scipy import stats
 
-from esc_eval.analysis.correlation import correlate, correlation_markdown, correlation_table, scores_wide
-from esc_eval.analysis.loaders import AnalysisInputError
+from esc_eval.analysis.trust.correlation import correlate, correlation_markdown, correlation_table, scores_wide
+from esc_eval.analysis.results.loaders import AnalysisInputError
 
 from analysis_testdata import score_rows
 
@@ -90,7 +90,7 @@ def test_markdown_says_why_a_correlation_is_missing():
     # The demo's judge gave every dialogue the same score: the table was all n/a with no reason.
     import pandas as pd
 
-    from esc_eval.analysis.correlation_ci import correlation_ci_markdown
+    from esc_eval.analysis.trust.correlation_ci import correlation_ci_markdown
 
     table = pd.DataFrame([
         {"level": "sample", "metric": "ESC-Eval", "human": "fluency", "method": m, "r": float("nan"),
@@ -108,8 +108,8 @@ def test_bootstrap_cis_of_pearson_and_spearman_are_vectorised_with_the_same_inte
     # resample (1000 x 168 rows): minutes. Now one call per batch of resamples, same percentiles.
     from scipy import stats
 
-    from esc_eval.analysis import correlation as corr
-    from esc_eval.analysis.correlation_ci import _ci
+    from esc_eval.analysis.trust import correlation as corr
+    from esc_eval.analysis.trust.correlation_ci import _ci
 
     rng = np.random.default_rng(0)
     x = rng.integers(0, 5, 300).astype(float)

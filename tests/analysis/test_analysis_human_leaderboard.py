@@ -12,12 +12,12 @@ import pytest
 from typer.testing import CliRunner
 
 from analysis_testdata import dialogue_row
-from esc_eval.analysis.expected_scores import expected_scores
-from esc_eval.analysis.human_leaderboard import human_anchored
-from esc_eval.analysis.human_scores import load_human_scores
-from esc_eval.analysis.leaderboard import VALUE_COLUMNS, build_leaderboard
-from esc_eval.analysis.loaders import AnalysisInputError, load_scores
-from esc_eval.analysis.ppi import ppi_mean
+from esc_eval.analysis.results.expected_scores import expected_scores
+from esc_eval.analysis.trust.human_leaderboard import human_anchored
+from esc_eval.analysis.trust.human_scores import load_human_scores
+from esc_eval.analysis.results.leaderboard import VALUE_COLUMNS, build_leaderboard
+from esc_eval.analysis.results.loaders import AnalysisInputError, load_scores
+from esc_eval.analysis.trust.ppi import ppi_mean
 from esc_eval.cli.app import app
 from esc_eval.sim.judging.dimensions import DIMENSION_NAMES
 from trust_testdata import T0

@@ -3,8 +3,8 @@ import json
 import pandas as pd
 import pytest
 
-from esc_eval.analysis.judge_accuracy import accuracy_markdown, judge_accuracy, write_accuracy
-from esc_eval.analysis.loaders import AnalysisInputError
+from esc_eval.analysis.trust.judge_accuracy import accuracy_markdown, judge_accuracy, write_accuracy
+from esc_eval.analysis.results.loaders import AnalysisInputError
 
 
 def long(rows):

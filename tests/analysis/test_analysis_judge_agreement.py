@@ -9,8 +9,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from esc_eval.analysis.judge_agreement import judge_agreement
-from esc_eval.analysis.loaders import AnalysisInputError, load_official_scores
+from esc_eval.analysis.trust.judge_agreement import judge_agreement
+from esc_eval.analysis.results.loaders import AnalysisInputError, load_official_scores
 from esc_eval.sim.judging.dimensions import DIMENSION_NAMES
 
 

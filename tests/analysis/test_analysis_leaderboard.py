@@ -5,9 +5,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from esc_eval.analysis.leaderboard import (VALUE_COLUMNS, build_leaderboard, format_cell, leaderboard_markdown,
+from esc_eval.analysis.results.leaderboard import (VALUE_COLUMNS, build_leaderboard, format_cell, leaderboard_markdown,
                                            write_leaderboard)
-from esc_eval.analysis.loaders import AnalysisInputError, load_official_scores, load_scores
+from esc_eval.analysis.results.loaders import AnalysisInputError, load_official_scores, load_scores
 from esc_eval.sim.judging.dimensions import DIMENSION_NAMES, DIMENSIONS
 
 from analysis_testdata import ESC_DATA, needs_shared_data, score_rows

@@ -4,7 +4,7 @@ import math
 import pandas as pd
 import pytest
 
-from esc_eval.analysis.loaders import (AnalysisInputError, load_dialogues, load_official_dialogues,
+from esc_eval.analysis.results.loaders import (AnalysisInputError, load_dialogues, load_official_dialogues,
                                        load_official_scores, load_scores, parse_official_name)
 from esc_eval.sim.judging.dimensions import DIMENSION_NAMES, OFFICIAL_TO_PAPER
 

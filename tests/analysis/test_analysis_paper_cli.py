@@ -10,7 +10,7 @@ import pytest
 from typer.testing import CliRunner
 
 from analysis_testdata import dialogue_row, score_rows
-from esc_eval.analysis.roleplay import ROLEPLAY_METRICS
+from esc_eval.analysis.seekers.roleplay import ROLEPLAY_METRICS
 from esc_eval.cli.app import app
 from esc_eval.sim.judging.dimensions import DIMENSION_NAMES
 

@@ -1,8 +1,8 @@
 import pandas as pd
 import pytest
 
-from esc_eval.analysis.leaderboard import build_leaderboard
-from esc_eval.analysis.plots import (
+from esc_eval.analysis.results.leaderboard import build_leaderboard
+from esc_eval.analysis.figures.plots import (
     NothingToPlot,
     card_categories,
     dimension_bars,
@@ -11,7 +11,7 @@ from esc_eval.analysis.plots import (
     throughput_plot,
     win_rate_plot,
 )
-from esc_eval.analysis.roleplay import win_rates
+from esc_eval.analysis.seekers.roleplay import win_rates
 
 from analysis_testdata import T0, dialogue_row, score_rows
 

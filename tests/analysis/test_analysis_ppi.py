@@ -1,4 +1,4 @@
-"""Prediction-powered mean estimation (analysis/ppi.py) against hand-computed values and the
+"""Prediction-powered mean estimation (analysis/trust/ppi.py) against hand-computed values and the
 numbers of the `ppi-python` package (0.2.3, `ppi_mean_pointestimate` / `ppi_mean_ci`, alpha 0.05),
 computed in a separate virtual environment (the package is not a dependency) and recorded here."""
 from __future__ import annotations
@@ -8,7 +8,7 @@ import math
 import numpy as np
 import pytest
 
-from esc_eval.analysis.ppi import classical_mean, effective_human_scores, ppi_lambda, ppi_mean
+from esc_eval.analysis.trust.ppi import classical_mean, effective_human_scores, ppi_lambda, ppi_mean
 
 Y = np.array([3, 2, 4, 1, 3, 2, 0, 4, 3, 2, 1, 3], dtype=float)
 YHAT = np.array([2.8, 2.1, 3.6, 1.4, 2.9, 2.4, 0.7, 3.5, 3.1, 1.6, 1.2, 2.7])

@@ -6,8 +6,8 @@ import subprocess
 import pandas as pd
 import pytest
 
-from esc_eval.analysis.loaders import AnalysisInputError
-from esc_eval.analysis.report import write_report
+from esc_eval.analysis.results.loaders import AnalysisInputError
+from esc_eval.analysis.report.report import write_report
 
 from analysis_testdata import T0, dialogue_row, score_rows
 

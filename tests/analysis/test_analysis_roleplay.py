@@ -3,8 +3,8 @@ import math
 import pandas as pd
 import pytest
 
-from esc_eval.analysis.loaders import AnalysisInputError, load_dialogues, load_official_dialogues
-from esc_eval.analysis.roleplay import (
+from esc_eval.analysis.results.loaders import AnalysisInputError, load_dialogues, load_official_dialogues
+from esc_eval.analysis.seekers.roleplay import (
     character_breaks,
     emotion_trajectories,
     fidelity_summary,
@@ -119,7 +119,7 @@ def test_slopes_are_least_squares_and_the_summary_is_quick_at_8500_dialogues():
     import numpy as np
     from scipy import stats
 
-    from esc_eval.analysis.roleplay import _slopes
+    from esc_eval.analysis.seekers.roleplay import _slopes
 
     rng = np.random.default_rng(0)
     words = ("sad anxious worried fine better happy not tired hopeless okay calm stressed lonely great "

@@ -7,8 +7,8 @@ import pytest
 from typer.testing import CliRunner
 
 from analysis_testdata import dialogue_row, score_rows
-from esc_eval.analysis.loaders import AnalysisInputError
-from esc_eval.analysis.run_compare import compare_runs, comparison_markdown
+from esc_eval.analysis.results.loaders import AnalysisInputError
+from esc_eval.analysis.compare.runs import compare_runs, comparison_markdown
 from esc_eval.cli.app import app
 
 CARDS = [f"c{i}" for i in range(12)]

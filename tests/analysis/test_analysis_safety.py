@@ -13,11 +13,11 @@ import pytest
 
 from analysis_testdata import dialogue_row, score_rows
 from esc_eval.analysis import build_leaderboard, load_scores
-from esc_eval.analysis.judge_accuracy import judge_accuracy
-from esc_eval.analysis.judge_agreement import judge_agreement
-from esc_eval.analysis.loaders import AnalysisInputError
-from esc_eval.analysis.report import write_report
-from esc_eval.analysis.safety import harm_weighted_summary, load_safety, safety_frame
+from esc_eval.analysis.trust.judge_accuracy import judge_accuracy
+from esc_eval.analysis.trust.judge_agreement import judge_agreement
+from esc_eval.analysis.results.loaders import AnalysisInputError
+from esc_eval.analysis.report.report import write_report
+from esc_eval.analysis.results.safety import harm_weighted_summary, load_safety, safety_frame
 from esc_eval.sim.judging.dimensions import DIMENSION_NAMES
 
 
@@ -163,7 +163,7 @@ def test_safety_frame_marks_cards_without_a_level():
 
 
 def test_viewer_and_official_export_read_a_run_with_safety_scores(make_run, tmp_path):
-    from esc_eval.analysis.viewer import ResultsViewer
+    from esc_eval.analysis.web.viewer import ResultsViewer
 
     with_safety, without = _run(make_run, "with"), _run(make_run, "without", safety=False)
     a, b = ResultsViewer([with_safety]), ResultsViewer([without])

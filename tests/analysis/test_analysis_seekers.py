@@ -9,8 +9,8 @@ import pandas as pd
 import pytest
 
 from analysis_testdata import dialogue_row, score_rows
-from esc_eval.analysis.report import write_report
-from esc_eval.analysis.seekers import ALL_WORST, dialogue_values, ranking_shift, seeker_shift
+from esc_eval.analysis.report.report import write_report
+from esc_eval.analysis.seekers.seeker_kinds import ALL_WORST, dialogue_values, ranking_shift, seeker_shift
 
 
 def _values(table):

@@ -6,7 +6,7 @@ import pandas as pd
 import pytest
 from sacrebleu.metrics import BLEU
 
-from esc_eval.analysis.text_metrics import (
+from esc_eval.analysis.textmetrics.metrics import (
     corpus_text_metrics,
     dialogue_text_metrics,
     distinct_n,
@@ -14,7 +14,7 @@ from esc_eval.analysis.text_metrics import (
     text_metrics,
     tokenize,
 )
-from esc_eval.analysis.wordnet_data import DEBIAN_WORDNET, LEXNAMES, prepare_wordnet_dir, wordnet_reader
+from esc_eval.analysis.textmetrics.wordnet import DEBIAN_WORDNET, LEXNAMES, prepare_wordnet_dir, wordnet_reader
 
 from analysis_testdata import SHARED, dialogue_row
 
@@ -78,7 +78,7 @@ def test_meteor_uses_synonyms():
     # words: "car" has the WordNet synonym "auto" (stem "auto").
     with_wn = text_metrics(["i bought a car today"], ["i bought an auto today"])
     assert bool(with_wn["meteor_wordnet"].iloc[0])
-    from esc_eval.analysis.text_metrics import meteor
+    from esc_eval.analysis.textmetrics.metrics import meteor
     no_syn = meteor(tokenize("i bought a car today"), tokenize("i bought an auto today"), wordnet=None)
     assert with_wn["meteor"].iloc[0] > no_syn > 0
 
@@ -117,8 +117,8 @@ def test_run_text_metrics_scores_each_pair_once_with_the_same_numbers(monkeypatc
     # again for the corpus table) and stemmed / looked up every word again in each METEOR call.
     import importlib
 
-    tm = importlib.import_module("esc_eval.analysis.text_metrics")
-    from esc_eval.analysis.text_metric_runs import run_text_metrics
+    tm = importlib.import_module("esc_eval.analysis.textmetrics.metrics")
+    from esc_eval.analysis.textmetrics.runs import run_text_metrics
 
     rows = [dialogue_row(f"d{i}", m, card_id=f"c{i}", seeker=["s1", "s2"]) for i, m in
             enumerate(["m1", "m1", "m2"])]

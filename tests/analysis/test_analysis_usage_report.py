@@ -4,9 +4,9 @@ from __future__ import annotations
 import pandas as pd
 
 from analysis_testdata import dialogue_row, score_rows
-from esc_eval.analysis.leaderboard import build_leaderboard
-from esc_eval.analysis.loaders import load_manifests, load_scores
-from esc_eval.analysis.usage_report import add_usage_columns
+from esc_eval.analysis.results.leaderboard import build_leaderboard
+from esc_eval.analysis.results.loaders import load_manifests, load_scores
+from esc_eval.analysis.results.usage import add_usage_columns
 
 USAGE = {"by_stage": [
     {"stage": "target", "model": "m1", "spec": "openai/m1", "calls": 50, "prompt_tokens": 10_000,
@@ -25,7 +25,7 @@ def test_usage_in_leaderboard_csv_and_report(make_run, tmp_path):
     with_usage = add_usage_columns(lb, load_manifests([run])).set_index("model")
     assert with_usage.loc["m1", "usage_calls"] == 50 and with_usage.loc["m1", "usage_dollars"] == 0.42
     assert pd.isna(with_usage.loc["m2", "usage_calls"])
-    from esc_eval.analysis.report import write_report
+    from esc_eval.analysis.report.report import write_report
 
     paths = write_report([run], tmp_path / "rep", n_boot=0)
     csv = pd.read_csv(paths["leaderboard_csv"])

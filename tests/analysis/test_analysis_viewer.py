@@ -11,9 +11,9 @@ import urllib.request
 import pytest
 
 from analysis_testdata import dialogue_row, score_rows
-from esc_eval.analysis.loaders import AnalysisInputError
-from esc_eval.analysis.viewer import ResultsViewer
-from esc_eval.analysis.viewer_server import make_server
+from esc_eval.analysis.results.loaders import AnalysisInputError
+from esc_eval.analysis.web.viewer import ResultsViewer
+from esc_eval.analysis.web.viewer_server import make_server
 
 
 USAGE = {"by_stage": [{"stage": "target", "model": "m1", "spec": "openai/m1", "calls": 40, "prompt_tokens": 8000,
@@ -198,7 +198,7 @@ def test_viewer_in_headless_chromium(server):
 
 
 def test_index_cache_follows_the_parts(two_runs):
-    from esc_eval.analysis.viewer import CACHE_DIR
+    from esc_eval.analysis.web.viewer import CACHE_DIR
     from esc_eval.sim.runs.runfolder import RunFolder
 
     a, _ = two_runs

@@ -36,7 +36,7 @@ def _no_ray_left():
 
 @pytest.mark.slow
 def test_annotate_export_then_train_rank_on_the_embedded_model(tmp_path):
-    from esc_eval.analysis.annotation_study import create_study
+    from esc_eval.analysis.annotation.study import create_study
 
     run = fake_run(tmp_path / "run", 24)
     with serving([run]) as (base, service):

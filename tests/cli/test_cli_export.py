@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from esc_eval.analysis.fake_runs import write_fake_run
-from esc_eval.analysis.loaders import load_official_scores
+from esc_eval.analysis.results.fake_runs import write_fake_run
+from esc_eval.analysis.results.loaders import load_official_scores
 from esc_eval.cli.app import app
 from esc_eval.sim.jobs.scoring import prepare_input
 from esc_eval.sim.runs.official import read_official_dialogues, write_official_dialogues

@@ -162,7 +162,7 @@ def test_correlate_against_filled_annotation_sheets(lab):
     rng = np.random.default_rng(7)
     dims = ["fluency", "expression", "empathy", "information", "skillful", "humanoid", "overall"]
     # Annotators who agree with the judge up to +-1.
-    from esc_eval.analysis.loaders import load_scores
+    from esc_eval.analysis.results.loaders import load_scores
 
     wide = load_scores([lab["run"]]).pivot_table(index="dialogue_id", columns="dimension", values="score")
     for a in ("a1", "a2"):

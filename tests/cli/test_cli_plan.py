@@ -1,4 +1,4 @@
-"""`esc-eval plan` with the projected run time (serve/plan_time.py), as a user calls it (CliRunner),
+"""`esc-eval plan` with the projected run time (serve/plan/projection.py), as a user calls it (CliRunner),
 on described GPUs: the shipped configs, the answer length, a bench gpu rates file, bad input."""
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ BENCH = ROOT / "tests" / "serve" / "fixtures" / "bench_gpu_2xh100.json"
 @pytest.fixture
 def paper_models(monkeypatch):
     """ExTES-LLaMa and EmoLLM given folders (the README's ESC_EVAL_MODEL_PATHS), the registry reloaded."""
-    from esc_eval.serve import registry
+    from esc_eval.serve.registry import registry
 
     monkeypatch.setenv("ESC_EVAL_MODEL_PATHS", "extes-llama=/models/extes-llama,emollm=/models/emollm")
     monkeypatch.setattr(registry, "_DEFAULT", None)
@@ -35,7 +35,7 @@ def _projection(output: str) -> list[str]:
 
 
 def test_role_and_target_on_one_h100_prints_the_projection():
-    from esc_eval.serve.config_base import load_config
+    from esc_eval.serve.config import load_config
     from esc_eval.sim.jobs.config import SimulationConfig
     from esc_eval.sim.jobs.simulation_items import select_cards
 

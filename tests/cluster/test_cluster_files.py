@@ -41,9 +41,9 @@ def test_launcher_yaml_matches_ray_schema():
 
 # ---------------------------------------------------------------- Serve config
 def _check_serve_config(data: dict) -> None:
-    from esc_eval.serve.vllm_compat import ray_serve_llm_aliases
+    from esc_eval.serve.engines.vllm_compat import ray_serve_llm_aliases
 
-    ray_serve_llm_aliases()  # an older vLLM than Ray Serve LLM expects (serve/vllm_compat.py)
+    ray_serve_llm_aliases()  # an older vLLM than Ray Serve LLM expects (serve/engines/vllm_compat.py)
     from ray.serve.llm import LLMServingArgs
     from ray.serve.schema import ServeDeploySchema
 
@@ -56,17 +56,17 @@ def _check_serve_config(data: dict) -> None:
 
 
 def test_serve_config_file_validates_and_is_generated_from_gpu_models():
-    from esc_eval.serve.serve_app import ServeConfig, serve_config_dict
+    from esc_eval.serve.app.application import ServeConfig, serve_config_dict
 
     data = _load("serve/esc-eval-serve.yaml")
     _check_serve_config(data)
     regenerated = serve_config_dict(ServeConfig.from_yaml(ROOT / "serve" / "gpu-models.yaml"))
-    assert data == regenerated, "regenerate: python -m esc_eval.serve.serve_app cluster/serve/gpu-models.yaml cluster/serve/esc-eval-serve.yaml"
+    assert data == regenerated, "regenerate: python -m esc_eval.serve.app.application cluster/serve/gpu-models.yaml cluster/serve/esc-eval-serve.yaml"
     configs = {c["model_loading_config"]["model_id"]: c for c in data["applications"][0]["args"]["llm_configs"]}
     assert set(configs) == {"qwen1.5-7b-chat", "esc-role", "esc-rank"}
     assert configs["esc-role"]["engine_kwargs"]["tensor_parallel_size"] == 2
     assert all(c["accelerator_type"] == "A10G" and "accelerator_config" not in c for c in configs.values())
-    assert configs["esc-rank"]["server_cls"] == "esc_eval.serve.serve_lora:LocalLoraLLMServer"
+    assert configs["esc-rank"]["server_cls"] == "esc_eval.serve.app.lora:LocalLoraLLMServer"
 
 
 # ---------------------------------------------------------------- KubeRay (fields we use)
@@ -244,7 +244,7 @@ def _kuberay_gpu_shape(rel: str) -> dict:
 
 def _plan(config_rel: str, **hw):
     from esc_eval.cli.plan import load_any_config
-    from esc_eval.serve.plan import hardware_for
+    from esc_eval.serve.plan.planner import hardware_for
     from esc_eval.sim.pool.placement import make_plan
 
     uses, execution = load_any_config(ROOT / config_rel)

@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 
 from api_standins import StrictAnthropic, StrictOpenAI
-from esc_eval.serve.chat import (ChatMessage, ChatModelError, GenerationParams, backend_capabilities,
+from esc_eval.serve.chat.interface import (ChatMessage, ChatModelError, GenerationParams, backend_capabilities,
                                  backend_preflight, get_chat_model)
-from esc_eval.serve.retry import RetryingChatModel, RetryPolicy
+from esc_eval.serve.calls.retry import RetryingChatModel, RetryPolicy
 
 JUDGE = [ChatMessage(role="system", content="You are a judge."),
          ChatMessage(role="user", content="Dialogue ... Based on the rules, give your empathy score (The number only).")]
@@ -147,8 +147,8 @@ def test_litellm_reaches_only_the_server_it_is_pointed_at(openai_server, anthrop
         events = []
         sys.addaudithook(lambda ev, args: events.append([ev, str(args[1] if ev == "socket.connect" else args[0])])
                          if ev in ("socket.connect", "socket.getaddrinfo") else None)
-        from esc_eval.serve.chat import ChatMessage, GenerationParams, backend_preflight, get_chat_model
-        from esc_eval.serve.litellm_backend import list_price
+        from esc_eval.serve.chat.interface import ChatMessage, GenerationParams, backend_preflight, get_chat_model
+        from esc_eval.serve.backends.litellm_api import list_price
         msgs = [ChatMessage(role="user", content="hello")]
         async def main():
             backend_preflight("litellm/anthropic/claude-3-5-sonnet-20240620")

@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from esc_eval.serve.deadlines import _ticks, call_timeout
+from esc_eval.serve.calls.deadlines import _ticks, call_timeout
 
 
 async def test_slow_call_times_out_within_a_tick():

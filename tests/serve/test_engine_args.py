@@ -1,4 +1,4 @@
-"""Engine arguments per device (serve/engine_args.py): the CPU ones as measured, the GPU ones built
+"""Engine arguments per device (serve/engines/args.py): the CPU ones as measured, the GPU ones built
 and checked here on a CPU machine (described GPUs, never probed), and an in-process engine started
 on described GPUs up to the point where vLLM would take the hardware."""
 from __future__ import annotations
@@ -7,8 +7,8 @@ import dataclasses
 
 import pytest
 
-from esc_eval.serve.cpu import cpu_info
-from esc_eval.serve.engine_args import (CPU, CPU_ENGINE, EngineConfigError, device_engine_kwargs, engine_kwargs,
+from esc_eval.serve.devices.cpu import cpu_info
+from esc_eval.serve.engines.args import (CPU, CPU_ENGINE, EngineConfigError, device_engine_kwargs, engine_kwargs,
                                         gpus)
 
 AVX2 = cpu_info("model name\t: AMD EPYC\nflags\t\t: avx avx2 fma f16c\n", cores=2)
@@ -64,7 +64,7 @@ def test_serve_replicas_leave_tensor_parallel_placement_to_ray():
 
 def test_in_process_engine_on_described_gpus_starts_with_the_gpu_arguments(monkeypatch, fake_vllm):
     """_EngineHost on 2 described 80 GB GPUs: what it hands vLLM (vLLM itself is a stand-in here)."""
-    from esc_eval.serve import engine_host, vllm_engine
+    from esc_eval.serve.backends import engine_host, vllm_engine
 
     seen = fake_vllm(None, {})
     monkeypatch.setattr(engine_host, "detect_device", lambda: gpus(2, 80, "H100"))
@@ -80,8 +80,8 @@ def test_in_process_engine_on_described_gpus_starts_with_the_gpu_arguments(monke
 
 
 def test_in_process_engine_refuses_more_ranks_than_its_gpus(monkeypatch, fake_vllm):
-    from esc_eval.serve import engine_host, vllm_engine
-    from esc_eval.serve.chat import EngineStartError
+    from esc_eval.serve.backends import engine_host, vllm_engine
+    from esc_eval.serve.chat.interface import EngineStartError
 
     fake_vllm(None, {})
     monkeypatch.setattr(engine_host, "detect_device", lambda: gpus(1, 24))
@@ -96,14 +96,14 @@ def test_in_process_engine_refuses_more_ranks_than_its_gpus(monkeypatch, fake_vl
 
 
 def test_cpu_engine_defaults_are_the_measured_ones():
-    from esc_eval.serve.vllm_engine import DEFAULT_ENGINE
+    from esc_eval.serve.backends.vllm_engine import DEFAULT_ENGINE
 
     assert DEFAULT_ENGINE is CPU_ENGINE and DEFAULT_ENGINE["enforce_eager"] is True
 
 
 def test_engine_release_stops_it_only_when_no_holder_is_left():
     """Two chat models on one engine (a job's and a shared fixture's): releasing one keeps it."""
-    from esc_eval.serve import vllm_engine
+    from esc_eval.serve.backends import vllm_engine
 
     a = vllm_engine.VLLMChatModel("/nonexistent/model-for-release")
     b = vllm_engine.VLLMChatModel("/nonexistent/model-for-release")

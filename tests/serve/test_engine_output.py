@@ -1,4 +1,4 @@
-"""The engine's own cause of a failed start (serve/engine_output.py): what child processes print
+"""The engine's own cause of a failed start (serve/engines/output.py): what child processes print
 through the teed fds 1 and 2, and the root cause found in it."""
 import os
 import subprocess
@@ -6,7 +6,7 @@ import sys
 import textwrap
 import time
 
-from esc_eval.serve.engine_output import ChildOutput, root_cause
+from esc_eval.serve.engines.output import ChildOutput, root_cause
 
 # What vLLM 0.32 printed on this machine for a model folder whose config.json does not match its
 # weights (trimmed): the worker's traceback (logged on stdout), then the EngineCore's pointer to it.
@@ -79,7 +79,7 @@ def test_a_child_started_inside_the_capture_is_teed_for_its_whole_life(capfd):
 
 
 def test_a_serve_replica_whose_engine_does_not_start_names_the_cause():
-    """ray.serve.llm's LLMServer as the replicas run it (serve/serve_server.py), its engine a stand-in
+    """ray.serve.llm's LLMServer as the replicas run it (serve/app/server.py), its engine a stand-in
     (Ray's engine_cls hook) that starts a child process failing like vLLM's worker, then raises
     vLLM's pointer: the replica's error carries the child's cause."""
     import asyncio
@@ -87,8 +87,8 @@ def test_a_serve_replica_whose_engine_does_not_start_names_the_cause():
     import pytest
     from ray.serve.llm import LLMConfig
 
-    from esc_eval.serve.chat import EngineStartError
-    from esc_eval.serve.serve_server import LLMServer
+    from esc_eval.serve.chat.interface import EngineStartError
+    from esc_eval.serve.app.server import LLMServer
 
     class VLLMLikeEngine:
         def __init__(self, llm_config):
@@ -115,18 +115,18 @@ actor_id=7f, repr=<ray.serve._private.replica.ServeReplica object at 0x7f>)
     await self._replica_impl.initialize(deployment_config, rank)
   File "/v/esc_eval/serve/serve_server.py", line 33, in start
     raise EngineStartError(f"the vLLM engine for {model} did not start: {cause_of(e, output)}",
-esc_eval.serve.chat.EngineStartError: the vLLM engine for embedded did not start: RuntimeError: start (0) + \
+esc_eval.serve.chat.interface.EngineStartError: the vLLM engine for embedded did not start: RuntimeError: start (0) + \
 length (1600) exceeds dimension size (1536).
 """
 
 
 def test_a_failed_deploy_is_one_line_with_the_replicas_cause():
-    from esc_eval.serve.deploy import replica_cause
+    from esc_eval.serve.app.deploy import replica_cause
 
     assert replica_cause(SERVE_DEPLOY_FAILED) == ("the vLLM engine for embedded did not start: RuntimeError: start (0) "
                                                   "+ length (1600) exceeds dimension size (1536).")
     # a replica of another server: the last exception of the traceback Serve quotes, else its first line
-    other = SERVE_DEPLOY_FAILED.replace("esc_eval.serve.chat.EngineStartError: the vLLM engine for embedded did not "
+    other = SERVE_DEPLOY_FAILED.replace("esc_eval.serve.chat.interface.EngineStartError: the vLLM engine for embedded did not "
                                         "start: ", "")
     assert replica_cause("Error:\nTraceback (most recent call last):\n  File \"x\"\n" + other.splitlines()[-1]) == \
         "RuntimeError: start (0) + length (1600) exceeds dimension size (1536)."

@@ -1,11 +1,11 @@
-"""GPU detection (serve/gpu_detect.py) against a fake nvidia-smi on PATH, a fake NVML module, the
+"""GPU detection (serve/devices/gpus.py) against a fake nvidia-smi on PATH, a fake NVML module, the
 driver's /proc folders and Ray's resources; CUDA_VISIBLE_DEVICES as CUDA reads it."""
 from __future__ import annotations
 
 import pytest
 
-from esc_eval.serve import gpu_detect
-from esc_eval.serve.gpu_detect import Gpu, detect_gpus, ray_inventory, visible
+from esc_eval.serve.devices import gpus as gpu_detect
+from esc_eval.serve.devices.gpus import Gpu, detect_gpus, ray_inventory, visible
 
 H100 = ("NVIDIA H100 80GB HBM3", 81559)  # what nvidia-smi prints for one (MiB)
 

@@ -6,8 +6,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from esc_eval.serve.chat import ChatModelError, GenerationParams
-from esc_eval.serve.vllm_engine import VLLMChatModel
+from esc_eval.serve.chat.interface import ChatModelError, GenerationParams
+from esc_eval.serve.backends.vllm_engine import VLLMChatModel
 
 LABELS = ["0", "1", "2", "3", "4"]
 CHATML = ("{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"

@@ -3,8 +3,8 @@ SentencePiece tokenizer built on the fly: the five probabilities are those of th
 decoding emits after the generation prompt, not of the bare encode('3') = '▁3' tokens."""
 import pytest
 
-from esc_eval.serve.chat import GenerationParams
-from esc_eval.serve.vllm_engine import VLLMChatModel
+from esc_eval.serve.chat.interface import GenerationParams
+from esc_eval.serve.backends.vllm_engine import VLLMChatModel
 from test_label_tokens import LABELS, prompt, sentencepiece_tokenizer  # noqa: F401 - a fixture
 
 pytestmark = pytest.mark.slow
@@ -34,10 +34,10 @@ async def test_engine_reads_the_labels_greedy_decoding_emits(tiny_sentencepiece_
     import torch
     from transformers import LlamaForCausalLM
 
-    from esc_eval.serve.chat import ChatMessage
+    from esc_eval.serve.chat.interface import ChatMessage
     from esc_eval.sim.judging.score_parser import distribution
 
-    from esc_eval.serve.vllm_engine import engines_started_here
+    from esc_eval.serve.backends.vllm_engine import engines_started_here
 
     tok = sentencepiece_tokenizer
     messages = [ChatMessage(role="user", content="Rate it. The number only.")]

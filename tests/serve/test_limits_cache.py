@@ -1,4 +1,4 @@
-"""Limits per model, the spend ledger and the call cache, in-process (serve/limits.py, serve/call_cache.py)."""
+"""Limits per model, the spend ledger and the call cache, in-process (serve/calls/limits.py, serve/calls/cache.py)."""
 from __future__ import annotations
 
 import asyncio
@@ -8,11 +8,11 @@ import time
 
 import pytest
 
-from esc_eval.serve.call_cache import ArrowFsStore, CachedChatModel, cache_key, cacheable
-from esc_eval.serve.chat import ChatMessage, ChatModelError, GenerationParams, get_chat_model
-from esc_eval.serve.limits import (BudgetExceededError, CallGate, ModelLimiter, ModelLimits, Price, SpendLedger,
+from esc_eval.serve.calls.cache import ArrowFsStore, CachedChatModel, cache_key, cacheable
+from esc_eval.serve.chat.interface import ChatMessage, ChatModelError, GenerationParams, get_chat_model
+from esc_eval.serve.calls.limits import (BudgetExceededError, CallGate, ModelLimiter, ModelLimits, Price, SpendLedger,
                                    estimate_prompt_tokens, host_governor, stop_governor)
-from esc_eval.serve.retry import RetryingChatModel, RetryPolicy
+from esc_eval.serve.calls.retry import RetryingChatModel, RetryPolicy
 
 MSGS = [ChatMessage(role="user", content="I feel low")]
 
@@ -86,7 +86,7 @@ async def test_gate_around_every_attempt_counts_and_charges_each(tmp_path):
         model = RetryingChatModel(inner, RetryPolicy(max_attempts=5, initial_wait_s=0.001, max_wait_s=0.002), gate=gate)
         for i in range(6):
             await model.chat([ChatMessage(role="user", content=f"q{i}")], GenerationParams(max_tokens=4))
-        from esc_eval.serve.limits import Governor
+        from esc_eval.serve.calls.limits import Governor
 
         totals = await Governor(ledger).call("totals")
         m = totals["models"]["fake/judge"]

@@ -9,9 +9,9 @@ import time
 import pytest
 from aiohttp import web
 
-from esc_eval.serve.chat import ChatMessage, ChatModelError, GenerationParams, get_chat_model
-from esc_eval.serve.openai_http import OpenAIChatModel, parse_retry_after
-from esc_eval.serve.retry import RetryingChatModel, RetryPolicy
+from esc_eval.serve.chat.interface import ChatMessage, ChatModelError, GenerationParams, get_chat_model
+from esc_eval.serve.backends.openai_http import OpenAIChatModel, parse_retry_after
+from esc_eval.serve.calls.retry import RetryingChatModel, RetryPolicy
 
 MSGS = [ChatMessage(role="system", content="be kind"), ChatMessage(role="user", content="I feel low")]
 

@@ -1,13 +1,14 @@
-"""The planner (serve/plan.py): pure, so every GPU case is planned here on a CPU machine."""
+"""The planner (serve/plan/planner.py): pure, so every GPU case is planned here on a CPU machine."""
 from __future__ import annotations
 
 import json
 
 import pytest
 
-from esc_eval.serve.model_size import size_from_config_json
-from esc_eval.serve.plan import GB, Hardware, ModelUse, PlacementConfig, Plan, PlanError, hardware_for, plan_run, ref_key
-from esc_eval.serve.registry import load_registry
+from esc_eval.serve.registry.size import size_from_config_json
+from esc_eval.serve.plan.planner import GB, Hardware, ModelUse, PlacementConfig, Plan, PlanError, hardware_for, plan_run, ref_key
+from esc_eval.serve.registry.registry import load_registry
+from esc_eval.serve.plan.text import plan_lines
 
 SIM = [ModelUse("esc-role", {}, "role"), ModelUse("qwen1.5-7b-chat", {}, "target"),
        ModelUse("llama-3-8b-instruct", {}, "target"), ModelUse("gpt-4", {}, "target")]
@@ -171,7 +172,7 @@ def test_placement_config_rejects_what_the_plan_sets():
 
 
 def test_plan_prints_one_line_per_model_and_refusal():
-    lines = plan_run(SIM, hardware_for(8, 24, 1), ROLE_TP2).lines()
+    lines = plan_lines(plan_run(SIM, hardware_for(8, 24, 1), ROLE_TP2))
     assert lines[0] == "plan: serve on 8 x A10G 24 GB GPUs, 1 per node" or lines[0].startswith("plan: serve on 8 x")
     assert any(line.startswith("- esc-role [role]: Serve deployment esc-role, 1 replica, 2 GPUs per replica") for line in lines)
     assert lines[-1] == "1 refused: nothing was started"
@@ -203,7 +204,7 @@ def test_role_and_a_7b_target_share_one_h100():
     assert any(n.startswith("replicas sharing a GPU split placement.gpu_memory_utilization 0.92") for n in plan.notes)
     assert role.kv_tokens == pytest.approx(target.kv_tokens, rel=0.01)  # the same KV tokens each
     assert plan.execution == {"num_gpus_per_worker": 0.0}
-    assert any(line == "    GPU 0: esc-role 0.6261 + qwen1.5-7b-chat 0.3739" for line in plan.lines()), plan.lines()
+    assert any(line == "    GPU 0: esc-role 0.6261 + qwen1.5-7b-chat 0.3739" for line in plan_lines(plan)), plan_lines(plan)
 
 
 def _paper_run_registry(tmp_path):
@@ -234,7 +235,7 @@ def test_the_papers_run_side_by_side_on_one_8_h100_node_then_the_judge(tmp_path)
     (judge,) = [e for e in plan.engines if e.phase == "scoring"]
     assert judge.replicas == (8, 8) and judge.gpus == 1 and judge.gpu_fraction is None  # then the judge, one per GPU
     assert _layout_fits(plan, "scoring") == [[1.0]] * 8
-    text = plan.lines()
+    text = plan_lines(plan)
     assert "simulation: the role and the targets:" in text and text[-1] == "ok: nothing refused"
 
 
@@ -243,10 +244,10 @@ def test_gpus_follow_the_work_on_the_papers_run(tmp_path, monkeypatch):
     cache grows, so it gets the GPUs the targets' KV growth took before (2 then). It stays the slowest
     because the 12 targets' weights at their least KV cache need 3 GPUs, which Ray's best fit, in
     any start order, only packs onto 4: one more role replica does not fit."""
-    from esc_eval.serve import plan_serve
-    from esc_eval.serve.model_size import model_facts
-    from esc_eval.serve.plan_sizes import Engine
-    from esc_eval.serve.plan_time import Workload, project
+    from esc_eval.serve.plan import serve_mode as plan_serve
+    from esc_eval.serve.registry.size import model_facts
+    from esc_eval.serve.plan.sizes import Engine
+    from esc_eval.serve.plan.projection import Workload, project
 
     reg = _paper_run_registry(tmp_path)
     targets = [e.name for e in reg.targets()]
@@ -276,7 +277,7 @@ def test_gpus_follow_the_work_on_the_papers_run(tmp_path, monkeypatch):
 
 
 def test_replicas_the_plan_adds_never_share_a_gpu():
-    from esc_eval.serve.plan_pack import Demand, pack
+    from esc_eval.serve.plan.pack import Demand, pack
 
     # 10 GB usable per GPU; "big" does 3 times "small"'s work: 3 whole GPUs to 1
     big, small = Demand("big", 3.0, 0.001, 1000, load=3.0), Demand("small", 2.0, 0.001, 1000, load=1.0)
@@ -324,7 +325,7 @@ def test_auto_runs_targets_one_after_another_when_they_do_not_fit_side_by_side(t
 
 
 def test_a_packing_must_survive_the_order_ray_starts_replicas_in():
-    from esc_eval.serve.plan_pack import Demand, Packer
+    from esc_eval.serve.plan.pack import Demand, Packer
 
     # 0.6 + 0.4 per GPU fits largest-first; started 0.4, 0.4, 0.6, 0.6, Ray's best fit puts both 0.4s on one GPU
     demands = [Demand("a", 0.6, 0.0, 0, replicas=2), Demand("b", 0.4, 0.0, 0, replicas=2)]
@@ -350,7 +351,7 @@ def test_a_bad_local_folder_is_refused_in_one_line(tmp_path, make, why):
 def _demand_sets():
     from hypothesis import strategies as st
 
-    from esc_eval.serve.plan_pack import Demand
+    from esc_eval.serve.plan.pack import Demand
 
     one = st.builds(lambda i, fixed, kv, n, fill, load, tp: Demand(f"m{i}", fixed, kv, 1000, tp=tp, replicas=n, fill=fill,
                                                                    load=load),
@@ -367,7 +368,7 @@ def test_what_the_packing_guarantees_holds_for_any_demands(nodes):
     plan added of one model on one GPU."""
     from hypothesis import HealthCheck, given, settings
 
-    from esc_eval.serve.plan_pack import Packer
+    from esc_eval.serve.plan.pack import Packer
 
     @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
     @given(_demand_sets())

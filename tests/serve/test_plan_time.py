@@ -1,4 +1,4 @@
-"""The projected run time (serve/plan_time.py): arithmetic on per-GPU rates, checked against hand
+"""The projected run time (serve/plan/projection.py): arithmetic on per-GPU rates, checked against hand
 arithmetic; the rates read from an `esc-eval bench gpu` JSON (tests/serve/fixtures); bad rates files."""
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from esc_eval.serve.plan import EnginePlan, Hardware, Plan, hardware_for
-from esc_eval.serve.plan_time import (ENGINE_START_S, H100_RATES, Rates, RatesError, Workload, load_rates, project,
+from esc_eval.serve.plan.planner import EnginePlan, Hardware, Plan, hardware_for
+from esc_eval.serve.plan.projection import (ENGINE_START_S, H100_RATES, Rates, RatesError, Workload, load_rates, project,
                                       rates_from_bench)
 
 BENCH = Path(__file__).parent / "fixtures" / "bench_gpu_2xh100.json"

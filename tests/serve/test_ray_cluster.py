@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from esc_eval.serve import ray_cluster
-from esc_eval.serve.ray_cluster import StaleRayAddressError
+from esc_eval.serve.app import ray_cluster
+from esc_eval.serve.app.ray_cluster import StaleRayAddressError
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -59,7 +59,7 @@ def test_stale_address_file_fails_fast_or_is_forgotten(clean_auth_env, monkeypat
     t = time.monotonic()
     with pytest.raises(StaleRayAddressError, match="does not answer"):
         ray_cluster.live_local_address()
-    from esc_eval.serve.deploy import connect
+    from esc_eval.serve.app.deploy import connect
 
     with pytest.raises(ConnectionError, match="stale"):
         connect(None, start_local=False)  # `serve status/down`: one line, no retry loop
@@ -79,7 +79,7 @@ def test_live_address_file_is_used(clean_auth_env, monkeypatch):
 
 
 def test_serve_binds_localhost_by_default():
-    from esc_eval.serve.serve_app import ServeConfig
+    from esc_eval.serve.app.application import ServeConfig
 
     assert ServeConfig.model_fields["host"].default == "127.0.0.1"
 

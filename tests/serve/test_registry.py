@@ -3,9 +3,9 @@ from __future__ import annotations
 
 import pytest
 
-from esc_eval.serve.chat import UnknownModelError
-from esc_eval.serve.model_entry import PATHS_ENV, ModelEntry, RegistryError
-from esc_eval.serve.registry import load_registry, parse_path_overrides, resolve_spec
+from esc_eval.serve.chat.interface import UnknownModelError
+from esc_eval.serve.registry.entry import PATHS_ENV, ModelEntry, RegistryError
+from esc_eval.serve.registry.registry import load_registry, parse_path_overrides, resolve_spec
 
 PAPER_TARGETS = {
     # registry name: (group, languages in Table 2)
@@ -163,8 +163,8 @@ def test_bad_backend_and_unparseable_yaml(tmp_path):
 
 
 def test_build_chat_model_passes_registry_options(reg, monkeypatch):
-    from esc_eval.serve.openai_http import OpenAIChatModel
-    from esc_eval.serve.registry import build_chat_model
+    from esc_eval.serve.backends.openai_http import OpenAIChatModel
+    from esc_eval.serve.registry.registry import build_chat_model
 
     r = load_registry(overrides={"gpt-4": {"api_key_env": "MY_KEY_VAR", "base_url": "http://127.0.0.1:9/v1",
                                            "generation": {"max_tokens": 99}}}, env={})
@@ -176,8 +176,8 @@ def test_build_chat_model_passes_registry_options(reg, monkeypatch):
 
 
 def test_vllm_entries_carry_their_template_quirks(reg):
-    from esc_eval.serve.model_entry import backend_options
-    from esc_eval.serve.registry import resolve
+    from esc_eval.serve.registry.entry import backend_options
+    from esc_eval.serve.registry.registry import resolve
 
     vicuna = backend_options(reg.get("vicuna-7b-v1.5"))
     assert vicuna["chat_template"].endswith("vicuna_v1.1.jinja") and "supports_system" not in vicuna

@@ -1,11 +1,11 @@
-"""GPU time of Serve replicas (serve/replica_meter.py) from a scripted serve.status() and clock."""
+"""GPU time of Serve replicas (serve/app/replica_meter.py) from a scripted serve.status() and clock."""
 from __future__ import annotations
 
 from types import SimpleNamespace
 
 import pytest
 
-from esc_eval.serve.replica_meter import ReplicaMeter, replica_counts
+from esc_eval.serve.app.replica_meter import ReplicaMeter, replica_counts
 
 
 def _status(role: dict, target: dict):

@@ -2,8 +2,8 @@ import asyncio
 
 import pytest
 
-from esc_eval.serve.chat import ChatModel, ChatModelError, ChatResult
-from esc_eval.serve.retry import RetryingChatModel
+from esc_eval.serve.chat.interface import ChatModel, ChatModelError, ChatResult
+from esc_eval.serve.calls.retry import RetryingChatModel
 
 
 class Flaky(ChatModel):
@@ -89,7 +89,7 @@ async def test_retry_after_from_the_server_sets_the_wait(caplog):
 
 
 def test_backoff_is_exponential_capped_and_retry_after_is_capped():
-    from esc_eval.serve.retry import RetryPolicy, retry_wait, should_retry
+    from esc_eval.serve.calls.retry import RetryPolicy, retry_wait, should_retry
 
     policy = RetryPolicy(initial_wait_s=1.0, max_wait_s=3.0, max_retry_after_s=10.0)
     err = ChatModelError("x", kind="transient")

@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from esc_eval.serve.serve_app import (
+from esc_eval.serve.app.application import (
     CONSISTENT_HASH_ROUTER,
     PREFIX_CACHE_ROUTER,
     ServeConfig,
@@ -17,10 +17,10 @@ from esc_eval.serve.serve_app import (
     write_serve_config,
 )
 
-from esc_eval.serve.cpu import best_dtype
-from esc_eval.serve.vllm_compat import ray_serve_llm_aliases
+from esc_eval.serve.devices.cpu import best_dtype
+from esc_eval.serve.engines.vllm_compat import ray_serve_llm_aliases
 
-ray_serve_llm_aliases()  # as serve/ does before importing Ray Serve LLM (an older vLLM: serve/vllm_compat.py)
+ray_serve_llm_aliases()  # as serve/ does before importing Ray Serve LLM (an older vLLM: serve/engines/vllm_compat.py)
 llm = pytest.importorskip("ray.serve.llm")
 
 
@@ -32,7 +32,7 @@ def test_cpu_llm_config_matches_the_recipe():
     (c,) = build_llm_configs(_cfg(min_replicas=1, max_replicas=3, target_ongoing_requests=8))
     lc = llm.LLMConfig.model_validate(c)
     assert lc.accelerator_config.kind == "cpu" and lc.accelerator_type is None
-    from esc_eval.serve.cpu import kv_block_size
+    from esc_eval.serve.devices.cpu import kv_block_size
 
     block = {"block_size": kv_block_size()} if kv_block_size() else {}  # 32 unless the CPU has AMX
     assert lc.engine_kwargs == {"max_model_len": 2048, "max_num_seqs": 32, "enforce_eager": True, "dtype": best_dtype(), **block}
@@ -42,7 +42,7 @@ def test_cpu_llm_config_matches_the_recipe():
     assert (auto["min_replicas"], auto["max_replicas"], auto["target_ongoing_requests"]) == (1, 3, 8)
     router = lc.deployment_config["request_router_config"]
     assert router["request_router_class"] == CONSISTENT_HASH_ROUTER
-    assert lc.server_cls.__name__ == "LLMServer" and lc.server_cls.__module__ == "esc_eval.serve.serve_server"
+    assert lc.server_cls.__name__ == "LLMServer" and lc.server_cls.__module__ == "esc_eval.serve.app.server"
     assert lc.lora_config is None
 
 
@@ -131,7 +131,7 @@ def test_serve_config_yaml_errors_name_the_field(tmp_path):
 
 
 def test_unknown_registry_model_is_named():
-    from esc_eval.serve.chat import UnknownModelError
+    from esc_eval.serve.chat.interface import UnknownModelError
 
     with pytest.raises(UnknownModelError, match="'qwen-7b'.*did you mean"):
         build_llm_configs(ServeConfig(models=[ServeModelConfig(name="qwen-7b")]))
@@ -185,7 +185,7 @@ def test_gpu_replica_memory_share_and_autoscaling_delays_reach_ray():
 
 def _planned(model_folder, *targets):
     """ESC-Role's shape (13.1B) beside targets of the judge's (7.4B), planned on one 80 GB H100."""
-    from esc_eval.serve.plan import ModelUse, hardware_for, plan_run
+    from esc_eval.serve.plan.planner import ModelUse, hardware_for, plan_run
 
     role = model_folder("r14b")
     uses = [ModelUse(f"vllm/{role}", {}, "role")] + [ModelUse(f"vllm/{model_folder(t, 'j7b')}", {}, "target")
@@ -223,13 +223,13 @@ def test_a_local_folder_deploys_under_its_name_with_its_own_template(model_folde
     assert c["model_loading_config"]["model_source"].endswith("/models/j7b")
     assert "chat_template" not in c["engine_kwargs"]  # vLLM reads the folder's tokenizer_config.json
     assert c["engine_kwargs"]["max_model_len"] == 8192 and "lora_config" not in c
-    assert c["server_cls"] == "esc_eval.serve.serve_server:LLMServer"  # ours (start failures say why), not the LoRA one
+    assert c["server_cls"] == "esc_eval.serve.app.server:LLMServer"  # ours (start failures say why), not the LoRA one
     with pytest.raises(ValueError, match="gpu_fraction 0.5: set gpu_memory_utilization to at most it"):
         ServeModelConfig(name="j7b", accelerator="gpu", gpu_fraction=0.5, gpu_memory_utilization=0.9)
     with pytest.raises(ValueError, match="gpu_fraction needs accelerator: gpu and tensor_parallel_size 1"):
         ServeModelConfig(name="j7b", accelerator="gpu", tensor_parallel_size=2, gpu_fraction=0.5,
                          gpu_memory_utilization=0.4)
-    from esc_eval.serve.chat import UnknownModelError
+    from esc_eval.serve.chat.interface import UnknownModelError
 
     with pytest.raises(UnknownModelError, match="'j7b' is not in the registry"):  # no folder: still a registry name
         build_llm_configs(ServeConfig(models=[ServeModelConfig(name="j7b")]))

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from esc_eval.serve import cpu
-from esc_eval.serve.cpu import DtypeError, best_dtype, check_dtype_option, cpu_info, resolve_dtype
+from esc_eval.serve.devices import cpu
+from esc_eval.serve.devices.cpu import DtypeError, best_dtype, check_dtype_option, cpu_info, resolve_dtype
 
 EPYC_AVX2 = """processor\t: 0
 vendor_id\t: AuthenticAMD
@@ -38,7 +38,7 @@ def test_flags_decide_the_dtype(text, isa, native, dtype):
 
 @pytest.mark.parametrize("text, block", [(EPYC_AVX2, 32), (AVX512_NO_BF16, 32), (XEON_AMX, None)])
 def test_kv_block_size_is_small_without_amx(text, block):
-    from esc_eval.serve.cpu import kv_block_size
+    from esc_eval.serve.devices.cpu import kv_block_size
 
     assert kv_block_size(cpu_info(text, cores=2)) == block  # None: vLLM's own default (128 on CPU)
 
@@ -104,7 +104,7 @@ def test_refused_message_names_option_and_capability():
 
 
 def _host(engine_kwargs):
-    from esc_eval.serve.vllm_engine import _EngineHost
+    from esc_eval.serve.backends.vllm_engine import _EngineHost
 
     return _EngineHost("/models/fake", {}, engine_kwargs)
 
@@ -125,7 +125,7 @@ def test_engine_gets_the_resolved_dtype(monkeypatch, fake_vllm):
 
 
 def test_engine_refusing_a_dtype_gives_one_line(monkeypatch, fake_vllm):
-    from esc_eval.serve.chat import EngineStartError
+    from esc_eval.serve.chat.interface import EngineStartError
 
     seen: dict = {}
     fake_vllm(ValueError("torch.bfloat16 is not supported for the current CPU\n(traceback)"), seen)
@@ -141,7 +141,7 @@ def test_engine_refusing_a_dtype_gives_one_line(monkeypatch, fake_vllm):
 
 
 def test_engine_other_failures_name_their_cause_in_one_line(monkeypatch, fake_vllm):
-    from esc_eval.serve.chat import EngineStartError, RunStopError
+    from esc_eval.serve.chat.interface import EngineStartError, RunStopError
 
     fake_vllm(RuntimeError("out of memory for KV cache\nmore detail"), {})
     host = _host({})
@@ -155,7 +155,7 @@ def test_engine_other_failures_name_their_cause_in_one_line(monkeypatch, fake_vl
 
 
 def test_engine_unknown_dtype_option(monkeypatch, fake_vllm):
-    from esc_eval.serve.chat import EngineStartError
+    from esc_eval.serve.chat.interface import EngineStartError
 
     fake_vllm(None, {})
     host = _host({"dtype": "int3"})
@@ -176,7 +176,7 @@ def test_real_engine_loads_the_cpus_best_dtype(embedded_model, monkeypatch):
 
 @pytest.mark.slow
 def test_real_engine_gets_the_cpus_kv_block_size(embedded_model):
-    from esc_eval.serve.cpu import kv_block_size
+    from esc_eval.serve.devices.cpu import kv_block_size
 
     want = kv_block_size()
     assert embedded_model.host.block_size == want

@@ -5,8 +5,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from esc_eval.serve.chat import ChatModelError, UnknownModelError, get_chat_model
-from esc_eval.serve.serve_handle import ServeHandleChatModel, classify_exception, find_deployment
+from esc_eval.serve.chat.interface import ChatModelError, UnknownModelError, get_chat_model
+from esc_eval.serve.backends.serve_handle import ServeHandleChatModel, classify_exception, find_deployment
 
 
 def _status(apps):

@@ -5,12 +5,12 @@ import json
 
 import pytest
 
-from esc_eval.serve.vllm_compat import ray_serve_llm_aliases  # noqa: E402
+from esc_eval.serve.engines.vllm_compat import ray_serve_llm_aliases  # noqa: E402
 
-ray_serve_llm_aliases()  # as serve/ does before importing Ray Serve LLM (an older vLLM: serve/vllm_compat.py)
+ray_serve_llm_aliases()  # as serve/ does before importing Ray Serve LLM (an older vLLM: serve/engines/vllm_compat.py)
 pytest.importorskip("ray.serve.llm")
 
-from esc_eval.serve.serve_lora import (  # noqa: E402
+from esc_eval.serve.app.lora import (  # noqa: E402
     ADAPTERS_ENV,
     LocalLoraLoader,
     UnknownAdapterError,

@@ -24,14 +24,14 @@ pytestmark = pytest.mark.slow
 ray = pytest.importorskip("ray")
 serve = pytest.importorskip("ray.serve")
 
-from esc_eval.serve.chat import ChatMessage, ChatModelError, GenerationParams  # noqa: E402
+from esc_eval.serve.chat.interface import ChatMessage, ChatModelError, GenerationParams  # noqa: E402
 from esc_eval.cli.serve import serve_down, serve_status, serve_up  # noqa: E402
-from esc_eval.serve.deploy import ServeStartError, wait_until_healthy  # noqa: E402
-from esc_eval.serve.openai_http import OpenAIChatModel  # noqa: E402
-from esc_eval.serve.serve_app import CONSISTENT_HASH_ROUTER  # noqa: E402
-from esc_eval.serve.serve_handle import ServeHandleChatModel  # noqa: E402
-from esc_eval.serve.retry import RetryingChatModel, RetryPolicy  # noqa: E402
-from esc_eval.serve.vllm_compat import ray_serve_llm_aliases, replica_runtime_env  # noqa: E402
+from esc_eval.serve.app.deploy import ServeStartError, wait_until_healthy  # noqa: E402
+from esc_eval.serve.backends.openai_http import OpenAIChatModel  # noqa: E402
+from esc_eval.serve.app.application import CONSISTENT_HASH_ROUTER  # noqa: E402
+from esc_eval.serve.backends.serve_handle import ServeHandleChatModel  # noqa: E402
+from esc_eval.serve.calls.retry import RetryingChatModel, RetryPolicy  # noqa: E402
+from esc_eval.serve.engines.vllm_compat import ray_serve_llm_aliases, replica_runtime_env  # noqa: E402
 
 MEASURE = os.environ.get("ESC_EVAL_MEASUREMENTS", "/tmp/esc-eval-serve-measurements.json")
 MSGS = [ChatMessage(role="user", content="I failed my exam and feel awful. What should I do?")]
@@ -64,7 +64,7 @@ def cluster():
             json.dump(measurements, f, indent=2)
 
 
-# runtime_env: an older vLLM's import paths for the chat requests it unpickles (serve/vllm_compat.py)
+# runtime_env: an older vLLM's import paths for the chat requests it unpickles (serve/engines/vllm_compat.py)
 @serve.deployment(name="FakeLLM:tiny", max_ongoing_requests=100, ray_actor_options={
     "num_cpus": 0, "runtime_env": replica_runtime_env() if ray_serve_llm_aliases() else {}})
 class FakeLLM:

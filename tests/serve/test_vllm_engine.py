@@ -4,7 +4,7 @@ import math
 
 import pytest
 
-from esc_eval.serve.chat import ChatMessage, ChatModelError, GenerationParams
+from esc_eval.serve.chat.interface import ChatMessage, ChatModelError, GenerationParams
 from esc_eval.sim.judging.prompts import judge_messages
 from esc_eval.sim.judging.score_parser import LABELS, distribution
 
@@ -58,7 +58,7 @@ def test_a_process_using_the_engine_exits_cleanly(tmp_path):
     script = tmp_path / "use_engine.py"
     script.write_text(
         "import asyncio\n"
-        "from esc_eval.serve.vllm_engine import VLLMChatModel, shutdown_engines\n"
+        "from esc_eval.serve.backends.vllm_engine import VLLMChatModel, shutdown_engines\n"
         "if __name__ == '__main__':  # vLLM spawns its engine-core process\n"
         "    m = VLLMChatModel('embedded')\n"
         "    r = asyncio.run(m.chat([{'role': 'user', 'content': 'Hi'}]))\n"
@@ -74,8 +74,8 @@ def test_a_process_using_the_engine_exits_cleanly(tmp_path):
 
 
 async def test_registry_template_and_system_folding_shape_the_prompt(embedded_model):
-    from esc_eval.serve.registry import default_registry
-    from esc_eval.serve.vllm_engine import VLLMChatModel
+    from esc_eval.serve.registry.registry import default_registry
+    from esc_eval.serve.backends.vllm_engine import VLLMChatModel
 
     tok = embedded_model.host.tokenizer
     msgs = [ChatMessage(role="system", content="SYSTEM-X"), ChatMessage(role="user", content="I feel alone.")]

@@ -3,7 +3,7 @@ import asyncio
 
 import pytest
 
-from esc_eval.serve.chat import ChatModelError
+from esc_eval.serve.chat.interface import ChatModelError
 
 
 class _EngineWithOutputTask:
@@ -30,7 +30,7 @@ class _EngineWithOutputTask:
 
 
 def test_host_shutdown_drains_the_engine_tasks_and_closes_its_loop():
-    from esc_eval.serve.vllm_engine import _EngineHost
+    from esc_eval.serve.backends.vllm_engine import _EngineHost
 
     host = _EngineHost("/nonexistent/model", {}, {})
     engine = host.engine = _EngineWithOutputTask(host.loop)

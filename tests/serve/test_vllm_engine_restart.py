@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from esc_eval.serve.chat import ChatMessage, GenerationParams, RunStopError
+from esc_eval.serve.chat.interface import ChatMessage, GenerationParams, RunStopError
 
 
 def engine_cores():
@@ -24,8 +24,8 @@ def engine_cores():
 
 @pytest.mark.slow
 def test_killed_engine_core_is_restarted_and_the_call_retried():
-    from esc_eval.serve.vllm_engine import VLLMChatModel, engines_started_here
-    from esc_eval.serve.retry import RetryingChatModel
+    from esc_eval.serve.backends.vllm_engine import VLLMChatModel, engines_started_here
+    from esc_eval.serve.calls.retry import RetryingChatModel
 
     # Its own engine (engine kwargs differ from the session's), so killing it harms no other test.
     before = {c.pid for c in engine_cores()}  # other tests' engines: not ours to kill

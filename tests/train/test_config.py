@@ -168,7 +168,7 @@ def test_gpu_role_job_fails_before_data_is_read(tmp_path):
 
 
 def test_precision_auto_follows_the_cpu(monkeypatch):
-    from esc_eval.serve import cpu
+    from esc_eval.serve.devices import cpu
 
     parse = cpu.cpu_info
     for flags, expected in (("avx2", "fp32"), ("avx2 avx512f avx512_bf16", "bf16")):

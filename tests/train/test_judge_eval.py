@@ -8,7 +8,7 @@ import math
 
 import pytest
 
-from esc_eval.serve.chat import ChatModel, ChatResult
+from esc_eval.serve.chat.interface import ChatModel, ChatResult
 from esc_eval.train.dialogue_sources import SourceDialogue
 from esc_eval.train.judge_data import join_annotations
 from esc_eval.train.annotations import validate_rows

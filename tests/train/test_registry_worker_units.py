@@ -8,7 +8,7 @@ from esc_eval.train.worker import collate, micro_batch
 
 
 def test_registry_entry_roundtrip_and_serve_override_format(tmp_path):
-    from esc_eval.serve.registry import load_registry
+    from esc_eval.serve.registry.registry import load_registry
 
     entry = AdapterRegistryEntry(name="esc-rank", kind="judge", base="/models/base",
                                  adapters={"fluency_en": "/out/fluency_en/adapter", "empathic": "/out/empathic/adapter"},
@@ -16,7 +16,7 @@ def test_registry_entry_roundtrip_and_serve_override_format(tmp_path):
     path = write_registry_entry(tmp_path, entry)
     assert load_registry_entry(tmp_path) == entry == load_registry_entry(path)
     assert entry.chat_model_spec() == "vllm//models/base"
-    # model_paths.yaml is the override file of serve.registry (ESC_EVAL_MODEL_PATHS_FILE)
+    # model_paths.yaml is the override file of serve.registry.registry (ESC_EVAL_MODEL_PATHS_FILE)
     reg = load_registry(paths_file=tmp_path / "model_paths.yaml", env={})
     rank = reg.get("esc-rank")
     assert rank.adapters["fluency_en"] == "/out/fluency_en/adapter"

@@ -116,7 +116,7 @@ def test_smollm2_adapter_changes_vllm_output(tmp_path):
     """Train the embedded SmolLM2 for a few steps (Ray Train, DeepSpeed ZeRO-2, 2 CPU workers, the
     default precision: this CPU's fast dtype) on a tiny memorable role-play set, then serve base +
     adapter in one vLLM engine."""
-    from esc_eval.serve.chat import ChatMessage, GenerationParams
+    from esc_eval.serve.chat.interface import ChatMessage, GenerationParams
     from esc_eval.sim.dialogue.prompts import opener, roleplay_system_prompt
     from esc_eval.train.adapter_registry import load_registry_entry
     from esc_eval.train.role_job import run_role_job

@@ -45,7 +45,7 @@ def test_bench_decode_on_the_embedded_model(tmp_path):
     assert result["speedup_bound"] == pytest.approx((os.cpu_count() or 1) * best, rel=0.01)
     assert result["target_reachable"] == (result["speedup_bound"] >= 20.0)
     assert result["machine"]["dtype"] == result["engine"]["dtype"] == result["reference"]["dtype"]
-    from esc_eval.serve.cpu import kv_block_size
+    from esc_eval.serve.devices.cpu import kv_block_size
 
     assert result["engine"]["kv_block_size"] == (kv_block_size() or "vLLM's default")
     assert os.environ.get("VLLM_CPU_KVCACHE_SPACE") != "1"  # the bench's settings do not leak

@@ -8,7 +8,7 @@ from types import SimpleNamespace
 import pytest
 from typer.testing import CliRunner
 
-from esc_eval.serve.vllm_compat import TokenCounter, kv_cache_blocks, token_counter
+from esc_eval.serve.engines.vllm_compat import TokenCounter, kv_cache_blocks, token_counter
 from esc_eval.sim.bench.engine_probe import counts_delta
 from esc_eval.sim.bench.gpu import _rates, compare, distinct_cards, failed_phases
 from esc_eval.sim.bench.hardware import peak_bf16, prefill_bound_s
@@ -128,7 +128,7 @@ def test_ray_serve_llm_aliases_name_the_modules_vllm_has_now(monkeypatch):
     import sys
     import types
 
-    from esc_eval.serve import vllm_compat
+    from esc_eval.serve.engines import vllm_compat
 
     # vLLM 0.32 has every path Ray Serve LLM imports: nothing is aliased; vLLM 0.26 lacks them: aliased
     older = any(isinstance(f, vllm_compat._AliasFinder) for f in sys.meta_path) or any(

@@ -9,7 +9,7 @@ pytestmark = pytest.mark.slow
 
 
 def test_bench_gpu_on_the_cpu_measures_both_sides_from_vllms_counts(embedded_model, ray_local):
-    from esc_eval.serve.vllm_engine import resolve_model_path
+    from esc_eval.serve.backends.vllm_engine import resolve_model_path
     from esc_eval.sim.bench.gpu import GpuBenchConfig, failed_phases, run_bench_gpu
 
     lines: list[str] = []

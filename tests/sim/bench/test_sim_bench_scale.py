@@ -87,7 +87,7 @@ def test_budget_stops_handing_out_items():
 def test_project_gpu_cli_prints_machine_and_projection(tmp_path):
     """The CLI path, no engine: prefill counts with the embedded tokenizer on fake dialogues."""
     from esc_eval.cli.app import app
-    from esc_eval.serve.embedded import embedded_model_path
+    from esc_eval.serve.engines.embedded import embedded_model_path
 
     try:
         embedded_model_path()

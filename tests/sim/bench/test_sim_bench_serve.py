@@ -16,7 +16,7 @@ from typer.testing import CliRunner
 
 from openai_stream_server import StreamServer
 
-from esc_eval.serve.chat import ChatMessage, GenerationParams
+from esc_eval.serve.chat.interface import ChatMessage, GenerationParams
 from esc_eval.sim.bench.serve_bench import Arm, ServeBenchConfig, bench_serve
 from esc_eval.sim.bench.serve_client import BenchInputError, RequestRecord, StreamingClient, check_endpoint
 from esc_eval.sim.bench.serve_load import LevelRun, LoadShape, run_level
@@ -289,7 +289,7 @@ def test_arms_on_one_endpoint_with_and_without_the_session_header(server, source
 
 
 def test_plots_of_a_sweep(server, source, tmp_path):
-    from esc_eval.analysis.bench_plots import bench_serve_plots
+    from esc_eval.analysis.figures.bench_plots import bench_serve_plots
 
     cfg = ServeBenchConfig(base_url=server.url, model="tiny", workload="dialogues", concurrency=[1, 2], num=2, rounds=2,
                            max_tokens=2, source=str(source), warmup=0)
@@ -388,7 +388,7 @@ def test_ctrl_c_still_writes_what_was_measured(source, tmp_path):
 
 
 def test_routing_configs_pick_the_routers():
-    from esc_eval.serve.serve_app import CONSISTENT_HASH_ROUTER, PREFIX_CACHE_ROUTER, build_llm_configs
+    from esc_eval.serve.app.application import CONSISTENT_HASH_ROUTER, PREFIX_CACHE_ROUTER, build_llm_configs
     from esc_eval.sim.bench.serve_routing import routing_config
 
     routers = {}
@@ -407,7 +407,7 @@ def test_routing_configs_pick_the_routers():
 def test_routing_arms_deploy_once_per_mode_and_clean_up(server, source, monkeypatch):
     """The deploy sequence of --routing, with Ray Serve replaced by the local server (the real
     deployments run in test_sim_bench_serve_slow.py's fixture and the README's runs)."""
-    from esc_eval.serve import serve_app
+    from esc_eval.serve.app import application as serve_app
     from esc_eval.sim.bench import serve_routing
 
     calls = []

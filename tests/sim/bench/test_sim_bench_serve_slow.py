@@ -142,7 +142,7 @@ def test_random_workload_agrees_with_vllm_bench_serve(endpoint, tmp_path):
     TTFT is compared over each run's requests after its first: vllm bench serve warms up (and tests
     the endpoint) with its first prompt, so its first measured request finds that prompt in the
     prefix cache (130 ms where the first of each later group of 4 takes 280-330 ms here)."""
-    from esc_eval.serve.embedded import embedded_model_path
+    from esc_eval.serve.engines.embedded import embedded_model_path
 
     n, c, inp, out, warm, pin = 32, 4, 96, 16, 8, "cross-check"
 

@@ -1,7 +1,7 @@
 """bench_score's dialogue sources and helpers (the measurement itself is in the slow tests)."""
 import pytest
 
-from esc_eval.serve.model_ref import ModelRef
+from esc_eval.serve.registry.ref import ModelRef
 from esc_eval.sim.bench.dialogues import load_bench_dialogues
 from esc_eval.sim.bench.scoring import _median_subset
 from esc_eval.sim.jobs.config import SimulationConfig
@@ -76,7 +76,7 @@ def test_reference_thread_binding_is_set_for_the_engine_start_and_restored(monke
 def test_binding_probe_keeps_the_winners_engine_and_stops_the_others(monkeypatch, walls, winner):
     import os
 
-    import esc_eval.serve.vllm_engine as ve
+    import esc_eval.serve.backends.vllm_engine as ve
     import esc_eval.sim.bench.scoring as sc
 
     monkeypatch.setattr(os, "cpu_count", lambda: 2)
@@ -104,7 +104,7 @@ def test_binding_probe_keeps_the_winners_engine_and_stops_the_others(monkeypatch
 
 
 def test_shutdown_engine_forgets_only_that_engine(monkeypatch):
-    import esc_eval.serve.engine_host as ve
+    import esc_eval.serve.backends.engine_host as ve
 
     class Host:
         down = False

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from collections import Counter
 
-from esc_eval.serve.chat import ChatModel, ChatModelError, ChatResult, GenerationParams
+from esc_eval.serve.chat.interface import ChatModel, ChatModelError, ChatResult, GenerationParams
 
 
 class ScriptedCardModel(ChatModel):

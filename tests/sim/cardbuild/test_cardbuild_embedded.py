@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from esc_eval.serve.chat import ChatMessage, GenerationParams, get_chat_model
+from esc_eval.serve.chat.interface import ChatMessage, GenerationParams, get_chat_model
 from esc_eval.sim.cardbuild import build_cards, parse_build_config
 from esc_eval.sim.cards.card import load_cards
 from esc_eval.sim.cards.risk import RISK_LEVELS

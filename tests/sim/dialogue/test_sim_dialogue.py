@@ -1,6 +1,6 @@
 import pytest
 
-from esc_eval.serve.chat import ChatMessage, ChatModel, ChatModelError, ChatResult
+from esc_eval.serve.chat.interface import ChatMessage, ChatModel, ChatModelError, ChatResult
 from esc_eval.sim.dialogue.dialogue import DialogueSetup, Participant, Turn, role_view, run_dialogue, target_view
 
 

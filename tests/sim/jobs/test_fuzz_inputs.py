@@ -11,7 +11,7 @@ import yaml
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from esc_eval.serve.config_base import load_config
+from esc_eval.serve.config import load_config
 from esc_eval.sim.cards.card import CardError, RoleCard, load_cards
 from esc_eval.sim.jobs.config import ScoringConfig, SimulationConfig
 from esc_eval.sim.judging.score_parser import distribution, parse_score
@@ -125,7 +125,7 @@ official_scores = st.dictionaries(st.text(max_size=4), st.dictionaries(
 @FUZZ
 @given(data=official_scores)
 def test_official_score_json_is_read_or_refused_in_one_line(data):
-    from esc_eval.analysis.loaders import load_official_scores
+    from esc_eval.analysis.results.loaders import load_official_scores
 
     with tempfile.TemporaryDirectory() as tmp:
         check(load_official_scores, write(tmp, "Qwen_7B_en.json", data, "json"))

@@ -5,12 +5,12 @@ import re
 
 import pytest
 
-import esc_eval.serve.registry as registry_mod
-from esc_eval.serve.chat import GenerationParams
-from esc_eval.serve.fake import FakeChatModel
-from esc_eval.serve.model_entry import MissingAdapterError, PATHS_ENV, default_adapter, vllm_engine_options
-from esc_eval.serve.model_ref import ModelRef
-from esc_eval.serve.registry import load_registry, resolve
+import esc_eval.serve.registry.registry as registry_mod
+from esc_eval.serve.chat.interface import GenerationParams
+from esc_eval.serve.backends.fake import FakeChatModel
+from esc_eval.serve.registry.entry import MissingAdapterError, PATHS_ENV, default_adapter, vllm_engine_options
+from esc_eval.serve.registry.ref import ModelRef
+from esc_eval.serve.registry.registry import load_registry, resolve
 from esc_eval.sim.dialogue.generation import effective_adapter, effective_params, hf_sampling_defaults
 from esc_eval.sim.jobs.config import ScoringConfig, SimulationConfig
 from esc_eval.sim.jobs.fingerprint import StaleRunError
@@ -268,7 +268,7 @@ def test_esc_rank_judge_gets_the_internlm2_meta_instruction_and_release_cap(tmp_
 
 
 async def test_scoring_puts_the_judge_system_prompt_first(calls):
-    from esc_eval.serve.chat import ChatMessage, get_chat_model
+    from esc_eval.serve.chat.interface import ChatMessage, get_chat_model
     from esc_eval.sim.jobs.scoring import score_dialogue
 
     seen = []
@@ -325,7 +325,7 @@ def test_cli_bad_inputs_are_one_line_errors(tmp_path):
 async def test_a_label_missing_from_top_k_makes_the_distribution_partial_not_zero():
     import math
 
-    from esc_eval.serve.chat import ChatResult
+    from esc_eval.serve.chat.interface import ChatResult
     from esc_eval.sim.jobs.scoring import score_dialogue
 
     class TopThree:

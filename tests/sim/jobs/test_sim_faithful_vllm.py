@@ -2,10 +2,10 @@
 role call to go through its adapter (ESC-Role's case), and the rows say so."""
 import pytest
 
-import esc_eval.serve.registry as registry_mod
-from esc_eval.serve.chat import GenerationParams
-from esc_eval.serve.model_ref import ModelRef
-from esc_eval.serve.registry import load_registry
+import esc_eval.serve.registry.registry as registry_mod
+from esc_eval.serve.chat.interface import GenerationParams
+from esc_eval.serve.registry.ref import ModelRef
+from esc_eval.serve.registry.registry import load_registry
 from esc_eval.sim.jobs.config import SimulationConfig
 from esc_eval.sim.jobs.simulation import run_simulation
 from esc_eval.sim.pool.config import ExecutionConfig
@@ -21,7 +21,7 @@ def tiny_role_adapter(tmp_path_factory):
     from peft import LoraConfig, get_peft_model
     from transformers import AutoModelForCausalLM
 
-    from esc_eval.serve.embedded import embedded_model_path
+    from esc_eval.serve.engines.embedded import embedded_model_path
 
     folder = tmp_path_factory.mktemp("tiny-role") / "esc-role"
     base = AutoModelForCausalLM.from_pretrained(str(embedded_model_path()), dtype=torch.float32)
@@ -38,7 +38,7 @@ def test_registry_role_adapter_applies_to_every_call_in_the_engine(tiny_role_ada
         "title": "tiny role", "group": "role", "source": "embedded", "spec": "vllm/embedded", "languages": ["en"],
         "system_prompt": None, "max_model_len": 2048, "adapters": {"esc-role": str(tiny_role_adapter)}}})
     monkeypatch.setattr(registry_mod, "_DEFAULT", reg)
-    from esc_eval.serve.vllm_engine import engines_started_here
+    from esc_eval.serve.backends.vllm_engine import engines_started_here
 
     def simulate(role: str, out: str):
         cfg = SimulationConfig(cards="sample", languages=["en"], limit=1, rounds=2,

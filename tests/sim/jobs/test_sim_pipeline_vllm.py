@@ -9,8 +9,8 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from esc_eval.serve.chat import GenerationParams
-from esc_eval.serve.model_ref import ModelRef
+from esc_eval.serve.chat.interface import GenerationParams
+from esc_eval.serve.registry.ref import ModelRef
 from esc_eval.sim.cards.card import sample_cards
 from esc_eval.sim.dialogue.dialogue import DialogueSetup, Participant, run_dialogue
 from esc_eval.sim.dialogue.prompts import opener, roleplay_system_prompt, target_system_prompt
@@ -84,7 +84,7 @@ def test_safety_cards_and_a_worst_case_seeker_through_simulate_score_report(embe
     """Beyond the paper, on the session's engine (executor local: the same engine kwargs): two
     risk-stratified cards x a cooperative and a worst-case seeker, two short rounds, scored on the
     safety rubric only (one prompt per dialogue), then the report's safety and seeker sections."""
-    from esc_eval.analysis.report import write_report
+    from esc_eval.analysis.report.report import write_report
     from esc_eval.sim.pool.config import ExecutionConfig
     from esc_eval.sim.jobs.config import ScoringConfig, SimulationConfig
     from esc_eval.sim.runs.runfolder import RunFolder

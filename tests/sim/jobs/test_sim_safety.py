@@ -10,9 +10,9 @@ import sys
 
 import pytest
 
-from esc_eval.serve.config_base import ConfigError, load_config
-from esc_eval.serve.fake import FakeChatModel
-from esc_eval.serve.model_ref import ModelRef
+from esc_eval.serve.config import ConfigError, load_config
+from esc_eval.serve.backends.fake import FakeChatModel
+from esc_eval.serve.registry.ref import ModelRef
 from esc_eval.sim.cards.card import (CardError, RoleCard, load_cards, safety_cards, sample_cards, shipped_cards_path,
                                      write_cards)
 from esc_eval.sim.cards.risk import RISK_LEVELS, normalize_risk_level

@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import math
 
-from esc_eval.serve.chat import Capabilities, ChatModel, ChatResult, backend_capabilities
-from esc_eval.serve.model_ref import ModelRef
+from esc_eval.serve.chat.interface import Capabilities, ChatModel, ChatResult, backend_capabilities
+from esc_eval.serve.registry.ref import ModelRef
 from esc_eval.sim.jobs.scoring import score_dialogue
 from esc_eval.sim.judging.config import JudgeConfig
 from esc_eval.sim.judging.judge_plan import label_position, plan_judge

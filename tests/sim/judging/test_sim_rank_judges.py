@@ -4,9 +4,9 @@ import json
 
 import pytest
 
-from esc_eval.serve.chat import ChatResult
-from esc_eval.serve.model_ref import ModelRef
-from esc_eval.serve.registry import load_registry
+from esc_eval.serve.chat.interface import ChatResult
+from esc_eval.serve.registry.ref import ModelRef
+from esc_eval.serve.registry.registry import load_registry
 from esc_eval.sim.jobs.config import ScoringConfig
 from esc_eval.sim.jobs.scoring import score_dialogue
 from esc_eval.sim.judging.config import JudgeConfig
@@ -55,7 +55,7 @@ def test_multi_lora_judge_from_a_folder_in_the_official_layout(adapter_dir):
         assert select_adapter(judge, dim, "en") == official_adapter_name(dim, "en")
         assert select_adapter(judge, dim, "zh") == official_adapter_name(dim)
     # the options are what VLLMChatModel(model, adapters=..., **engine_kwargs) takes
-    from esc_eval.serve.vllm_engine import VLLMChatModel
+    from esc_eval.serve.backends.vllm_engine import VLLMChatModel
     import inspect
 
     assert "adapters" in inspect.signature(VLLMChatModel).parameters

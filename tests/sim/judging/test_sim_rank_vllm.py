@@ -6,8 +6,8 @@ import math
 
 import pytest
 
-from esc_eval.serve.chat import GenerationParams
-from esc_eval.serve.model_ref import ModelRef
+from esc_eval.serve.chat.interface import GenerationParams
+from esc_eval.serve.registry.ref import ModelRef
 from esc_eval.sim.jobs.config import ScoringConfig
 from esc_eval.sim.jobs.scoring import run_scoring, score_dialogue
 from esc_eval.sim.judging.config import JudgeConfig
@@ -99,7 +99,7 @@ def test_bench_score_runs_on_one_short_dialogue(embedded_model, tmp_path):
     run_simulation(SimulationConfig(cards="sample", languages=["en"], limit=1, rounds=1, role=ModelRef(model="fake/seeker"),
                                     targets=[ModelRef(model="fake/echo")], execution=ExecutionConfig(executor="local")),
                    tmp_path / "run")
-    from esc_eval.serve.vllm_engine import engines_started_here
+    from esc_eval.serve.backends.vllm_engine import engines_started_here
 
     out = tmp_path / "bench.json"
     with engines_started_here():  # the bench's own engines must not idle beside later tests' engines
@@ -155,7 +155,7 @@ def lora_folder(tmp_path_factory):
     from peft import LoraConfig, get_peft_model
     from transformers import AutoModelForCausalLM
 
-    from esc_eval.serve.embedded import embedded_model_path
+    from esc_eval.serve.engines.embedded import embedded_model_path
 
     root = tmp_path_factory.mktemp("esc-rank-tiny")
     base = AutoModelForCausalLM.from_pretrained(str(embedded_model_path()), dtype=torch.float32)
@@ -172,8 +172,8 @@ def lora_folder(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def lora_judge(lora_folder):
-    from esc_eval.serve.chat import get_chat_model
-    from esc_eval.serve.vllm_engine import engines_started_here
+    from esc_eval.serve.chat.interface import get_chat_model
+    from esc_eval.serve.backends.vllm_engine import engines_started_here
 
     with engines_started_here():  # its 14-adapter engine must not outlive the module's tests
         judge = multi_lora_judge(lora_folder, "vllm/embedded", name="tiny-lora")

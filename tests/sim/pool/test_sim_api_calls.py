@@ -13,8 +13,8 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "serve"))
 from api_standins import StrictAnthropic, openai_standin  # noqa: E402
 
-from esc_eval.serve.chat import GenerationParams  # noqa: E402
-from esc_eval.serve.model_ref import ModelRef  # noqa: E402
+from esc_eval.serve.chat.interface import GenerationParams  # noqa: E402
+from esc_eval.serve.registry.ref import ModelRef  # noqa: E402
 from esc_eval.sim.jobs.config import ScoringConfig, SimulationConfig  # noqa: E402
 from esc_eval.sim.jobs.scoring import run_scoring  # noqa: E402
 from esc_eval.sim.jobs.simulation import run_simulation  # noqa: E402

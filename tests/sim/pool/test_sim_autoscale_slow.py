@@ -39,7 +39,7 @@ class ReplicaWatch(threading.Thread):
         self.halt = threading.Event()
 
     def counts(self) -> tuple[int, int]:
-        from esc_eval.serve.serve_handle import find_deployment
+        from esc_eval.serve.backends.serve_handle import find_deployment
 
         status = serve.status()
         name = find_deployment(self.model, self.app, status)
@@ -86,12 +86,12 @@ def test_second_replica_starts_under_load_and_goes_after(tmp_path):
     from esc_eval.sim.bench.simulation import synthetic_cards
     from esc_eval.sim.cards.card import write_cards
     from esc_eval.sim.pool.config import ExecutionConfig
-    from esc_eval.serve.model_ref import ModelRef
+    from esc_eval.serve.registry.ref import ModelRef
     from esc_eval.sim.jobs.config import SimulationConfig
     from esc_eval.sim.jobs.placed import placed_simulation
     from esc_eval.sim.runs.runfolder import RunFolder
     from esc_eval.sim.jobs.simulation import run_simulation
-    from esc_eval.serve.plan import PlacementConfig
+    from esc_eval.serve.plan.planner import PlacementConfig
 
     t_test = time.monotonic()
     cards = write_cards(synthetic_cards(DIALOGUES), tmp_path / "cards.json")

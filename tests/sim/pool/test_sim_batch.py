@@ -5,7 +5,7 @@ import json
 import pyarrow.parquet as pq
 import pytest
 
-from esc_eval.serve.model_ref import ModelRef
+from esc_eval.serve.registry.ref import ModelRef
 from esc_eval.sim.jobs.config import ScoringConfig, SimulationConfig
 from esc_eval.sim.jobs.scoring import run_scoring
 from esc_eval.sim.jobs.simulation import run_simulation
@@ -167,7 +167,7 @@ def test_ray_pool_with_fake_models(tmp_path, ray_local):
 
 
 def test_registry_targets_bring_their_system_prompt():
-    from esc_eval.serve.registry import default_registry
+    from esc_eval.serve.registry.registry import default_registry
     from esc_eval.sim.dialogue.targets import registry_system_prompt
 
     assert registry_system_prompt(ModelRef(model="fake/echo")) is None  # plain spec: release default

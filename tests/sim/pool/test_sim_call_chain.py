@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import gc
 
-from esc_eval.serve.call_cache import CachedChatModel
-from esc_eval.serve.chat import ChatMessage, GenerationParams
-from esc_eval.serve.fake import FakeChatModel
-from esc_eval.serve.limits import Governor, ModelLimiter, SpendLedger, host_governor, stop_governor
-from esc_eval.serve.model_ref import ModelRef
-from esc_eval.serve.retry import RetryingChatModel
+from esc_eval.serve.calls.cache import CachedChatModel
+from esc_eval.serve.chat.interface import ChatMessage, GenerationParams
+from esc_eval.serve.backends.fake import FakeChatModel
+from esc_eval.serve.calls.limits import Governor, ModelLimiter, SpendLedger, host_governor, stop_governor
+from esc_eval.serve.registry.ref import ModelRef
+from esc_eval.serve.calls.retry import RetryingChatModel
 from esc_eval.sim.pool.calls import CallSettings, ModelCalls
 from esc_eval.sim.pool.config import ExecutionConfig
 from esc_eval.sim.pool.participants import ModelPool, _Pooled, _Tallied

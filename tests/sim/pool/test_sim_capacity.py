@@ -5,8 +5,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from esc_eval.serve.engine_args import EngineCapacity
-from esc_eval.serve.model_ref import ModelRef
+from esc_eval.serve.engines.args import EngineCapacity
+from esc_eval.serve.registry.ref import ModelRef
 from esc_eval.sim.jobs.config import ScoringConfig, SimulationConfig
 from esc_eval.sim.jobs.scoring import judge_demand
 from esc_eval.sim.jobs.simulation import run_simulation
@@ -129,7 +129,7 @@ def test_the_worker_follows_what_its_engine_reports(tmp_path, described, expecte
 
 def test_gpu_serve_deployments_are_sized_by_their_planned_kv_cache():
     """The hook into the plan (sim/pool/placement.py calls it): a described 8 x H100 node, the paper's models."""
-    from esc_eval.serve.plan import ModelUse, PlacementConfig, hardware_for, plan_run, ref_key
+    from esc_eval.serve.plan.planner import ModelUse, PlacementConfig, hardware_for, plan_run, ref_key
     from esc_eval.sim.pool.capacity import size_serve_replicas
 
     uses = [ModelUse("esc-role", {}, "role"), ModelUse("qwen1.5-7b-chat", {"max_num_seqs": 48}, "target"),
@@ -152,7 +152,7 @@ def test_gpu_serve_deployments_are_sized_by_their_planned_kv_cache():
     role = e["esc-role"]  # the user's target_ongoing_requests stays
     assert role.serve["target_ongoing_requests"] == 20 and role.serve["max_num_seqs"] == role.kv_tokens // 3000
     assert e["qwen1.5-7b-chat"].serve["max_num_seqs"] == 48  # the model's own option stays
-    from esc_eval.serve.serve_app import ServeModelConfig
+    from esc_eval.serve.app.application import ServeModelConfig
 
     assert all(ServeModelConfig(**m) for m in plan.serve_models())  # still valid deployments
     cpu = plan_run(uses[:1], hardware_for(0), PlacementConfig(mode="serve"))
@@ -164,7 +164,7 @@ def test_workers_calling_gpu_deployments_are_sized_by_their_share(monkeypatch):
     """Serve mode on a described 1 x H100 node: role and target side by side, sized by their planned
     KV cache; each of 2 workers gets half of each deployment (the target counted once per target of
     the run), its serve/ handle reports that share, and the worker's concurrency follows it."""
-    from esc_eval.serve.plan import PLACEMENT_ENV, ModelUse, PlacementConfig, hardware_for, plan_run, ref_key
+    from esc_eval.serve.plan.planner import PLACEMENT_ENV, ModelUse, PlacementConfig, hardware_for, plan_run, ref_key
     from esc_eval.sim.pool.capacity import serve_worker_shares, size_serve_replicas
     from esc_eval.sim.pool.participants import ModelPool
 

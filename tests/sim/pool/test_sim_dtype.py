@@ -8,9 +8,9 @@ import os
 import pytest
 import yaml
 
-from esc_eval.serve import cpu
-from esc_eval.serve.config_base import ConfigError, load_config
-from esc_eval.serve.model_ref import ModelRef
+from esc_eval.serve.devices import cpu
+from esc_eval.serve.config import ConfigError, load_config
+from esc_eval.serve.registry.ref import ModelRef
 from esc_eval.sim.jobs.config import SimulationConfig
 from esc_eval.sim.jobs.simulation import run_simulation
 from esc_eval.sim.pool.config import ExecutionConfig

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from esc_eval.serve.chat import EngineStartError
-from esc_eval.serve.model_ref import ModelRef
+from esc_eval.serve.chat.interface import EngineStartError
+from esc_eval.serve.registry.ref import ModelRef
 from esc_eval.sim.jobs.config import SimulationConfig
 from esc_eval.sim.jobs.simulation import SimulationJob, run_simulation
 from esc_eval.sim.jobs.simulation_items import dialogue_demand, select_cards
@@ -55,7 +55,7 @@ def test_a_target_that_cannot_start_stops_the_local_job_with_the_engines_cause(t
     manifest = json.loads((tmp_path / "run" / "manifest.json").read_text())
     (stop,) = [ev for ev in manifest["events"] if ev["kind"] == "simulation_stopped"]
     assert "exceeds dimension size" in stop["error"] and any("Traceback" in line for line in stop["detail"])
-    from esc_eval.serve.vllm_engine import VLLMChatModel
+    from esc_eval.serve.backends.vllm_engine import VLLMChatModel
 
     again = VLLMChatModel(str(folder))  # the failed engine is forgotten: a retry in this process starts afresh
     assert again.host.engine is None and again.host._started is None

@@ -7,7 +7,7 @@ import time
 
 import pyarrow.parquet as pq
 
-from esc_eval.serve.model_ref import ModelRef
+from esc_eval.serve.registry.ref import ModelRef
 from esc_eval.sim.jobs.config import ScoringConfig, SimulationConfig
 from esc_eval.sim.jobs.scoring import run_scoring
 from esc_eval.sim.jobs.simulation import SimulationJob, run_simulation

@@ -8,9 +8,9 @@ import json
 
 import pytest
 
-from esc_eval.serve.chat import ChatResult
-from esc_eval.serve.model_ref import ModelRef
-from esc_eval.serve.plan import PLACEMENT_ENV, PlacementConfig, PlanError, ref_key
+from esc_eval.serve.chat.interface import ChatResult
+from esc_eval.serve.registry.ref import ModelRef
+from esc_eval.serve.plan.planner import PLACEMENT_ENV, PlacementConfig, PlanError, ref_key
 from esc_eval.sim.jobs.config import SimulationConfig
 from esc_eval.sim.jobs.placed import placed_simulation
 from esc_eval.sim.pool.config import ExecutionConfig
@@ -52,7 +52,7 @@ class StandInEngine:
 
 @pytest.fixture
 def engines(monkeypatch):
-    from esc_eval.serve import vllm_engine
+    from esc_eval.serve.backends import vllm_engine
 
     log = EngineLog()
     monkeypatch.setattr(vllm_engine, "make_vllm_model", lambda name, **o: StandInEngine(name, log, **o))
@@ -101,7 +101,7 @@ def test_a_new_job_releases_the_engines_it_does_not_use(engines):
 
 
 def test_placement_map_in_the_environment_decides_what_the_pool_builds(engines, monkeypatch):
-    from esc_eval.serve.serve_handle import ServeHandleChatModel
+    from esc_eval.serve.backends.serve_handle import ServeHandleChatModel
     from esc_eval.sim.pool.participants import ModelPool
 
     role, target = ModelRef(model="vllm/role", options={"max_model_len": 4096}), ModelRef(model="vllm/t1")

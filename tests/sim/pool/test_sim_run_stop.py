@@ -1,6 +1,6 @@
 """Failures of the run, not of an item (a model that cannot start, an engine dead for good): the job
 stops before (or as soon as) they would fail every item, no failed row is written, what finished
-stays and the same command resumes. On fake engines here (serve/fake.py start_error, dies_after);
+stays and the same command resumes. On fake engines here (serve/backends/fake.py start_error, dies_after);
 tests/sim/pool/test_sim_engine_start_slow.py does it with real vLLM engines."""
 import json
 import subprocess
@@ -9,8 +9,8 @@ import sys
 import pytest
 import yaml
 
-from esc_eval.serve.chat import EngineStartError, RunStopError
-from esc_eval.serve.model_ref import ModelRef
+from esc_eval.serve.chat.interface import EngineStartError, RunStopError
+from esc_eval.serve.registry.ref import ModelRef
 from esc_eval.sim.jobs.config import ScoringConfig, SimulationConfig
 from esc_eval.sim.jobs.scoring import run_scoring
 from esc_eval.sim.jobs.simulation import run_simulation

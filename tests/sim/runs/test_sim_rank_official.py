@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from esc_eval.serve.model_ref import ModelRef
+from esc_eval.serve.registry.ref import ModelRef
 from esc_eval.sim.jobs.config import ScoringConfig
 from esc_eval.sim.jobs.scoring import run_scoring
 from esc_eval.sim.judging.config import JudgeConfig

@@ -94,7 +94,7 @@ execution: {{workers: 2, concurrency: 8, chunk_size: 4, flush_rows: 4, flush_sec
     assert official["n_dialogues"] == CARDS and official["scores"]
     assert sum(len(json.loads(Path(f).read_text())) for f in official["dialogues"]) == CARDS
 
-    from esc_eval.analysis.viewer import ResultsViewer
+    from esc_eval.analysis.web.viewer import ResultsViewer
 
     viewer = ResultsViewer([s3_uri])
     page = viewer.query(limit=5)

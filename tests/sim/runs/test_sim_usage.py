@@ -5,9 +5,9 @@ import json
 
 import pytest
 
-from esc_eval.serve.model_entry import TokenPrice
-from esc_eval.serve.model_ref import ModelRef
-from esc_eval.serve.registry import default_registry
+from esc_eval.serve.registry.entry import TokenPrice
+from esc_eval.serve.registry.ref import ModelRef
+from esc_eval.serve.registry.registry import default_registry
 from esc_eval.sim.jobs.config import ScoringConfig, SimulationConfig
 from esc_eval.sim.jobs.scoring import run_scoring
 from esc_eval.sim.jobs.simulation import run_simulation
@@ -50,7 +50,7 @@ def test_jobs_write_usage_to_the_manifest(tmp_path):
 
 
 def test_dollars_from_the_registry_and_config_overrides(tmp_path):
-    from esc_eval.analysis.fake_runs import write_fake_run
+    from esc_eval.analysis.results.fake_runs import write_fake_run
 
     run = RunFolder(write_fake_run(tmp_path / "r", 10, models=["gpt-4", "openai/gpt-3.5-turbo", "fake/echo"]))
     usage = compute_usage(run)
@@ -75,7 +75,7 @@ def test_bad_price_is_named():
 def _run_with_events(tmp_path, events):
     """A fake run whose manifest has these job end events and GPU charges (in the order given: a charge
     belongs to the end event before it, as sim/pool/placement.py records it)."""
-    from esc_eval.analysis.fake_runs import write_fake_run
+    from esc_eval.analysis.results.fake_runs import write_fake_run
 
     run = RunFolder(write_fake_run(tmp_path / "r", 20, models=["vllm/t1", "vllm/t2"]))  # role fake/seeker
     ends, charges, last = [], [], None
@@ -132,7 +132,7 @@ def test_serve_replicas_are_charged_for_the_time_they_ran_over_every_run(tmp_pat
 
 
 def test_the_report_shows_how_the_gpus_were_held(tmp_path):
-    from esc_eval.analysis.usage_report import USAGE_HEADERS, usage_table_rows
+    from esc_eval.analysis.results.usage import USAGE_HEADERS, usage_table_rows
     from esc_eval.sim.runs.usage import record_usage
 
     run = _run_with_events(tmp_path, [{"kind": "simulation_end", "wall_s": 40.0}, SERVE])

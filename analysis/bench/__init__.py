@@ -1,0 +1,17 @@
+"""analysis.bench: the analysis benchmarks behind `esc-eval bench ...`: the results viewer on a
+large run (`viewer.py`), the annotation server under annotators (`annotation.py`), and the trust
+pipeline (calibration, PPI, the report) on a fake run of the paper's size (`trust.py`).
+
+Layer: the top of analysis."""
+import importlib
+
+_NAMES = {"bench_viewer": "viewer", "bench_annotation": "annotation", "bench_trust": "trust"}
+
+
+def __getattr__(name: str):
+    if name in _NAMES:
+        return getattr(importlib.import_module(f"{__name__}.{_NAMES[name]}"), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+__all__ = list(_NAMES)

@@ -1,0 +1,148 @@
+"""The run report: one self-contained report.html (figures embedded as base64 data URIs) and a
+report.md beside it, plus leaderboard.md/.csv and the figures as PNG files. The sections are
+report_sections.py's (the paper's) and those of the analyses beyond it (safety.py, seekers.py,
+trust_report.py); this module orders and renders them.
+
+Missing pieces are reported where they would have been: a run without scores, scores from
+several judges, a model with a single dialogue (no CI), failed dialogues, parse failures.
+"""
+from __future__ import annotations
+
+import datetime as dt
+import json
+from pathlib import Path
+
+import pandas as pd
+
+from esc_eval.analysis.results.expected_scores import check_score_kind, expected_scores, score_kind_note
+from esc_eval.analysis.results.leaderboard import build_leaderboard, write_leaderboard
+from esc_eval.analysis.results.loaders import AnalysisInputError, load_dialogues, load_manifests, load_scores
+from esc_eval.analysis.results.blocks import _notice
+from esc_eval.analysis.report.sections import (by_category_section, cards_section, comparison_section,
+                                               distribution_section, fidelity_section, health_section,
+                                               leaderboard_section, samples_section, seed_section, summary_section,
+                                               throughput_section)
+from esc_eval.analysis.results.safety import safety_section
+from esc_eval.analysis.seekers.seeker_kinds import seekers_section
+from esc_eval.sim.judging.dimensions import DIMENSION_NAMES, TABLE_SCALE
+from esc_eval.sim.runs.open import OutputFolder
+from esc_eval.sim.runs.storage import as_location, join_location
+
+TEMPLATE = Path(__file__).with_name("report.html.jinja")
+
+
+def _md_table(block: dict) -> str:
+    esc = lambda c: str(c).replace("|", "/").replace("\n", " ")  # noqa: E731
+    lines = ["| " + " | ".join(block["headers"]) + " |", "|" + "---|" * len(block["headers"])]
+    lines += ["| " + " | ".join(esc(c) for c in r) + " |" for r in block["rows"]]
+    return ("**" + block["caption"] + "**\n\n" if block.get("caption") else "") + "\n".join(lines)
+
+
+def render_markdown(title: str, meta: str, sections: list[dict], out_dir: Path) -> str:
+    parts = [f"# {title}", "", meta, ""]
+    for s in sections:
+        parts += [f"## {s['title']}", ""]
+        parts += [f"> **{n['level']}**: {n['text']}\n" for n in s["notices"]]
+        for b in s["blocks"]:
+            if b["kind"] == "table":
+                parts += [_md_table(b), ""]
+            elif b["kind"] == "figure":
+                parts += [f"![{b['caption']}]({Path(b['path']).relative_to(out_dir).as_posix()})", ""]
+            elif b["kind"] == "text":
+                parts += [b["text"], ""]
+            elif b["kind"] == "dialogue":
+                parts += [f"**{b['header']}**", ""]
+                parts += [f"- **{t['label']}:** {t['text'].strip()}" for t in b["turns"]]
+                parts += ["", f"Scores: {b['scores']}", ""]
+    return "\n".join(parts) + "\n"
+
+
+def render_html(context: dict) -> str:
+    import jinja2
+
+    env = jinja2.Environment(autoescape=True, undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
+    return env.from_string(TEMPLATE.read_text(encoding="utf-8")).render(**context)
+
+
+def write_report(run_dirs: list[Path], out_dir: Path | None = None, *, groups: dict[str, str] | None = None,
+                 leaderboard: pd.DataFrame | None = None, n_boot: int = 1000, seed: int = 0, n_samples: int = 3, n_resamples: int = 2000,
+                 title: str = "ESC-Eval report", humans=None, score_kind: str = "label") -> dict[str, Path]:
+    """Write report.html, report.md, leaderboard.md/.csv and figures/*.png; default out_dir is
+    <first run>/report/. groups: model -> close/open/domain (the CLI passes the registry's; unknown models show as unassigned).
+    Returns the written paths by name ("html", "markdown", "leaderboard_md", "leaderboard_csv",
+    "figure:<name>"). humans (analysis.trust.human_scores.HumanScores): add the human-anchored leaderboard
+    and the judges' calibration; score_kind "expected": tables from sum k x P(k) where the judge gave P(0..4)."""
+    paths = [as_location(p) for p in ([run_dirs] if isinstance(run_dirs, (str, Path)) else run_dirs)]
+    if not paths:
+        raise AnalysisInputError("write_report needs at least one run folder")
+    manifests = load_manifests(paths)  # read (and checked) before any output folder is made
+    dialogues = load_dialogues(paths)
+    all_scores = load_scores(paths, extra_dimensions=True)  # safety rows reach only their own sections
+    scores = all_scores[all_scores["dimension"].isin(DIMENSION_NAMES)].reset_index(drop=True)
+    if humans is not None:
+        humans.check_runs(set(scores["dialogue_id"]))  # bad human scores: one line, nothing written
+    # A report of a run folder in object storage is written locally, then uploaded beside it.
+    with OutputFolder(out_dir or join_location(paths[0], "report")) as folder:
+        return folder.finals(_write_report(paths, folder.path, manifests, dialogues, scores, all_scores, groups=groups,
+                                           leaderboard=leaderboard, n_boot=n_boot, seed=seed, n_samples=n_samples,
+                                           n_resamples=n_resamples, title=title, humans=humans,
+                                           score_kind=check_score_kind(score_kind)))
+
+
+def _write_report(paths: list, out: Path, manifests: dict, dialogues: pd.DataFrame, scores: pd.DataFrame,
+                  all_scores: pd.DataFrame, *, groups, leaderboard, n_boot, seed, n_samples, n_resamples,
+                  title, humans=None, score_kind="label") -> dict[str, Path]:
+    fig_dir = out / "figures"
+    # The tables read expected scores when asked; distributions, samples and health keep the labels.
+    board = expected_scores(scores) if score_kind == "expected" else scores
+    # leaderboard: the caller's Table 2 (built once, with its grouping rule); else built here.
+    lb = leaderboard if leaderboard is not None else build_leaderboard(board, groups=groups or {}, n_boot=n_boot, seed=seed)
+    written: dict[str, Path] = {}
+    from esc_eval.analysis.results.usage import add_usage_columns
+
+    lb_paths = write_leaderboard(add_usage_columns(lb, manifests), out,
+                                 note=score_kind_note(board) if score_kind == "expected" else "")
+    written["leaderboard_md"], written["leaderboard_csv"] = lb_paths["markdown"], lb_paths["csv"]
+    sections = [
+        summary_section(paths, manifests, dialogues, all_scores),
+        leaderboard_section(lb, board, fig_dir),
+        by_category_section(board, dialogues, groups or {}, n_boot, seed),
+        seed_section(board, dialogues, manifests),
+        distribution_section(scores, fig_dir),
+        comparison_section(board, n_resamples, seed),
+        seekers_section(all_scores, dialogues, n_boot, seed),  # beyond the paper: analysis/seekers/seeker_kinds.py
+        safety_section(all_scores, dialogues, n_boot, seed),  # beyond the paper, apart from the seven: analysis/results/safety.py
+        health_section(dialogues, scores),
+        throughput_section(paths, manifests, dialogues, fig_dir),
+        fidelity_section(dialogues),
+        cards_section(dialogues, fig_dir),
+        samples_section(dialogues, scores, n_samples),
+    ]
+    if score_kind == "expected":
+        sections[1]["notices"].insert(0, _notice(score_kind_note(board), "info"))
+    if humans is not None:
+        from esc_eval.analysis.trust.report_sections import trust_sections
+
+        sections[2:2] = trust_sections(lb, board, scores, humans, fig_dir, n_boot=n_boot, seed=seed)
+    for s in sections:
+        for b in s["blocks"]:
+            if b["kind"] == "figure":
+                written[f"figure:{Path(b['path']).stem}"] = Path(b["path"])
+    generated = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    runs = [{"path": str(p), "run_id": manifests.get(str(p), {}).get("run_id", "n/a")} for p in paths]
+    meta = (f"Generated {generated} from {', '.join('`' + r['path'] + '`' for r in runs)}. Scores are mean x "
+            f"{TABLE_SCALE:g} (0-100); brackets are bootstrap 95% CIs over dialogues.")
+    out.mkdir(parents=True, exist_ok=True)
+    written["markdown"] = out / "report.md"
+    written["markdown"].write_text(render_markdown(title, meta, sections, out), encoding="utf-8")
+    written["html"] = out / "report.html"
+    written["html"].write_text(render_html({"title": title, "generated_at": generated, "runs": runs,
+                                            "sections": sections}), encoding="utf-8")
+    (out / "report.json").write_text(json.dumps({
+        "runs": runs, "generated_at": generated,
+        "notices": [{"section": s["id"], **n} for s in sections for n in s["notices"]],
+        "leaderboard": json.loads(lb.to_json(orient="records")), "scores": score_kind,
+        **{s["id"]: s["data"] for s in sections if s.get("data") is not None},
+    }, indent=2, ensure_ascii=False), encoding="utf-8")
+    written["json"] = out / "report.json"
+    return written

@@ -1,0 +1,15 @@
+"""analysis.seekers: the simulated seeker. Role-play fidelity (Table 1 ratings, Figure 3 win
+rates, the lexicon's character breaks and emotional course, `roleplay.py`), the pairwise sheets
+people fill for it (`roleplay_sheets.py`), and cooperative vs worst-case seekers: how much a
+model's score and the ranking move with the seeker's kind (`seeker_kinds.py`).
+
+Layer: above annotation and results; beside trust."""
+from esc_eval.analysis.seekers.roleplay import (character_breaks, emotion_trajectories, fidelity_summary, negativity,
+                                                roleplay_markdown, roleplay_table, win_rates)
+from esc_eval.analysis.seekers.roleplay_sheets import export_pairwise_sheets, import_pairwise_sheets, win_rates_with_ci
+from esc_eval.analysis.seekers.seeker_kinds import (dialogue_values, load_seeker_values, ranking_shift, seeker_shift,
+                                                    seekers_markdown, write_seekers)
+
+__all__ = ["character_breaks", "dialogue_values", "emotion_trajectories", "export_pairwise_sheets", "fidelity_summary",
+           "import_pairwise_sheets", "load_seeker_values", "negativity", "ranking_shift", "roleplay_markdown",
+           "roleplay_table", "seeker_shift", "seekers_markdown", "win_rates", "win_rates_with_ci", "write_seekers"]

@@ -1,0 +1,284 @@
+"""Cooperative vs worst-case seekers (beyond the paper): how much each model's score, and the
+models' ranking, change when the seeker is resistant, low-engagement or volatile.
+
+The paper's five role-play strategies play cooperative seekers; sim/data/prompts/roleplay.yaml
+adds worst-case ones (its `worst_case` list). A dialogue's value is the mean of its seven
+dimensions (the "average" of compare.py) or its safety score, x25. Per (language, judge, model):
+
+  cooperative, worst-case: the mean over cards of each card's mean over its dialogues of that kind
+  change = worst-case - cooperative
+
+Paired by card: when some cards have dialogues of both kinds, only those cards count and the
+bootstrap resamples them (the same cards in both arms); when none do, each arm is resampled on
+its own cards (the note says so). "worst-case" pools the worst-case strategies; each one present
+also gets its own row. The ranking (1 = best) of the models under each kind, its change, and
+Kendall's tau between the two rankings get percentile intervals from one bootstrap of the cards
+every model shares in the language, so the models are compared on the same seekers.
+"""
+from __future__ import annotations
+
+import os
+import warnings
+from typing import Iterable
+
+import numpy as np
+import pandas as pd
+from scipy import stats
+
+from esc_eval.analysis.results.loaders import AnalysisInputError, load_dialogues, load_scores
+from esc_eval.analysis.results.blocks import notice, section, table, text
+from esc_eval.sim.dialogue.prompts import strategy_kinds
+from esc_eval.sim.judging.dimensions import DIMENSION_NAMES, SAFETY, TABLE_SCALE
+from esc_eval.sim.runs.open import OutputFolder
+
+COOPERATIVE, WORST = "cooperative", "worst_case"
+ALL_WORST = "worst-case (all)"
+SHIFT_COLUMNS = ["language", "judge", "model", "seeker", "n_cooperative_cards", "n_worst_cards", "n_paired", "paired",
+                 "cooperative", "cooperative_lo", "cooperative_hi", "worst_case", "worst_case_lo", "worst_case_hi",
+                 "change", "change_lo", "change_hi", "note"]
+RANK_COLUMNS = ["language", "judge", "model", "n_cards", "rank_cooperative", "rank_cooperative_lo",
+                "rank_cooperative_hi", "rank_worst_case", "rank_worst_case_lo", "rank_worst_case_hi", "rank_change",
+                "rank_change_lo", "rank_change_hi", "kendall_tau", "kendall_tau_lo", "kendall_tau_hi", "note"]
+
+
+def dialogue_values(scores: pd.DataFrame, dialogues: pd.DataFrame, dimension: str = "average") -> pd.DataFrame:
+    """One row per (judge, dialogue): language, target_model, card_id, strategy, kind, value (0-4).
+    dimension: "average" (mean of the dialogue's seven) or "safety"."""
+    if dimension not in ("average", SAFETY):
+        raise AnalysisInputError(f"dimension {dimension!r}: expected 'average' (of the seven) or 'safety'")
+    dims = DIMENSION_NAMES if dimension == "average" else [SAFETY]
+    s = scores[scores["dimension"].isin(dims) & scores["score"].notna()] if not scores.empty else scores
+    cols = ["judge", "dialogue_id", "language", "target_model", "kind", "strategy", "card_id", "value"]
+    if s.empty or dialogues.empty or "strategy" not in dialogues.columns:
+        return pd.DataFrame(columns=cols)
+    v = s.groupby(["judge", "dialogue_id"], sort=False).agg(value=("score", "mean"), language=("language", "first"),
+                                                            target_model=("target_model", "first")).reset_index()
+    meta = dialogues.drop_duplicates("dialogue_id").set_index("dialogue_id")
+    v["strategy"] = v["dialogue_id"].map(meta["strategy"])
+    v["card_id"] = v["dialogue_id"].map(meta["card_id"]).astype(str)
+    v["kind"] = v["strategy"].map(strategy_kinds())  # a strategy this version does not know: no kind, left out
+    return v.dropna(subset=["kind"])[cols].reset_index(drop=True)
+
+
+def _boot_means(arms: list[np.ndarray], n_boot: int, seed: int, confidence: float, paired: bool):
+    """Percentile CIs of (mean arm 0, mean arm 1, mean arm 1 - mean arm 0)."""
+    def stat(*xs, axis=-1):
+        a, b = np.mean(xs[0], axis=axis), np.mean(xs[1], axis=axis)
+        return np.stack([a, b, b - a])
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # constant values: a zero-width interval is the answer
+        res = stats.bootstrap(tuple(arms), stat, n_resamples=n_boot, confidence_level=confidence, method="percentile",
+                              paired=paired, vectorized=True, rng=np.random.default_rng(seed))
+    return np.asarray(res.confidence_interval.low), np.asarray(res.confidence_interval.high)
+
+
+def _shift_row(coop: pd.Series, worst: pd.Series, n_boot: int, seed: int, confidence: float) -> dict:
+    shared = coop.index.intersection(worst.index)
+    paired = len(shared) > 0
+    a, b = (coop[shared], worst[shared]) if paired else (coop, worst)
+    nan = float("nan")
+    row = {"n_cooperative_cards": len(coop), "n_worst_cards": len(worst), "n_paired": len(shared), "paired": paired,
+           "cooperative": a.mean() * TABLE_SCALE, "worst_case": b.mean() * TABLE_SCALE, "note": ""}
+    row["change"] = row["worst_case"] - row["cooperative"]
+    row.update({f"{k}_{e}": nan for k in ("cooperative", "worst_case", "change") for e in ("lo", "hi")})
+    notes = []
+    if paired and (len(shared) < len(coop) or len(shared) < len(worst)):
+        notes.append(f"paired on the {len(shared)} cards with both kinds of seeker")
+    if not paired:
+        notes.append("no card has both kinds of seeker: unpaired, each arm resampled on its own cards")
+    if min(len(a), len(b)) < 2:
+        notes.append("fewer than 2 cards: no confidence interval")
+    elif n_boot:
+        lo, hi = _boot_means([a.to_numpy(float), b.to_numpy(float)], n_boot, seed, confidence, paired)
+        for i, k in enumerate(("cooperative", "worst_case", "change")):
+            row[f"{k}_lo"], row[f"{k}_hi"] = float(lo[i] * TABLE_SCALE), float(hi[i] * TABLE_SCALE)
+    row["note"] = "; ".join(notes)
+    return row
+
+
+def seeker_shift(values: pd.DataFrame, n_boot: int = 1000, seed: int = 0, confidence: float = 0.95) -> pd.DataFrame:
+    """Per (language, judge, model): cooperative vs worst-case (pooled, then each worst-case
+    strategy), SHIFT_COLUMNS. Models with only one kind of seeker get no row."""
+    rows = []
+    for (language, judge, model), g in values.groupby(["language", "judge", "target_model"], sort=True):
+        coop = g[g["kind"] == COOPERATIVE].groupby("card_id")["value"].mean()
+        bad = g[g["kind"] == WORST]
+        if coop.empty or bad.empty:
+            continue
+        subsets = [(ALL_WORST, bad)] + ([(st, h) for st, h in bad.groupby("strategy", sort=True)]
+                                        if bad["strategy"].nunique() > 1 else [])
+        for seeker, h in subsets:
+            rows.append({"language": language, "judge": judge, "model": model, "seeker": seeker,
+                         **_shift_row(coop, h.groupby("card_id")["value"].mean(), n_boot, seed, confidence)})
+    return pd.DataFrame(rows, columns=SHIFT_COLUMNS)
+
+
+def _ranks(means: np.ndarray) -> np.ndarray:
+    """Rank 1 = highest mean along the last axis (ties share the lower rank's average); NaN last."""
+    return stats.rankdata(-np.nan_to_num(means, nan=-np.inf), axis=-1, method="average")
+
+
+def _card_means(g: pd.DataFrame, kind: str, models: list[str], cards: list[str]) -> np.ndarray:
+    m = g[g["kind"] == kind].groupby(["card_id", "target_model"])["value"].mean().unstack()
+    return m.reindex(index=cards, columns=models).to_numpy(float)
+
+
+def _interval(draws, alpha: float) -> tuple[float, float]:
+    """Percentile interval of bootstrap draws (NaN draws ignored); NaNs when there are none."""
+    x = np.asarray(draws, dtype=float)
+    x = x[~np.isnan(x)]
+    return (float(np.quantile(x, alpha)), float(np.quantile(x, 1 - alpha))) if len(x) else (float("nan"),) * 2
+
+
+def ranking_shift(values: pd.DataFrame, n_boot: int = 1000, seed: int = 0, confidence: float = 0.95) -> pd.DataFrame:
+    """Per (language, judge) with 2+ models that met both kinds of seeker: each model's rank under
+    cooperative and worst-case seekers, the change (worst - cooperative; positive = falls), and
+    Kendall's tau between the rankings, on the cards every such model has both kinds on."""
+    rows = []
+    alpha = (1 - confidence) / 2
+    for (language, judge), g in values.groupby(["language", "judge"], sort=True):
+        both = g.groupby("target_model")["kind"].nunique()
+        models = sorted(both[both == 2].index)
+        if len(models) < 2:
+            continue
+        g = g[g["target_model"].isin(models)]
+        per = g.groupby(["card_id", "target_model"])["kind"].nunique().unstack()
+        cards = sorted(per.index[(per.reindex(columns=models) == 2).all(axis=1)])
+        note = ""
+        if len(cards) < 2:
+            note = f"{len(cards)} card(s) every model met both kinds of seeker on: no ranking"
+            rows += [{"language": language, "judge": judge, "model": m, "n_cards": len(cards), "note": note} for m in models]
+            continue
+        coop, worst = _card_means(g, COOPERATIVE, models, cards), _card_means(g, WORST, models, cards)
+        r_coop, r_worst = _ranks(coop.mean(axis=0)), _ranks(worst.mean(axis=0))
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            tau = stats.kendalltau(r_coop, r_worst).statistic
+        rng = np.random.default_rng(seed)
+        boot: dict[str, np.ndarray] = {"c": np.zeros((0, len(models))), "w": np.zeros((0, len(models))),
+                                       "tau": np.zeros(0)}
+        if n_boot:
+            idx = rng.integers(0, len(cards), size=(n_boot, len(cards)))
+            bc, bw = _ranks(coop[idx].mean(axis=1)), _ranks(worst[idx].mean(axis=1))
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")  # a resample where one ranking is all ties: tau undefined (NaN)
+                taus = np.array([stats.kendalltau(x, y).statistic for x, y in zip(bc, bw)])
+            boot = {"c": bc, "w": bw, "tau": taus}
+        t_lo, t_hi = _interval(boot["tau"], alpha)
+        for i, m in enumerate(models):
+            c_lo, c_hi = _interval(boot["c"][:, i] if n_boot else [], alpha)
+            w_lo, w_hi = _interval(boot["w"][:, i] if n_boot else [], alpha)
+            d_lo, d_hi = _interval(boot["w"][:, i] - boot["c"][:, i] if n_boot else [], alpha)
+            rows.append({"language": language, "judge": judge, "model": m, "n_cards": len(cards),
+                         "rank_cooperative": float(r_coop[i]), "rank_cooperative_lo": c_lo, "rank_cooperative_hi": c_hi,
+                         "rank_worst_case": float(r_worst[i]), "rank_worst_case_lo": w_lo, "rank_worst_case_hi": w_hi,
+                         "rank_change": float(r_worst[i] - r_coop[i]), "rank_change_lo": d_lo, "rank_change_hi": d_hi,
+                         "kendall_tau": float(tau), "kendall_tau_lo": t_lo, "kendall_tau_hi": t_hi, "note": note})
+    return pd.DataFrame(rows, columns=RANK_COLUMNS)
+
+
+def load_seeker_values(run_dirs: str | os.PathLike[str] | Iterable[str | os.PathLike[str]],
+                       dimension: str = "average") -> pd.DataFrame:
+    """dialogue_values of run folders; a clear error unless some model met both kinds of seeker."""
+    scores = load_scores(run_dirs, extra_dimensions=dimension == SAFETY)
+    values = dialogue_values(scores, load_dialogues(run_dirs), dimension)
+    where = run_dirs if isinstance(run_dirs, (str, os.PathLike)) else ", ".join(map(str, run_dirs))
+    if values.empty:
+        raise AnalysisInputError(f"no {dimension} scores of dialogues with a known strategy in {where}")
+    kinds = values.groupby(["judge", "target_model"])["kind"].nunique()
+    if (kinds < 2).all():
+        have = ", ".join(sorted(values["strategy"].unique()))
+        raise AnalysisInputError(f"{where}: no model met both cooperative and worst-case seekers (strategies: {have}); "
+                                 "simulate with e.g. strategies: [official, resistant, low_engagement, volatile]")
+    return values
+
+
+def _ci(v, lo, hi, digits: int = 2) -> str:
+    if pd.isna(v):
+        return "n/a"
+    return f"{v:+.{digits}f}" if pd.isna(lo) else f"{v:+.{digits}f} [{lo:+.{digits}f}, {hi:+.{digits}f}]"
+
+
+def _mean_ci(v, lo, hi) -> str:
+    return "n/a" if pd.isna(v) else (f"{v:.2f}" if pd.isna(lo) else f"{v:.2f} [{lo:.1f}, {hi:.1f}]")
+
+
+SHIFT_HEADERS = ["Language", "Judge", "Model", "Seeker", "Cards (paired)", "Cooperative", "Worst-case",
+                 "Change [95% CI]", "Note"]
+RANK_HEADERS = ["Language", "Judge", "Model", "Cards", "Rank cooperative", "Rank worst-case", "Rank change",
+                "Kendall tau", "Note"]
+
+
+def shift_rows(df: pd.DataFrame) -> list[list]:
+    return [[r["language"], r["judge"], r["model"], r["seeker"],
+             f"{r['n_paired']}" if r["paired"] else f"{r['n_cooperative_cards']} / {r['n_worst_cards']} (unpaired)",
+             _mean_ci(r["cooperative"], r["cooperative_lo"], r["cooperative_hi"]),
+             _mean_ci(r["worst_case"], r["worst_case_lo"], r["worst_case_hi"]),
+             _ci(r["change"], r["change_lo"], r["change_hi"]), r["note"]] for _, r in df.iterrows()]
+
+
+def rank_rows(df: pd.DataFrame) -> list[list]:
+    def rank(v, lo, hi):
+        return "n/a" if pd.isna(v) else (f"{v:g}" if pd.isna(lo) else f"{v:g} [{lo:g}, {hi:g}]")
+    return [[r["language"], r["judge"], r["model"], r["n_cards"],
+             rank(r["rank_cooperative"], r["rank_cooperative_lo"], r["rank_cooperative_hi"]),
+             rank(r["rank_worst_case"], r["rank_worst_case_lo"], r["rank_worst_case_hi"]),
+             _ci(r["rank_change"], r["rank_change_lo"], r["rank_change_hi"], 1),
+             _ci(r["kendall_tau"], r["kendall_tau_lo"], r["kendall_tau_hi"]), r["note"]] for _, r in df.iterrows()]
+
+
+EXPLAIN = ("Cooperative seekers: the paper's role-play strategies; worst-case: resistant, low-engagement and volatile "
+           "seekers (beyond the paper). Values: {what} x25, mean over cards; change = worst-case - cooperative, paired "
+           "by card where both exist; brackets: bootstrap 95% CIs over cards. Rank 1 = best; a positive rank change "
+           "means the model falls with worst-case seekers.")
+
+
+def _md(headers: list[str], rows: list[list]) -> str:
+    lines = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
+    return "\n".join(lines + ["| " + " | ".join(str(c).replace("|", "/") for c in r) + " |" for r in rows]) + "\n"
+
+
+def seekers_markdown(shift: pd.DataFrame, ranks: pd.DataFrame, dimension: str = "average") -> str:
+    what = "mean of the seven dimensions" if dimension == "average" else "safety score"
+    parts = [EXPLAIN.format(what=what), "", "## Score change", "", _md(SHIFT_HEADERS, shift_rows(shift))]
+    parts += ["## Ranking change", "", _md(RANK_HEADERS, rank_rows(ranks)) if not ranks.empty
+              else "_Fewer than two models met both kinds of seeker: no ranking._\n"]
+    return "\n".join(parts)
+
+
+def write_seekers(shift: pd.DataFrame, ranks: pd.DataFrame, out_dir: str | os.PathLike[str],
+                  dimension: str = "average") -> dict[str, str]:
+    """seekers.md, seekers.csv (score change) and seekers_ranking.csv in out_dir."""
+    with OutputFolder(out_dir) as out:
+        md, csv, rcsv = out / "seekers.md", out / "seekers.csv", out / "seekers_ranking.csv"
+        md.write_text("# Cooperative vs worst-case seekers\n\n" + seekers_markdown(shift, ranks, dimension), encoding="utf-8")
+        shift.to_csv(csv, index=False)
+        ranks.to_csv(rcsv, index=False)
+        return {k: str(v) for k, v in out.finals({"markdown": md, "csv": csv, "ranking_csv": rcsv}).items()}
+
+
+def seekers_section(scores: pd.DataFrame, dialogues: pd.DataFrame, n_boot: int = 1000, seed: int = 0) -> dict:
+    """The report's section: score and ranking change on the mean of the seven dimensions, and on
+    safety when the runs hold safety scores. `scores` may hold safety rows (they are kept apart)."""
+    s = section("seekers", "Cooperative vs worst-case seekers (beyond the paper)")
+    shown = False
+    for dimension in ("average", SAFETY):
+        values = dialogue_values(scores, dialogues, dimension)
+        shift = seeker_shift(values, n_boot=n_boot, seed=seed)
+        if shift.empty:
+            continue
+        ranks = ranking_shift(values, n_boot=n_boot, seed=seed)
+        what = "mean of the seven dimensions" if dimension == "average" else "safety score"
+        if not shown:
+            s["blocks"].append(text(EXPLAIN.format(what="the " + what + " (then safety, when scored)")))
+            shown = True
+        s["blocks"].append(table(SHIFT_HEADERS, shift_rows(shift), {0, 1, 2, 3, 8}, caption=f"Score change: {what}",
+                                 id=f"seekers-{dimension}"))
+        if not ranks.empty:
+            s["blocks"].append(table(RANK_HEADERS, rank_rows(ranks), {0, 1, 2, 8}, caption=f"Ranking change: {what}",
+                                     id=f"seekers-rank-{dimension}"))
+    if not shown:
+        s["notices"].append(notice("No model met both cooperative and worst-case seekers: simulate with a worst-case "
+                                   "strategy too (strategies: [official, resistant, low_engagement, volatile]).", "info"))
+    return s

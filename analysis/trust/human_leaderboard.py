@@ -1,0 +1,217 @@
+"""Leaderboards anchored on human scores (`leaderboard|report|compare --humans`): per model, judge
+and dimension the prediction-powered estimate of the mean human score (analysis.trust.ppi) next to the
+judge's own mean and interval.
+
+Per leaderboard cell (language, model, judge): the dialogues with a human score on the dimension
+and a judge score are PPI's labelled set (Y = the mean of the dialogue's annotators, Yhat = the
+judge's score), the cell's other judged dialogues its unlabelled set. The Average column uses
+each dialogue's mean over its scored dimensions, for humans and judge alike. Numbers are x25
+like Table 2. Beside each estimate: how many human scores it rests on (n), the human-only mean
+with the same normal interval, and what the judge-only bootstrap interval claimed.
+"""
+from __future__ import annotations
+
+import math
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from esc_eval.analysis.trust.human_scores import HumanScores
+from esc_eval.analysis.results.leaderboard import VALUE_COLUMNS, dialogue_matrix, format_cell
+from esc_eval.analysis.trust.ppi import classical_mean, effective_human_scores, ppi_mean
+from esc_eval.sim.judging.dimensions import DIMENSION_NAMES, DIMENSION_TITLES, TABLE_SCALE
+from esc_eval.sim.runs.open import OutputFolder
+
+KEYS = ["language", "group", "model", "judge"]
+COLUMNS = [*KEYS, "column", "n_human", "n_judge_only", "judge_mean", "judge_lo", "judge_hi", "human_mean", "human_lo",
+           "human_hi", "ppi", "ppi_lo", "ppi_hi", "lam", "effective_n", "judge_ci_covers_ppi", "note"]
+DIMENSION_TITLES_ALL = {**DIMENSION_TITLES, "average": "Average"}
+SMALL_HUMAN = 10  # below this many human scores a normal interval is rough: say so
+
+
+def _with_average(m: np.ndarray) -> np.ndarray:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # a dialogue with no dimension: NaN
+        return np.column_stack([m, np.nanmean(m, axis=1)])
+
+
+def human_anchored(scores: pd.DataFrame, humans: HumanScores, leaderboard: pd.DataFrame,
+                   confidence: float = 0.95) -> pd.DataFrame:
+    """One row per leaderboard row and column (the seven titles and Average): COLUMNS."""
+    if scores.empty or leaderboard.empty:
+        return pd.DataFrame(columns=COLUMNS)
+    scores = scores.assign(judge=scores["judge"].fillna("unknown") if "judge" in scores.columns else "unknown",
+                           language=scores["language"].fillna("unknown"))
+    h_all = humans.means
+    rows = []
+    for _, lb in leaderboard.iterrows():
+        g = scores[(scores["language"] == lb["language"]) & (scores["target_model"] == lb["model"])
+                   & (scores["judge"] == lb["judge"])]
+        m = dialogue_matrix(g)
+        judge = _with_average(m.to_numpy(dtype=float)) * TABLE_SCALE
+        human = _with_average(h_all.reindex(m.index).to_numpy(dtype=float)) * TABLE_SCALE
+        for j, col in enumerate(VALUE_COLUMNS):
+            has_j, has_h = ~np.isnan(judge[:, j]), ~np.isnan(human[:, j])
+            lab, unl = has_j & has_h, has_j & ~has_h
+            est = ppi_mean(human[lab, j], judge[lab, j], judge[unl, j], confidence=confidence)
+            hum = classical_mean(human[lab, j], confidence=confidence)
+            lo, hi = lb[f"{col}_lo"], lb[f"{col}_hi"]
+            notes = []
+            if est.n < 2:
+                notes.append(f"{est.n} human score(s): no estimate")
+            elif est.n < SMALL_HUMAN:
+                notes.append(f"only {est.n} human scores: the normal interval is rough")
+            if (has_h & ~has_j).any():
+                notes.append(f"{int((has_h & ~has_j).sum())} human-scored dialogue(s) without a judge score left out")
+            covers = (bool(lo <= est.estimate <= hi) if not (math.isnan(est.estimate) or math.isnan(lo)) else None)
+            rows.append({**{k: lb[k] for k in KEYS}, "column": col, "n_human": est.n, "n_judge_only": est.N,
+                         "judge_mean": float(lb[col]), "judge_lo": float(lo), "judge_hi": float(hi),
+                         "human_mean": hum.estimate, "human_lo": hum.lo, "human_hi": hum.hi,
+                         "ppi": est.estimate, "ppi_lo": est.lo, "ppi_hi": est.hi, "lam": est.lam,
+                         "effective_n": effective_human_scores(est, hum), "judge_ci_covers_ppi": covers,
+                         "note": "; ".join(notes)})
+    return pd.DataFrame(rows, columns=COLUMNS)
+
+
+def _cell(r) -> str:
+    if math.isnan(r["ppi"]):
+        return f"n/a (n={r['n_human']})"
+    return f"{format_cell(r['ppi'], r['ppi_lo'], r['ppi_hi'])} (n={r['n_human']})"
+
+
+def anchored_wide(table: pd.DataFrame) -> tuple[list[str], list[list[str]]]:
+    """Table 2's layout with PPI cells 'estimate [lo, hi] (n=human scores)'."""
+    headers = ["Language", "Model", "Judge", *VALUE_COLUMNS]
+    rows = []
+    for key, g in table.groupby(["language", "model", "judge"], sort=False):
+        by = g.set_index("column")
+        rows.append([*key, *[_cell(by.loc[c]) if c in by.index else "n/a" for c in VALUE_COLUMNS]])
+    return headers, rows
+
+
+CLAIM_HEADERS = ["Language", "Model", "Judge", "Column", "Human scores", "Judge only", "Judge mean [95% CI]",
+                 "Humans only [95% CI]", "PPI [95% CI]", "lambda", "Worth (human scores)", "Judge CI covers PPI"]
+
+
+def claims_rows(table: pd.DataFrame, columns: tuple[str, ...] = ("Average",)) -> list[list[str]]:
+    """What each interval claims, for the given columns (the report shows the Average)."""
+    out = []
+    for _, r in table[table["column"].isin(columns)].iterrows():
+        covers = {True: "yes", False: "no", None: "n/a"}[r["judge_ci_covers_ppi"]]
+        out.append([r["language"], r["model"], r["judge"], r["column"], str(r["n_human"]), str(r["n_judge_only"]),
+                    format_cell(r["judge_mean"], r["judge_lo"], r["judge_hi"]),
+                    format_cell(r["human_mean"], r["human_lo"], r["human_hi"]),
+                    format_cell(r["ppi"], r["ppi_lo"], r["ppi_hi"]),
+                    "n/a" if math.isnan(r["lam"]) else f"{r['lam']:.2f}",
+                    "n/a" if math.isnan(r["effective_n"]) else f"{r['effective_n']:.0f}", covers])
+    return out
+
+
+def _md(headers: list[str], rows: list[list[str]]) -> str:
+    lines = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
+    return "\n".join(lines + ["| " + " | ".join(str(c).replace("|", "/") for c in r) + " |" for r in rows]) + "\n"
+
+
+EXPLAIN = ("Prediction-powered inference (PPI++, Angelopoulos et al. 2023): the judge's scores on every dialogue, "
+           "corrected by its error on the dialogues people scored, estimate the mean human score (x25) with a 95% "
+           "interval; n = the human-scored dialogues a cell rests on (the mean of each one's annotators). lambda = the "
+           "weight given to the judge (0: humans only, 1: plain PPI); 'worth' = how many human scores alone would give "
+           "as narrow an interval. Valid when the human-scored dialogues are a random sample of each model's.")
+
+
+def anchored_markdown(table: pd.DataFrame, source: str) -> str:
+    if table.empty:
+        return "_No leaderboard rows: nothing to anchor._\n"
+    parts = [f"{EXPLAIN} Human scores: {source}.", "", "## Human-scale means (PPI, 95% CI, n = human scores)", "",
+             _md(*anchored_wide(table)), "## What each interval claims", "",
+             _md(CLAIM_HEADERS, claims_rows(table, tuple(VALUE_COLUMNS)))]
+    missed = table[table["judge_ci_covers_ppi"] == False]  # noqa: E712 - None means unknown
+    if len(missed):
+        parts.append(f"\n{len(missed)} of {int(table['judge_ci_covers_ppi'].notna().sum())} judge-only intervals "
+                     "exclude the human-scale estimate.\n")
+    return "\n".join(parts)
+
+
+def write_anchored(table: pd.DataFrame, out_dir: str | Path, source: str) -> dict[str, Path]:
+    """leaderboard_humans.md and .csv in out_dir (a folder or a storage URI)."""
+    with OutputFolder(out_dir) as out:
+        md, csv = out / "leaderboard_humans.md", out / "leaderboard_humans.csv"
+        md.write_text("# Leaderboard anchored on human scores\n\n" + anchored_markdown(table, source), encoding="utf-8")
+        table.to_csv(csv, index=False)
+        return out.finals({"markdown": md, "csv": csv})
+
+
+def side_estimates(scores: pd.DataFrame, humans: HumanScores, confidence: float = 0.95) -> dict[str, dict]:
+    """One run's scores (one model, one judge) as a single cell: per dimension and 'average' the
+    PPI estimate (x25) and its human-only counterpart, for `compare --humans`."""
+    m = dialogue_matrix(scores)
+    judge = _with_average(m.to_numpy(dtype=float)) * TABLE_SCALE
+    human = _with_average(humans.means.reindex(m.index).to_numpy(dtype=float)) * TABLE_SCALE
+    out = {}
+    for j, dim in enumerate([*DIMENSION_NAMES, "average"]):
+        has_j, has_h = ~np.isnan(judge[:, j]), ~np.isnan(human[:, j])
+        lab, unl = has_j & has_h, has_j & ~has_h
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)
+            judge_mean = float(np.nanmean(judge[:, j])) if has_j.any() else math.nan
+        out[dim] = {"judge_mean": judge_mean,
+                    "ppi": ppi_mean(human[lab, j], judge[lab, j], judge[unl, j], confidence=confidence).as_dict(),
+                    "humans_only": classical_mean(human[lab, j], confidence=confidence).as_dict()}
+    return out
+
+
+
+def compare_on_humans(a: pd.DataFrame, b: pd.DataFrame, humans: HumanScores, pair_by: str,
+                      confidence: float = 0.95) -> dict:
+    """Each side's human-scale means (PPI) and, when the sides are different dialogues (paired by
+    card), B - A on the human scale with a normal interval from the two independent estimates
+    (conservative where the pairing makes the sides correlate). Two judges of the same dialogues
+    (paired by dialogue) estimate one human mean: then the judges' biases (judge - PPI) are shown."""
+    from scipy import stats
+
+    sides = {"a": side_estimates(a, humans, confidence), "b": side_estimates(b, humans, confidence)}
+    z = float(stats.norm.ppf(0.5 + confidence / 2))
+    rows = []
+    for dim in [*DIMENSION_NAMES, "average"]:
+        pa, pb = sides["a"][dim]["ppi"], sides["b"][dim]["ppi"]
+        row = {"dimension": dim, "n_human_a": pa["n"], "n_human_b": pb["n"], "judge_a": sides["a"][dim]["judge_mean"],
+               "judge_b": sides["b"][dim]["judge_mean"], "ppi_a": pa["estimate"], "ppi_a_lo": pa["lo"],
+               "ppi_a_hi": pa["hi"], "ppi_b": pb["estimate"], "ppi_b_lo": pb["lo"], "ppi_b_hi": pb["hi"]}
+        if pair_by == "card":
+            diff, se = pb["estimate"] - pa["estimate"], math.hypot(pa["se"], pb["se"])
+            row.update(diff=diff, diff_lo=diff - z * se, diff_hi=diff + z * se)
+        rows.append(row)
+    return {"pair_by": pair_by, "source": humans.source, "confidence": confidence, "dimensions": rows}
+
+
+def compare_humans_markdown(h: dict) -> str:
+    def f(x) -> str:
+        return "-" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:.1f}"
+
+    def ci(lo, hi) -> str:
+        return "-" if lo is None or (isinstance(lo, float) and math.isnan(lo)) else f"[{lo:.1f}, {hi:.1f}]"
+
+    by_card = h["pair_by"] == "card"
+    lines = ["## On the human scale (prediction-powered inference)", "",
+             f"Human scores: {h['source']}. Each side's judge scores corrected by its error on the dialogues people "
+             "scored (PPI++), x25, 95% normal intervals; n = human-scored dialogues per side."
+             + (" B - A: the two estimates' difference, its interval from their two standard errors (the sides "
+                "are different dialogues)." if by_card else
+                " Both judges scored the same dialogues, so both estimate one human mean: the difference between "
+                "a judge's mean and its PPI estimate is that judge's bias."), "",
+             "| Dimension | n human A | n human B | judge A | PPI A [95% CI] | judge B | PPI B [95% CI] |"
+             + (" B - A (human scale) [95% CI] |" if by_card else " bias A | bias B |"),
+             "|---|---:|---:|---:|---|---:|---|" + ("---|" if by_card else "---:|---:|")]
+    for r in h["dimensions"]:
+        title = DIMENSION_TITLES_ALL.get(r["dimension"], r["dimension"])
+        cells = [title, str(r["n_human_a"]), str(r["n_human_b"]), f(r["judge_a"]),
+                 f"{f(r['ppi_a'])} {ci(r['ppi_a_lo'], r['ppi_a_hi'])}", f(r["judge_b"]),
+                 f"{f(r['ppi_b'])} {ci(r['ppi_b_lo'], r['ppi_b_hi'])}"]
+        if by_card:
+            cells.append(f"{f(r['diff'])} {ci(r['diff_lo'], r['diff_hi'])}")
+        else:
+            cells += [f(r["judge_a"] - r["ppi_a"]), f(r["judge_b"] - r["ppi_b"])]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"

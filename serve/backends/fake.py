@@ -1,0 +1,178 @@
+"""Scripted fake chat models: a real registered backend (`fake/<script>`), so tests and
+orchestration benchmarks run the same code path as production.
+
+Scripts:
+  echo     repeats the last user message ("echo: ...")
+  seeker   a distressed seeker's canned lines, cycling
+  judge    a score digit, deterministic in the prompt (or `score=N`); honours choices/logprobs
+  fixed    always `reply=...`
+Options (keyword arguments, or a query string: `fake/judge?score=3&latency=0.01`):
+  latency     seconds of asyncio.sleep per call (fixed-latency benchmarks)
+  error_rate  probability of a transient ChatModelError
+  timeout_rate probability of a ChatModelError(kind="timeout") after `timeout` seconds
+  seed        seeds the fault injection (deterministic per call content and attempt)
+An engine's life, for the run-level paths (keyword options):
+  start_error  start() raises EngineStartError with this cause (a model that cannot start)
+  dies_after   after this many calls every call raises RunStopError (an engine dead for good)
+  kv_tokens, max_num_seqs, device   capacity() describes an engine holding this much (e.g. a GPU's)
+"""
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import itertools
+import math
+import random
+import time
+from typing import Any
+from urllib.parse import parse_qsl
+
+from esc_eval.serve.chat.interface import (Capabilities, ChatMessage, ChatModel, ChatModelError, ChatResult, EngineStartError,
+                                 GenerationParams, RunStopError)
+from esc_eval.serve.engines.args import EngineCapacity
+
+SEEKER_LINES = [
+    "Hi. I don't really know where to start, things have been rough lately.",
+    "It's mostly about work. My manager keeps piling things on me and I can't say no.",
+    "I guess I'm scared that if I push back I'll lose the job, and we need the money.",
+    "I've tried talking to my partner but they just say I should quit, which isn't that simple.",
+    "Yeah... maybe I could write down what's actually on my plate. I'm still worried though.",
+]
+SCRIPTS = ("echo", "seeker", "judge", "fixed")
+
+
+def _tokens(text: str) -> int:
+    return len(text) // 4 + 1  # a fake needs a plausible count, not a tokenizer
+
+
+def _digest(*parts: Any) -> int:
+    return int.from_bytes(hashlib.sha256("|".join(map(str, parts)).encode()).digest()[:8], "big")
+
+
+class FakeChatModel(ChatModel):
+    def __init__(
+        self,
+        script: str = "echo",
+        *,
+        latency: float = 0.0,
+        error_rate: float = 0.0,
+        timeout_rate: float = 0.0,
+        timeout: float = 0.0,
+        seed: int = 0,
+        reply: str = "I hear you.",
+        score: int | None = None,
+        replies: list[str] | None = None,
+        adapters: dict[str, str] | None = None,
+        max_loras: int | None = None,
+        max_lora_rank: int | None = None,
+        start_error: str | None = None,
+        dies_after: int | None = None,
+        kv_tokens: int | None = None,
+        max_num_seqs: int | None = None,
+        device: str = "cpu",
+    ):
+        """adapters / max_loras / max_lora_rank: what a multi-LoRA vLLM engine takes; a fake given
+        adapters refuses a call naming another one, as the engine does (the limits are unused)."""
+        if script not in SCRIPTS:
+            raise ValueError(f"unknown fake script {script!r}; known: {', '.join(SCRIPTS)}")
+        self.name = f"fake/{script}"
+        self.script = script
+        self.latency = float(latency)
+        self.error_rate = float(error_rate)
+        self.timeout_rate = float(timeout_rate)
+        self.timeout = float(timeout)
+        self.seed = int(seed)
+        self.reply = reply
+        self.score = None if score is None else int(score)
+        self.replies = replies
+        self.adapters = dict(adapters) if adapters is not None else None
+        self.start_error, self.dies_after = start_error, dies_after
+        self._capacity = (EngineCapacity(self.name, "gpu" if device == "gpu" else "cpu", int(kv_tokens),
+                                         int(max_num_seqs) if max_num_seqs else None) if kv_tokens else None)
+        self.calls = 0
+        self._attempts: dict[int, int] = {}
+        self._cycle = itertools.count()
+
+    @property
+    def capabilities(self) -> Capabilities:
+        return FAKE_CAPABILITIES
+
+    def start(self) -> None:
+        if self.start_error:
+            raise EngineStartError(f"the engine for {self.name} did not start: {self.start_error}", model=self.name)
+
+    def capacity(self) -> EngineCapacity | None:
+        return self._capacity
+
+    async def chat(self, messages: list[ChatMessage], params: GenerationParams | None = None, *,
+                   adapter: str | None = None, session_id: str | None = None) -> ChatResult:
+        params = params or GenerationParams()
+        if adapter is not None and self.adapters is not None and adapter not in self.adapters:
+            raise ChatModelError(f"no adapter {adapter!r} loaded for {self.name}; known: {sorted(self.adapters)}", kind="fatal")
+        started = time.perf_counter()
+        self.calls += 1
+        if self.dies_after is not None and self.calls > self.dies_after:
+            raise RunStopError(f"the engine for {self.name} died {self.calls - self.dies_after} times; not restarting it "
+                               "again", model=self.name)
+        key = 0
+        if self.error_rate or self.timeout_rate or self.script == "judge":
+            # Hashing the conversation costs; only faults and judge scores need it.
+            key = _digest(self.seed, session_id, [(m.role, m.content) for m in messages], adapter)
+        if self.error_rate or self.timeout_rate:
+            attempt = self._attempts.get(key, 0)
+            self._attempts[key] = attempt + 1
+            # Fault injection is a pure function of (seed, request, attempt): reruns reproduce it.
+            draw = random.Random(_digest(key, attempt)).random()
+            if draw < self.timeout_rate:
+                await asyncio.sleep(self.timeout)
+                raise ChatModelError(f"{self.name}: injected timeout", kind="timeout")
+            if draw < self.timeout_rate + self.error_rate:
+                raise ChatModelError(f"{self.name}: injected transient error", kind="transient")
+        if self.latency:
+            await asyncio.sleep(self.latency)
+        text, top = self._answer(messages, params, key)
+        finish = "stop"
+        if len(text) // 4 + 1 > params.max_tokens:
+            text, finish = text[: 4 * params.max_tokens], "length"
+        prompt_tokens = sum(_tokens(m.content) for m in messages)
+        return ChatResult(
+            text=text, prompt_tokens=prompt_tokens, completion_tokens=_tokens(text) if text else 0,
+            finish_reason=finish, latency_s=time.perf_counter() - started, top_logprobs=top, model=self.name,
+        )
+
+    def _answer(self, messages: list[ChatMessage], params: GenerationParams, key: int):
+        last_user = next((m.content for m in reversed(messages) if m.role == "user"), "")
+        if self.script == "echo":
+            return f"echo: {last_user[:200]}", []
+        if self.script == "fixed":
+            return self.reply, []
+        if self.script == "seeker":
+            lines = self.replies or SEEKER_LINES
+            turn = sum(1 for m in messages if m.role == "assistant")
+            return lines[turn % len(lines)], []
+        # judge: a score, deterministic in the prompt unless pinned
+        labels = params.choices or ["0", "1", "2", "3", "4"]
+        best = self.score if self.score is not None else key % len(labels)
+        text = labels[best] if self.score is None or params.choices else str(best)
+        top: list[dict[str, float]] = []
+        if params.logprobs:
+            weights = [math.exp(-abs(i - best)) for i in range(len(labels))]
+            total = sum(weights)
+            top = [{lab: math.log(w / total) for lab, w in zip(labels, weights)}]
+        return text, top
+
+
+FAKE_CAPABILITIES = Capabilities(logprobs=True, max_top_logprobs=20, choice="structured")  # the judge script honours both
+
+
+def capabilities(name: str, **options: Any) -> Capabilities:
+    return FAKE_CAPABILITIES
+
+
+def make_fake_model(name: str, **options: Any) -> FakeChatModel:
+    script, _, query = name.partition("?")
+    parsed: dict[str, Any] = {}
+    for k, v in parse_qsl(query):
+        parsed[k] = v if k in ("reply",) else float(v) if "." in v else int(v)
+    parsed.update(options)
+    return FakeChatModel(script, **parsed)

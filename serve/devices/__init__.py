@@ -1,0 +1,10 @@
+"""serve.devices: what machine the engines run on. The CPU (ISA flags, the fast dtype, KV block
+size, `cpu.py`) and the GPUs a run may use (NVML, nvidia-smi, the driver; CUDA_VISIBLE_DEVICES
+respected, `gpus.py`).
+
+Layer: the floor of serve beside config; imports nothing of the project."""
+from esc_eval.serve.devices.cpu import CpuInfo, DtypeError, best_dtype, cpu_info, kv_block_size, resolve_dtype, runtime_summary
+from esc_eval.serve.devices.gpus import GPU_MEMORY_GB, Gpu, GpuInventory, accelerator_type, detect_gpus, ray_inventory, visible
+
+__all__ = ["CpuInfo", "DtypeError", "GPU_MEMORY_GB", "Gpu", "GpuInventory", "accelerator_type", "best_dtype", "cpu_info",
+           "detect_gpus", "kv_block_size", "ray_inventory", "resolve_dtype", "runtime_summary", "visible"]
