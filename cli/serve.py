@@ -18,7 +18,7 @@ from typing import Annotated, Any, Optional
 
 import typer
 
-from esc_eval.serve.app.deploy import connect, deploy_app, ray_executable, ray_modules
+from esc_eval.serve.app.deploy import check_machine, connect, deploy_app, ray_executable, ray_modules
 from esc_eval.serve.app.application import ServeConfig, ServeModelConfig, build_app, build_app_args, write_serve_config
 
 app = typer.Typer(no_args_is_help=True, help="Ray Serve deployments of the models (vLLM, OpenAI routes).")
@@ -55,6 +55,7 @@ def serve_up(
     timeout_s = timeout if timeout is not None else cfg.health_timeout_s
     t0 = time.monotonic()
     build_app_args(cfg)  # validates models against the registry before any cluster work
+    check_machine(cfg, address)  # a GPU node whose torch cannot use its GPUs: one line before Ray starts
     # Connect before building the app: ray.serve.llm's builder touches Ray, and without a connection
     # Ray auto-started a driver-owned local instance that died with this command.
     connect(address, start_local=True)

@@ -61,10 +61,15 @@ def embedded_model():
 @pytest.fixture
 def fake_gpus(monkeypatch, tmp_path):
     """`fake_gpus(("NVIDIA H100 80GB HBM3", 81559), ...)`: a stand-in `nvidia-smi` first on PATH that
-    answers esc-eval's query with these GPUs (name, MiB) as the real one prints them; NVML absent
-    (pynvml unimportable) and no /proc driver folder, so detection reaches nvidia-smi. No argument:
-    a machine with none of the three. No Ray cluster is found running (a `ray start` head of another
-    job on this machine would otherwise be joined and asked instead)."""
+    answers esc-eval's query with these GPUs (name, MiB) as the real one prints them, and plain
+    `nvidia-smi` with its header (driver `driver`, CUDA `cuda`); NVML absent (pynvml unimportable) and
+    no /proc driver folder, so detection reaches nvidia-smi. With GPUs, torch is a build for CUDA
+    `torch_cuda` (None: a CPU build) whose torch.cuda.is_available() says `cuda_available`, in this
+    process and in the subprocesses it starts (a sitecustomize on PYTHONPATH); the accelerator decision
+    (serve/devices/accelerator.py) is made afresh. No argument: a machine with none of the three. No Ray
+    cluster is found running (a `ray start` head of another job on this machine would otherwise be
+    joined and asked instead)."""
+    from esc_eval.serve.devices import accelerator
     from esc_eval.serve.devices import gpus as gpu_detect
 
     monkeypatch.setenv("RAY_TMPDIR", str(tmp_path))  # Ray's address file: none here
@@ -72,20 +77,63 @@ def fake_gpus(monkeypatch, tmp_path):
     monkeypatch.setitem(sys.modules, "pynvml", None)
     monkeypatch.setattr(gpu_detect, "NVIDIA_PROC", tmp_path / "no-driver")
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    monkeypatch.delenv(accelerator.OVERRIDE_ENV, raising=False)
+    monkeypatch.setattr(accelerator, "_CACHE", {})  # decided afresh on the fake machine, forgotten after
 
-    def install(*gpus: tuple[str, int]) -> Path:
+    def install(*gpus: tuple[str, int], driver: str = "570.86.15", cuda: str = "12.8", torch_cuda: str | None = "12.8",
+                cuda_available: bool = True) -> Path:
         folder = tmp_path / "fake-bin"
         folder.mkdir(exist_ok=True)
         script = folder / "nvidia-smi"
         lines = "\n".join(f"{i}, GPU-{i:08x}-0000-4000-8000-fake{i:08x}, {name}, {mib}" for i, (name, mib) in enumerate(gpus))
         query = " ".join(gpu_detect.SMI_QUERY[1:])
-        script.write_text(f"#!/bin/sh\n[ \"$*\" = \"{query}\" ] || {{ echo \"unexpected: $*\" >&2; exit 2; }}\n"
+        header = f"| NVIDIA-SMI {driver}   Driver Version: {driver}   CUDA Version: {cuda}     |"
+        plain = f"[ $# -eq 0 ] && {{ echo '{header}'; exit 0; }}\n" if gpus else ""
+        script.write_text(f"#!/bin/sh\n{plain}[ \"$*\" = \"{query}\" ] || {{ echo \"unexpected: $*\" >&2; exit 2; }}\n"
                           + (f"cat <<'EOF'\n{lines}\nEOF\n" if gpus else "echo 'No devices were found' >&2; exit 6\n"))
         script.chmod(0o755)
         monkeypatch.setenv("PATH", f"{folder}{os.pathsep}{os.environ.get('PATH', '')}")
+        if gpus:
+            _fake_torch_cuda(monkeypatch, tmp_path, torch_cuda, cuda_available)
         return script
 
     return install
+
+
+def _fake_torch_cuda(monkeypatch, tmp_path: Path, torch_cuda: str | None, available: bool) -> None:
+    """torch as a build for CUDA `torch_cuda` (None: CPU) whose is_available() says `available`: patched
+    here, and in subprocesses by a sitecustomize that patches torch when it is imported."""
+    import torch
+
+    version = f"2.11.0+cu{torch_cuda.replace('.', '')}" if torch_cuda else "2.11.0+cpu"
+    monkeypatch.setattr(torch, "__version__", version)
+    monkeypatch.setattr(torch.version, "cuda", torch_cuda)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: available)
+    site = tmp_path / "fake-site"
+    site.mkdir(exist_ok=True)
+    (site / "sitecustomize.py").write_text(f"""import importlib.abc, importlib.util, sys
+
+
+class _PatchTorch(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if name != "torch":
+            return None
+        sys.meta_path.remove(self)
+        spec = importlib.util.find_spec("torch")
+        run = spec.loader.exec_module
+
+        def exec_module(module):
+            run(module)
+            module.__version__, module.version.cuda = {version!r}, {torch_cuda!r}
+            module.cuda.is_available = lambda: {available!r}
+
+        spec.loader.exec_module = exec_module
+        return spec
+
+
+sys.meta_path.insert(0, _PatchTorch())
+""")
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(p for p in (str(site), os.environ.get("PYTHONPATH")) if p))
 
 
 # The shapes of the models the H100 run used (notes/gpu-h100.md): (layers, heads, KV heads, hidden, parameters)

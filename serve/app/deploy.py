@@ -14,7 +14,7 @@ from typing import Any
 from esc_eval.serve.engines.output import root_cause
 from esc_eval.serve.app.ray_cluster import (StaleRayAddressError, forget_stale_address, live_local_address, prepare_auth,
                                         start_env)
-from esc_eval.serve.app.application import INSTALL_HINT, ServeConfig, build_app
+from esc_eval.serve.app.application import INSTALL_HINT, ServeConfig, ServeConfigError, build_app
 
 RUNNING, FAILED = "RUNNING", ("DEPLOY_FAILED", "UNHEALTHY")
 
@@ -108,6 +108,22 @@ def replica_cause(message: str) -> str:
         if "EngineStartError: " in line:
             return line.split("EngineStartError: ", 1)[1].strip()
     return root_cause(lines) or (lines[0].strip() if lines else "")
+
+
+def check_machine(cfg: ServeConfig, address: str | None) -> None:
+    """Before deploying on this machine (no address, or a local one): the accelerator decision the
+    replicas' engines will follow (serve/devices/accelerator.py). Raises AcceleratorMismatch when the
+    machine contradicts itself, ServeConfigError when a model asks for GPUs its engines would not use."""
+    from esc_eval.serve.devices.accelerator import check_accelerator
+
+    address = address or os.environ.get("RAY_ADDRESS")
+    if address and address not in ("auto", "local"):
+        return  # the replicas run on the cluster's nodes: their engines decide there
+    decision = check_accelerator()
+    on_gpu = [m.name for m in cfg.models if m.accelerator == "gpu"]
+    if on_gpu and decision.kind != "cuda":
+        raise ServeConfigError(f"models {', '.join(on_gpu)}: accelerator gpu, but this machine's engines run on the "
+                               f"CPU ({decision.reason}); use accelerator: cpu, or --address a GPU cluster")
 
 
 def deploy_app(cfg: ServeConfig, timeout_s: float, app: Any = None) -> None:

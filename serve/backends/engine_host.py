@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from esc_eval.serve.chat.interface import ChatModelError, EngineStartError, RunStopError
+from esc_eval.serve.devices.accelerator import AcceleratorMismatch, check_accelerator
 from esc_eval.serve.devices.cpu import DtypeError, cpu_info, looks_like_dtype_error, refused_dtype_message, resolve_dtype
 from esc_eval.serve.engines.args import (EngineCapacity, EngineConfigError, cpu_kv_cache_env, detect_device,
                                         engine_kwargs)
@@ -115,7 +116,7 @@ class _EngineHost:
 
     def start_error(self, e: BaseException) -> EngineStartError:
         """One line: the engine did not start, and why (its processes' traceback when vLLM only points there)."""
-        cause = cause_of(e, self.output, own=(ChatModelError, EngineConfigError))
+        cause = cause_of(e, self.output, own=(ChatModelError, EngineConfigError, AcceleratorMismatch))
         return EngineStartError(f"the vLLM engine for {self.model_path} did not start: {cause}",
                                 model=self.model_path, detail=self.output.tail())
 
@@ -139,6 +140,7 @@ class _EngineHost:
             raise ChatModelError(f"vLLM is not importable ({e}); {INSTALL_HINT}", kind="fatal") from e
         from transformers import AutoTokenizer
 
+        check_accelerator()  # a GPU node whose torch cannot use its GPUs: that line, not a start on the CPU
         device = detect_device()
         if not device.gpu:
             cpu_kv_cache_env()

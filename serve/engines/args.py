@@ -17,6 +17,7 @@ import os
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from esc_eval.serve.devices.accelerator import decide_accelerator
 from esc_eval.serve.devices.cpu import CpuInfo, cpu_info, kv_block_size, resolve_dtype
 
 
@@ -64,17 +65,14 @@ def gpus(count: int, memory_gb: float | None = None, name: str = "") -> Device:
 
 
 def detect_device() -> Device:
-    """This process's device: the GPUs torch sees (Ray sets CUDA_VISIBLE_DEVICES per worker), else the CPU."""
-    try:
-        import torch
-
-        if not torch.cuda.is_available():
-            return CPU
-        n = torch.cuda.device_count()
-        props = torch.cuda.get_device_properties(0)
-        return Device("cuda", n, round(props.total_memory / 1e9, 1), props.name)
-    except Exception:  # noqa: BLE001 - no torch, or a broken CUDA setup: the CPU path
+    """This process's device, as the plan decided it (serve/devices/accelerator.py: the GPUs this process
+    may use, Ray setting CUDA_VISIBLE_DEVICES per worker, when torch can reach them), else the CPU. A
+    machine that contradicts itself gives the CPU here; the engine start raises its problem first."""
+    decision = decide_accelerator()
+    if decision.kind != "cuda":
         return CPU
+    found = decision.gpus
+    return Device("cuda", found.count, found.memory_gb, found.gpus[0].name if found.gpus else "")
 
 
 # What every engine starts with unless the model or the config says otherwise.

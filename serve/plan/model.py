@@ -92,6 +92,7 @@ class Hardware:
     seen_where: str = "this machine"
     seen_text: str = ""  # what was found, in words (for warnings)
     notes: tuple[str, ...] = ()  # what detection noticed (e.g. a CUDA_VISIBLE_DEVICES entry naming no GPU)
+    problem: str | None = None  # this machine contradicting itself (serve/devices/accelerator.py): a refusal
 
     def describe(self) -> str:
         if not self.gpus:

@@ -3,8 +3,12 @@
     with placed(cfg.execution, uses, run_dir=run_dir) as (execution, plan):   # jobs/placed.py
         ...   # the job runs with `execution`
 
-The GPUs are found the same way `esc-eval plan` finds them (serve/devices/gpus.py: NVML or nvidia-smi
-on this machine, CUDA_VISIBLE_DEVICES respected; the Ray cluster's resources when joining one).
+The GPUs are found the same way `esc-eval plan` finds them: on this machine through the one decision the
+engines follow too (serve/devices/accelerator.py: the GPUs NVML or nvidia-smi list, CUDA_VISIBLE_DEVICES
+respected, when torch can use them; a machine that contradicts itself, e.g. a CPU build of torch beside
+GPUs, stops the run before anything starts with that one line); the Ray cluster's resources when joining
+one by address (its nodes' engines decide for themselves at start). In-process engines the plan puts on
+the CPU of a machine with GPUs are given none (CUDA_VISIBLE_DEVICES=''), so they run where the plan says.
 - in_process (the CPU default, and `auto`'s fallback when the models do not fit side by side): the
   workers build their engines as configured; on GPUs each engine gets the plan's share of its
   worker's GPUs (ESC_EVAL_PLACEMENT in the workers' environment).
@@ -28,8 +32,9 @@ import os
 import time
 from typing import Any, Callable, Iterator
 
+from esc_eval.serve.devices.accelerator import check_accelerator, decide_accelerator
 from esc_eval.serve.devices.cpu import resolve_dtype
-from esc_eval.serve.devices.gpus import GpuInventory, detect_gpus, ray_inventory
+from esc_eval.serve.devices.gpus import GpuInventory, ray_inventory
 from esc_eval.serve.registry.size import model_facts
 from esc_eval.serve.plan.planner import PLACEMENT_ENV, Hardware, ModelUse, Plan, hardware_for, model_of, plan_run
 from esc_eval.serve.registry.registry import default_registry
@@ -51,9 +56,26 @@ def self_hosted(uses: list[ModelUse]) -> bool:
 
 
 def local_gpus() -> tuple[int, str | None]:
-    """(count, Ray accelerator type) of the GPUs this process may use on this machine (serve/devices/gpus.py)."""
-    found = detect_gpus()
+    """(count, Ray accelerator type) of the GPUs this machine's engines use (serve/devices/accelerator.py)."""
+    found = engine_gpus()
     return found.count, found.accelerator_type
+
+
+def engine_gpus() -> GpuInventory:
+    """This machine's GPUs as its engines will use them: those found when the accelerator decision is
+    "cuda", else none (with why, when GPUs were seen)."""
+    decision = decide_accelerator()
+    if decision.kind == "cuda":
+        return decision.gpus
+    seen = decision.gpus
+    notes = seen.notes + ((decision.problem or decision.reason,) if seen.count else ())
+    return GpuInventory((), seen.source, seen.where, notes=notes)
+
+
+def remote_cluster(execution: ExecutionConfig) -> bool:
+    """Whether the run joins a Ray cluster by address (its engines may run on other machines)."""
+    address = execution.ray_address or os.environ.get("RAY_ADDRESS")
+    return bool(address) and address not in ("auto", "local")
 
 
 def _joins_a_cluster(execution: ExecutionConfig) -> bool:
@@ -73,7 +95,7 @@ def found_gpus(execution: ExecutionConfig) -> GpuInventory:
     CUDA_VISIBLE_DEVICES respected) when the run starts its own Ray here or runs locally, else the
     Ray cluster's it joins."""
     if execution.executor == "local" or not _joins_a_cluster(execution):
-        return detect_gpus()
+        return engine_gpus()
     import ray
 
     from esc_eval.sim.pool.on_ray import ensure_ray
@@ -94,9 +116,11 @@ def cluster_hardware(execution: ExecutionConfig) -> Hardware:
     else:
         gpus, source = found.count, found.source
     memory = p.gpu_memory_gb or (found.memory_gb if found.count else None)
+    # this machine contradicting itself: a refusal of `esc-eval plan` (a run stops on it before planning)
+    problem = None if remote_cluster(execution) or found.where != "this machine" else decide_accelerator().problem
     return hardware_for(gpus, memory, p.gpus_per_node or found.per_node, p.accelerator_type or found.accelerator_type,
                         source=source, seen=found.count, seen_where=found.where, seen_text=found.describe(),
-                        notes=found.notes)
+                        notes=found.notes, problem=problem)
 
 
 def make_plan(execution: ExecutionConfig, uses: list[ModelUse], hardware: Hardware, *, at_run_time: bool = False) -> Plan:
@@ -107,7 +131,9 @@ def make_plan(execution: ExecutionConfig, uses: list[ModelUse], hardware: Hardwa
                     gpus_per_worker=execution.num_gpus_per_worker, cpu_kv_cache_gib=kv,
                     cpu_dtype=resolve_dtype(execution.dtype, gpu=False),
                     workers_set="workers" in execution.model_fields_set)
-    plan.warnings += [n for n in hardware.notes if n not in plan.warnings]
+    plan.warnings += [n for n in hardware.notes if n not in plan.warnings and n != hardware.problem]
+    if hardware.problem:
+        plan.refusals.insert(0, hardware.problem)
     seen = hardware.seen or 0
     on_cpu = [e.name for e in plan.engines if e.device == "cpu"]
     if not hardware.gpus and seen and on_cpu:
@@ -120,6 +146,16 @@ def make_plan(execution: ExecutionConfig, uses: list[ModelUse], hardware: Hardwa
                f"only those")
         (plan.refusals if at_run_time else plan.warnings).append(why)
     return plan
+
+
+HIDE_GPUS = ("CUDA_VISIBLE_DEVICES", "")
+
+
+def cpu_engines_beside_gpus(plan: Plan) -> bool:
+    """Whether the plan runs in-process engines on the CPU while GPUs are there: their workers must be
+    given none, or each engine would find them and decide "cuda" on its own."""
+    return (plan.mode == "in_process" and not plan.hardware.gpus and bool(plan.hardware.seen)
+            and any(e.device == "cpu" for e in plan.engines))
 
 
 def plan_messages(plan: Plan) -> list[str]:
@@ -246,6 +282,8 @@ def placed(execution: ExecutionConfig, uses: list[ModelUse], *, run_dir: str | N
     if not self_hosted(uses):
         yield execution, None
         return
+    if not remote_cluster(execution):
+        check_accelerator()  # AcceleratorMismatch: this machine contradicts itself (one line), nothing started
     plan = make_plan(execution, uses, cluster_hardware(execution), at_run_time=True).check()
     size_serve_replicas(plan, seq_tokens, execution.placement)  # GPU replicas: what their KV cache holds
     for line in plan_messages(plan):
@@ -257,10 +295,15 @@ def placed(execution: ExecutionConfig, uses: list[ModelUse], *, run_dir: str | N
         for ref, share in serve_worker_shares(plan, workers, targets).items():
             mapping[ref]["serve"]["options"]["capacity"] = share
     env = {**execution.env, PLACEMENT_ENV: json.dumps(mapping, sort_keys=True)} if mapping else dict(execution.env)
+    hide = cpu_engines_beside_gpus(plan)
+    if hide:  # Ray leaves a zero-GPU worker every GPU of its node: the engines would decide "cuda" there
+        env[HIDE_GPUS[0]] = HIDE_GPUS[1]
     ex = execution.model_copy(update={"env": env, **plan.execution})
     meters: list[ReplicaMeter] = []
     try:
-        with temporary_env(PLACEMENT_ENV, env.get(PLACEMENT_ENV)):  # the local executor's worker is this process
+        with temporary_env(PLACEMENT_ENV, env.get(PLACEMENT_ENV)), \
+                temporary_env(HIDE_GPUS[0], HIDE_GPUS[1]) if hide else contextlib.nullcontext():
+            # the local executor's worker is this process
             with _deployed(plan, ex, say, meters) if plan.mode == "serve" else contextlib.nullcontext():
                 yield ex, plan
     finally:
@@ -271,5 +314,5 @@ def placed(execution: ExecutionConfig, uses: list[ModelUse], *, run_dir: str | N
                 log.warning("could not record the placement's usage in %s: %s", run_dir, e)
 
 
-__all__ = ["cluster_hardware", "engine_usage", "found_gpus", "local_gpus", "make_plan", "placed", "plan_messages",
-           "self_hosted"]
+__all__ = ["cluster_hardware", "cpu_engines_beside_gpus", "engine_gpus", "engine_usage", "found_gpus", "local_gpus", "make_plan", "placed", "plan_messages",
+           "remote_cluster", "self_hosted"]
