@@ -22,6 +22,7 @@ import esc_eval.cli.bench as bench
 import esc_eval.cli.cards as cards
 import esc_eval.cli.compare as compare
 import esc_eval.cli.demo as demo
+import esc_eval.cli.docs as docs
 import esc_eval.cli.export as export
 import esc_eval.cli.plan as plan
 import esc_eval.cli.report as report
@@ -53,6 +54,7 @@ analysis.app.command("safety")(safety.safety)  # beyond the paper: cli/safety.py
 analysis.app.command("seekers")(safety.seekers)
 app.add_typer(analysis.app, name="analysis")
 app.add_typer(annotate.app, name="annotate")
+app.command("docs")(docs.docs)
 
 
 @app.callback()

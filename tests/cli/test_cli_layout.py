@@ -59,7 +59,7 @@ def test_cli_composes_every_group_statically_and_once():
                 "cards export", "serve up", "serve status", "serve down", "serve write-config", "train role",
                 "train rank", "bench sim", "bench score", "bench serve", "analysis compare",
                 "analysis judge-accuracy", "analysis annotate-export", "analysis annotate-agreement",
-                "analysis roleplay-fidelity", "analysis calibration", "bench trust", "annotate serve", "annotate study", "annotate export", "annotate import"}
+                "analysis roleplay-fidelity", "analysis calibration", "bench trust", "annotate serve", "annotate study", "annotate export", "annotate import", "docs"}
     assert expected <= set(names), expected - set(names)
 
 
