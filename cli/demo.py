@@ -24,10 +24,14 @@ def demo_config(n_cards: int = DEMO_CARDS):
     paper's 512 tokens so it runs in minutes on CPU. Two targets: the embedded model with the
     release's system prompt and the same model told to be curt and of no help (TERSE_PROMPT, 24
     tokens), whose leaderboard rows differ for a reason; the leaderboard reads expected scores
-    (the embedded judge's most likely label is 1 for everything)."""
+    (the embedded judge's most likely label is 1 for everything). On a GPU node (the shared
+    decision, serve/devices/accelerator.py): one worker holding one GPU, whose one engine (bfloat16,
+    as `auto` resolves on a GPU) serves role, targets and judge; two zero-GPU workers would each start
+    an engine on GPU 0 (Ray leaves them every GPU) at vLLM's 0.92 memory share, and the second fails."""
     import os
 
     from esc_eval.serve.chat.interface import GenerationParams
+    from esc_eval.serve.devices.accelerator import decide_accelerator
     from esc_eval.sim.pool.config import ExecutionConfig
     from esc_eval.sim.judging.config import JudgeConfig
     from esc_eval.serve.registry.ref import ModelRef
@@ -38,6 +42,9 @@ def demo_config(n_cards: int = DEMO_CARDS):
     execution = dict(workers=workers, num_cpus_per_worker=1.0 if cores >= workers else cores / workers,
                      cpu_bind="per_worker" if workers > 1 else "auto", dtype="auto",
                      env={"VLLM_CPU_KVCACHE_SPACE": "3"})
+    if decide_accelerator().kind == "cuda":
+        workers = 1
+        execution = dict(workers=1, num_cpus_per_worker=1.0, num_gpus_per_worker=1.0, cpu_bind="auto", dtype="auto")
     # each worker gets its share of the dialogues (cards x the two targets) in one chunk
     per_worker = max(1, -(-2 * n_cards // workers))
     sim_cfg = SimulationConfig(
@@ -90,8 +97,20 @@ def demo(
             sim_result = run_simulation(sim_cfg, out, on_summary=jp.on_summary, on_start=jp.on_start, pool=pool)
         with job_progress("score", unit="dialogues") as jp:
             score_result = run_scoring(cfg.scoring, out, on_summary=jp.on_summary, on_start=jp.on_start, pool=pool)
+        engines = _engines(pool)
     paths = write_report_for([out], None, score_kind="expected")
-    emit({"run_dir": str(out), "simulation": sim_result, "scoring": score_result,
+    emit({"run_dir": str(out), "simulation": sim_result, "scoring": score_result, "engines": engines,
           "files": {k: str(v) for k, v in paths.items()}})
     exit_for_outcome({"run_dir": str(out), **sim_result}, "dialogues", sim_cfg.execution.max_failure_rate)
     exit_for_outcome({"run_dir": str(out), **score_result}, "scores", cfg.scoring.execution.max_failure_rate)
+
+
+def _engines(pool) -> list[dict]:
+    """Where the demo's engines ran (device, dtype, KV cache), as the engines themselves report it
+    (esc-eval check reads this: on a GPU node, cuda and bfloat16)."""
+    from esc_eval.sim.bench.engine_probe import probe_workers
+
+    try:
+        return [{k: e.get(k) for k in ("model", "device", "dtype", "kv_cache")} for e in probe_workers(pool)]
+    except Exception as e:  # noqa: BLE001 - the demo's result stands without it
+        return [{"error": f"{type(e).__name__}: {e}"}]

@@ -1,4 +1,5 @@
-"""ray.serve.llm's LLMServer, whose replica names its engine's own cause when the engine does not start.
+"""ray.serve.llm's LLMServer, whose replica names its engine's own cause when the engine does not start,
+and reports its engine to a benchmark.
 
 A replica starts its vLLM engine in its constructor; when the engine fails, vLLM raises "Engine core
 initialization failed. See root cause above" and the cause is only in the replica's log files.
@@ -6,8 +7,18 @@ This server tees what the engine's processes print while it starts (serve/engine
 raises EngineStartError with the cause found there: Serve's DEPLOY_FAILED message ends with that
 line, which serve/app/deploy.py shows. Same class name as Ray's, so deployment names stay
 "LLMServer:<model>"; serve/app/lora.py's LocalLoraLLMServer builds on it.
+
+`esc_engine_report` (called on every replica through DeploymentHandle.broadcast by sim/bench/
+engine_probe.py probe_replicas) gives what `esc-eval bench gpu` and `esc-eval check` read from an
+engine that lives in a replica, out of the measuring process's reach: vLLM's own token counts (a
+stat logger added when the engine started, so a replica that autoscaled in mid-run counts all of
+its requests), the KV cache vLLM allocated, dtype, device, and optionally its prefix cache emptied
+first (ray.serve.llm's own LLMServer.reset_prefix_cache does the same for one replica).
 """
 from __future__ import annotations
+
+import os
+from typing import Any
 
 from esc_eval.serve.chat.interface import EngineStartError
 from esc_eval.serve.engines.output import ChildOutput, cause_of
@@ -31,3 +42,52 @@ class LLMServer(_base()):  # type: ignore[misc]
             model = self._llm_config.model_id
             raise EngineStartError(f"the vLLM engine for {model} did not start: {cause_of(e, output)}",
                                    model=model, detail=output.tail()) from e
+        client = _engine_client(self)
+        if client is not None:
+            from esc_eval.serve.engines.vllm_compat import token_counter
+
+            token_counter(client)  # counts from the start: every request this replica serves
+
+    async def esc_engine_report(self, reset_prefix_cache: bool = False) -> dict[str, Any]:
+        """This replica's engine (see the module doc); its prefix cache emptied first when asked."""
+        client = _engine_client(self)
+        cfg = self._llm_config
+        out = await report_engine(client, reset_prefix_cache=reset_prefix_cache) if client is not None else {
+            "counts": None, "kv_cache": None, "dtype": None, "device": None, "tensor_parallel_size": None}
+        out.update(model=cfg.model_loading_config.model_source, model_id=cfg.model_id, id=_replica_id(),
+                   where="serve replica", engine_kwargs={k: repr(v) for k, v in sorted(cfg.engine_kwargs.items())
+                                                         if k != "chat_template"})
+        return out
+
+
+def _engine_client(server) -> Any:
+    """The replica's vLLM AsyncLLM (ray.serve.llm's VLLMEngine keeps it as _engine_client); None when
+    the engine is not up or ray.serve.llm moved it."""
+    return getattr(getattr(server, "engine", None), "_engine_client", None)
+
+
+def _replica_id() -> str:
+    try:
+        from ray import serve
+
+        return serve.get_replica_context().replica_id.to_full_id_str()
+    except Exception:  # noqa: BLE001 - outside a replica (a test on the engine object): the process
+        return f"pid {os.getpid()}"
+
+
+async def report_engine(client: Any, *, reset_prefix_cache: bool = False) -> dict[str, Any]:
+    """vLLM's token counts (since the counter was added), KV cache, dtype, device and tensor parallelism
+    of an AsyncLLM; with reset_prefix_cache, its prefix cache emptied before (counts are unchanged)."""
+    from esc_eval.serve.engines.vllm_compat import kv_cache_blocks, token_counter
+
+    if reset_prefix_cache:
+        await client.reset_prefix_cache()
+    counter = token_counter(client)
+    model_config = getattr(client, "model_config", None)
+    vllm_config = getattr(client, "vllm_config", None)
+    device = getattr(getattr(vllm_config, "device_config", None), "device_type", None)
+    dtype = getattr(model_config, "dtype", None)
+    return {"counts": counter.snapshot() if counter is not None else None, "kv_cache": kv_cache_blocks(client),
+            "dtype": str(dtype).removeprefix("torch.") if dtype is not None else None,
+            "device": str(device) if device is not None else None,
+            "tensor_parallel_size": getattr(getattr(vllm_config, "parallel_config", None), "tensor_parallel_size", None)}

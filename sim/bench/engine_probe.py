@@ -1,12 +1,15 @@
-"""vLLM's own token counts from the engines inside a pool's workers.
+"""vLLM's own token counts from the engines a run used, wherever they live.
 
-`esc-eval bench gpu` runs our side through the pool exactly as `score` / `simulate` do; the
-engines live in the worker actors, out of the driver's reach. This probe is a pool job sent to
-each worker directly (not through the job's chunk scheduling, which may put two chunks on one
-worker): in there it finds the started engines (serve/backends/vllm_engine.py's hosts) and, per
-engine, adds or reads its token counter (serve/engines/vllm_compat.py), optionally resetting its prefix
-cache. Engines behind Serve deployments are not in the workers: the probe then finds none, and
-the benchmark says vLLM's counts were not available.
+`esc-eval bench gpu` runs our side through the pool exactly as `score` / `simulate` do, so the
+engines are out of the driver's reach:
+- in-process engines live in the worker actors: probe_workers sends a pool job to each worker
+  directly (not through the job's chunk scheduling, which may put two chunks on one worker); in
+  there it finds the started engines (serve/backends/vllm_engine.py's hosts) and, per engine, adds
+  or reads its token counter (serve/engines/vllm_compat.py), optionally resetting its prefix cache;
+- Serve deployments (the default on GPUs) live in replicas: probe_replicas calls every replica of
+  each deployment the run's placement names (DeploymentHandle.broadcast) for the same report
+  (serve/app/server.py LLMServer.esc_engine_report).
+probe_engines does both; one entry per engine: model folder, id, counts, KV cache, dtype, device.
 """
 from __future__ import annotations
 
@@ -43,6 +46,7 @@ class EngineProbe:
             engines.append({"model": host.model_path, "id": f"{os.getpid()}:{id(host.engine)}",
                             "counts": counter.snapshot() if counter is not None else None,
                             "kv_cache": kv_cache_blocks(host.engine), "dtype": host.dtype,
+                            "device": "cuda" if host.device.gpu else "cpu", "where": "pool worker",
                             "engine_kwargs": started_kwargs(host)})
         return [], {"ok": True, "calls": 0, "engines": engines}
 
@@ -79,6 +83,45 @@ def probe_workers(pool, reset_prefix_cache: bool = False) -> list[dict[str, Any]
     return [e for chunk in chunks for summary in chunk for e in summary["engines"]]
 
 
+def serve_deployments(env: dict[str, str] | None) -> list[tuple[str, str]]:
+    """(model id, Serve app) of every deployment a run's placement map (PLACEMENT_ENV in the
+    execution's env) sends calls to, once each."""
+    from esc_eval.serve.plan.model import placement_from_env
+
+    out: list[tuple[str, str]] = []
+    for entry in placement_from_env(env or {}).values():
+        serve = entry.get("serve")
+        if serve:
+            key = (serve["spec"].split("/", 1)[1], serve.get("options", {}).get("app_name", "esc-eval-run"))
+            if key not in out:
+                out.append(key)
+    return out
+
+
+def probe_replicas(deployments: list[tuple[str, str]], reset_prefix_cache: bool = False) -> list[dict[str, Any]]:
+    """One entry per replica of each (model id, app) deployment: its engine's report."""
+    if not deployments:
+        return []
+    from ray import serve
+
+    from esc_eval.serve.backends.serve_handle import find_deployment
+
+    status = serve.status()
+    out: list[dict[str, Any]] = []
+    for model_id, app in deployments:
+        handle = serve.get_deployment_handle(find_deployment(model_id, app, status), app_name=app)
+        try:
+            out += handle.broadcast("esc_engine_report", reset_prefix_cache=reset_prefix_cache).results()
+        finally:
+            handle.shutdown()  # no router thread left pushing metrics from the measuring process
+    return out
+
+
+def probe_engines(pool, env: dict[str, str] | None, reset_prefix_cache: bool = False) -> list[dict[str, Any]]:
+    """The engines of the pool's workers and of the Serve replicas the run's placement uses."""
+    return probe_workers(pool, reset_prefix_cache) + probe_replicas(serve_deployments(env), reset_prefix_cache)
+
+
 def counts_delta(before: list[dict[str, Any]], after: list[dict[str, Any]]) -> dict[str, dict[str, int]] | None:
     """Per model path, what the engines counted between two probes (engines of one model in several
     workers summed); None when an engine kept no counts or none was found."""
@@ -94,4 +137,5 @@ def counts_delta(before: list[dict[str, Any]], after: list[dict[str, Any]]) -> d
     return out
 
 
-__all__ = ["EngineProbe", "started_kwargs", "counts_delta", "probe_workers"]
+__all__ = ["EngineProbe", "counts_delta", "probe_engines", "probe_replicas", "probe_workers", "serve_deployments",
+           "started_kwargs"]

@@ -16,7 +16,11 @@ dialogues repeated, each copy opened by its own case tag (sim/bench/scale.scale_
 problem ending with its own tag. Per side: dialogues/s, the prompt tokens the prefix cache did not
 serve (vLLM's own per-request counts: sim/bench/engine_probe.py for ours) per second, generated
 tokens per second, and the share of the prefill-FLOP bound (sim/bench/hardware.py) the side
-reached; ours / reference for each.
+reached; ours / reference for each. vLLM's counts and the emptied prefix caches reach our engines
+wherever the plan put them: the pool's workers (in-process) or the Serve replicas (serve mode, the
+default on GPUs). Each side says how many GPUs it held (ours: the plan's, every replica on every GPU
+it packed; the reference: its engines' tensor-parallel GPUs), and per-GPU rates beside the totals,
+so on a node with more GPUs than one engine uses, `ours_vs_reference_per_gpu` compares like with like.
 """
 from __future__ import annotations
 
@@ -110,21 +114,42 @@ class _Pools:
         self.pool = self.shape = None
 
 
-def _measured(run: Callable[..., dict[str, Any]], pool, warm: Callable[[], Any]) -> dict[str, Any]:
-    """Warm-up, prefix caches emptied, then `run` timed; vLLM's counts over the timed call."""
-    from esc_eval.sim.bench.engine_probe import counts_delta, probe_workers
+def _measured(run: Callable[..., dict[str, Any]], pool, warm: Callable[[], Any], env: dict[str, str]) -> dict[str, Any]:
+    """Warm-up, prefix caches emptied, then `run` timed; vLLM's counts over the timed call, from the
+    engines in the pool's workers and in the Serve replicas the placement (`env`) names."""
+    from esc_eval.sim.bench.engine_probe import counts_delta, probe_engines
 
     t0 = time.perf_counter()
     warm()
     warm_s = time.perf_counter() - t0
-    before = probe_workers(pool, reset_prefix_cache=True)
+    before = probe_engines(pool, env, reset_prefix_cache=True)
     t0 = time.perf_counter()
     result = run()
     wall = time.perf_counter() - t0
-    after = probe_workers(pool)
+    after = probe_engines(pool, env)
+    keys = ("model", "where", "device", "dtype", "kv_cache", "engine_kwargs")
     return {"wall_s": round(wall, 3), "warm_up_s": round(warm_s, 1), "result": result,
-            "vllm_counts": counts_delta(before, after),
-            "engines": [{k: e[k] for k in ("model", "dtype", "kv_cache", "engine_kwargs")} for e in after]}
+            "vllm_counts": counts_delta(before, after), "engines": [{k: e.get(k) for k in keys} for e in after]}
+
+
+def ours_gpus(plan: dict[str, Any] | None, execution: ExecutionConfig, phase: str) -> float:
+    """GPUs our side held in a phase: serve mode, the GPUs the plan packed the phase's replicas on (its
+    layout holds max_replicas); in-process, the workers' GPUs; none on the CPU."""
+    if plan and plan.get("mode") == "serve":
+        layout = (plan.get("layout") or {}).get(phase)
+        if layout:
+            return float(len(layout))
+        return float(sum((e.get("gpu_fraction") or e.get("gpus") or 0) * ((e.get("replicas") or [1, 1])[-1])
+                         for e in plan.get("engines") or [] if e.get("where") == "serve deployment"))
+    return float(execution.workers * execution.num_gpus_per_worker)
+
+
+def reference_gpus(engine_kwargs: list[dict[str, str]], device: str) -> float:
+    """GPUs the reference's engines held: in one process on the first GPUs, its widest tensor-parallel
+    engine's (engine kwargs as repr'd strings); none on the CPU."""
+    if device != "gpu":
+        return 0.0
+    return float(max([int(k.get("tensor_parallel_size", "1")) for k in engine_kwargs] or [1]))
 
 
 def _placement(run_dir: Path) -> dict[str, Any] | None:
@@ -149,7 +174,7 @@ def ours_scoring(rows, warm_rows, cfg: ScoringConfig, pools: _Pools, folder: Pat
     with placed_scoring(cfg, str(run_dir), say=say) as cfg:  # what `esc-eval score` does
         pool = pools.get(cfg.execution)
         m = _measured(lambda: run_scoring(cfg, str(run_dir), pool=pool), pool,
-                      lambda: run_scoring(cfg, str(warm_dir), pool=pool))
+                      lambda: run_scoring(cfg, str(warm_dir), pool=pool), cfg.execution.env)
     res = m.pop("result")
     m.update(path="run_scoring on the Ray pool (what `esc-eval score` runs)", dialogues=len(rows), scored=res["items"],
              failed=res["failed"], outcome=res["outcome"], prompt_tokens_in_rows=res["tokens"],
@@ -171,7 +196,7 @@ def ours_simulation(cards, warm_cards, cfg: SimulationConfig, pools: _Pools, fol
         pool = pools.get(run_cfg.execution)
         warm_cfg = run_cfg.model_copy(update={"cards": warm_cards_file, "rounds": 1})
         m = _measured(lambda: run_simulation(run_cfg, run_dir, pool=pool), pool,
-                      lambda: run_simulation(warm_cfg, folder / "sim-warm", pool=pool))
+                      lambda: run_simulation(warm_cfg, folder / "sim-warm", pool=pool), run_cfg.execution.env)
     res = m.pop("result")
     m.update(path="run_simulation on the Ray pool (what `esc-eval simulate` runs)", dialogues=len(cards),
              completed=res["items"], failed=res["failed"], outcome=res["outcome"], generated_tokens_in_rows=res["tokens"],
@@ -198,19 +223,25 @@ def failed_phases(out: dict[str, Any]) -> list[str]:
     return lines
 
 
-def _rates(side: dict[str, Any], tokens: dict[str, dict[str, int]] | None, n: int) -> None:
-    """Per-second figures of one side, from its wall time and vLLM's counts per model folder."""
+RATES = ("dialogues_per_s", "uncached_prefill_tokens_per_s", "decode_tokens_per_s")
+
+
+def _rates(side: dict[str, Any], tokens: dict[str, dict[str, int]] | None, n: int, gpus: float = 0.0) -> None:
+    """Per-second figures of one side, from its wall time and vLLM's counts per model folder; with
+    the GPUs it held, the same per GPU."""
     wall = side["wall_s"]
     side["dialogues_per_s"] = round(n / wall, 3) if wall > 0 else None
     if not tokens:
         side.update(tokens=None, uncached_prefill_tokens_per_s=None, decode_tokens_per_s=None)
-        return
-    for c in tokens.values():
-        c["uncached_prompt_tokens"] = c.get("prompt_tokens", 0) - c.get("cached_prompt_tokens", 0)
-    uncached = sum(c["uncached_prompt_tokens"] for c in tokens.values())
-    decoded = sum(c.get("generation_tokens", 0) for c in tokens.values())
-    side.update(tokens=tokens, uncached_prefill_tokens_per_s=round(uncached / wall, 1),
-                decode_tokens_per_s=round(decoded / wall, 1))
+    else:
+        for c in tokens.values():
+            c["uncached_prompt_tokens"] = c.get("prompt_tokens", 0) - c.get("cached_prompt_tokens", 0)
+        uncached = sum(c["uncached_prompt_tokens"] for c in tokens.values())
+        decoded = sum(c.get("generation_tokens", 0) for c in tokens.values())
+        side.update(tokens=tokens, uncached_prefill_tokens_per_s=round(uncached / wall, 1),
+                    decode_tokens_per_s=round(decoded / wall, 1))
+    side["gpus"] = gpus
+    side["per_gpu"] = {k: round(side[k] / gpus, 3) if side.get(k) is not None else None for k in RATES} if gpus else None
 
 
 def _ratio(a: float | None, b: float | None) -> float | None:
@@ -222,8 +253,9 @@ def compare(ours: dict[str, Any], ref: dict[str, Any], params: dict[str, float |
     prompt tokens of the two sides (per model folder) at the peak, and the share each side reached."""
     from esc_eval.sim.bench.hardware import prefill_bound_s
 
-    keys = ("dialogues_per_s", "uncached_prefill_tokens_per_s", "decode_tokens_per_s")
-    out: dict[str, Any] = {"ours_vs_reference": {k: _ratio(ours.get(k), ref.get(k)) for k in keys}}
+    out: dict[str, Any] = {"ours_vs_reference": {k: _ratio(ours.get(k), ref.get(k)) for k in RATES}}
+    if ours.get("per_gpu") and ref.get("per_gpu"):  # GPUs held on both sides: like with like on any node
+        out["ours_vs_reference_per_gpu"] = {k: _ratio(ours["per_gpu"][k], ref["per_gpu"][k]) for k in RATES}
     sides = [s["tokens"] for s in (ours, ref) if s.get("tokens")]
     models = sorted({m for t in sides for m in t})
     uncached = {m: min(t[m]["uncached_prompt_tokens"] for t in sides if m in t) for m in models}
@@ -289,8 +321,9 @@ def run_bench_gpu(cfg: GpuBenchConfig, say: Callable[[str], None] = print) -> di
         say(f"[bench gpu] simulation, reference: {n_sim} dialogues")
         ref = reference.simulation_reference(cards, warm_cards, sim_cfg, sim_plan)
         o = ours["simulation"]
-        _rates(o, o["vllm_counts"], n_sim)
-        _rates(ref, ref["tokens"], n_sim)
+        _rates(o, o["vllm_counts"], n_sim, ours_gpus(sim_plan, sim_cfg.execution, "simulation"))
+        _rates(ref, ref["tokens"], n_sim, reference_gpus([e["engine_kwargs"] for e in ref["engines"].values()],
+                                                         where["device"]))
         out["simulation"] = {"ours": o, "reference": ref,
                              **compare(o, ref, _params([sim_cfg.role, *sim_cfg.targets], sim_cfg.execution, sim_plan),
                                        where["peak_bf16"])}
@@ -303,8 +336,8 @@ def run_bench_gpu(cfg: GpuBenchConfig, say: Callable[[str], None] = print) -> di
         for order in cfg.prompt_orders:
             o, r = ours[order], {**ref["by_order"][order], "engine_start_s": ref["engine_start_s"],
                                  **{k: ref[k] for k in ("engine", "model_path", "engine_kwargs", "sampling")}}
-            _rates(o, o["vllm_counts"], n_score)
-            _rates(r, r["tokens"], n_score)
+            _rates(o, o["vllm_counts"], n_score, ours_gpus(score_plan, score_cfgs[0].execution, "scoring"))
+            _rates(r, r["tokens"], n_score, reference_gpus([r["engine_kwargs"]], where["device"]))
             out["scoring"][order] = {"ours": o, "reference": r, **compare(o, r, judge_params, where["peak_bf16"])}
     out["notes"] = NOTES
     return out
@@ -323,10 +356,13 @@ NOTES = [
     "inputs are distinct: every copy of a source dialogue or card carries its own tag; prefix caches are emptied "
     "before each timed run",
     "tokens: vLLM's per-request counts (prompt, prefix-cache hits, generated); uncached = prompt - cached; "
-    "ours' come from the engines in the pool's workers (null when the engines run elsewhere, e.g. Serve replicas)",
+    "ours' come from the engines in the pool's workers or the Serve replicas the plan deployed",
+    "gpus: what each side held (ours: the GPUs the plan packed the phase on; the reference: its engines' "
+    "tensor-parallel GPUs); per_gpu and ours_vs_reference_per_gpu compare the sides on a node with more GPUs",
     "prefill bound = 2 x parameters x uncached prompt tokens (the fewer of the two sides, per model) / the card's "
     "peak dense bf16 FLOP/s; share = bound / wall time (decode and attention FLOPs left out: a floor)",
 ]
 
 
-__all__ = ["GpuBenchConfig", "compare", "distinct_cards", "distinct_dialogues", "run_bench_gpu"]
+__all__ = ["GpuBenchConfig", "compare", "distinct_cards", "distinct_dialogues", "ours_gpus", "reference_gpus",
+           "run_bench_gpu"]

@@ -34,3 +34,25 @@ def test_demo_has_two_targets_that_differ_with_their_own_dialogue_ids():
     assert terse.params.max_tokens < helpful.params.max_tokens
     ids = {dialogue_id("en-001", target_name(t), "vllm/embedded", "official", 0) for t in (helpful, terse)}
     assert len(ids) == 2
+
+
+def test_demo_on_a_gpu_node_runs_one_engine_on_one_gpu_in_bf16(fake_gpus, monkeypatch):
+    """A GPU node (the shared decision says cuda): one worker holding one GPU, its engine on CUDA in
+    bfloat16; two zero-GPU workers would each start an engine on GPU 0 (Ray leaves them every GPU)."""
+    from esc_eval.serve.engines.args import detect_device, engine_kwargs
+
+    fake_gpus(("NVIDIA H100 80GB HBM3", 81559))
+    monkeypatch.setattr("os.cpu_count", lambda: 16)
+    cfg = demo_config()
+    for ex in (cfg.simulation.execution, cfg.scoring.execution):
+        assert (ex.workers, ex.num_gpus_per_worker, ex.dtype) == (1, 1.0, "auto")
+        assert ex.chunk_size == 16 and ex.concurrency >= 16  # every dialogue of the one worker in flight
+    device = detect_device()  # what the worker's engine starts on
+    assert device.gpu and device.name == "NVIDIA H100 80GB HBM3"
+    assert engine_kwargs({}, device)["dtype"] == "bfloat16"
+
+
+def test_demo_on_a_gpu_node_whose_torch_is_a_cpu_build_stays_on_two_cpu_workers(fake_gpus, monkeypatch):
+    fake_gpus(("NVIDIA H100 80GB HBM3", 81559), torch_cuda=None)  # the demo stops on it (preflight) before starting
+    monkeypatch.setattr("os.cpu_count", lambda: 2)
+    assert demo_config().simulation.execution.num_gpus_per_worker == 0 and demo_config().simulation.execution.workers == 2

@@ -219,6 +219,41 @@ def test_llm_app_embedded_end_to_end(cluster):
     measurements["embedded"] = asyncio.run(calls())
     status = serve_status()
     assert str(status["esc-eval"]["status"]).endswith("RUNNING")
+    _replica_reports_its_engine_and_empties_its_prefix_cache()
+
+
+def _replica_reports_its_engine_and_empties_its_prefix_cache():
+    """What `bench gpu` / `esc-eval check` read from engines in replicas (the GPU default): vLLM's
+    counts since the replica started (the calls above), its KV cache and dtype; and the prefix cache
+    emptied on request (sim/bench/engine_probe.py probe_replicas -> LLMServer.esc_engine_report)."""
+    from esc_eval.serve.devices.cpu import resolve_dtype
+    from esc_eval.serve.engines.embedded import embedded_model_path
+    from esc_eval.sim.bench.engine_probe import probe_replicas
+
+    (first,) = probe_replicas([("embedded", "esc-eval")])
+    assert first["model"] == str(embedded_model_path()) and first["where"] == "serve replica"
+    assert first["id"].startswith("SERVE_REPLICA::esc-eval#LLMServer:embedded#")
+    assert first["device"] == "cpu" and first["dtype"] == resolve_dtype("auto") and first["tensor_parallel_size"] == 1
+    assert first["kv_cache"]["tokens"] > 0 and first["counts"]["requests"] >= 3  # the three answered calls above
+    assert first["engine_kwargs"]["max_num_seqs"] and first["engine_kwargs"]["enforce_eager"] == "True"
+
+    long = [ChatMessage(role="user", content=" ".join(f"word{i}" for i in range(300)))]  # ~900 tokens: several KV blocks
+
+    async def ask() -> None:
+        handle = ServeHandleChatModel("embedded", app_name="esc-eval")
+        await handle.chat(long, GenerationParams(max_tokens=1))
+        await handle.close()
+
+    def cached_by(step) -> int:
+        before = probe_replicas([("embedded", "esc-eval")])[0]["counts"]
+        step()
+        after = probe_replicas([("embedded", "esc-eval")])[0]["counts"]
+        return after["cached_prompt_tokens"] - before["cached_prompt_tokens"]
+
+    asyncio.run(ask())
+    assert cached_by(lambda: asyncio.run(ask())) > 0  # the same prompt again: served from the prefix cache
+    probe_replicas([("embedded", "esc-eval")], reset_prefix_cache=True)
+    assert cached_by(lambda: asyncio.run(ask())) == 0  # emptied in the replica: prefilled again
 
 
 

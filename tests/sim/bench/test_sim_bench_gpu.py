@@ -170,3 +170,78 @@ def test_machine_reads_the_gpus_from_nvidia_smi(tmp_path, monkeypatch):
     assert machine(peak_tflops=500)["peak_bf16"] == {"tflops": 500.0, "model": None, "source": "given with --peak-tflops"}
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "1")  # the GPUs the run may use: per-GPU rates divide by these
     assert [g["name"] for g in machine()["gpus"]] == ["NVIDIA H100 80GB HBM3"]
+
+
+def test_per_gpu_rates_compare_sides_that_held_different_gpus():
+    """On 2 GPUs, ours packed the phase on both while the reference's one engine held one: the totals
+    favour ours 2x, per GPU the sides are even (the issue's multi-GPU case)."""
+    from esc_eval.sim.bench.gpu import ours_gpus, reference_gpus
+    from esc_eval.sim.pool.config import ExecutionConfig
+
+    serve_plan = {"mode": "serve", "layout": {"scoring": [["judge 1"], ["judge 1"]], "simulation": [["role 0.6", "t 0.3"]]},
+                  "engines": []}
+    ex = ExecutionConfig()
+    assert ours_gpus(serve_plan, ex, "scoring") == 2.0 and ours_gpus(serve_plan, ex, "simulation") == 1.0
+    assert ours_gpus({"mode": "in_process"}, ExecutionConfig(workers=3, num_gpus_per_worker=0.5), "scoring") == 1.5
+    assert ours_gpus(None, ex, "scoring") == 0.0  # the CPU
+    assert reference_gpus([{"tensor_parallel_size": "1"}, {"tensor_parallel_size": "2"}], "gpu") == 2.0
+    assert reference_gpus([{}], "gpu") == 1.0 and reference_gpus([{}], "cpu") == 0.0
+    tok = {"m": {"prompt_tokens": 1000, "cached_prompt_tokens": 0, "generation_tokens": 100}}
+    ours, ref = {"wall_s": 10.0}, {"wall_s": 20.0}
+    _rates(ours, {k: dict(v) for k, v in tok.items()}, 100, gpus=2.0)
+    _rates(ref, {k: dict(v) for k, v in tok.items()}, 100, gpus=1.0)
+    assert ours["per_gpu"] == {"dialogues_per_s": 5.0, "uncached_prefill_tokens_per_s": 50.0, "decode_tokens_per_s": 5.0}
+    out = compare(ours, ref, {"m": 1e9}, None)
+    assert out["ours_vs_reference"]["dialogues_per_s"] == 2.0
+    assert out["ours_vs_reference_per_gpu"] == {k: 1.0 for k in out["ours_vs_reference"]}
+    cpu = {"wall_s": 1.0}
+    _rates(cpu, None, 1)  # the CPU: no GPUs, no per-GPU figures
+    assert cpu["gpus"] == 0 and cpu["per_gpu"] is None
+    assert "ours_vs_reference_per_gpu" not in compare(cpu, dict(cpu), {}, None)
+
+
+def test_the_probe_reaches_the_serve_deployments_the_placement_names(monkeypatch):
+    """Serve mode (the GPU default): the engines are in replicas, which the placement map names; every
+    replica of each deployment is asked once, its prefix cache emptied when asked (the worker probe
+    alone found none there, so bench gpu had no vLLM counts and never emptied those caches)."""
+    import json
+    import sys
+    import types
+
+    from esc_eval.serve.plan.model import PLACEMENT_ENV
+    from esc_eval.sim.bench import engine_probe
+
+    mapping = {"vllm/j7b|{}": {"serve": {"spec": "serve/j7b", "options": {"app_name": "esc-eval-run"}}},
+               "esc-role|{}": {"serve": {"spec": "serve/esc-role", "options": {"app_name": "esc-eval-run"}}},
+               "qwen|{}": {"serve": {"spec": "serve/j7b", "options": {"app_name": "esc-eval-run"}}},
+               "local|{}": {"engine": {"gpu_memory_utilization": 0.4}}}
+    env = {PLACEMENT_ENV: json.dumps(mapping)}
+    assert engine_probe.serve_deployments(env) == [("j7b", "esc-eval-run"), ("esc-role", "esc-eval-run")]
+    assert engine_probe.serve_deployments({}) == []
+    calls = []
+
+    class Handle:
+        def __init__(self, name):
+            self.name = name
+
+        def broadcast(self, method, **kw):
+            calls.append((self.name, method, kw))
+            return types.SimpleNamespace(results=lambda: [{"id": f"{self.name}#{i}", "model": self.name} for i in range(2)])
+
+        def shutdown(self):
+            calls.append((self.name, "shutdown", {}))
+
+    app = types.SimpleNamespace(deployments={"LLMServer:j7b": None, "LLMServer:esc-role": None})
+    fake_serve = types.SimpleNamespace(status=lambda: types.SimpleNamespace(applications={"esc-eval-run": app}),
+                                       get_deployment_handle=lambda name, app_name: Handle(name))
+    import ray
+
+    monkeypatch.setitem(sys.modules, "ray.serve", fake_serve)
+    monkeypatch.setattr(ray, "serve", fake_serve, raising=False)  # `from ray import serve` reads the attribute
+    monkeypatch.setattr(engine_probe, "probe_workers", lambda pool, reset=False: [])
+    got = engine_probe.probe_engines(None, env, reset_prefix_cache=True)
+    assert [e["id"] for e in got] == ["LLMServer:j7b#0", "LLMServer:j7b#1", "LLMServer:esc-role#0", "LLMServer:esc-role#1"]
+    assert [c for c in calls if c[1] != "shutdown"] == [
+        ("LLMServer:j7b", "esc_engine_report", {"reset_prefix_cache": True}),
+        ("LLMServer:esc-role", "esc_engine_report", {"reset_prefix_cache": True})]
+    assert sum(c[1] == "shutdown" for c in calls) == 2
