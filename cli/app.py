@@ -97,5 +97,7 @@ def main() -> None:
             raise
         err = _unwrap(exc)
         msg = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
-        sys.stderr.write(f"error: {msg}\n")
+        # several one-line problems (a run's preflight: one per model) are each shown
+        for line in getattr(err, "problems", None) or [msg]:
+            sys.stderr.write(f"error: {line}\n")
         sys.exit(2 if isinstance(err, KNOWN_ERRORS) else 1)

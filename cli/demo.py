@@ -69,9 +69,8 @@ def demo(
 ) -> None:
     """The whole pipeline on the embedded model: simulate -> score -> leaderboard + report."""
     from esc_eval.cli.report import write_report_for
-    from esc_eval.serve.devices.accelerator import check_accelerator
     from esc_eval.serve.devices.cpu import cpu_info, resolve_dtype
-    from esc_eval.sim.pool.placement import remote_cluster
+    from esc_eval.sim.jobs.preflight import preflight_run
     from esc_eval.sim.jobs.config import PipelineConfig
     from esc_eval.serve.config import load_config
     from esc_eval.sim.pool.pool import WorkerPool
@@ -83,8 +82,8 @@ def demo(
     for ex in (cfg.simulation.execution, cfg.scoring.execution):
         console_env(ex)
         ex.ray_address = address or ex.ray_address
-    if not remote_cluster(cfg.simulation.execution):
-        check_accelerator()  # a GPU node whose torch cannot use its GPUs: one line, nothing started or written
+    # the machine (a GPU node whose torch cannot use its GPUs), then every model: one line each, nothing started
+    preflight_run(cfg.simulation, cfg.scoring)
     sim_cfg = cfg.simulation
     console.print(f"[bold]esc-eval demo[/bold]: {cards} cards x {', '.join(t.target_name for t in sim_cfg.targets)} "
                   f"(role {sim_cfg.role.model}, judge {cfg.scoring.judge.model.model}) -> {out}")

@@ -152,8 +152,8 @@ def model_folder(tmp_path):
         folder = tmp_path / "models" / name
         folder.mkdir(parents=True)
         (folder / "config.json").write_text(json.dumps({
-            "architectures": ["LlamaForCausalLM"], "num_hidden_layers": layers, "num_attention_heads": heads,
-            "num_key_value_heads": kv, "hidden_size": hidden, "max_position_embeddings": 32768,
+            "architectures": ["LlamaForCausalLM"], "model_type": "llama", "num_hidden_layers": layers,
+            "num_attention_heads": heads, "num_key_value_heads": kv, "hidden_size": hidden, "max_position_embeddings": 32768,
             "torch_dtype": "bfloat16"}))
         (folder / "tokenizer_config.json").write_text(json.dumps(
             {"chat_template": "{% for m in messages %}{{ m['content'] }}{% endfor %}"} if chat_template else {}))

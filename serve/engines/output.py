@@ -13,6 +13,11 @@ start returns. The children keep writing through the pipes for as long as they l
 fatal error of the engine is kept too). `root_cause` finds the exception line of the last
 traceback in those lines, skipping vLLM's pointers ("See root cause above", "See stack trace for
 root cause") to the traceback that holds it.
+
+A pydantic validation error (vLLM checks its ModelConfig, CacheConfig, ... with pydantic) heads its
+message with "1 validation error for ModelConfig", which names nothing: the cause keeps what follows
+instead, each error's field and message ("ModelConfig: Model architectures ['Foo'] are not supported
+for now. ..."), without pydantic's input echo, its link, or vLLM's list of every architecture it knows.
 """
 from __future__ import annotations
 
@@ -32,6 +37,10 @@ _PREFIX = re.compile(r"^(\([\w-]+ pid=\d+\)\s?)?((DEBUG|INFO|WARNING|ERROR|CRITI
 _POINTERS = ("see root cause above", "see stack trace for root cause", "failed core proc")
 # vLLM's own words when the cause is in a child process's output, not in the exception
 _POINTER_WORDS = ("root cause", "failed core proc", "background process")
+# pydantic's header: "1 validation error for ModelConfig" (after "pydantic_core._pydantic_core.ValidationError: ")
+_VALIDATION = re.compile(r"^(?:(?:[\w.]+\.)?(\w+): )?(\d+) validation errors? for ([\w.\[\], ]+?)\s*$")
+_LIST = re.compile(r"dict_keys\(\[([^\]]*)\]\)|\[((?:'[^']*', ){8,}'[^']*')\]")
+MAX_MESSAGE = 400  # characters of one validation error kept
 
 
 class ChildOutput:
@@ -106,11 +115,58 @@ def _strip(line: str) -> str:
     return _PREFIX.sub("", line, count=1)
 
 
+def _tidy(message: str) -> str:
+    """One pydantic error message without its input echo, its kind prefix or a list of hundreds of names."""
+    cut = message.find(" [type=")
+    message = (message[:cut] if cut >= 0 else message).strip()
+    for prefix in ("Value error, ", "Assertion failed, "):
+        if message.startswith(prefix):
+            message = message[len(prefix):]
+
+    def count(m: re.Match) -> str:
+        names = (m.group(1) or m.group(2) or "").split(",")
+        return f"[{len(names)} names]"
+
+    message = _LIST.sub(count, message)
+    return message if len(message) <= MAX_MESSAGE else message[:MAX_MESSAGE - 3] + "..."
+
+
+def validation_message(text: str) -> str | None:
+    """pydantic's "N validation error(s) for Model" text as one line that keeps what is wrong:
+    "ValidationError: ModelConfig: <field>: <message>; ..." (None: not such a text)."""
+    lines = [line.rstrip() for line in text.strip().splitlines()]
+    head = _VALIDATION.match(lines[0].strip()) if lines else None
+    if head is None:
+        return None
+    kind, model = head.group(1) or "ValidationError", head.group(3)
+    errors: list[str] = []
+    field = None
+    for line in lines[1:]:
+        stripped = line.strip()
+        if not stripped or stripped.startswith("For further information visit"):
+            continue
+        if not line[0].isspace():  # a field's path heads its message (none for a model-level check)
+            field = stripped
+            continue
+        msg = _tidy(stripped)
+        errors.append(f"{field}: {msg}" if field else msg)
+        field = None
+    if not errors:
+        return None
+    return f"{kind}: {model}: " + "; ".join(errors)
+
+
 def _exception_of(block: list[str]) -> str | None:
     """The exception line ending a traceback block: its first line not indented (frames are), with
-    up to two indented lines right after it (a multi-line message such as pydantic's)."""
+    up to two indented lines right after it (a multi-line message); a pydantic validation error with
+    every error it lists (validation_message)."""
     for i, line in enumerate(block):
         if line and not line[0].isspace():
+            head = _VALIDATION.match(line.strip())
+            if head is not None:  # each error: its field, its message, pydantic's link
+                found = validation_message("\n".join(block[i:i + 1 + 3 * int(head.group(2))]))
+                if found:
+                    return found
             more = []
             for nxt in block[i + 1:i + 3]:
                 if nxt[:1] not in (" ", "\t") or nxt.strip().startswith("File "):
@@ -150,4 +206,6 @@ def cause_of(error: BaseException, output: ChildOutput, own: tuple[type, ...] = 
     text = str(error).strip()
     first = text.splitlines()[0] if text else type(error).__name__
     cause = output.root_cause() if any(w in first.lower() for w in _POINTER_WORDS) else None
+    if cause is None and _VALIDATION.match(first):  # pydantic's header names nothing: its errors do
+        cause = validation_message(f"{type(error).__name__}: {text}")
     return cause or (first if isinstance(error, own) else f"{type(error).__name__}: {first}")

@@ -291,6 +291,9 @@ def expected_seq_tokens(cfg: ScoringConfig, input_path: str | Path | None) -> di
 def run_scoring(cfg: ScoringConfig, input_path: str | Path, out_dir: str | Path | None = None,
                 on_summary: Callable[[dict[str, Any], PoolStats], None] | None = None,
                 on_start: Callable[[int, int], None] | None = None, pool: WorkerPool | None = None) -> dict[str, Any]:
+    from esc_eval.sim.jobs.preflight import preflight_run
+
+    preflight_run(scoring=cfg)  # the judge would start (its folder, its config as vLLM resolves it): nothing written
     resolve(cfg.judge.model.model)  # fail on an unknown judge or a missing adapter before reading anything
     cfg = cfg.model_copy(update={"judge": with_registry_adapters(cfg.judge)})
     plan = judge_plan_for(cfg.judge)

@@ -239,6 +239,9 @@ def run_simulation(cfg: SimulationConfig, run_dir: str | Path,
                    on_summary: Callable[[dict[str, Any], PoolStats], None] | None = None,
                    on_start: Callable[[int, int], None] | None = None, pool: WorkerPool | None = None) -> dict[str, Any]:
     """Run (or resume) a simulation into `run_dir`. Returns the stats written to the manifest."""
+    from esc_eval.sim.jobs.preflight import preflight_run
+
+    preflight_run(cfg)  # every model (role, each target) would start: all problems at once, nothing written
     for ref in [cfg.role, *cfg.targets]:
         # An unknown model or a missing adapter folder fails here, before any worker or engine starts.
         resolve(ref.model)

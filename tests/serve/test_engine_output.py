@@ -6,7 +6,9 @@ import sys
 import textwrap
 import time
 
-from esc_eval.serve.engines.output import ChildOutput, root_cause
+import pytest
+
+from esc_eval.serve.engines.output import ChildOutput, cause_of, root_cause
 
 # What vLLM 0.32 printed on this machine for a model folder whose config.json does not match its
 # weights (trimmed): the worker's traceback (logged on stdout), then the EngineCore's pointer to it.
@@ -40,8 +42,7 @@ def test_a_chained_or_multi_line_exception_and_no_traceback():
                "Traceback (most recent call last):", '  File "b.py", line 2',
                "pydantic_core._pydantic_core.ValidationError: 1 validation error for ModelConfig",
                "  Value error, max_model_len 200000 is too large [type=value_error]"]
-    assert root_cause(chained) == ("pydantic_core._pydantic_core.ValidationError: 1 validation error for ModelConfig "
-                                   "Value error, max_model_len 200000 is too large [type=value_error]")
+    assert root_cause(chained) == "ValidationError: ModelConfig: max_model_len 200000 is too large"
     assert root_cause(["INFO loading", "WARNING slow"]) is None
     # a progress bar's redraws after the exception are not part of it
     assert root_cause(["Traceback (most recent call last):", '  File "a.py"', "RuntimeError: boom",
@@ -131,3 +132,49 @@ def test_a_failed_deploy_is_one_line_with_the_replicas_cause():
     assert replica_cause("Error:\nTraceback (most recent call last):\n  File \"x\"\n" + other.splitlines()[-1]) == \
         "RuntimeError: start (0) + length (1600) exceeds dimension size (1536)."
     assert replica_cause("Deployment is taking longer than expected.\nmore") == "Deployment is taking longer than expected."
+
+
+# What vLLM 0.32 raised on this machine for a folder whose config.json names an architecture it lacks
+# (EngineArgs(...).create_model_config(); the list of the 391 architectures it knows trimmed to three).
+UNSUPPORTED = """1 validation error for ModelConfig
+  Value error, Model architectures ['FooForCausalLM'] are not supported for now. Supported architectures: \
+dict_keys(['AfmoeForCausalLM', 'ApertusForCausalLM', 'LlamaForCausalLM']) [type=value_error, \
+input_value=ArgsKwargs((), {'model': ...nderer_num_workers': 1}), input_type=ArgsKwargs]
+    For further information visit https://errors.pydantic.dev/2.14/v/value_error"""
+UNSUPPORTED_CAUSE = ("ValidationError: ModelConfig: Model architectures ['FooForCausalLM'] are not supported for now. "
+                     "Supported architectures: [3 names]")
+
+
+def test_a_validation_error_keeps_its_message_not_its_header():
+    """"did not start: ValidationError: 1 validation error for ModelConfig" named nothing (issue 35)."""
+    import pydantic
+
+    class ValidationError(ValueError):  # what vLLM raised, with its text (pydantic's own class cannot be built from text)
+        pass
+
+    assert cause_of(ValidationError(UNSUPPORTED), ChildOutput()) == UNSUPPORTED_CAUSE
+
+    class ModelConfig(pydantic.BaseModel):  # a real pydantic error: a field's and a model-level check's
+        max_model_len: int
+        dtype: str = "auto"
+
+        @pydantic.model_validator(mode="after")
+        def _dtype(self):
+            raise ValueError(f"dtype {self.dtype!r} is not supported on this device")
+
+    with pytest.raises(pydantic.ValidationError) as e:
+        ModelConfig(max_model_len="abc")
+    assert cause_of(e.value, ChildOutput()) == ("ValidationError: ModelConfig: max_model_len: Input should be a valid "
+                                                "integer, unable to parse string as an integer")
+    with pytest.raises(pydantic.ValidationError) as e:
+        ModelConfig(max_model_len=1)
+    assert cause_of(e.value, ChildOutput()) == "ValidationError: ModelConfig: dtype 'auto' is not supported on this device"
+
+
+def test_a_validation_error_in_an_engine_processs_output_keeps_its_message():
+    prefix = "(EngineCore pid=12) ERROR 11-25 11:36:17 [core.py:1510] "
+    lines = [prefix + line for line in ["EngineCore failed to start.", "Traceback (most recent call last):",
+                                        '  File "/v/core.py", line 1482, in run_engine_core',
+                                        *("pydantic_core._pydantic_core.ValidationError: " + UNSUPPORTED).splitlines()]]
+    lines += ["(EngineCore pid=12) INFO 11-25 11:36:18 [core.py:99] shutting down"]
+    assert root_cause(lines) == UNSUPPORTED_CAUSE

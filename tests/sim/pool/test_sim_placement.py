@@ -53,9 +53,11 @@ class StandInEngine:
 @pytest.fixture
 def engines(monkeypatch):
     from esc_eval.serve.backends import vllm_engine
+    from esc_eval.sim.jobs import preflight
 
     log = EngineLog()
     monkeypatch.setattr(vllm_engine, "make_vllm_model", lambda name, **o: StandInEngine(name, log, **o))
+    monkeypatch.setattr(preflight, "vllm_config_problem", lambda path, options: None)  # vLLM would start the stand-ins
     return log
 
 
