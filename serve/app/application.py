@@ -12,7 +12,9 @@ never schedules beside a replica on 2 CPUs).
 GPU: compiled engines, bfloat16, accelerator_type, tensor_parallel_size GPUs per replica and the
 replica's gpu_memory_utilization; or a fraction of one GPU per replica (`gpu_fraction`: a placement-group
 bundle {GPU: f}, as ray.serve.llm's fractional GPU serving guide does), so several models share a
-GPU. From config only (built and checked against Ray's LLMConfig on CPU; not yet run on GPUs).
+GPU. From config only (built and checked against Ray's LLMConfig on CPU; not yet run on GPUs). A GPU
+replica is told the KV tokens the plan gave it and checks its engine's cache against them at start
+(`expected_kv_tokens`, `kv_floor`: serve/engines/kv_budget.py).
 A model not in the registry deploys from its folder (`model_source`): vLLM reads its size, context
 and chat template from the folder's config.json and tokenizer files.
 Autoscaling: min/max replicas, target_ongoing_requests and Serve's delays (upscale_delay_s,
@@ -31,6 +33,7 @@ from pydantic import Field, model_validator
 from esc_eval.serve.config.base import ConfigModel, load_config_file
 
 from esc_eval.serve.engines.args import CPU, EngineConfigError, device_engine_kwargs, gpus
+from esc_eval.serve.engines.kv_budget import EXPECTED_KV_ENV, KV_FLOOR_ENV
 from esc_eval.serve.registry.entry import ModelEntry
 from esc_eval.serve.registry.registry import Registry, load_registry
 
@@ -90,6 +93,12 @@ class ServeModelConfig(ConfigModel):
                                              "(None = Serve's default, 30).")
     metrics_interval_s: float | None = Field(None, gt=0, description="Autoscaling: how often handles and replicas report "
                                              "their load (None = Serve's default, 10).")
+    expected_kv_tokens: int | None = Field(
+        None, ge=1, description="KV cache tokens the plan gave each replica (gpu only): the replica compares what its "
+        "engine sized with it (serve/engines/kv_budget.py). None = no comparison.")
+    kv_floor: float = Field(0.0, ge=0, lt=1, description="With expected_kv_tokens: a replica whose KV cache comes out "
+                            "below this fraction of it fails its start, naming both, and Serve starts it again (replicas "
+                            "sharing a GPU that profile its memory at once); 0 = a warning in its log only.")
     dtype: Literal["auto", "float32", "bfloat16", "float16"] = Field(
         "auto", description="Model dtype: 'auto' = bfloat16 on GPUs and on CPUs with AVX512-BF16/AMX, float32 on "
         "other CPUs (serve/devices/cpu.py; resolved on the machine that builds the config).")
@@ -203,6 +212,9 @@ def build_llm_config(m: ServeModelConfig, cfg: ServeConfig, registry: Registry) 
     env = {**cfg.env_vars}
     if m.accelerator == "cpu":
         env["VLLM_CPU_KVCACHE_SPACE"] = str(cfg.kv_cache_gib)
+    elif m.expected_kv_tokens:  # what the replica checks its engine's KV cache against (serve/app/server.py)
+        env[EXPECTED_KV_ENV] = str(m.expected_kv_tokens)
+        env[KV_FLOOR_ENV] = f"{m.kv_floor:g}"
     autoscaling: dict[str, Any] = {
         "min_replicas": m.min_replicas,
         "max_replicas": m.max_replicas,

@@ -14,14 +14,24 @@ engine that lives in a replica, out of the measuring process's reach: vLLM's own
 stat logger added when the engine started, so a replica that autoscaled in mid-run counts all of
 its requests), the KV cache vLLM allocated, dtype, device, and optionally its prefix cache emptied
 first (ray.serve.llm's own LLMServer.reset_prefix_cache does the same for one replica).
+
+A GPU replica compares the KV cache its engine sized with the plan's figure (serve/engines/kv_budget.py):
+one sharing a GPU whose cache came out short fails its start, after a random wait of up to
+RETRY_SPREAD_S so that Serve's retries of neighbours that failed together profile apart.
 """
 from __future__ import annotations
 
+import asyncio
+import logging
 import os
+import random
 from typing import Any
 
 from esc_eval.serve.chat.interface import EngineStartError
+from esc_eval.serve.engines.kv_budget import EXPECTED_KV_ENV, KV_FLOOR_ENV, RETRY_SPREAD_S, check_kv
 from esc_eval.serve.engines.output import ChildOutput, cause_of
+
+log = logging.getLogger("esc_eval.serve.app.server")
 
 
 def _base():
@@ -47,6 +57,22 @@ class LLMServer(_base()):  # type: ignore[misc]
             from esc_eval.serve.engines.vllm_compat import token_counter
 
             token_counter(client)  # counts from the start: every request this replica serves
+        await self._check_kv_cache(client)
+
+    async def _check_kv_cache(self, client: Any) -> None:
+        """The engine's KV cache against the plan's figure (EXPECTED_KV_ENV: set on GPU replicas only)."""
+        from esc_eval.serve.engines.vllm_compat import kv_cache_blocks
+
+        expected = os.environ.get(EXPECTED_KV_ENV)
+        if not expected:
+            return
+        model = self._llm_config.model_id
+        verdict = check_kv(model, kv_cache_blocks(client), int(expected), float(os.environ.get(KV_FLOOR_ENV) or 0))
+        if verdict.short:
+            await asyncio.sleep(random.uniform(0, RETRY_SPREAD_S))
+            raise EngineStartError(verdict.line, model=model)
+        if verdict.line:
+            log.warning("%s", verdict.line)
 
     async def esc_engine_report(self, reset_prefix_cache: bool = False) -> dict[str, Any]:
         """This replica's engine (see the module doc); its prefix cache emptied first when asked."""

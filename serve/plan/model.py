@@ -17,7 +17,8 @@ GB = 1e9
 ENGINE_OVERHEAD_GB = 2.0  # per GPU per engine (estimate; see serve/plan/planner.py)
 DEFAULT_GPU_MEMORY_UTILIZATION = 0.92  # vLLM's own default
 PLACEMENT_ENV = "ESC_EVAL_PLACEMENT"  # JSON the pool's workers read: model as configured -> how to build it
-SERVE_MODEL_FIELDS_SET_BY_PLAN = ("name", "accelerator", "accelerator_type", "gpu_memory_utilization", "gpu_fraction")
+SERVE_MODEL_FIELDS_SET_BY_PLAN = ("name", "accelerator", "accelerator_type", "gpu_memory_utilization", "gpu_fraction",
+                                  "expected_kv_tokens", "kv_floor")
 Mode = Literal["in_process", "serve"]
 
 
@@ -56,6 +57,10 @@ class PlacementConfig(ConfigModel):
     keep_serving: bool = Field(False, description="Leave the run's deployments up after it (serve mode); by default "
                                "they are deleted when the run ends.")
     health_timeout_s: float = Field(1800, gt=0, description="How long the run waits for its deployments to be healthy.")
+    kv_floor: float = Field(0.5, ge=0, lt=1, description="A Serve replica sharing a GPU whose KV cache comes out below "
+                            "this fraction of the plan's fails its start, naming both figures, and Serve starts it again "
+                            "(replicas that profile the GPU's memory at once take each other's: serve/engines/kv_budget.py); "
+                            "0 = only a warning in the replica's log.")
     usage_interval_s: float = Field(2.0, gt=0, description="How often the run samples its deployments' replicas "
                                     "(serve.status()) to charge GPU-seconds to what held the GPUs.")
     replica_env: dict[str, str] = Field(default_factory=dict, description="Extra environment of the Serve replicas "
@@ -197,9 +202,19 @@ class Plan:
                     out[ref] = {"engine": dict(e.engine)}
         return out
 
-    def serve_models(self) -> list[dict[str, Any]]:
-        """ServeModelConfig fields of every deployment (serve mode)."""
-        return [dict(e.serve) for e in self.engines if e.where == "serve deployment"]
+    def serve_models(self, kv_floor: float = 0.0) -> list[dict[str, Any]]:
+        """ServeModelConfig fields of every deployment (serve mode); a GPU deployment's replicas are told the
+        KV tokens the plan gave each, and those sharing a GPU the `kv_floor` their start must reach."""
+        out = []
+        for e in self.engines:
+            if e.where != "serve deployment":
+                continue
+            fields = dict(e.serve)
+            if e.device == "gpu" and e.kv_tokens:
+                fields["expected_kv_tokens"] = int(e.kv_tokens)
+                fields["kv_floor"] = kv_floor if e.gpu_fraction is not None else 0.0
+            out.append(fields)
+        return out
 
     def as_dict(self) -> dict[str, Any]:
         return {"mode": self.mode, "hardware": asdict(self.hardware), "engines": [asdict(e) for e in self.engines],

@@ -198,7 +198,7 @@ def _deployed(plan: Plan, execution: ExecutionConfig, say: Callable[[str], None]
         logging.getLogger("ray.serve").setLevel(logging.WARNING)  # Serve's deploy chatter, unless --verbose
     cfg = ServeConfig(app_name=plan.app_name, route_prefix=f"/{plan.app_name}", kv_cache_gib=plan.kv_cache_gib,
                       env_vars=dict(placement.replica_env), health_timeout_s=placement.health_timeout_s,
-                      models=[ServeModelConfig(**m) for m in plan.serve_models()])
+                      models=[ServeModelConfig(**m) for m in plan.serve_models(placement.kv_floor)])
     say(f"deploying {', '.join(m.name for m in cfg.models)} as Serve app {cfg.app_name!r} "
         f"({plan.hardware.describe()})")
     meter = ReplicaMeter(cfg.app_name, {e.serve["name"]: e.gpus_per_replica for e in plan.engines
