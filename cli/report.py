@@ -62,14 +62,15 @@ def named_targets(run_dirs: list[str]) -> dict[str, str]:
     from esc_eval.analysis.results.loaders import is_official_json
 
     out = {}
-    for manifest in load_manifests([r for r in run_dirs if not is_official_json(r)] or []).values():
+    folders = [r for r in run_dirs if not is_official_json(r)]
+    for manifest in (load_manifests(folders) if folders else {}).values():  # official JSON has no manifest
         for t in ((manifest.get("simulation") or {}).get("config") or {}).get("targets") or []:
             if isinstance(t, dict) and t.get("name") and t.get("model"):
                 out[str(t["name"])] = str(t["model"])
     return out
 
 
-def show_leaderboard(table, score_kind: str = "label") -> None:
+def show_leaderboard(table, score_kind: str = "label", title: str = "") -> None:
     """The leaderboard as a terminal table (the CIs are in leaderboard.md)."""
     from rich.table import Table
 
@@ -78,7 +79,7 @@ def show_leaderboard(table, score_kind: str = "label") -> None:
 
     cols = [*DIMENSION_TITLES.values(), "Average"]
     what = "mean expected score" if score_kind == "expected" else "mean score"
-    t = Table(title=f"Leaderboard: {what} x 25 (CIs in leaderboard.md)", pad_edge=False)
+    t = Table(title=title or f"Leaderboard: {what} x 25 (CIs in leaderboard.md)", pad_edge=False)
     for c in ["Lang", "Group", "Model", "n", *[c[:3] for c in cols], "Fail"]:
         t.add_column(c, justify="right" if c not in ("Lang", "Group", "Model") else "left", overflow="fold")
     for _, r in table.iterrows():
@@ -107,7 +108,7 @@ def show_anchored(anchored) -> None:
 
 
 def write_leaderboard_for(run_dirs: list[str], out: Optional[str], n_boot: int = 1000, seed: int = 0, humans=None,
-                          score_kind: str = "label") -> dict[str, Path]:
+                          score_kind: str = "label", exclude_spoiled: bool = False) -> dict[str, Path]:
     from esc_eval.analysis import build_leaderboard, load_manifests, write_leaderboard
     from esc_eval.analysis.results.expected_scores import score_kind_note
     from esc_eval.analysis.results.usage import add_usage_columns
@@ -115,11 +116,25 @@ def write_leaderboard_for(run_dirs: list[str], out: Optional[str], n_boot: int =
     scores = board_scores(run_dirs, score_kind)
     if humans is not None:
         humans.check_runs(set(scores["dialogue_id"]))  # before anything is written
-    table = build_leaderboard(scores, groups=registry_groups(scores["target_model"].dropna(), run_dirs), n_boot=n_boot, seed=seed)
+    if exclude_spoiled:  # runs without the dialogues' turns: one line, before anything is written
+        from esc_eval.analysis.results.spoiled import split_spoiled
+
+        kept_scores, excluded = split_spoiled(run_dirs, scores)
+    groups = registry_groups(scores["target_model"].dropna(), run_dirs)
+    table = build_leaderboard(scores, groups=groups, n_boot=n_boot, seed=seed)
     target = out or join_location(run_dirs[0], "report")
     paths = write_leaderboard(add_usage_columns(table, load_manifests(run_dirs)), target,
                               note=score_kind_note(scores) if score_kind == "expected" else "")
     show_leaderboard(table, score_kind)
+    if exclude_spoiled:
+        from esc_eval.analysis.results.leaderboard import compare_without_spoiled, write_without_spoiled
+        from esc_eval.sim.pool.progress import console
+
+        kept = build_leaderboard(kept_scores, groups=groups, n_boot=n_boot, seed=seed)
+        paths.update({f"without_spoiled_{k}": v for k, v in
+                      write_without_spoiled(kept, compare_without_spoiled(table, kept), target, excluded).items()})
+        show_leaderboard(kept, score_kind, title="Leaderboard without the dialogues the simulator spoiled")
+        console.print(excluded)
     if humans is not None:
         from esc_eval.analysis.trust.human_leaderboard import human_anchored, write_anchored
 
@@ -180,6 +195,9 @@ def leaderboard(
     by: Annotated[Optional[str], typer.Option(
         "--by", help="Split by a card attribute: category (Table 9's top level), category_2, category_3, language.")] = None,
     humans: Humans = None, study: Study = None, allow_one_annotator: OneAnnotator = False, scores: ScoreKind = "label",
+    exclude_spoiled: Annotated[bool, typer.Option(
+        "--exclude-spoiled", help="Also the table without the dialogues the simulator spoiled, next to the one with "
+        "them (leaderboard_without_spoiled.md/.csv).")] = False,
 ) -> None:
     """The paper's Table 2: mean x 25 per dimension with bootstrap 95% CIs (leaderboard.md/.csv); with
     --humans also each model's human-scale mean by PPI (leaderboard_humans.md/.csv)."""
@@ -187,9 +205,11 @@ def leaderboard(
     if by:
         if human is not None:
             raise typer.BadParameter("--by does not take --humans: anchor the whole leaderboard (without --by)")
+        if exclude_spoiled:
+            raise typer.BadParameter("--by does not take --exclude-spoiled: compare the whole leaderboard (without --by)")
         emit({k: str(v) for k, v in write_leaderboard_by_for(run_dirs, out, by, n_boot, seed, scores).items()})
         return
-    emit({k: str(v) for k, v in write_leaderboard_for(run_dirs, out, n_boot, seed, human, scores).items()})
+    emit({k: str(v) for k, v in write_leaderboard_for(run_dirs, out, n_boot, seed, human, scores, exclude_spoiled).items()})
 
 
 def report(

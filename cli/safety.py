@@ -1,8 +1,9 @@
 """`esc-eval analysis safety` and `esc-eval analysis seekers` (beyond the paper): the harm-weighted
-crisis-safety summary, and each model's change between cooperative and worst-case seekers.
+crisis-safety summary; whether the ranking depends on the simulator (role model or strategy) and
+each model's change between cooperative and worst-case seekers.
 
 Both read the runs first and fail in one line (nothing written) when there is nothing to
-summarise: no safety scores, or no model that met both kinds of seeker."""
+summarise: no safety scores, or one simulator and no model that met both kinds of seeker."""
 from __future__ import annotations
 
 from typing import Annotated, Optional
@@ -63,12 +64,15 @@ def safety(run_dirs: RunDirs, out: Out = None, n_boot: NBoot = 1000, seed: Seed 
 def seekers(
     run_dirs: RunDirs, out: Out = None, n_boot: NBoot = 1000, seed: Seed = 0,
     dimension: Annotated[str, typer.Option("--dimension", help="average (of the seven) | safety.")] = "average",
+    by: Annotated[str, typer.Option("--by", help="What a simulator is: auto (what varies in the runs: role model, "
+                                    "strategy or both) | role_model | strategy.")] = "auto",
 ) -> None:
-    """Each model's score and rank change between cooperative and worst-case seekers, with bootstrap CIs over cards."""
-    from esc_eval.analysis.seekers.seeker_kinds import load_seeker_values, ranking_shift, seeker_shift, seekers_markdown, write_seekers
+    """Does the ranking depend on the simulator: each target's score and rank per role model (or strategy),
+    Kendall's tau between the rankings and the pooled ranking; and each model's change between cooperative
+    and worst-case seekers. Bootstrap CIs over cards."""
+    from esc_eval.analysis.seekers.simulators import write_seeker_analyses
 
-    values = load_seeker_values(run_dirs, dimension)
-    shift, ranks = seeker_shift(values, n_boot=n_boot, seed=seed), ranking_shift(values, n_boot=n_boot, seed=seed)
-    paths = write_seekers(shift, ranks, out or join_location(run_dirs[0], "report"), dimension)
-    typer.echo(seekers_markdown(shift, ranks, dimension), err=True)
+    paths, markdown = write_seeker_analyses(run_dirs, out or join_location(run_dirs[0], "report"), dimension, by,
+                                            n_boot, seed)
+    typer.echo(markdown, err=True)
     emit(paths)

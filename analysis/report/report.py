@@ -24,6 +24,8 @@ from esc_eval.analysis.report.sections import (by_category_section, cards_sectio
                                                throughput_section)
 from esc_eval.analysis.results.safety import safety_section
 from esc_eval.analysis.seekers.seeker_kinds import seekers_section
+from esc_eval.analysis.seekers.simulators import simulators_section
+from esc_eval.analysis.seekers.spoiled_section import spoiled_section
 from esc_eval.sim.judging.dimensions import DIMENSION_NAMES, TABLE_SCALE
 from esc_eval.sim.runs.open import OutputFolder
 from esc_eval.sim.runs.storage import as_location, join_location
@@ -111,6 +113,8 @@ def _write_report(paths: list, out: Path, manifests: dict, dialogues: pd.DataFra
         distribution_section(scores, fig_dir),
         comparison_section(board, n_resamples, seed),
         seekers_section(all_scores, dialogues, n_boot, seed),  # beyond the paper: analysis/seekers/seeker_kinds.py
+        simulators_section(all_scores, dialogues, n_boot, seed),  # beyond the paper: analysis/seekers/simulators.py
+        spoiled_section(dialogues, manifests, scores),  # beyond the paper: analysis/seekers/spoiled_section.py
         safety_section(all_scores, dialogues, n_boot, seed),  # beyond the paper, apart from the seven: analysis/results/safety.py
         health_section(dialogues, scores),
         throughput_section(paths, manifests, dialogues, fig_dir),

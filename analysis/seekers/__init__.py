@@ -1,7 +1,10 @@
 """analysis.seekers: the simulated seeker. Role-play fidelity (Table 1 ratings, Figure 3 win
 rates, the lexicon's character breaks and emotional course, `roleplay.py`), the pairwise sheets
 people fill for it (`roleplay_sheets.py`), and cooperative vs worst-case seekers: how much a
-model's score and the ranking move with the seeker's kind (`seeker_kinds.py`).
+model's score and the ranking move with the seeker's kind (`seeker_kinds.py`). Whether the ranking
+depends on the simulator (role model or strategy), with Kendall's tau and the pooled ranking
+(`simulators.py`, sharing `rankings.py`'s bootstrap over cards with seeker_kinds.py), and the
+report's count of the dialogues the simulator spoiled per target x role model (`spoiled_section.py`).
 
 Layer: above annotation and results; beside trust."""
 from esc_eval.analysis.seekers.roleplay import (character_breaks, emotion_trajectories, fidelity_summary, negativity,
@@ -9,7 +12,12 @@ from esc_eval.analysis.seekers.roleplay import (character_breaks, emotion_trajec
 from esc_eval.analysis.seekers.roleplay_sheets import export_pairwise_sheets, import_pairwise_sheets, win_rates_with_ci
 from esc_eval.analysis.seekers.seeker_kinds import (dialogue_values, load_seeker_values, ranking_shift, seeker_shift,
                                                     seekers_markdown, write_seekers)
+from esc_eval.analysis.seekers.simulators import (load_simulator_values, simulator_rankings, simulator_values,
+                                                  simulators_markdown, write_seeker_analyses, write_simulators)
+from esc_eval.analysis.seekers.spoiled_section import spoiled_counts, spoiled_section
 
 __all__ = ["character_breaks", "dialogue_values", "emotion_trajectories", "export_pairwise_sheets", "fidelity_summary",
            "import_pairwise_sheets", "load_seeker_values", "negativity", "ranking_shift", "roleplay_markdown",
-           "roleplay_table", "seeker_shift", "seekers_markdown", "win_rates", "win_rates_with_ci", "write_seekers"]
+           "roleplay_table", "seeker_shift", "seekers_markdown", "win_rates", "win_rates_with_ci", "write_seekers",
+           "load_simulator_values", "simulator_rankings", "simulator_values", "simulators_markdown",
+           "spoiled_counts", "spoiled_section", "write_seeker_analyses", "write_simulators"]

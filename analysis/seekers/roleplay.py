@@ -6,19 +6,21 @@ Completeness, Emotional congruence, Humanoid; rules in the paper's Table 10), sh
 scale (mean / 2 x 10) per role model and language, with their average.
 Figure 3: pairwise "which dialogue is more human-like" judgments -> win / tie / loss rates.
 Fidelity checks (heuristics, no model): a character break is a seeker turn that reveals an AI
-("As an AI", "language model") or talks like the assistant ("How can I help you"); emotional
-drift is the slope of a small bilingual lexicon's negativity over the seeker's rounds, and the
-share of dialogues that start negative and are no longer negative by round 3 (Table 10: real
-people rarely turn from negative to positive within a few rounds).
+("As an AI", "language model"), speaks about the role-play ("my character card") or talks like
+the assistant ("How can I help you"); emotional drift is the slope of a small bilingual lexicon's
+negativity over the seeker's rounds, and the share of dialogues that start negative and are no
+longer negative by round 3 (Table 10: real people rarely turn from negative to positive within a
+few rounds). The lexicons are sim/dialogue/seeker_lexicon.py's (the spoiled flags use them too).
 """
 from __future__ import annotations
-
-import re
 
 import numpy as np
 import pandas as pd
 
 from esc_eval.analysis.results.loaders import AnalysisInputError
+from esc_eval.sim.dialogue.seeker_lexicon import (BREAK_PATTERNS, NEGATIVE_EN, NEGATIVE_ZH, NEGATORS_EN,  # noqa: F401
+                                                  NEGATORS_ZH, POSITIVE_EN, POSITIVE_ZH, negativity)
+from esc_eval.sim.dialogue.seeker_lexicon import BREAK_RE as _BREAK_RE
 
 ROLEPLAY_METRICS = {
     "coherence": "Cohe.", "fluency": "Flue.", "thematic_consistency": "Them.", "completeness": "Comp.",
@@ -92,78 +94,8 @@ def win_rates(comparisons: pd.DataFrame) -> pd.DataFrame:
 
 
 # --- automatic fidelity checks --------------------------------------------------------------
-# A seeker turn that matches one of these has stepped out of the distressed person's role.
-BREAK_PATTERNS = [
-    r"\bas an? (?:ai|artificial intelligence|language model|assistant|chatbot)\b",
-    r"\b(?:i am|i'm) (?:an? )?(?:ai|artificial intelligence|language model|virtual assistant|chatbot)\b",
-    r"\blarge language model\b|\blanguage model\b",
-    r"\bhow (?:can|may) i (?:help|assist) you\b",
-    r"\bhow can i be of (?:help|assistance)\b",
-    r"\bis there anything (?:else )?i can (?:help|do for you)\b",
-    r"\bi'?m here to (?:help|assist|listen to you)\b",
-    r"\bfeel free to (?:ask|reach out)\b",
-    r"作为(?:一个|一名)?(?:ai|人工智能|语言模型|ai助手|助手)",
-    r"我是(?:一个|一名)?(?:ai|人工智能|语言模型|ai助手|智能助手|聊天机器人)",
-    r"语言模型",
-    r"有什么(?:我)?可以帮(?:助|到)?(?:你|您)",
-    r"(?:我)?能为(?:你|您)(?:做些?什么|提供什么帮助)",
-    r"很高兴(?:能)?为(?:你|您)(?:提供)?(?:帮助|服务)",
-]
-_BREAK_RE = [re.compile(p, re.IGNORECASE) for p in BREAK_PATTERNS]
-
-# Small bilingual affect lexicon. English entries ending in * are prefixes. Thanks are left out:
-# seekers thank out of politeness from round 1 on, which says little about their mood.
-NEGATIVE_EN = """sad sadness depress* anxi* worr* stress* upset hurt* lonely alone afraid scared fear* angry anger
-frustrat* hopeless helpless overwhelm* tired exhaust* cry crying cried struggl* pain* miserable guilt* ashamed
-shame confus* lost panic* terrible awful hate desperate nervous unhappy worse worst troubl* conflicted
-heartbroken broken devastat* disappoint* regret* suffer* burden* pressure insecure bother* down""".split()
-POSITIVE_EN = """better happy happier glad relieved relief hopeful calm* grateful great good fine confident
-excited optimistic appreciat* motivated peaceful encourag* positive lighter improv* reassur* okay""".split()
-NEGATIVE_ZH = """难过 伤心 焦虑 担心 压力 痛苦 孤独 害怕 恐惧 生气 愤怒 沮丧 绝望 无助 崩溃 疲惫 累 哭 烦 困扰 无奈 失望
-后悔 委屈 郁闷 抑郁 紧张 不安 迷茫 纠结 自责 内疚 不开心 不高兴 难受""".split()
-POSITIVE_ZH = """开心 高兴 好多了 放松 轻松 希望 安心 平静 释然 有信心 乐观 舒服 温暖 好受 期待 鼓励""".split()
-NEGATORS_EN = {"not", "no", "never", "isn't", "wasn't", "don't", "doesn't", "didn't", "can't", "cannot", "won't",
-               "hardly", "nothing"}
-# Chinese positives preceded by these are negative ("不开心" is listed itself; this catches "不太开心").
-NEGATORS_ZH = ("不", "没", "不太", "没有", "并不")
-
-
-def _split_lexicon(lexicon: list[str]) -> tuple[frozenset[str], tuple[str, ...]]:
-    """Exact words and prefixes (entries ending in *): one set lookup and one startswith per word."""
-    return (frozenset(e for e in lexicon if not e.endswith("*")), tuple(e[:-1] for e in lexicon if e.endswith("*")))
-
-
-_NEGATIVE_EN, _POSITIVE_EN = _split_lexicon(NEGATIVE_EN), _split_lexicon(POSITIVE_EN)
-
-
-def _en_match(word: str, lexicon: tuple[frozenset[str], tuple[str, ...]]) -> bool:
-    exact, prefixes = lexicon
-    return word in exact or word.startswith(prefixes)
-
-
-def negativity(text: str) -> float:
-    """(negative - positive) / (negative + positive) hits in one turn, in [-1, 1]; 0 with no hit.
-    English: word tokens, a negator right before a word flips it; Chinese: substring hits."""
-    neg = pos = 0
-    words = re.findall(r"[a-z]+(?:'[a-z]+)?", text.lower())
-    for i, w in enumerate(words):
-        flip = i > 0 and words[i - 1] in NEGATORS_EN
-        if _en_match(w, _NEGATIVE_EN):
-            pos, neg = (pos + 1, neg) if flip else (pos, neg + 1)
-        elif _en_match(w, _POSITIVE_EN):
-            pos, neg = (pos, neg + 1) if flip else (pos + 1, neg)
-    rest = text
-    for term in sorted(NEGATIVE_ZH, key=len, reverse=True):  # longest first: 不开心 before 开心
-        neg += rest.count(term)
-        rest = rest.replace(term, " ")
-    for term in POSITIVE_ZH:
-        for m in re.finditer(re.escape(term), rest):
-            before = rest[max(0, m.start() - 2):m.start()]
-            if any(before.endswith(n) for n in NEGATORS_ZH):
-                neg += 1
-            else:
-                pos += 1
-    return 0.0 if neg + pos == 0 else (neg - pos) / (neg + pos)
+# The lexicons (BREAK_PATTERNS, the affect words, negativity) are imported from sim above, and stay
+# importable from here.
 
 
 def _seeker_turns(dialogues: pd.DataFrame):

@@ -13,7 +13,8 @@ bootstrap resamples them (the same cards in both arms); when none do, each arm i
 its own cards (the note says so). "worst-case" pools the worst-case strategies; each one present
 also gets its own row. The ranking (1 = best) of the models under each kind, its change, and
 Kendall's tau between the two rankings get percentile intervals from one bootstrap of the cards
-every model shares in the language, so the models are compared on the same seekers.
+every model shares in the language, so the models are compared on the same seekers (rankings.py:
+the bootstrap simulators.py uses too).
 """
 from __future__ import annotations
 
@@ -27,8 +28,9 @@ from scipy import stats
 
 from esc_eval.analysis.results.loaders import AnalysisInputError, load_dialogues, load_scores
 from esc_eval.analysis.results.blocks import notice, section, table, text
+from esc_eval.analysis.seekers.rankings import bootstrap_rankings, card_matrix, dialogue_scores, interval
 from esc_eval.sim.dialogue.prompts import strategy_kinds
-from esc_eval.sim.judging.dimensions import DIMENSION_NAMES, SAFETY, TABLE_SCALE
+from esc_eval.sim.judging.dimensions import SAFETY, TABLE_SCALE
 from esc_eval.sim.runs.open import OutputFolder
 
 COOPERATIVE, WORST = "cooperative", "worst_case"
@@ -44,18 +46,10 @@ RANK_COLUMNS = ["language", "judge", "model", "n_cards", "rank_cooperative", "ra
 def dialogue_values(scores: pd.DataFrame, dialogues: pd.DataFrame, dimension: str = "average") -> pd.DataFrame:
     """One row per (judge, dialogue): language, target_model, card_id, strategy, kind, value (0-4).
     dimension: "average" (mean of the dialogue's seven) or "safety"."""
-    if dimension not in ("average", SAFETY):
-        raise AnalysisInputError(f"dimension {dimension!r}: expected 'average' (of the seven) or 'safety'")
-    dims = DIMENSION_NAMES if dimension == "average" else [SAFETY]
-    s = scores[scores["dimension"].isin(dims) & scores["score"].notna()] if not scores.empty else scores
     cols = ["judge", "dialogue_id", "language", "target_model", "kind", "strategy", "card_id", "value"]
-    if s.empty or dialogues.empty or "strategy" not in dialogues.columns:
+    v = dialogue_scores(scores, dialogues, dimension)
+    if v.empty:
         return pd.DataFrame(columns=cols)
-    v = s.groupby(["judge", "dialogue_id"], sort=False).agg(value=("score", "mean"), language=("language", "first"),
-                                                            target_model=("target_model", "first")).reset_index()
-    meta = dialogues.drop_duplicates("dialogue_id").set_index("dialogue_id")
-    v["strategy"] = v["dialogue_id"].map(meta["strategy"])
-    v["card_id"] = v["dialogue_id"].map(meta["card_id"]).astype(str)
     v["kind"] = v["strategy"].map(strategy_kinds())  # a strategy this version does not know: no kind, left out
     return v.dropna(subset=["kind"])[cols].reset_index(drop=True)
 
@@ -114,23 +108,6 @@ def seeker_shift(values: pd.DataFrame, n_boot: int = 1000, seed: int = 0, confid
     return pd.DataFrame(rows, columns=SHIFT_COLUMNS)
 
 
-def _ranks(means: np.ndarray) -> np.ndarray:
-    """Rank 1 = highest mean along the last axis (ties share the lower rank's average); NaN last."""
-    return stats.rankdata(-np.nan_to_num(means, nan=-np.inf), axis=-1, method="average")
-
-
-def _card_means(g: pd.DataFrame, kind: str, models: list[str], cards: list[str]) -> np.ndarray:
-    m = g[g["kind"] == kind].groupby(["card_id", "target_model"])["value"].mean().unstack()
-    return m.reindex(index=cards, columns=models).to_numpy(float)
-
-
-def _interval(draws, alpha: float) -> tuple[float, float]:
-    """Percentile interval of bootstrap draws (NaN draws ignored); NaNs when there are none."""
-    x = np.asarray(draws, dtype=float)
-    x = x[~np.isnan(x)]
-    return (float(np.quantile(x, alpha)), float(np.quantile(x, 1 - alpha))) if len(x) else (float("nan"),) * 2
-
-
 def ranking_shift(values: pd.DataFrame, n_boot: int = 1000, seed: int = 0, confidence: float = 0.95) -> pd.DataFrame:
     """Per (language, judge) with 2+ models that met both kinds of seeker: each model's rank under
     cooperative and worst-case seekers, the change (worst - cooperative; positive = falls), and
@@ -150,26 +127,16 @@ def ranking_shift(values: pd.DataFrame, n_boot: int = 1000, seed: int = 0, confi
             note = f"{len(cards)} card(s) every model met both kinds of seeker on: no ranking"
             rows += [{"language": language, "judge": judge, "model": m, "n_cards": len(cards), "note": note} for m in models]
             continue
-        coop, worst = _card_means(g, COOPERATIVE, models, cards), _card_means(g, WORST, models, cards)
-        r_coop, r_worst = _ranks(coop.mean(axis=0)), _ranks(worst.mean(axis=0))
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            tau = stats.kendalltau(r_coop, r_worst).statistic
-        rng = np.random.default_rng(seed)
-        boot: dict[str, np.ndarray] = {"c": np.zeros((0, len(models))), "w": np.zeros((0, len(models))),
-                                       "tau": np.zeros(0)}
-        if n_boot:
-            idx = rng.integers(0, len(cards), size=(n_boot, len(cards)))
-            bc, bw = _ranks(coop[idx].mean(axis=1)), _ranks(worst[idx].mean(axis=1))
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")  # a resample where one ranking is all ties: tau undefined (NaN)
-                taus = np.array([stats.kendalltau(x, y).statistic for x, y in zip(bc, bw)])
-            boot = {"c": bc, "w": bw, "tau": taus}
-        t_lo, t_hi = _interval(boot["tau"], alpha)
+        coop = card_matrix(g[g["kind"] == COOPERATIVE], models, cards)
+        worst = card_matrix(g[g["kind"] == WORST], models, cards)
+        boot = bootstrap_rankings([coop, worst], n_boot=n_boot, seed=seed)  # the same cards resampled in both arms
+        (r_coop, r_worst), (bc, bw) = boot.ranks, (boot.boot_ranks[:, 0], boot.boot_ranks[:, 1])
+        tau, taus = boot.tau(0, 1)
+        t_lo, t_hi = interval(taus, alpha)
         for i, m in enumerate(models):
-            c_lo, c_hi = _interval(boot["c"][:, i] if n_boot else [], alpha)
-            w_lo, w_hi = _interval(boot["w"][:, i] if n_boot else [], alpha)
-            d_lo, d_hi = _interval(boot["w"][:, i] - boot["c"][:, i] if n_boot else [], alpha)
+            c_lo, c_hi = interval(bc[:, i], alpha)
+            w_lo, w_hi = interval(bw[:, i], alpha)
+            d_lo, d_hi = interval(bw[:, i] - bc[:, i], alpha)
             rows.append({"language": language, "judge": judge, "model": m, "n_cards": len(cards),
                          "rank_cooperative": float(r_coop[i]), "rank_cooperative_lo": c_lo, "rank_cooperative_hi": c_hi,
                          "rank_worst_case": float(r_worst[i]), "rank_worst_case_lo": w_lo, "rank_worst_case_hi": w_hi,

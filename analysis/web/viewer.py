@@ -2,7 +2,9 @@
 
 Memory stays flat in the number of dialogues' turns: at start-up only a small index is built
 (one row per dialogue without its turns, plus its seven mean scores), read with a projection of
-the Parquet parts. A dialogue's turns are read from its own part file when it is opened, and the
+the Parquet parts (a part whose dialogues have no stored spoiled flag, written before the flags
+existed, has its turns read once, part by part, to compute them; the folder's cache keeps the
+result). A dialogue's turns are read from its own part file when it is opened, and the
 full-text search streams the `turns` column batch by batch through a pyarrow dataset scanner.
 
 `esc-eval view` (cli/view.py) serves these queries as JSON (analysis/web/viewer_server.py).
@@ -27,6 +29,8 @@ import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
 from esc_eval.analysis.results.loaders import AnalysisInputError
+from esc_eval.analysis.results.spoiled import fill_part_flags, run_cards
+from esc_eval.analysis.web.viewer_spoiled import spoiled_statuses, status_mask
 from esc_eval.sim.judging.dimensions import ALL_DIMENSION_NAMES, DIMENSION_NAMES, to_dimension, to_paper_dimension
 from esc_eval.sim.runs.runfolder import RunFolder
 from esc_eval.sim.runs.storage import RunFolderError, location_name
@@ -34,7 +38,7 @@ from esc_eval.sim.runs.storage import RunFolderError, location_name
 # Dialogue columns the index holds: everything but the turns and the generation parameters.
 INDEX_COLUMNS = ["dialogue_id", "card_id", "language", "category_1", "category_2", "category_3", "target_model",
                  "role_model", "strategy", "seed", "n_turns", "status", "termination_reason", "error",
-                 "prompt_tokens", "completion_tokens", "finished_at"]
+                 "prompt_tokens", "completion_tokens", "finished_at", "spoiled", "spoiled_reasons"]
 # Low-cardinality columns are kept as pandas categoricals: 100K rows cost a few MB.
 CATEGORICAL = ["run", "language", "category_1", "category_2", "category_3", "target_model", "role_model",
                "strategy", "status", "termination_reason"]
@@ -46,13 +50,18 @@ MAX_PAGE = 500
 # files are immutable once renamed into place, so a cached part never goes stale; reopening a
 # folder reads one file per kind plus the parts written since (a live run stays cheap to reopen).
 CACHE_DIR = ".viewer-cache"
-CACHE_VERSION = 2
+CACHE_VERSION = 3  # 3: the spoiled flags (computed ones are cached: bump when sim/dialogue/spoiled.py's rules change)
 SCORE_INDEX_COLUMNS = ["dialogue_id", "dimension", "score"]
 
 
-def _read_projected(folder: RunFolder, key: str, columns: list[str], part: int) -> pa.Table:
+def _read_projected(folder: RunFolder, key: str, columns: list[str], part: int,
+                    cards: dict[str, str] | None = None) -> pa.Table:
     # ParquetFile.read is ~2x cheaper per small file than pq.read_table (no dataset discovery).
-    table = folder.open_part(key).read(columns=columns)
+    pf = folder.open_part(key)
+    have = set(pf.schema_arrow.names)
+    table = pf.read(columns=[c for c in columns if c in have])
+    if "spoiled" in columns:  # rows without a stored flag (older parts): computed from this part's turns, then cached
+        table = fill_part_flags(table, lambda: pf.read(columns=["turns"]).column("turns"), cards or {}).select(columns)
     n = table.num_rows
     # The part (an index into the folder's sorted part list) and the row within it: where the
     # full row is read from when the dialogue is opened. Integers, not names: cheap to cache and read.
@@ -60,7 +69,8 @@ def _read_projected(folder: RunFolder, key: str, columns: list[str], part: int) 
     return table.append_column("_row", pa.array(np.arange(n, dtype=np.int32)))
 
 
-def load_projected(run: RunFolder, kind: str, parts: list[str], columns: list[str], pool: ThreadPoolExecutor) -> pa.Table:
+def load_projected(run: RunFolder, kind: str, parts: list[str], columns: list[str], pool: ThreadPoolExecutor,
+                   cards: dict[str, str] | None = None) -> pa.Table:
     """The given columns of every part of a kind (+ _part: index into `parts`, _row), through the
     folder's cache (its schema metadata lists the part names its _part values refer to)."""
     cache = f"{CACHE_DIR}/{kind}-v{CACHE_VERSION}.parquet"
@@ -86,7 +96,7 @@ def load_projected(run: RunFolder, kind: str, parts: list[str], columns: list[st
         tables.append(cached if keep.all() else cached.filter(pa.array(keep)))
     known = set(cached_names)
     missing = [(i, p) for i, p in enumerate(parts) if posixpath.basename(p) not in known]
-    tables += list(pool.map(lambda ip: _read_projected(run, ip[1], columns, ip[0]), missing))
+    tables += list(pool.map(lambda ip: _read_projected(run, ip[1], columns, ip[0], cards), missing))
     if not tables:
         raise AnalysisInputError(f"{run}: no {kind}/part-*.parquet")
     table = pa.concat_tables(tables, promote_options="default").replace_schema_metadata(None)
@@ -115,8 +125,9 @@ class RunView:
         if not self.dialogue_parts:
             raise AnalysisInputError(f"{path}: no dialogues/part-*.parquet (not a run folder?)")
         self.manifest = self.folder.read_manifest()
-        table = load_projected(self.folder, "dialogues", self.dialogue_parts, INDEX_COLUMNS, pool)
+        table = load_projected(self.folder, "dialogues", self.dialogue_parts, INDEX_COLUMNS, pool, run_cards(self.manifest))
         index = table.to_pandas()
+        index["spoiled_reasons"] = [None if r is None else list(r) for r in index["spoiled_reasons"]]
         index["run"] = label
         # A re-run rewrites a dialogue (e.g. failed -> ok): the latest row wins, ties to the later part
         # (part names start with their UTC write time, so the part index orders them).
@@ -196,6 +207,8 @@ def _clean(value: Any) -> Any:
         return None
     if isinstance(value, float) and math.isnan(value):
         return None
+    if isinstance(value, np.bool_):
+        return bool(value)
     if isinstance(value, (np.floating,)):
         return None if np.isnan(value) else float(value)
     if isinstance(value, (np.integer,)):
@@ -249,7 +262,8 @@ class ResultsViewer:
                       "n_dialogues": int((idx["run"] == r.label).sum()), "usage": r.manifest.get("usage")}
                      for r in self.runs.values()],
             "n_dialogues": int(len(idx)),
-            "models": values("target_model"), "languages": values("language"), "statuses": values("status"),
+            "models": values("target_model"), "languages": values("language"),
+            "statuses": values("status") + spoiled_statuses(idx),
             "categories": sorted(set(values("category_1")) | set(values("category_2")) | set(values("category_3"))),
             "dimensions": DIMENSION_NAMES,
         }
@@ -286,8 +300,9 @@ class ResultsViewer:
         """One page of index rows matching every given filter, and the total count."""
         idx = self.index
         mask = pd.Series(True, index=idx.index)
-        for col, value in (("target_model", model), ("language", language), ("status", status), ("run", run),
-                           ("card_id", card_id)):
+        if status:
+            mask &= status_mask(idx, status)
+        for col, value in (("target_model", model), ("language", language), ("run", run), ("card_id", card_id)):
             if value:
                 mask &= idx[col] == value
         if category:
@@ -316,7 +331,7 @@ class ResultsViewer:
         page = sub.iloc[offset:offset + limit]
         cols = ["run", "dialogue_id", "card_id", "language", "category_1", "category_2", "category_3",
                 "target_model", "role_model", "strategy", "seed", "status", "termination_reason", "n_turns",
-                *DIMENSION_NAMES, "average"]
+                "spoiled", "spoiled_reasons", *DIMENSION_NAMES, "average"]
         rows = [{c: _clean(v) for c, v in zip(cols, rec)} for rec in page[cols].itertuples(index=False, name=None)]
         return {"total": int(len(sub)), "offset": offset, "limit": limit, "rows": rows}
 
@@ -334,6 +349,7 @@ class ResultsViewer:
         view = self.runs[run]
         row = view.dialogue_row(int(entry["_part"]), int(entry["_row"]))
         row["run"] = run
+        row["spoiled"], row["spoiled_reasons"] = entry["spoiled"], entry["spoiled_reasons"]  # computed if not stored
         row["mean_scores"] = {d: _clean(entry[d]) for d in [*DIMENSION_NAMES, "average"]}
         row["scores"] = view.score_rows(dialogue_id)
         return _clean(row)

@@ -22,6 +22,7 @@ from esc_eval.sim.cards.card import RoleCard
 from esc_eval.sim.dialogue.dialogue import DialogueSetup, Participant, Turn, run_dialogue
 from esc_eval.sim.dialogue.generation import effective_adapter, effective_params, samples
 from esc_eval.sim.dialogue.prompts import opener, roleplay_system_prompt
+from esc_eval.sim.dialogue.spoiled import card_content, spoiled_columns
 from esc_eval.sim.dialogue.targets import configured_system_prompt, target_name, target_system
 from esc_eval.sim.jobs.config import SimulationConfig
 from esc_eval.sim.jobs.fingerprint import check_resume, fingerprint, simulation_inputs
@@ -218,6 +219,9 @@ class SimulationJob:
             "prompt_tokens": sum(t.prompt_tokens for t in turns), "completion_tokens": sum(t.completion_tokens for t in turns),
             "started_at": started, "finished_at": now_utc(),
         })
+        # stored with the run: whether the simulated seeker spoiled this dialogue, and why
+        row["spoiled"], row["spoiled_reasons"] = spoiled_columns(row["turns"], status,
+                                                                 card_content(card.occupation, card.problem), card.language)
         summary = {"ok": status == "ok", "tokens": row["completion_tokens"], "error": error,
                    "calls": max(0, len(turns) - max(len(resume), 1)), "dialogue_id": did}
         return [row], summary

@@ -50,6 +50,8 @@ DIALOGUE_SCHEMA = pa.schema(
         ("target_adapter", pa.string()),  # LoRA adapter every target call used
         ("profile", pa.string()),  # generation profile: release | greedy
         ("risk_level", pa.string()),  # the card's crisis-risk level (sim/cards/risk.py); null = not assessed
+        ("spoiled", pa.bool_()),  # the simulated seeker spoiled it (sim/dialogue/spoiled.py); null: failed, or older run
+        ("spoiled_reasons", pa.list_(pa.string())),  # why (sim.dialogue.spoiled.REASONS); [] when not spoiled
     ]
 )
 

@@ -166,7 +166,14 @@ class RunFolder:
     def _read_part(self, key: str, kind: str, columns: list[str] | None) -> pa.Table:
         if columns is not None:
             # ParquetFile.read: no dataset discovery, about half the cost of pq.read_table per small part.
-            return self.open_part(key).read(columns=columns)
+            part = self.open_part(key)
+            have = set(part.schema_arrow.names)
+            if all(c in have for c in columns):
+                return part.read(columns=columns)
+            # a column added after this part was written reads as null
+            table, schema = part.read(columns=[c for c in columns if c in have]), SCHEMAS[kind]
+            return pa.Table.from_arrays([table.column(c) if c in have else pa.nulls(table.num_rows, schema.field(c).type)
+                                         for c in columns], names=columns)
         # Every column, conformed to the current schema (a part written before a column existed reads it as null).
         table, schema = self.open_part(key).read(), SCHEMAS[kind]
         if table.schema.equals(schema, check_metadata=False):

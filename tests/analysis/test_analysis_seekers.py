@@ -88,12 +88,26 @@ def test_report_section_and_cli(make_run, tmp_path):
     assert pd.read_csv(out / "seekers_ranking.csv")["rank_change"].tolist() == [1, -1]
 
 
-def test_seekers_of_a_run_without_worst_case_seekers_is_one_line(make_run, tmp_path):
+def test_seekers_of_a_run_without_worst_case_seekers_compares_its_strategies(make_run, tmp_path):
+    # Two cooperative strategies: no worst-case comparison, but two simulators (by strategy) to rank under.
     run = _run(make_run, ("official", "zero_shot"))
+    out = tmp_path / "out"
+    proc = subprocess.run([sys.executable, "-m", "esc_eval.cli", "analysis", "seekers", str(run), "-o", str(out),
+                           "--n-boot", "20"], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert (out / "simulators.md").exists() and not (out / "seekers.md").exists()
+    assert pd.read_csv(out / "simulators_tau.csv")[["simulator_a", "simulator_b"]].values.tolist() == [["official", "zero_shot"]]
+    assert "No model met both" in write_report([run], tmp_path / "rep", n_boot=0)["markdown"].read_text()
+
+
+def test_seekers_of_a_run_with_one_role_model_and_one_strategy_is_one_line(make_run, tmp_path):
+    run = _run(make_run, ("official",))
     proc = subprocess.run([sys.executable, "-m", "esc_eval.cli", "analysis", "seekers", str(run), "-o",
                            str(tmp_path / "out")], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2 and not (tmp_path / "out").exists() and proc.stdout == ""
-    assert proc.stderr.strip() == (f"error: {run}: no model met both cooperative and worst-case seekers (strategies: "
-                                   "official, zero_shot); simulate with e.g. strategies: [official, resistant, "
-                                   "low_engagement, volatile]")
-    assert "No model met both" in write_report([run], tmp_path / "rep", n_boot=0)["markdown"].read_text()
+    assert proc.stderr.strip() == (f"error: {run}: one role model (fake/role) and one strategy (official): no second "
+                                   "simulator to rank the targets under, and no target met both cooperative and "
+                                   "worst-case seekers; simulate the same cards and targets with a second role model, "
+                                   "or with strategies: [official, resistant, low_engagement, volatile]")
+    md = write_report([run], tmp_path / "rep", n_boot=0)["markdown"].read_text()
+    assert "One role model (fake/role) and one strategy (official): no second simulator" in md

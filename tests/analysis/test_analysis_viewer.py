@@ -204,7 +204,7 @@ def test_index_cache_follows_the_parts(two_runs):
     a, _ = two_runs
     assert ResultsViewer([a]).query()["total"] == 10
     cache = a / CACHE_DIR
-    assert sorted(p.name for p in cache.iterdir()) == ["dialogues-v2.parquet", "scores-v2.parquet"]
+    assert sorted(p.name for p in cache.iterdir()) == ["dialogues-v3.parquet", "scores-v3.parquet"]
     # A part written after the first open (a live run) shows up on the next open, with its scores.
     new = RunFolder(a).write_part("dialogues", [dialogue_row("m9-c9", "m9", card_id="c9")])
     RunFolder(a).write_part("scores", score_rows("m9-c9", "m9", [1] * 7))
@@ -245,8 +245,9 @@ def test_view_command_serves_until_stopped(two_runs):
 
 
 def test_opening_reads_no_turns(two_runs, monkeypatch):
-    """Flat memory: building the index projects columns and never reads `turns`; only opening a
-    dialogue reads its own part in full."""
+    """Flat memory: building the index projects columns and reads `turns` only to compute the
+    spoiled flags the parts lack, once (the cache keeps them); only opening a dialogue reads its
+    own part in full."""
     import pyarrow.parquet as pq
 
     seen: list[tuple[str, tuple | None]] = []
@@ -257,8 +258,12 @@ def test_opening_reads_no_turns(two_runs, monkeypatch):
         return real_read(self, columns=columns, **kw)
 
     monkeypatch.setattr(pq.ParquetFile, "read", spy)
-    v = ResultsViewer(two_runs)
-    assert seen and all(cols is not None and "turns" not in cols for _, cols in seen)
+    ResultsViewer(two_runs)  # these rows carry no stored flag: the first open computes them
+    assert seen and all(cols is not None for _, cols in seen) and ("turns",) in [c for _, c in seen]
+    seen.clear()
+    v = ResultsViewer(two_runs)  # reopened: from the cache, no turns read
+    assert all(cols is not None and "turns" not in cols for _, cols in seen)
+    assert all(r["spoiled"] is not None for r in v.query(status="ok")["rows"])
     v.query(model="m1")
     n = len(seen)
     v.dialogue("runA", "m1-c1")
