@@ -20,6 +20,7 @@ import esc_eval.cli.analysis as analysis
 import esc_eval.cli.annotate as annotate
 import esc_eval.cli.bench as bench
 import esc_eval.cli.cards as cards
+import esc_eval.cli.check as check
 import esc_eval.cli.compare as compare
 import esc_eval.cli.demo as demo
 import esc_eval.cli.docs as docs
@@ -46,6 +47,7 @@ app.command("view")(view.view)
 app.command("compare")(compare.compare)
 app.command("export")(export.export)
 app.command("plan")(plan.plan)
+app.command("check")(check.check)
 app.add_typer(cards.app, name="cards")
 app.add_typer(serve.app, name="serve")
 app.add_typer(train.app, name="train")

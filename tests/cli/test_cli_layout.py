@@ -55,7 +55,7 @@ def test_cli_composes_every_group_statically_and_once():
 
     names = _commands(typer.main.get_command(app))
     assert len(names) == len(set(names))
-    expected = {"demo", "simulate", "score", "report", "leaderboard", "cards validate", "cards build", "cards stats",
+    expected = {"demo", "check", "simulate", "score", "report", "leaderboard", "cards validate", "cards build", "cards stats",
                 "cards export", "serve up", "serve status", "serve down", "serve write-config", "train role",
                 "train rank", "bench sim", "bench score", "bench serve", "analysis compare",
                 "analysis judge-accuracy", "analysis annotate-export", "analysis annotate-agreement",

@@ -51,6 +51,11 @@ def test_demo_end_to_end_on_two_cards(tmp_path):
     out = tmp_path / "demo"
     proc = run_cli("demo", "--cards", "2", "--out", str(out), cwd=REPO)
     assert proc.returncode == 0, proc.stderr[-3000:]
+    from esc_eval.serve.devices.cpu import resolve_dtype
+
+    # where its engines ran, as they report it (esc-eval check's demo step reads this; on a GPU: cuda, bfloat16)
+    engines = json.loads(proc.stdout)["engines"]
+    assert engines and {(e["device"], e["dtype"]) for e in engines} == {("cpu", resolve_dtype("auto"))}
     dialogues = pq.read_table(out / "dialogues").to_pylist()
     assert len(dialogues) == 4 and {d["card_id"] for d in dialogues} == {c.id for c in sample_cards()[:2]}
     assert {d["target_model"] for d in dialogues} == {"vllm/embedded", TERSE_TARGET}

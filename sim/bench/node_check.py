@@ -1,0 +1,241 @@
+"""`esc-eval check`: what a lab runs on a new node, and what we run the moment a GPU is at hand. Six
+steps in order, each in its own process with its own deadline (sim/bench/node_steps.py holds them):
+
+  machine     GPUs, driver, CUDA, torch, vLLM and Ray found and checked against each other
+  plan        the config planned as `esc-eval plan` plans it
+  engines     every engine of the config started in the default mode and answering once
+  workload    `bench gpu` small: scoring in both prompt orders, the simulation (role and target on one
+              GPU), ours through the default path next to the references, on distinct inputs
+  bad_engine  a judge folder naming an architecture vLLM lacks: stopped, its cause named, no rows
+  demo        `esc-eval demo` on the embedded model (CUDA in bf16 on a GPU node)
+
+Budget (`budget_min`): the machine and plan steps get a fixed share (FIXED_S), the rest is split by
+WEIGHTS; a step's deadline is where its share ends on the check's clock, so a step that ends early
+leaves its time to the next and the whole check ends within the budget. A step past its deadline is
+killed with its process group (engines, Ray workers it started) and recorded as stopped, with what
+it had noted; a step whose input failed (engines without a plan) is skipped, the others still run.
+Bad input stops before anything starts, one line, nothing written: a machine that contradicts itself
+(the machine step's refusal) and a budget whose engines share cannot hold one engine start of the
+largest model (engine_start_s, from its size and the device).
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any, Callable, Literal, Optional
+
+from pydantic import BaseModel, Field
+
+StepName = Literal["machine", "plan", "engines", "workload", "bad_engine", "demo"]
+TITLES: dict[str, str] = {
+    "machine": "GPUs, driver, CUDA, torch, vLLM, Ray checked against each other",
+    "plan": "the config planned (esc-eval plan)",
+    "engines": "every engine started in the default mode, answering",
+    "workload": "scoring (both orders) and simulation, ours vs the references",
+    "bad_engine": "an engine that cannot start: cause named, no rows",
+    "demo": "the embedded model's demo",
+}
+STEPS: tuple[str, ...] = tuple(TITLES)
+FIXED_S = {"machine": 30.0, "plan": 30.0}
+WEIGHTS = {"engines": 0.34, "workload": 0.43, "bad_engine": 0.07, "demo": 0.16}
+NEEDS = {"plan": "machine", "engines": "plan", "workload": "engines", "bad_engine": "machine", "demo": "machine"}
+# What the small workload is on each device: a GPU measures in seconds; the CPU proves the path.
+SIZES = {"gpu": {"dialogues": 64, "sim_dialogues": 16, "max_tokens": 64, "dimensions": None, "demo_cards": 2},
+         "cpu": {"dialogues": 2, "sim_dialogues": 2, "max_tokens": 8, "dimensions": ["Fluency", "Empathy"], "demo_cards": 1}}
+KILL_GRACE_S = 10.0
+STEP_MODULE = "esc_eval.sim.bench.node_steps"  # what each step's process runs (`python -m`)
+MIN_STEP_S = 5.0  # a step with less of its share left is skipped, not started to be killed
+
+
+class CheckInputError(ValueError):
+    """Bad input to `esc-eval check` (one line; nothing started, nothing written)."""
+
+
+class NodeCheckConfig(BaseModel):
+    """What `esc-eval check` runs."""
+
+    judge: str = Field("vllm/embedded", description="Judge of the scoring steps (registry name or vllm/ spec).")
+    role: str = Field("vllm/embedded", description="Role-play model of the simulation steps.")
+    target: str = Field("vllm/embedded", description="Model under test of the simulation steps.")
+    budget_min: float = Field(9.0, gt=0, description="Minutes the whole check may take; each step gets its share "
+                              "(sim/bench/node_check.py) and is killed past it.")
+    steps: list[StepName] = Field(default_factory=lambda: list(STEPS), min_length=1,
+                                  description="Steps to run (the machine step always runs first).")
+    source: Optional[str] = Field(None, description="Dialogues the scoring steps use: run folder or official JSON "
+                                  "(default: ../shared's samples, else runs/demo, else made-up dialogues).")
+    cards: Optional[str] = Field(None, description="Role cards the simulation steps use (default: ../shared's, else "
+                                 "the shipped samples).")
+    max_tokens: Optional[int] = Field(None, ge=1, description="Max new tokens per turn in the simulation steps "
+                                      "(default: 64 on a GPU, 8 on the CPU; random weights always reach it).")
+
+
+def engine_start_s(params: float | None, device: str) -> float:
+    """A rough time for one engine start (load, profile, KV cache, compile and CUDA graphs on a GPU):
+    the floor the budget must leave the engines step. From the one GPU run (a 13.1B in 67 s on an H100,
+    ../shared/notes/gpu-h100.md) and this CPU (the 135M embedded model in 23-45 s, eager)."""
+    gb = 2 * (params or 1e9) / 1e9  # bf16 weights
+    return 40.0 + 2.5 * gb if device == "gpu" else 30.0 + 20.0 * gb
+
+
+def planned_ends(budget_s: float, steps: list[str]) -> dict[str, float]:
+    """Seconds on the check's clock by which each step must end: fixed shares first, the rest by weight
+    among the steps asked for (the last ends at the budget)."""
+    fixed = sum(FIXED_S[s] for s in steps if s in FIXED_S)
+    weights = {s: WEIGHTS[s] for s in steps if s in WEIGHTS}
+    rest, total_w = max(0.0, budget_s - fixed), sum(weights.values()) or 1.0
+    ends, clock = {}, 0.0
+    for s in steps:
+        clock += FIXED_S[s] if s in FIXED_S else rest * weights[s] / total_w
+        ends[s] = min(clock, budget_s)
+    return ends
+
+
+def check_budget(budget_s: float, steps: list[str], models: dict[str, str], device: str) -> dict[str, Any]:
+    """The budget's plan, or CheckInputError when the engines (or workload) step's share cannot hold one
+    start of the largest model."""
+    from esc_eval.sim.bench.hardware import model_params
+
+    sizes = {m: model_params(m) for m in sorted(set(models.values()))}
+    biggest = max(sizes, key=lambda m: sizes[m] or 0)
+    start = round(engine_start_s(sizes[biggest], device))
+    ends = planned_ends(budget_s, steps)
+    shares, before = {}, 0.0
+    for s in steps:
+        shares[s], before = round(ends[s] - before), ends[s]
+    engine_steps = [s for s in ("engines", "workload") if s in steps]
+    short = [s for s in engine_steps if shares[s] < start]
+    if short:
+        s = short[0]
+        need = budget_s + (start - shares[s]) / (WEIGHTS[s] / sum(WEIGHTS[x] for x in steps if x in WEIGHTS))
+        raise CheckInputError(f"--budget-min {budget_s / 60:g}: too small for one engine start of {biggest} on the "
+                              f"{device} (~{start} s): the {s} step would get {shares[s]} s; give at least "
+                              f"--budget-min {need / 60:.1f}")
+    return {"minutes": budget_s / 60, "seconds": budget_s, "engine_start_estimate_s": start, "largest_model": biggest,
+            "step_seconds": shares}
+
+
+def _run_step(name: str, ctx: dict[str, Any], folder: Path, deadline_s: float) -> dict[str, Any]:
+    """One step in its own process group, killed at its deadline; its result file as it was left."""
+    step_dir = folder / name
+    step_dir.mkdir(parents=True, exist_ok=True)
+    ctx_path, out_path, log_path = step_dir / "context.json", step_dir / "result.json", step_dir / "step.log"
+    ctx_path.write_text(json.dumps({**ctx, "work": str(step_dir)}))
+    t0 = time.monotonic()
+    with open(log_path, "w") as log:
+        proc = subprocess.Popen([sys.executable, "-m", STEP_MODULE, name, str(ctx_path), str(out_path)],
+                                stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        try:
+            proc.wait(timeout=max(1.0, deadline_s))
+            stopped = False
+        except subprocess.TimeoutExpired:
+            stopped = True
+            _kill_group(proc)
+    seconds = round(time.monotonic() - t0, 1)
+    try:
+        result = json.loads(out_path.read_text())
+    except (OSError, ValueError):
+        result = {}
+    status, why = result.pop("status", None), result.pop("why", None)
+    if stopped:
+        status, why = "stopped", f"past its deadline of {deadline_s:.0f} s: killed (what it noted is kept)"
+    elif status in (None, "running"):
+        status, why = "failed", f"exited {proc.returncode} without a result: {_last_line(log_path)}"
+    return {"name": name, "title": TITLES[name], "status": status, "why": why, "seconds": seconds,
+            "deadline_s": round(deadline_s, 1), "log": str(log_path), "result": result}
+
+
+def _kill_group(proc: subprocess.Popen) -> None:
+    """SIGTERM the step's process group (engines and Ray it started), SIGKILL what is left after a grace."""
+    for sig, wait in ((signal.SIGTERM, KILL_GRACE_S), (signal.SIGKILL, 5.0)):
+        try:
+            os.killpg(proc.pid, sig)
+        except ProcessLookupError:
+            return
+        try:
+            proc.wait(timeout=wait)
+            return
+        except subprocess.TimeoutExpired:
+            continue
+
+
+def _last_line(path: Path) -> str:
+    try:
+        lines = [line.strip() for line in path.read_text(errors="replace").splitlines() if line.strip()]
+    except OSError:
+        return "no log"
+    return lines[-1][:300] if lines else "no output"
+
+
+def run_node_check(cfg: NodeCheckConfig, say: Callable[[dict[str, Any]], None] = lambda step: None,
+                   keep: Optional[Path] = None) -> dict[str, Any]:
+    """Every step asked for, in order; the check's JSON. `say` gets each step's record as it ends;
+    `keep`: a folder the steps' logs and run folders are copied to. Raises CheckInputError (nothing
+    written) on a refused machine or a budget too small."""
+    budget_s = cfg.budget_min * 60
+    steps = ["machine"] + [s for s in STEPS if s in cfg.steps and s != "machine"]
+    models = {"judge": cfg.judge, "role": cfg.role, "target": cfg.target}
+    from esc_eval.serve.registry.registry import resolve
+
+    for m in models.values():
+        resolve(m)  # an unknown model: one line before anything starts
+    started = time.monotonic()
+    ends = planned_ends(budget_s, steps)
+    ctx: dict[str, Any] = {"models": models, "source": cfg.source, "cards": cfg.cards}
+    records: list[dict[str, Any]] = []
+    with tempfile.TemporaryDirectory(prefix="esc-eval-check-") as tmp:
+        folder = Path(tmp)
+        first = _run_step("machine", ctx, folder, ends["machine"])
+        if first["status"] == "refused":
+            raise CheckInputError(first["why"])
+        device = first["result"].get("device") or "cpu"
+        budget = check_budget(budget_s, steps, models, device)
+        sizes = SIZES[device]
+        ctx.update(device=device, sizes=sizes, max_tokens=cfg.max_tokens or sizes["max_tokens"])
+        records.append(first)
+        say(first)
+        for name in steps[1:]:
+            need = NEEDS.get(name)
+            dep = next((r for r in records if r["name"] == need), None)
+            left = ends[name] - (time.monotonic() - started)
+            if dep is not None and dep["status"] != "ok":
+                rec = _skipped(name, f"needs the {need} step, which {dep['status']}")
+            elif left < MIN_STEP_S:
+                rec = _skipped(name, f"the budget is spent ({left:.0f} s left of its share)")
+            else:
+                rec = _run_step(name, ctx, folder, left)
+            records.append(rec)
+            say(rec)
+        if keep is not None:
+            shutil.copytree(folder, keep, symlinks=True, dirs_exist_ok=True)  # model folders link weights
+            for r in records:
+                r["log"] = str(keep / Path(r["log"]).relative_to(folder)) if r.get("log") else None
+    stopped = next((r for r in records if r["status"] not in ("ok", "skipped")), None)
+    return {"check": "node", "ok": all(r["status"] == "ok" for r in records), "seconds": round(time.monotonic() - started, 1),
+            "device": device, "models": models, "budget": budget, "sizes": sizes,
+            "stopped_at": {"step": stopped["name"], "status": stopped["status"], "why": stopped["why"]} if stopped else None,
+            "steps": records}
+
+
+def _skipped(name: str, why: str) -> dict[str, Any]:
+    return {"name": name, "title": TITLES[name], "status": "skipped", "why": why, "seconds": 0.0, "deadline_s": None,
+            "log": None, "result": {}}
+
+
+def summary_rows(out: dict[str, Any]) -> list[tuple[str, str, str, str]]:
+    """(step, status, seconds of its deadline, why) per step: the printed table."""
+    rows = []
+    for r in out["steps"]:
+        limit = f"{r['seconds']:.0f} / {r['deadline_s']:.0f}" if r.get("deadline_s") else f"{r['seconds']:.0f}"
+        rows.append((r["name"], r["status"], limit, str(r.get("why") or "")))
+    return rows
+
+
+__all__ = ["CheckInputError", "FIXED_S", "NodeCheckConfig", "SIZES", "STEPS", "TITLES", "WEIGHTS", "check_budget",
+           "engine_start_s", "planned_ends", "run_node_check", "summary_rows"]
