@@ -55,7 +55,8 @@ def serve(
 ) -> None:
     """Serve the annotating page and the live results (Ctrl-C stops; every answer is already saved)."""
     from esc_eval.analysis.web.annotation_server import make_annotation_server
-    from esc_eval.analysis.web.annotation_service import AnnotationService, is_loopback
+    from esc_eval.analysis.web.annotation_service import AnnotationService
+    from esc_eval.analysis.web.http_app import is_loopback
     from esc_eval.sim.pool.progress import console
 
     from esc_eval.analysis.web.viewer import ResultsViewer

@@ -1,7 +1,8 @@
 """analysis.web: the two browser apps. The results viewer (`viewer.py`: a run's rows as JSON for
 the page, `viewer.html`) and the human-evaluation app (`annotation_service.py`: studies, identities
 and answers; `annotation_results.py`: a study's live agreement and judge accuracy;
-`annotate.html`), each served by its own server (`viewer_server.py`, `annotation_server.py`).
+`annotate.html`), each a Starlette app served by uvicorn (`viewer_server.py`, `annotation_server.py`)
+on what they share (`http_app.py`: the Host, origin and JSON-only guard, errors as JSON, the server).
 
 Layer: above trust, annotation and results; only bench imports it. Loaded on first use of a name."""
 import importlib

@@ -1,6 +1,5 @@
-"""The annotation page's HTTP server: the page and a JSON API over an AnnotationService.
-
-Standard library only (http.server), like the results viewer. Bound to 127.0.0.1 by default.
+"""The annotation page's web app: the page and a JSON API over an AnnotationService, served by
+uvicorn (the guard and the server: http_app.py). Bound to 127.0.0.1 by default.
 
     GET  /                              the page
     GET  /api/session[?study=]          who the asker is, the studies they may open
@@ -13,28 +12,21 @@ Standard library only (http.server), like the results viewer. Bound to 127.0.0.1
     GET  /api/results?study=            agreement, ICC, judge vs human (organiser only)
     POST /api/study    {name, annotators, overlap, sample, strata, ...}    create a study (organiser)
 
-Who asks: header X-Annotator-Token (required off loopback), or on loopback ?annotator=NAME.
-POST bodies must be application/json: a page on another origin cannot send that without a CORS
-preflight this server never grants. On loopback, requests naming another Host are refused (DNS
-rebinding).
+Who asks: header X-Annotator-Token (required off loopback), or on loopback ?annotator=NAME (the
+page sends header X-Annotator); known before the request is validated.
 """
 from __future__ import annotations
 
 import functools
-import json
-import logging
-from http import HTTPStatus
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any, Callable
-from urllib.parse import parse_qs, urlparse
+from typing import Annotated, Any, Callable
 
-from esc_eval.analysis.web.annotation_service import AnnotationService, Forbidden, Identity, Unauthorized, is_loopback
-from esc_eval.analysis.results.loaders import AnalysisInputError
-from esc_eval.analysis.web.viewer_server import JSONRequestHandler
+from pydantic import BaseModel, BeforeValidator, Field
 
-log = logging.getLogger(__name__)
-MAX_BODY = 1 << 20
+from esc_eval.analysis.annotation.answers import check_dimension, check_score, check_seconds
+from esc_eval.analysis.annotation.study import study_config
+from esc_eval.analysis.web.annotation_service import AnnotationService, Forbidden, Unauthorized
+from esc_eval.analysis.web.http_app import Server, is_loopback, json_app
 
 
 @functools.lru_cache(maxsize=1)
@@ -43,96 +35,64 @@ def annotation_page() -> str:
     return Path(__file__).with_name("annotate.html").read_text(encoding="utf-8")
 
 
-def make_handler(service: AnnotationService, loopback: bool) -> type[BaseHTTPRequestHandler]:
-    gets: dict[str, Callable[[Identity, dict[str, str]], Any]] = {
-        "/api/session": lambda who, p: service.session(who, p.get("study") or None),
-        "/api/rubric": lambda who, p: service.rubric(p.get("language", "en")),
-        "/api/item": lambda who, p: service.item(who, p.get("study") or None, p.get("position", "")),
-        "/api/next": lambda who, p: service.next_position(who, p.get("study") or None, p.get("after", "-1")),
-        "/api/progress": lambda who, p: service.progress(who, p.get("study") or None),
-        "/api/results": lambda who, p: service.results(who, p.get("study") or None),
-    }
-    posts: dict[str, Callable[[Identity, dict[str, Any]], Any]] = {
-        "/api/answer": service.answer,
-        "/api/mark": service.mark,
-        "/api/study": service.create,
-    }
+class Ask(BaseModel):
+    """The GET routes' parameters."""
 
-    class Handler(JSONRequestHandler):
-        server_version = "esc-eval-annotate"
-
-        def _host_ok(self) -> bool:
-            if not loopback:
-                return True
-            host = (self.headers.get("Host") or "").rsplit(":", 1)[0].strip("[]")
-            return is_loopback(host)
-
-        def _run(self, fn: Callable[[Identity, Any], Any], arg: Any) -> None:
-            try:
-                who = service.identify(self.headers.get("X-Annotator-Token"), self.headers.get("X-Annotator")
-                                       or (arg.get("annotator") if isinstance(arg, dict) else None))
-                result = fn(who, arg)
-            except Unauthorized as e:
-                self._json(HTTPStatus.UNAUTHORIZED, {"error": str(e)})
-            except Forbidden as e:
-                self._json(HTTPStatus.FORBIDDEN, {"error": str(e)})
-            except KeyError as e:
-                self._json(HTTPStatus.NOT_FOUND, {"error": str(e.args[0]) if e.args else "not found"})
-            except (AnalysisInputError, ValueError) as e:
-                self._json(HTTPStatus.BAD_REQUEST, {"error": str(e)})
-            except Exception as e:  # noqa: BLE001 - a bug must answer, not hang the page
-                log.exception("annotation API error")
-                self._json(HTTPStatus.INTERNAL_SERVER_ERROR, {"error": f"{type(e).__name__}: {e}"})
-            else:
-                self._json(HTTPStatus.OK, result)
-
-        def do_GET(self) -> None:  # noqa: N802 (http.server's name)
-            if not self._host_ok():
-                self._json(HTTPStatus.FORBIDDEN, {"error": "unexpected Host header"})
-                return
-            url = urlparse(self.path)
-            if url.path in ("/", "/index.html"):
-                self._send(HTTPStatus.OK, annotation_page().encode("utf-8"), "text/html; charset=utf-8")
-                return
-            route = gets.get(url.path)
-            if route is None:
-                self._json(HTTPStatus.NOT_FOUND, {"error": f"no such path {url.path}"})
-                return
-            self._run(route, {k: v[-1] for k, v in parse_qs(url.query).items()})
-
-        def do_POST(self) -> None:  # noqa: N802
-            if not self._host_ok():
-                self._json(HTTPStatus.FORBIDDEN, {"error": "unexpected Host header"})
-                return
-            route = posts.get(urlparse(self.path).path)
-            if route is None:
-                self._json(HTTPStatus.NOT_FOUND, {"error": f"no such path {self.path}"})
-                return
-            if not (self.headers.get("Content-Type") or "").startswith("application/json"):
-                self._json(HTTPStatus.UNSUPPORTED_MEDIA_TYPE, {"error": "send the body as application/json"})
-                return
-            length = int(self.headers.get("Content-Length") or 0)
-            if length > MAX_BODY:
-                self._json(HTTPStatus.REQUEST_ENTITY_TOO_LARGE, {"error": f"body over {MAX_BODY} bytes"})
-                return
-            try:
-                body = json.loads(self.rfile.read(length) or b"{}")
-            except (json.JSONDecodeError, UnicodeDecodeError) as e:
-                self._json(HTTPStatus.BAD_REQUEST, {"error": f"body is not JSON: {e}"})
-                return
-            if not isinstance(body, dict):
-                self._json(HTTPStatus.BAD_REQUEST, {"error": "body must be a JSON object"})
-                return
-            self._run(route, body)
-
-    return Handler
+    study: str | None = Field(None, description="The study (default: the token's, or the store's only one).")
+    position: int | None = Field(None, description="A position in the asker's queue (/api/item).")
+    after: int = Field(-1, description="The position to look after (/api/next; -1: from the start).")
+    language: str = Field("en", description="The rubric's language (/api/rubric).")
 
 
-def make_annotation_server(service: AnnotationService, host: str = "127.0.0.1", port: int = 8766) -> ThreadingHTTPServer:
+class Item(BaseModel):
+    """What a POST about one dialogue of the asker's queue names."""
+
+    study: str | None = Field(None, description="The study (default: the token's, or the store's only one).")
+    position: int = Field(description="The dialogue's position in the asker's queue.")
+    seconds: Annotated[float | None, BeforeValidator(check_seconds)] = Field(None, description="Time on it so far.")
+
+
+class Answer(Item):
+    """POST /api/answer: one score, saved before the reply."""
+
+    dimension: Annotated[str, BeforeValidator(check_dimension)] = Field(description="A dimension the study scores.")
+    score: Annotated[int, BeforeValidator(check_score)] = Field(description="The score, an integer 0-4.")
+
+
+class Mark(Item):
+    """POST /api/mark: a dialogue's note, flag and skip (None keeps the stored value)."""
+
+    note: str | None = Field(None, max_length=20_000, description="Free text, at most 20,000 characters.")
+    flagged: bool | None = Field(None, description="Flagged for the organiser.")
+    skipped: bool | None = Field(None, description="Skipped: /api/next passes it by.")
+
+
+def make_annotation_server(service: AnnotationService, host: str = "127.0.0.1", port: int = 8766) -> Server:
     """A server bound to host:port (port 0 = any free port). Off loopback the service must require tokens."""
     loopback = is_loopback(host)
     if not loopback and not service.require_tokens:
         raise ValueError(f"--host {host} is not a loopback address: the service must require annotator tokens")
-    server = ThreadingHTTPServer((host, port), make_handler(service, loopback))
-    server.daemon_threads = True
-    return server
+
+    def asked(fn: Callable[[Any, Any], Any], parse: Callable[[dict[str, Any]], Any]) -> Callable[[Any, dict], Any]:
+        def run(request: Any, data: dict[str, Any]) -> Any:
+            who = service.identify(request.headers.get("X-Annotator-Token"),
+                                   request.headers.get("X-Annotator") or data.get("annotator"))
+            return fn(who, parse(data))
+        return run
+
+    gets = {
+        "/api/session": lambda who, q: service.session(who, q.study),
+        "/api/rubric": lambda who, q: service.rubric(q.language),
+        "/api/item": lambda who, q: service.item(who, q.study, q.position),
+        "/api/next": lambda who, q: service.next_position(who, q.study, q.after),
+        "/api/progress": lambda who, q: service.progress(who, q.study),
+        "/api/results": lambda who, q: service.results(who, q.study),
+    }
+    posts = {
+        "/api/answer": asked(lambda who, b: service.answer(who, b.model_dump()), Answer.model_validate),
+        "/api/mark": asked(lambda who, b: service.mark(who, b.model_dump()), Mark.model_validate),
+        "/api/study": asked(service.create, study_config),
+    }
+    gets = {path: asked(fn, Ask.model_validate) for path, fn in gets.items()}
+    return Server(json_app(annotation_page, gets, posts, loopback=loopback, errors={Unauthorized: 401, Forbidden: 403}),
+                  host, port)

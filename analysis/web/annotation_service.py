@@ -32,7 +32,6 @@ from esc_eval.sim.judging.dimensions import ALL_DIMENSION_NAMES, DIMENSION_NAMES
 from esc_eval.sim.runs.storage import as_location
 
 log = logging.getLogger(__name__)
-LOOPBACK = {"127.0.0.1", "localhost", "::1"}
 
 
 class Forbidden(AnnotationStoreError):
@@ -52,10 +51,6 @@ class Identity:
     @property
     def sees_results(self) -> bool:
         return self.role in ("admin", "local")
-
-
-def is_loopback(host: str) -> bool:
-    return host in LOOPBACK or host.startswith("127.")
 
 
 class AnnotationService:
