@@ -23,7 +23,7 @@ import warnings
 from typing import Protocol
 
 import numpy as np
-from scipy import optimize
+from scipy import optimize, stats
 
 N_LABELS = 5
 N_BINS = 10
@@ -84,38 +84,37 @@ def reliability(probs: np.ndarray, labels: np.ndarray, n_bins: int = N_BINS) -> 
 def bootstrap_measures(named: dict[str, np.ndarray], labels: np.ndarray, *, n_boot: int = 1000, seed: int = 0,
                        confidence: float = 0.95, n_bins: int = N_BINS) -> dict[str, dict[str, tuple[float, float]]]:
     """Percentile CIs of ECE and Brier for each named probability array (same items, same
-    resamples), and of each difference `<first> - <other>`: {name: {"ece": (lo, hi), "brier": ...}}."""
+    resamples: scipy.stats.bootstrap with paired=True), and of each difference `<first> - <other>`:
+    {name: {"ece": (lo, hi), "brier": ...}}."""
     n = len(labels)
     names = list(named)
-    out: dict[str, dict[str, tuple[float, float]]] = {}
+    keys = [*names, *(f"{names[0]} - {o}" for o in names[1:])]
     if n < 2 or n_boot <= 0:
-        nan = (math.nan, math.nan)
-        return {k: {"ece": nan, "brier": nan} for k in [*names, *(f"{names[0]} - {o}" for o in names[1:])]}
-    rng = np.random.default_rng(seed)
-    per: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
-    for name, p in named.items():
+        return {k: {"ece": (math.nan, math.nan), "brier": (math.nan, math.nan)} for k in keys}
+    columns = []  # per name, per item: its confidence bin, [right] - confidence, its Brier term
+    for p in named.values():
         check_probs(p, labels)
         conf = p.max(axis=1)
-        per[name] = (_bins(conf, n_bins), (p.argmax(axis=1) == labels) - conf, _brier_items(p, labels))
-    draws: dict[str, dict[str, list[np.ndarray]]] = {k: {"ece": [], "brier": []} for k in names}
+        columns += [_bins(conf, n_bins), (p.argmax(axis=1) == labels) - conf, _brier_items(p, labels)]
+
+    def measures(*resampled: np.ndarray, axis: int = -1) -> np.ndarray:
+        # each column resampled to (b, n): per name the ECE and Brier of every resample, then the differences
+        b = resampled[0].shape[0]
+        rows = np.repeat(np.arange(b), n) * n_bins
+        per = []
+        for k in range(0, len(resampled), 3):
+            bins, gap, items = resampled[k:k + 3]
+            sums = np.bincount(rows + bins.ravel(), weights=gap.ravel(), minlength=b * n_bins).reshape(b, n_bins)
+            per.append((np.abs(sums).sum(axis=1) / n, items.mean(axis=1)))
+        per += [(per[0][0] - e, per[0][1] - s) for e, s in per[1:]]
+        return np.array([m for pair in per for m in pair])  # rows: the ECE and the Brier of each key in turn
+
     batch = max(1, min(n_boot, 2_000_000 // n))  # about 2M resampled items in memory at once
-    done = 0
-    while done < n_boot:
-        b = min(batch, n_boot - done)
-        idx = rng.integers(0, n, size=(b, n))
-        rows = np.repeat(np.arange(b), n)
-        for name, (bins, gap, items) in per.items():
-            sums = np.bincount(rows * n_bins + bins[idx].ravel(), weights=gap[idx].ravel(), minlength=b * n_bins)
-            draws[name]["ece"].append(np.abs(sums.reshape(b, n_bins)).sum(axis=1) / n)
-            draws[name]["brier"].append(items[idx].mean(axis=1))
-        done += b
-    alpha = (1 - confidence) / 2
-    flat = {k: {m: np.concatenate(v) for m, v in d.items()} for k, d in draws.items()}
-    for k in names[1:]:
-        flat[f"{names[0]} - {k}"] = {m: flat[names[0]][m] - flat[k][m] for m in ("ece", "brier")}
-    for k, d in flat.items():
-        out[k] = {m: (float(np.quantile(v, alpha)), float(np.quantile(v, 1 - alpha))) for m, v in d.items()}
-    return out
+    ci = stats.bootstrap(columns, measures, n_resamples=n_boot, batch=batch, vectorized=True, paired=True,
+                         confidence_level=confidence, method="percentile",
+                         rng=np.random.default_rng(seed)).confidence_interval
+    return {k: {"ece": (float(ci.low[2 * i]), float(ci.high[2 * i])),
+                "brier": (float(ci.low[2 * i + 1]), float(ci.high[2 * i + 1]))} for i, k in enumerate(keys)}
 
 
 # --- recalibrations ----------------------------------------------------------------------
