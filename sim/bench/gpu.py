@@ -279,8 +279,11 @@ def _params(refs: list[ModelRef], execution: ExecutionConfig, plan) -> dict[str,
 
 
 # -- the benchmark -------------------------------------------------------------------------------------
-def run_bench_gpu(cfg: GpuBenchConfig, say: Callable[[str], None] = print) -> dict[str, Any]:
-    """Everything `bench gpu` measures, as one JSON-able dict (no printing but `say`'s progress lines)."""
+def run_bench_gpu(cfg: GpuBenchConfig, say: Callable[[str], None] = print,
+                  on_part: Callable[[str, dict[str, Any]], None] = lambda name, part: None) -> dict[str, Any]:
+    """Everything `bench gpu` measures, as one JSON-able dict (no printing but `say`'s progress lines);
+    `on_part` gets each side's raw figures as soon as they are measured (what a caller keeps when it
+    has to stop the benchmark before its end: `esc-eval check`'s deadline)."""
     from esc_eval.serve.registry.registry import resolve
     from esc_eval.sim.bench import gpu_reference as reference
     from esc_eval.sim.bench.hardware import machine, versions
@@ -304,6 +307,7 @@ def run_bench_gpu(cfg: GpuBenchConfig, say: Callable[[str], None] = print) -> di
                 warm_cards, _ = distinct_cards(cfg.cards, max(1, sim_cfg.execution.workers), mark="warm-up")
                 say(f"[bench gpu] simulation, ours: {n_sim} dialogues")
                 ours["simulation"], sim_cfg, sim_plan = ours_simulation(cards, warm_cards, sim_cfg, pools, folder, say)
+                on_part("simulation.ours", ours["simulation"])
                 out["settings"]["simulation_config"] = sim_cfg.model_dump(mode="json")
                 out["settings"]["simulation_placement"] = sim_plan
             if "scoring" in cfg.phases:
@@ -313,6 +317,7 @@ def run_bench_gpu(cfg: GpuBenchConfig, say: Callable[[str], None] = print) -> di
                     say(f"[bench gpu] scoring, ours: {n_score} dialogues, {sc.judge.prompt_order}")
                     ours[sc.judge.prompt_order], score_cfgs[i], score_plan = ours_scoring(rows, warm_rows, sc, pools,
                                                                                           folder, say)
+                    on_part(f"scoring.{sc.judge.prompt_order}.ours", ours[sc.judge.prompt_order])
                 out["settings"]["scoring_config"] = score_cfgs[0].model_dump(mode="json")
                 out["settings"]["scoring_placement"] = score_plan
         finally:
@@ -320,6 +325,7 @@ def run_bench_gpu(cfg: GpuBenchConfig, say: Callable[[str], None] = print) -> di
     if "simulation" in cfg.phases:
         say(f"[bench gpu] simulation, reference: {n_sim} dialogues")
         ref = reference.simulation_reference(cards, warm_cards, sim_cfg, sim_plan)
+        on_part("simulation.reference", ref)
         o = ours["simulation"]
         _rates(o, o["vllm_counts"], n_sim, ours_gpus(sim_plan, sim_cfg.execution, "simulation"))
         _rates(ref, ref["tokens"], n_sim, reference_gpus([e["engine_kwargs"] for e in ref["engines"].values()],
@@ -331,6 +337,7 @@ def run_bench_gpu(cfg: GpuBenchConfig, say: Callable[[str], None] = print) -> di
         say(f"[bench gpu] scoring, reference: {n_score} dialogues, {', '.join(cfg.prompt_orders)}")
         ref = reference.score_reference(rows, warm_rows, score_cfgs[0].judge, list(cfg.prompt_orders),
                                         score_cfgs[0].execution, score_plan)
+        on_part("scoring.reference", ref)
         judge_params = _params([score_cfgs[0].judge.model], score_cfgs[0].execution, score_plan)
         out["scoring"] = {}
         for order in cfg.prompt_orders:

@@ -185,15 +185,20 @@ def workload_step(ctx: dict[str, Any], note: Note) -> dict[str, Any]:
 
     size = ctx["sizes"]
     progress: list[str] = []
+    parts: dict[str, Any] = {}
 
     def say(line: str) -> None:
         progress.append(line)
         note({"progress": progress})
 
+    def on_part(name: str, part: dict[str, Any]) -> None:  # kept if the deadline stops the rest
+        parts[name] = part
+        note({"parts": parts})
+
     cfg = GpuBenchConfig(judge=ctx["models"]["judge"], role=ctx["models"]["role"], target=ctx["models"]["target"],
                          dialogues=size["dialogues"], sim_dialogues=size["sim_dialogues"], max_tokens=ctx.get("max_tokens"),
                          dimensions=size.get("dimensions"), source=ctx.get("source"), cards=ctx.get("cards"))
-    bench = run_bench_gpu(cfg, say)
+    bench = run_bench_gpu(cfg, say, on_part)
     out = {"bench": bench, "targets": targets(bench), "progress": progress}
     failed = failed_phases(bench)
     if failed:

@@ -15,7 +15,10 @@ def test_bench_gpu_on_the_cpu_measures_both_sides_from_vllms_counts(embedded_mod
     lines: list[str] = []
     cfg = GpuBenchConfig(dialogues=2, sim_dialogues=2, prompt_orders=["dialogue_first"], max_tokens=8,
                          dimensions=["Fluency", "Empathy"])
-    out = run_bench_gpu(cfg, say=lines.append)
+    parts: list[str] = []
+    out = run_bench_gpu(cfg, say=lines.append, on_part=lambda name, part: parts.append(name))
+    # each side's figures handed over as soon as measured (esc-eval check keeps them past a deadline)
+    assert parts == ["simulation.ours", "scoring.dialogue_first.ours", "simulation.reference", "scoring.reference"]
     path = resolve_model_path("embedded")
 
     assert out["machine"]["device"] == "cpu" and out["machine"]["peak_bf16"] is None
