@@ -137,6 +137,9 @@ def _run_step(name: str, ctx: dict[str, Any], folder: Path, deadline_s: float) -
         except subprocess.TimeoutExpired:
             stopped = True
             _kill_group(proc)
+        except BaseException:  # Ctrl-C: the step's own session would outlive us
+            _kill_group(proc)
+            raise
     seconds = round(time.monotonic() - t0, 1)
     try:
         result = json.loads(out_path.read_text())

