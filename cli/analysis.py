@@ -124,6 +124,57 @@ def roleplay_fidelity(run_dirs: RunDirs) -> None:
     _echo(json.loads(fidelity_summary(load_dialogues(run_dirs)).to_json(orient="records")))
 
 
+@app.command("fidelity")
+def fidelity_cmd(
+    run_dirs: RunDirs,
+    humans: Annotated[str, typer.Option("--humans", help="Real help-seekers' dialogues in ESConv's format (ESConv.json, FailedESConv.json, or your own transcripts laid out so).")],
+    judge: Annotated[Optional[str], typer.Option("--judge", "-j", help="Also rate the seeker's distress 0-4 at every seeker turn, people's and simulated alike, with this chat model (registry name or spec); checked against ESConv's survey.")] = None,
+    judge_out: Annotated[Optional[str], typer.Option("--judge-out", help="Run folder for the judge's ratings (default <first run>/distress); re-running resumes.")] = None,
+    config: Annotated[Optional[Path], typer.Option("--config", "-c", help="Distress judge YAML (sim.jobs.distress.DistressConfig).")] = None,
+    method: Annotated[Optional[str], typer.Option("--method", help="The judge's method: logprob | generate.")] = None,
+    rounds: Annotated[int, typer.Option("--rounds", min=1, help="Aligned seeker turns per dialogue (the simulation's rounds).")] = 5,
+    align: Annotated[str, typer.Option("--align", help="relative (seeker turns spread from the first to the last) | first (the first --rounds).")] = "relative",
+    n_boot: Annotated[int, typer.Option("--n-boot", help="Bootstrap resamples for the intervals (0 = none).")] = 1000,
+    seed: Annotated[int, typer.Option("--seed", help="Bootstrap seed.")] = 0,
+    out: Out = None,
+) -> None:
+    """Is the simulated seeker like a person? Its turns next to real help-seekers' per role model,
+    strategy and language: distributions, distances with bootstrap intervals, directions, a fidelity figure."""
+    import pandas as pd
+
+    from esc_eval.analysis.results.loaders import load_dialogues
+    from esc_eval.analysis.seekers.esconv import read_human_seekers
+    from esc_eval.analysis.seekers.fidelity_features import ALIGNMENTS
+    from esc_eval.analysis.seekers.fidelity_report import fidelity_markdown, seeker_fidelity, write_fidelity
+    from esc_eval.sim.judging.distress_turns import seeker_runs
+
+    if align not in ALIGNMENTS:
+        raise AnalysisInputError(f"--align {align!r}: expected one of {', '.join(ALIGNMENTS)}")
+    people = read_human_seekers(humans)  # every bad input stops here, before anything is written
+    dialogues = load_dialogues(run_dirs)
+    ok = dialogues[dialogues["status"] == "ok"] if not dialogues.empty else dialogues
+    if ok.empty or not any(seeker_runs(t) for t in ok["turns"]):
+        raise AnalysisInputError(f"{', '.join(run_dirs)}: no completed dialogue with a seeker turn")
+    distress, judge_id = None, None
+    if judge or config:
+        from esc_eval.serve.config import load_config
+        from esc_eval.sim.jobs.distress import DistressConfig, distress_ratings, run_distress
+        from esc_eval.sim.pool.progress import job_progress
+
+        cfg = load_config(config, DistressConfig, {"judge.model": judge, "method": method})
+        keep = ["dialogue_id", "language", "role_model", "turns"]
+        items = ok[keep].to_dict("records") + people.dialogues[keep].to_dict("records")
+        target = judge_out or join_location(run_dirs[0], "distress")
+        with job_progress("distress", unit="dialogues") as jp:
+            run_distress(cfg, items, target, on_summary=jp.on_summary, on_start=jp.on_start)
+        judge_id = cfg.judge_id
+        distress = pd.DataFrame(distress_ratings(target, judge_id), columns=["dialogue_id", "seeker_turn", "rating"])
+    result = seeker_fidelity(ok, people, rounds=rounds, align=align, n_boot=n_boot, seed=seed, distress=distress,
+                             judge=judge_id)
+    typer.echo(fidelity_markdown(result))
+    _echo(write_fidelity(result, out or join_location(run_dirs[0], "report")))
+
+
 
 def _write_outputs(out: str | Path, stem: str, markdown: str, data: dict,
                    extra: Optional[dict[str, Callable[[Path], None]]] = None) -> dict[str, str]:

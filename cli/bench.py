@@ -337,6 +337,20 @@ def bench_annotate(
         _write({"folder": str(path), "build_s": build_s, **bench_annotation([path], dialogues=annotate)}, out)
 
 
+@app.command("fidelity")
+def bench_fidelity_cmd(
+    out: Optional[Path] = typer.Option(None, "--out", "-o", help="Also write the JSON here."),
+    simulated: int = typer.Option(8_500, help="Simulated dialogues (5 rounds each), like the paper's 8.5K."),
+    human: int = typer.Option(1_300, help="Human dialogues in an ESConv-format file, like ESConv's 1,300."),
+    n_boot: int = typer.Option(1000, "--n-boot", help="Bootstrap resamples (the shipped default)."),
+) -> None:
+    """Seeker fidelity without a judge at the paper's scale: reading, features, comparison, writing."""
+    from esc_eval.analysis.bench.fidelity import bench_fidelity
+    from esc_eval.serve.devices.cpu import runtime_summary
+
+    _write({"machine": runtime_summary(), **bench_fidelity(simulated, human, n_boot)}, out)
+
+
 @app.command("trust")
 def bench_trust_cmd(
     out: Optional[Path] = typer.Option(None, "--out", "-o", help="Also write the JSON here."),

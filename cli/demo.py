@@ -14,6 +14,11 @@ DEMO_CARDS = 8
 TERSE_TARGET = "vllm/embedded+terse"
 TERSE_PROMPT = ("You are a busy assistant who does not care about the user's feelings. Answer in one short "
                 "sentence. Do not show sympathy, do not ask questions and do not give advice.")
+# Beside the demo's table (terminal, leaderboard.md, report) when its models are the embedded one.
+SMALL_MODELS_NOTE = (
+    "No human scores beside this judge, and none would rescue it: the demo's judge and seeker are the embedded "
+    "SmolLM2-135M-Instruct, far too small to judge emotional support or to play a person in distress. The "
+    "difference between its two rows is no finding; the demo shows that the pipeline runs end to end.")
 
 
 def demo_config(n_cards: int = DEMO_CARDS):
@@ -68,6 +73,7 @@ def demo(
     address: Optional[str] = typer.Option(None, "--address", help="Join an existing Ray cluster."),
 ) -> None:
     """The whole pipeline on the embedded model: simulate -> score -> leaderboard + report."""
+    from esc_eval.analysis.seekers.esconv import read_human_seekers, sample_file
     from esc_eval.cli.report import write_report_for
     from esc_eval.serve.devices.cpu import cpu_info, resolve_dtype
     from esc_eval.sim.jobs.preflight import preflight_run
@@ -97,11 +103,30 @@ def demo(
         with job_progress("score", unit="dialogues") as jp:
             score_result = run_scoring(cfg.scoring, out, on_summary=jp.on_summary, on_start=jp.on_start, pool=pool)
         engines = _engines(pool)
-    paths = write_report_for([out], None, score_kind="expected")
+    seekers = read_human_seekers(sample_file())  # our own writing in ESConv's format, not ESConv (its data/README.md)
+    small = {sim_cfg.role.model, cfg.scoring.judge.model.model} == {"vllm/embedded"}
+    paths = write_report_for([out], None, score_kind="expected", human_seekers=seekers,
+                             judge_note=SMALL_MODELS_NOTE if small else None)
+    show_fidelity_card(out, seekers)
     emit({"run_dir": str(out), "simulation": sim_result, "scoring": score_result, "engines": engines,
           "files": {k: str(v) for k, v in paths.items()}})
     exit_for_outcome({"run_dir": str(out), **sim_result}, "dialogues", sim_cfg.execution.max_failure_rate)
     exit_for_outcome({"run_dir": str(out), **score_result}, "scores", cfg.scoring.execution.max_failure_rate)
+
+
+def show_fidelity_card(out: str, seekers) -> None:
+    """The role model's seeker-fidelity card against the shipped human sample, on the terminal (the
+    report holds the same comparison in full)."""
+    from esc_eval.analysis.results.loaders import AnalysisInputError, load_dialogues
+    from esc_eval.analysis.seekers.fidelity_report import fidelity_card, seeker_fidelity
+    from esc_eval.sim.pool.progress import console
+
+    try:
+        card = fidelity_card(seeker_fidelity(load_dialogues([out]), seekers))
+    except AnalysisInputError as e:  # no completed dialogue: the outcome check below says why
+        card = f"No seeker-fidelity card: {e}."
+    console.print(card + "(people: the shipped sample of 16 dialogues, this project's own writing, not ESConv)",
+                  highlight=False, markup=False, soft_wrap=True)  # a table line is not wrapped
 
 
 def _engines(pool) -> list[dict]:

@@ -22,6 +22,7 @@ Seed = Annotated[int, typer.Option("--seed", help="Bootstrap seed.")]
 Humans = Annotated[Optional[str], typer.Option("--humans", help="Human scores to anchor the means on (PPI): an annotate store (annotations.sqlite, or a run folder holding one), filled annotation sheets (a folder of annotate_*.csv or a CSV) or annotate export's table.")]
 Study = Annotated[Optional[str], typer.Option("--study", help="Only this study of the annotate store (default: every study).")]
 OneAnnotator = Annotated[bool, typer.Option("--allow-one-annotator", help="Accept human scores that all come from one annotator.")]
+HumanSeekerFile = Annotated[Optional[str], typer.Option("--human-seekers", help="Real help-seekers' dialogues in ESConv's format: adds the section 'Is the simulated seeker like a person?' (esc-eval analysis fidelity without a judge).")]
 ScoreKind = Annotated[str, typer.Option("--scores", help="label (the judge's most likely label, the paper's) | expected (sum of k x P(k) where the judge gave P(0..4)).")]
 
 
@@ -88,6 +89,14 @@ def show_leaderboard(table, score_kind: str = "label", title: str = "") -> None:
     console.print(t)
 
 
+def show_line(line: str) -> None:
+    """A line beside the terminal's table (e.g. that the judge has no human scores beside it)."""
+    if line:
+        from esc_eval.sim.pool.progress import console
+
+        console.print(line, highlight=False, markup=False)
+
+
 def show_anchored(anchored) -> None:
     """The human-anchored Average per model on the terminal (every column is in leaderboard_humans.md)."""
     from rich.table import Table
@@ -111,6 +120,7 @@ def write_leaderboard_for(run_dirs: list[str], out: Optional[str], n_boot: int =
                           score_kind: str = "label", exclude_spoiled: bool = False) -> dict[str, Path]:
     from esc_eval.analysis import build_leaderboard, load_manifests, write_leaderboard
     from esc_eval.analysis.results.expected_scores import score_kind_note
+    from esc_eval.analysis.results.leaderboard import human_scores_line
     from esc_eval.analysis.results.usage import add_usage_columns
 
     scores = board_scores(run_dirs, score_kind)
@@ -123,9 +133,12 @@ def write_leaderboard_for(run_dirs: list[str], out: Optional[str], n_boot: int =
     groups = registry_groups(scores["target_model"].dropna(), run_dirs)
     table = build_leaderboard(scores, groups=groups, n_boot=n_boot, seed=seed)
     target = out or join_location(run_dirs[0], "report")
+    line = human_scores_line(scores["judge"].dropna().unique(), anchored=humans is not None)
+    kind_note = score_kind_note(scores) if score_kind == "expected" else ""
     paths = write_leaderboard(add_usage_columns(table, load_manifests(run_dirs)), target,
-                              note=score_kind_note(scores) if score_kind == "expected" else "")
+                              note="\n\n".join(n for n in (kind_note, line) if n))
     show_leaderboard(table, score_kind)
+    show_line(line)
     if exclude_spoiled:
         from esc_eval.analysis.results.leaderboard import compare_without_spoiled, write_without_spoiled
         from esc_eval.sim.pool.progress import console
@@ -150,17 +163,22 @@ def write_leaderboard_for(run_dirs: list[str], out: Optional[str], n_boot: int =
 
 
 def write_report_for(run_dirs: list[str], out: Optional[str], n_boot: int = 1000, seed: int = 0,
-                     samples: int = 3, humans=None, score_kind: str = "label") -> dict[str, Path]:
-    """The report (which writes the leaderboard once) and the leaderboard on the terminal."""
+                     samples: int = 3, humans=None, score_kind: str = "label", human_seekers=None,
+                     judge_note: str | None = None) -> dict[str, Path]:
+    """The report (which writes the leaderboard once) and the leaderboard on the terminal.
+    human_seekers (analysis.seekers.esconv.HumanSeekers): add the seeker-fidelity section; judge_note:
+    the line said instead of the usual one where the judge has no human scores (the demo's)."""
     from esc_eval.analysis import build_leaderboard
     from esc_eval.analysis.report.report import write_report
+    from esc_eval.analysis.results.leaderboard import human_scores_line
 
     scores = board_scores(run_dirs, score_kind)
     groups = registry_groups(scores["target_model"].dropna(), run_dirs)
     table = build_leaderboard(scores, groups=groups, n_boot=n_boot, seed=seed)
     paths = write_report(run_dirs, out, groups=groups, leaderboard=table, n_boot=n_boot, seed=seed, n_samples=samples,
-                         humans=humans, score_kind=score_kind)
+                         humans=humans, score_kind=score_kind, human_seekers=human_seekers, judge_note=judge_note)
     show_leaderboard(table, score_kind)
+    show_line(human_scores_line(scores["judge"].dropna().unique(), anchored=humans is not None, instead=judge_note))
     if humans is not None:
         from esc_eval.analysis.trust.human_leaderboard import human_anchored
 
@@ -177,16 +195,20 @@ def write_leaderboard_by_for(run_dirs: list[str], out: Optional[str], by: str, n
     scores = board_scores(run_dirs, score_kind)
     table = build_leaderboard_by(scores, load_dialogues(run_dirs), by,
                                  groups=registry_groups(scores["target_model"].dropna(), run_dirs), n_boot=n_boot, seed=seed)
+    from esc_eval.analysis.results.leaderboard import human_scores_line
+
+    line = human_scores_line(scores["judge"].dropna().unique())  # --by takes no --humans
     with OutputFolder(out or join_location(run_dirs[0], "report")) as folder:
         md, csv = folder / f"leaderboard_by_{by}.md", folder / f"leaderboard_by_{by}.csv"
-        md.write_text(f"# Leaderboard by {by} (mean score x 25, bootstrap 95% CI)\n\n" + leaderboard_by_markdown(table, by),
-                      encoding="utf-8")
+        md.write_text(f"# Leaderboard by {by} (mean score x 25, bootstrap 95% CI)\n\n" + (line + "\n\n" if line else "")
+                      + leaderboard_by_markdown(table, by), encoding="utf-8")
         table.to_csv(csv, index=False)
         paths = folder.finals({"markdown": md, "csv": csv})
     name = table.columns[0]
     for value, g in table.groupby(name, sort=True):
         console.print(f"[bold]{name}: {value}[/bold] ({int(g['n_dialogues'].sum())} dialogues)")
         show_leaderboard(g, score_kind)
+    show_line(line)
     return paths
 
 
@@ -219,8 +241,16 @@ def report(
     seed: Seed = 0,
     samples: Annotated[int, typer.Option("--samples", help="Sample dialogues shown in the report.")] = 3,
     humans: Humans = None, study: Study = None, allow_one_annotator: OneAnnotator = False, scores: ScoreKind = "label",
+    human_seekers: HumanSeekerFile = None,
 ) -> None:
     """Leaderboard with CIs, plots, failures, throughput, samples: report.html + report.md; with
-    --humans also the human-anchored leaderboard (PPI) and each judge's calibration."""
+    --humans also the human-anchored leaderboard (PPI) and each judge's calibration; with
+    --human-seekers the simulated seekers next to real ones."""
     human = read_humans(humans, study, allow_one_annotator)
-    emit({k: str(v) for k, v in write_report_for(run_dirs, out, n_boot, seed, samples, human, scores).items()})
+    seekers = None
+    if human_seekers is not None:  # a bad file: one line, before anything is written
+        from esc_eval.analysis.seekers.esconv import read_human_seekers
+
+        seekers = read_human_seekers(human_seekers)
+    emit({k: str(v) for k, v in write_report_for(run_dirs, out, n_boot, seed, samples, human, scores,
+                                                 human_seekers=seekers).items()})

@@ -15,7 +15,7 @@ from pathlib import Path
 import pandas as pd
 
 from esc_eval.analysis.results.expected_scores import check_score_kind, expected_scores, score_kind_note
-from esc_eval.analysis.results.leaderboard import build_leaderboard, write_leaderboard
+from esc_eval.analysis.results.leaderboard import build_leaderboard, human_scores_line, write_leaderboard
 from esc_eval.analysis.results.loaders import AnalysisInputError, load_dialogues, load_manifests, load_scores
 from esc_eval.analysis.results.blocks import _notice
 from esc_eval.analysis.report.sections import (by_category_section, cards_section, comparison_section,
@@ -23,6 +23,7 @@ from esc_eval.analysis.report.sections import (by_category_section, cards_sectio
                                                leaderboard_section, samples_section, seed_section, summary_section,
                                                throughput_section)
 from esc_eval.analysis.results.safety import safety_section
+from esc_eval.analysis.seekers.fidelity_report import fidelity_report_section
 from esc_eval.analysis.seekers.seeker_kinds import seekers_section
 from esc_eval.analysis.seekers.simulators import simulators_section
 from esc_eval.analysis.seekers.spoiled_section import spoiled_section
@@ -68,12 +69,15 @@ def render_html(context: dict) -> str:
 
 def write_report(run_dirs: list[Path], out_dir: Path | None = None, *, groups: dict[str, str] | None = None,
                  leaderboard: pd.DataFrame | None = None, n_boot: int = 1000, seed: int = 0, n_samples: int = 3, n_resamples: int = 2000,
-                 title: str = "ESC-Eval report", humans=None, score_kind: str = "label") -> dict[str, Path]:
+                 title: str = "ESC-Eval report", humans=None, score_kind: str = "label", human_seekers=None,
+                 judge_note: str | None = None) -> dict[str, Path]:
     """Write report.html, report.md, leaderboard.md/.csv and figures/*.png; default out_dir is
     <first run>/report/. groups: model -> close/open/domain (the CLI passes the registry's; unknown models show as unassigned).
     Returns the written paths by name ("html", "markdown", "leaderboard_md", "leaderboard_csv",
     "figure:<name>"). humans (analysis.trust.human_scores.HumanScores): add the human-anchored leaderboard
-    and the judges' calibration; score_kind "expected": tables from sum k x P(k) where the judge gave P(0..4)."""
+    and the judges' calibration; score_kind "expected": tables from sum k x P(k) where the judge gave P(0..4);
+    human_seekers (analysis.seekers.esconv.HumanSeekers): add "Is the simulated seeker like a person?";
+    judge_note: said instead of the usual line where a judge has no human scores beside it (the demo's)."""
     paths = [as_location(p) for p in ([run_dirs] if isinstance(run_dirs, (str, Path)) else run_dirs)]
     if not paths:
         raise AnalysisInputError("write_report needs at least one run folder")
@@ -88,12 +92,13 @@ def write_report(run_dirs: list[Path], out_dir: Path | None = None, *, groups: d
         return folder.finals(_write_report(paths, folder.path, manifests, dialogues, scores, all_scores, groups=groups,
                                            leaderboard=leaderboard, n_boot=n_boot, seed=seed, n_samples=n_samples,
                                            n_resamples=n_resamples, title=title, humans=humans,
-                                           score_kind=check_score_kind(score_kind)))
+                                           score_kind=check_score_kind(score_kind), human_seekers=human_seekers,
+                                           judge_note=judge_note))
 
 
 def _write_report(paths: list, out: Path, manifests: dict, dialogues: pd.DataFrame, scores: pd.DataFrame,
                   all_scores: pd.DataFrame, *, groups, leaderboard, n_boot, seed, n_samples, n_resamples,
-                  title, humans=None, score_kind="label") -> dict[str, Path]:
+                  title, humans=None, score_kind="label", human_seekers=None, judge_note=None) -> dict[str, Path]:
     fig_dir = out / "figures"
     # The tables read expected scores when asked; distributions, samples and health keep the labels.
     board = expected_scores(scores) if score_kind == "expected" else scores
@@ -102,8 +107,9 @@ def _write_report(paths: list, out: Path, manifests: dict, dialogues: pd.DataFra
     written: dict[str, Path] = {}
     from esc_eval.analysis.results.usage import add_usage_columns
 
-    lb_paths = write_leaderboard(add_usage_columns(lb, manifests), out,
-                                 note=score_kind_note(board) if score_kind == "expected" else "")
+    line = human_scores_line(board["judge"].dropna().unique(), anchored=humans is not None, instead=judge_note)
+    lb_paths = write_leaderboard(add_usage_columns(lb, manifests), out, note="\n\n".join(
+        n for n in (score_kind_note(board) if score_kind == "expected" else "", line) if n))
     written["leaderboard_md"], written["leaderboard_csv"] = lb_paths["markdown"], lb_paths["csv"]
     sections = [
         summary_section(paths, manifests, dialogues, all_scores),
@@ -124,6 +130,11 @@ def _write_report(paths: list, out: Path, manifests: dict, dialogues: pd.DataFra
     ]
     if score_kind == "expected":
         sections[1]["notices"].insert(0, _notice(score_kind_note(board), "info"))
+    if line:
+        sections[1]["notices"].insert(0, _notice(line, "warning"))
+    if human_seekers is not None:  # beyond the paper, after the lexicon's checks: analysis/seekers/fidelity_report.py
+        at = next(i for i, s in enumerate(sections) if s["id"] == "roleplay") + 1
+        sections.insert(at, fidelity_report_section(dialogues, human_seekers, n_boot, seed))
     if humans is not None:
         from esc_eval.analysis.trust.report_sections import trust_sections
 

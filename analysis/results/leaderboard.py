@@ -226,6 +226,25 @@ def leaderboard_markdown(df: pd.DataFrame, bold_best: bool = True) -> str:
     return "\n".join(lines) + "\n"
 
 
+# A judge recalibrated against human scores is written as `<judge>+cal:<method>`
+# (analysis/trust/calibration_runs.py CAL_TAG); this layer cannot import trust, so the tag is named here too.
+CALIBRATED_TAG = "+cal:"
+
+
+def human_scores_line(judges, anchored: bool = False, instead: str | None = None) -> str:
+    """The one line beside Table 2 when a judge's numbers stand without human scores ('' when every
+    judge has them: a recalibrated judge, or anchored by PPI). instead: the line to give in that case
+    (the demo's says what its models are too small for)."""
+    bare = sorted({str(j) for j in judges if CALIBRATED_TAG not in str(j)})
+    if anchored or not bare:
+        return ""
+    if instead:
+        return instead
+    who = f"judge {bare[0]}" if len(bare) == 1 else f"judges {', '.join(bare)}"
+    return (f"No human scores beside {who}: these are the judge's numbers, checked against no person (no calibration, "
+            "no PPI); `esc-eval analysis calibration` or `--humans` with human scores puts them on people's scale.")
+
+
 def write_leaderboard(df: pd.DataFrame, out_dir: str | Path, note: str = "") -> dict[str, Path]:
     """Write leaderboard.md and leaderboard.csv into out_dir (a folder or a storage URI); returns
     {"markdown": ..., "csv": ...}. note: a line under the title (e.g. what the scores are)."""

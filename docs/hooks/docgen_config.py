@@ -41,6 +41,8 @@ CONFIG_FILES = [
     ConfigFile("Training ESC-RANK", "esc_eval.train.config:RankJobConfig", "`esc-eval train rank --config FILE`"),
     ConfigFile("Building role cards", "esc_eval.sim.cardbuild.config:CardBuildConfig", "`esc-eval cards build FILE`"),
     ConfigFile("Role card", "esc_eval.sim.cards.card:RoleCard", "each card of a card file (`cards:` of a simulation, `esc-eval cards ...`)"),
+    ConfigFile("Seeker-distress judge", "esc_eval.sim.jobs.distress:DistressConfig",
+               "`esc-eval analysis fidelity --config FILE` (with `--judge`: docs/guides/seeker-fidelity.md)"),
     ConfigFile("Human-evaluation study", "esc_eval.analysis.annotation.study:StudyConfig",
                "`esc-eval annotate study` (its options) and the page's \"new study\"; stored with the study"),
 ]

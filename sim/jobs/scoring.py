@@ -25,10 +25,9 @@ from esc_eval.serve.registry.entry import default_adapter
 from esc_eval.serve.registry.registry import default_registry, is_spec, resolve
 from esc_eval.sim.jobs.config import ScoringConfig
 from esc_eval.sim.judging.config import JudgeConfig
-from esc_eval.sim.judging.judge_plan import JudgePlan, default_plan, label_position, plan_judge
+from esc_eval.sim.judging.judge_plan import JudgePlan, default_plan, plan_judge, read_answer
 from esc_eval.sim.judging.judges import select_adapter
 from esc_eval.sim.judging.prompts import judge_messages
-from esc_eval.sim.judging.score_parser import LABELS, distribution, parse_score
 from esc_eval.sim.pool.calls import CallSettings, PlannedModel, check_calls, prepare_calls
 from esc_eval.sim.pool.capacity import Demand, estimate_tokens
 from esc_eval.sim.pool.outcome import JobOutcome, run_stopped
@@ -84,28 +83,7 @@ async def score_dialogue(turns: list[tuple[str, str]], language: str, judge_cfg:
             row.update(error=f"{type(e).__name__}: {e}", latency_s=time.perf_counter() - started)
             return row
         row.update(raw=result.text, prompt_tokens=result.prompt_tokens, latency_s=result.latency_s)
-        if plan.reads_logprobs:
-            at = label_position(result.tokens, len(result.top_logprobs)) if plan.method == "logprob:top_logprobs" else 0
-            top = result.top_logprobs[at] if len(result.top_logprobs) > at else None
-            probs = distribution(top) if top else None
-            if probs is None:
-                # No label among the log-probabilities (or none returned): parse the answer instead.
-                parsed = parse_score(result.text, "strict")
-                row.update(score=parsed.score, parse_status=parsed.status)
-            else:
-                present = {t.strip() for t in top} & set(LABELS)
-                best = max(range(len(probs)), key=probs.__getitem__)
-                if len(present) == len(LABELS):
-                    row.update(score=best, probs=probs, expected=sum(i * p for i, p in enumerate(probs)),
-                               parse_status="ok", probs_status="full")
-                else:
-                    # A label outside the server's top-k: its probability is unknown, not 0. The
-                    # score is the best label seen; the vector keeps NaN where a label is missing.
-                    probs = [p if lab in present else float("nan") for lab, p in zip(LABELS, probs)]
-                    row.update(score=best, probs=probs, expected=None, parse_status="ok", probs_status="partial")
-        else:
-            parsed = parse_score(result.text, judge_cfg.parser)
-            row.update(score=parsed.score, parse_status=parsed.status)
+        row.update(read_answer(result, plan, judge_cfg.parser))
         return row
 
     if judge_cfg.prompt_order != "dialogue_first" or len(dims) < 2:

@@ -17,9 +17,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from esc_eval.serve.chat.interface import Capabilities, GenerationParams
+from typing import Any
+
+from esc_eval.serve.chat.interface import Capabilities, ChatResult, GenerationParams
 from esc_eval.sim.judging.config import JudgeConfig
-from esc_eval.sim.judging.score_parser import LABELS
+from esc_eval.sim.judging.score_parser import LABELS, distribution, parse_score
 
 # Tokens a top_logprobs-only answer may take before its label ("Score: 3" is four).
 TOP_LOGPROBS_ANSWER_TOKENS = 5
@@ -75,3 +77,28 @@ def label_position(tokens: list[str], n_positions: int) -> int:
         if tok.strip() in LABELS:
             return i
     return 0
+
+
+def read_answer(result: ChatResult, plan: JudgePlan, parser: str) -> dict[str, Any]:
+    """A 0-4 answer as row fields (score, probs, expected, parse_status, probs_status): P(0..4) where
+    the plan reads log-probabilities, else (or with no label among them) the answer parsed by `parser`.
+    Shared by every job that asks a judge for one label 0-4 (scoring, the seeker's distress)."""
+    if not plan.reads_logprobs:
+        parsed = parse_score(result.text, parser)
+        return {"score": parsed.score, "parse_status": parsed.status}
+    at = label_position(result.tokens, len(result.top_logprobs)) if plan.method == "logprob:top_logprobs" else 0
+    top = result.top_logprobs[at] if len(result.top_logprobs) > at else None
+    probs = distribution(top) if top else None
+    if probs is None:
+        # No label among the log-probabilities (or none returned): parse the answer instead.
+        parsed = parse_score(result.text, "strict")
+        return {"score": parsed.score, "parse_status": parsed.status}
+    present = {t.strip() for t in top} & set(LABELS)
+    best = max(range(len(probs)), key=probs.__getitem__)
+    if len(present) == len(LABELS):
+        return {"score": best, "probs": probs, "expected": sum(i * p for i, p in enumerate(probs)),
+                "parse_status": "ok", "probs_status": "full"}
+    # A label outside the server's top-k: its probability is unknown, not 0. The score is the best
+    # label seen; the vector keeps NaN where a label is missing.
+    probs = [p if lab in present else float("nan") for lab, p in zip(LABELS, probs)]
+    return {"score": best, "probs": probs, "expected": None, "parse_status": "ok", "probs_status": "partial"}

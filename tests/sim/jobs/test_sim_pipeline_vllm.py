@@ -43,19 +43,33 @@ def run_cli(*args, cwd, timeout=900):
                           text=True, timeout=timeout)
 
 
-def test_demo_end_to_end_on_two_cards(tmp_path):
-    """The demo on 2 cards x its two targets (the release's prompt, a curt one): 4 dialogues, 28
-    scores, and a leaderboard of expected scores whose two rows differ on the real embedded model."""
-    from esc_eval.cli.demo import TERSE_TARGET
+@pytest.fixture(scope="module")
+def demo_run(tmp_path_factory):
+    """The demo on 2 cards, run once for the tests of this module that read it: (run folder, process)."""
+    out = tmp_path_factory.mktemp("demo") / "demo"
+    return out, run_cli("demo", "--cards", "2", "--out", str(out), cwd=REPO)
 
-    out = tmp_path / "demo"
-    proc = run_cli("demo", "--cards", "2", "--out", str(out), cwd=REPO)
+
+def test_demo_end_to_end_on_two_cards(demo_run):
+    """The demo on 2 cards x its two targets (the release's prompt, a curt one): 4 dialogues, 28
+    scores, and a leaderboard of expected scores whose two rows differ on the real embedded model;
+    beside it the line on what its models are too small for, and its seeker-fidelity card against
+    the shipped human sample."""
+    from esc_eval.cli.demo import SMALL_MODELS_NOTE, TERSE_TARGET
+
+    out, proc = demo_run
     assert proc.returncode == 0, proc.stderr[-3000:]
     from esc_eval.serve.devices.cpu import resolve_dtype
 
     # where its engines ran, as they report it (esc-eval check's demo step reads this; on a GPU: cuda, bfloat16)
     engines = json.loads(proc.stdout)["engines"]
     assert engines and {(e["device"], e["dtype"]) for e in engines} == {("cpu", resolve_dtype("auto"))}
+    said = " ".join(proc.stderr.split())
+    assert "Seeker fidelity of vllm/embedded (official, en): 4 simulated vs 16 human dialogues" in said
+    assert "| Words per seeker turn |" in said and " ".join(SMALL_MODELS_NOTE.split()) in said
+    md = (out / "report" / "report.md").read_text()
+    assert SMALL_MODELS_NOTE in md and SMALL_MODELS_NOTE in (out / "report" / "leaderboard.md").read_text()
+    assert "| vllm/embedded | official | en | 4 | 16 |" in md.split("## Is the simulated seeker like a person?")[1]
     dialogues = pq.read_table(out / "dialogues").to_pylist()
     assert len(dialogues) == 4 and {d["card_id"] for d in dialogues} == {c.id for c in sample_cards()[:2]}
     assert {d["target_model"] for d in dialogues} == {"vllm/embedded", TERSE_TARGET}
@@ -83,6 +97,21 @@ def test_demo_end_to_end_on_two_cards(tmp_path):
     again = run_cli("demo", "--cards", "2", "--out", str(out), cwd=REPO, timeout=300)
     assert again.returncode == 0, again.stderr[-3000:]
     assert len(pq.read_table(out / "dialogues")) == 4 and len(pq.read_table(out / "scores")) == 28
+
+
+def test_the_embedded_seeker_next_to_failed_esconvs_people(demo_run, shared_data):
+    """`esc-eval analysis fidelity` on the demo's run (the embedded model as the seeker, on the real
+    engine) against the 196 FailedESConv dialogues: one figure with its interval, every feature."""
+    out, proc = demo_run
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    res = run_cli("analysis", "fidelity", str(out), "--humans", str(shared_data / "esconv" / "FailedESConv.json"),
+                  "-o", str(out / "fidelity"), cwd=REPO, timeout=300)
+    assert res.returncode == 0, res.stderr[-3000:]
+    data = json.loads((out / "fidelity" / "fidelity.json").read_text())
+    summary = data["summary"][0]
+    assert (summary["role_model"], summary["n_sim"], summary["n_human"]) == ("vllm/embedded", 4, 196)
+    assert 0 < summary["fidelity"] <= 1 and 0 <= summary["fidelity_lo"] <= summary["fidelity_hi"] <= 1  # mean KS
+    assert len(data["features"]) == 12 and "| Words per seeker turn |" in res.stdout
 
 
 def test_safety_cards_and_a_worst_case_seeker_through_simulate_score_report(embedded_model, tmp_path):

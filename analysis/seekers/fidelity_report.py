@@ -1,0 +1,201 @@
+"""Seeker fidelity from end to end: the features of both sides, their comparison (fidelity.py), and
+what is shown: the Markdown of `esc-eval analysis fidelity`, the card of one role model (the demo
+prints it), the report's section "Is the simulated seeker like a person?" and the JSON."""
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from esc_eval.analysis.results.blocks import notice, section, table, text
+from esc_eval.analysis.results.loaders import AnalysisInputError
+from esc_eval.analysis.seekers.esconv import HumanSeekers
+from esc_eval.analysis.seekers.fidelity import (FEATURE_INFO, POOLED, FidelityResult, compare_features, judge_check)
+from esc_eval.analysis.seekers.fidelity_features import ROUNDS, add_distress, by_round, dialogue_features, round_frame
+from esc_eval.sim.runs.open import OutputFolder
+
+READING = ("Distance: Wasserstein-1 between the simulated and the human per-dialogue values, in units of the people's "
+           "standard deviation (0 = the same distribution). KS: the largest gap between the two distributions' "
+           "cumulative shares, 0 (the same) to 1 (no overlap). Floor: the same between two random halves of the "
+           "people. Fidelity = the mean KS over the features (lower is closer to people). Brackets: bootstrap 95% "
+           "intervals over dialogues (a distance's moved by the bootstrap's own bias, clipped at 0). A direction is "
+           "named only when the mean shift's interval lies wholly beyond 0.2 human standard deviations (or the "
+           "spread's wholly below 2/3: too uniform). Features are heuristics anyone can recompute "
+           "(docs/guides/seeker-fidelity.md), not judgments of humanness.")
+
+
+def seeker_fidelity(dialogues: pd.DataFrame, humans: HumanSeekers, *, rounds: int = ROUNDS, align: str = "relative",
+                    n_boot: int = 1000, seed: int = 0, distress: pd.DataFrame | None = None,
+                    judge: str | None = None) -> FidelityResult:
+    """Compare the simulated seekers of `dialogues` (a run's rows) with `humans`. distress: a judge's
+    ratings (dialogue_id, seeker_turn, rating) of both sides' seeker turns, adding the judge's
+    emotional course and its check against ESConv's survey."""
+    t0 = time.perf_counter()
+    ok = dialogues[dialogues["status"] == "ok"] if "status" in dialogues.columns else dialogues
+    if ok.empty:
+        raise AnalysisInputError("no completed dialogue in the runs: nothing to compare with people")
+    frame_s = round_frame(ok, rounds, align)
+    frame_h = round_frame(humans.dialogues, rounds, align)
+    feat_s = dialogue_features(ok, rounds, align, frame_s)
+    feat_h = dialogue_features(humans.dialogues, rounds, align, frame_h)
+    if feat_s.empty:
+        raise AnalysisInputError("the runs' dialogues hold no seeker turn: nothing to compare with people")
+    if distress is not None:
+        feat_s, feat_h = add_distress(feat_s, frame_s, distress, rounds), add_distress(feat_h, frame_h, distress, rounds)
+    features, summary = compare_features(feat_s, feat_h, n_boot=n_boot, seed=seed)
+    course = pd.concat([by_round(frame_s, feat_s, rounds), by_round(frame_h, feat_h, rounds)], ignore_index=True)
+    check = judge_check(humans.dialogues, feat_h, n_boot=n_boot, seed=seed) if distress is not None else None
+    meta = {"humans": humans.source, "humans_described": humans.describe(), "n_human": int(len(feat_h)),
+            "n_simulated": int(len(feat_s)), "rounds": rounds, "align": align, "n_boot": n_boot, "seed": seed,
+            "judge": judge, "seconds": round(time.perf_counter() - t0, 3)}
+    return FidelityResult(features, summary, course, check, meta)
+
+
+def _num(v, digits: int = 2) -> str:
+    return "n/a" if v is None or (isinstance(v, float) and not np.isfinite(v)) else f"{v:.{digits}f}"
+
+
+def _ci(v, lo, hi) -> str:
+    return _num(v) if lo is None or not np.isfinite(lo) else f"{_num(v)} [{_num(lo)}, {_num(hi)}]"
+
+
+def _dist(r, side: str) -> str:
+    """median [IQR] of one side of a feature row."""
+    return f"{_num(r[f'{side}_q50'])} [{_num(r[f'{side}_q25'])}, {_num(r[f'{side}_q75'])}]"
+
+
+def _group_label(r) -> str:
+    return f"{r['role_model']} ({'all strategies' if r['strategy'] == POOLED else r['strategy']}, {r['language']})"
+
+
+def _feature_rows(feats: pd.DataFrame) -> list[list[str]]:
+    return [[FEATURE_INFO[r["feature"]][0], _dist(r, "human"), _dist(r, "sim"),
+             _ci(r["distance"], r["distance_lo"], r["distance_hi"]), _num(r["floor"]),
+             _ci(r["ks"], r["ks_lo"], r["ks_hi"]), _num(r["ks_floor"]),
+             _ci(r["shift"], r["shift_lo"], r["shift_hi"]), r["direction"] if not r["note"] else r["note"]]
+            for _, r in feats.iterrows()]
+
+
+FEATURE_HEADERS = ["Feature", "People: median [IQR]", "Simulated: median [IQR]", "Distance [95% CI]", "Floor",
+                   "KS [95% CI]", "KS floor", "Shift [95% CI]", "Direction"]
+SUMMARY_HEADERS = ["Role model", "Strategy", "Language", "Simulated", "People", "Fidelity: mean KS [95% CI]",
+                   "Floor", "Named differences"]
+
+
+def _md_table(headers: list[str], rows: list[list[str]]) -> str:
+    esc = lambda c: str(c).replace("|", "/").replace("\n", " ")  # noqa: E731
+    return "\n".join(["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
+                     + ["| " + " | ".join(esc(c) for c in r) + " |" for r in rows])
+
+
+def _summary_rows(result: FidelityResult) -> list[list[str]]:
+    return [[r["role_model"], r["strategy"], r["language"], r["n_sim"], r["n_human"],
+             _ci(r["fidelity"], r["fidelity_lo"], r["fidelity_hi"]), _num(r["floor"]),
+             r["directions"] or r["note"] or "none"] for _, r in result.summary.iterrows()]
+
+
+def _course_rows(result: FidelityResult, rounds: int) -> list[list[str]]:
+    c = result.rounds
+    rows = []
+    for key, g in c.groupby(["role_model", "strategy", "language"], sort=False):
+        g = g.set_index("round")
+        for what, col in (("thanks/closure share", "thanks_share"), ("mean negativity", "negativity"),
+                          ("turned positive by round", "resolved_share")):
+            rows.append([key[0], key[2], what] + [_num(g[col].get(r, np.nan)) for r in range(1, rounds + 1)])
+    return rows
+
+
+def _check_rows(check: pd.DataFrame) -> list[list[str]]:
+    return [[r["check"], r["n"], _ci(r["spearman"], r["lo"], r["hi"]), _num(r["p"], 3), r["note"]]
+            for _, r in check.iterrows()]
+
+
+def fidelity_markdown(result: FidelityResult) -> str:
+    """Every table: the summary, each group's features, the course by round, the judge's check."""
+    m, rounds = result.meta, result.meta["rounds"]
+    parts = [f"People: {m['humans_described']}. Rounds: {rounds} per dialogue, aligned '{m['align']}'.",
+             "", READING, "", _md_table(SUMMARY_HEADERS, _summary_rows(result)), ""]
+    for key, g in result.features.groupby(["role_model", "strategy", "language"], sort=False):
+        parts += [f"### {_group_label(dict(zip(['role_model', 'strategy', 'language'], key)))}", "",
+                  _md_table(FEATURE_HEADERS, _feature_rows(g)), ""]
+    parts += ["### The course over the rounds", "",
+              _md_table(["Seeker", "Language", "Per round"] + [f"R{r}" for r in range(1, rounds + 1)],
+                        _course_rows(result, rounds)), ""]
+    if result.judge_check is not None:
+        parts += [f"### The distress judge ({m['judge']}) against ESConv's survey", "",
+                  _md_table(["Check", "n", "Spearman [95% CI]", "p", "Note"], _check_rows(result.judge_check)), ""]
+    return "\n".join(parts)
+
+
+def fidelity_card(result: FidelityResult, role_model: str | None = None) -> str:
+    """One role model's card (its pooled row when it played several strategies): the figure with
+    its interval and the floor, then a line per feature."""
+    s = result.summary[result.summary["n_features"] > 0]
+    if role_model is not None:
+        s = s[s["role_model"] == role_model]
+    if s.empty:
+        return f"No fidelity card: {result.summary['note'].iloc[0] if len(result.summary) else 'no group'}."
+    pooled = s[s["strategy"] == POOLED]
+    r = (pooled if not pooled.empty else s).iloc[0]
+    f = result.features[(result.features["role_model"] == r["role_model"]) & (result.features["strategy"] == r["strategy"])
+                        & (result.features["language"] == r["language"])]
+    head = (f"Seeker fidelity of {_group_label(r)}: {r['n_sim']} simulated vs {r['n_human']} human dialogues "
+            f"({Path(result.meta['humans']).name})\nFidelity {_ci(r['fidelity'], r['fidelity_lo'], r['fidelity_hi'])}: "
+            f"the mean KS over the features, 0 = indistinguishable from people, 1 = no overlap on any; two halves "
+            f"of the people: {_num(r['floor'])}")
+    return head + "\n\n" + _md_table(FEATURE_HEADERS, _feature_rows(f)) + "\n"
+
+
+def fidelity_data(result: FidelityResult) -> dict:
+    def rec(df):
+        return json.loads(df.to_json(orient="records")) if df is not None else None
+
+    return {"meta": result.meta, "summary": rec(result.summary), "features": rec(result.features),
+            "rounds": rec(result.rounds), "judge_check": rec(result.judge_check)}
+
+
+def write_fidelity(result: FidelityResult, out: str | Path) -> dict[str, str]:
+    """fidelity.md and fidelity.json in a folder or a storage URI."""
+    with OutputFolder(out) as folder:
+        files = {"markdown": folder / "fidelity.md", "json": folder / "fidelity.json"}
+        files["markdown"].write_text("# Is the simulated seeker like a person?\n\n" + fidelity_markdown(result),
+                                     encoding="utf-8")
+        files["json"].write_text(json.dumps(fidelity_data(result), indent=2, ensure_ascii=False, default=str),
+                                 encoding="utf-8")
+        return {k: str(v) for k, v in folder.finals(files).items()}
+
+
+def seeker_fidelity_section(result: FidelityResult) -> dict:
+    """The report's section (analysis/results/blocks.py blocks)."""
+    s = section("seeker_fidelity", "Is the simulated seeker like a person?")
+    m, rounds = result.meta, result.meta["rounds"]
+    s["blocks"].append(text(f"People: {m['humans_described']}. Rounds: {rounds} per dialogue, aligned "
+                            f"'{m['align']}'. {READING}"))
+    for _, r in result.summary.iterrows():
+        if r["note"]:
+            s["notices"].append(notice(f"{_group_label(r)}: {r['note']}.", "info"))
+    s["blocks"].append(table(SUMMARY_HEADERS, _summary_rows(result), {0, 1, 2, 7}, id="seeker_fidelity"))
+    for key, g in result.features.groupby(["role_model", "strategy", "language"], sort=False):
+        label = _group_label(dict(zip(["role_model", "strategy", "language"], key)))
+        s["blocks"].append(table(FEATURE_HEADERS, _feature_rows(g), {0, 8}, caption=f"{label} next to people"))
+    s["blocks"].append(table(["Seeker", "Language", "Per round"] + [f"R{r}" for r in range(1, rounds + 1)],
+                             _course_rows(result, rounds), {0, 1, 2}, caption="The course over the rounds"))
+    if result.judge_check is not None:
+        s["blocks"].append(table(["Check", "n", "Spearman [95% CI]", "p", "Note"], _check_rows(result.judge_check),
+                                 {0, 4}, caption=f"The distress judge ({m['judge']}) against ESConv's survey"))
+    s["data"] = fidelity_data(result)
+    return s
+
+
+
+def fidelity_report_section(dialogues: pd.DataFrame, humans: HumanSeekers, n_boot: int = 1000, seed: int = 0) -> dict:
+    """The report's section for `report --human-seekers`: the comparison, or a notice saying why there is none."""
+    try:
+        return seeker_fidelity_section(seeker_fidelity(dialogues, humans, n_boot=n_boot, seed=seed))
+    except AnalysisInputError as e:
+        s = section("seeker_fidelity", "Is the simulated seeker like a person?")
+        s["notices"].append(notice(f"No comparison with people: {e}.", "info"))
+        return s
