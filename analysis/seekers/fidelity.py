@@ -45,6 +45,7 @@ SHIFT_MIN = 0.2  # |shift| the whole interval must exceed for a direction to be 
 SPREAD_LOW, SPREAD_HIGH = 2 / 3, 3 / 2
 FLOOR_SPLITS = 20
 POOLED = "all"
+UNIFORM, WIDER = "too uniform across dialogues", "spread wider across dialogues than people"
 # feature -> (label, word when the simulator is higher, word when lower)
 FEATURE_INFO: dict[str, tuple[str, str, str]] = {
     "words_per_turn": ("Words per seeker turn", "too long", "too short"),
@@ -167,9 +168,9 @@ def _direction(feature: str, shift: tuple[float, float], spread: tuple[float, fl
     elif shift[1] < -SHIFT_MIN:
         words.append(down)
     if spread[1] < SPREAD_LOW:
-        words.append("too uniform across dialogues")
+        words.append(UNIFORM)
     elif spread[0] > SPREAD_HIGH:
-        words.append("spread wider across dialogues than people")
+        words.append(WIDER)
     return "; ".join(words) or "no clear difference"
 
 
@@ -235,8 +236,11 @@ def _compare_group(sim: pd.DataFrame, hum: pd.DataFrame, features: list[str], n_
         else:
             row.update(direction="n/a", note="no bootstrap (n_boot=0): no interval, no direction")
         rows.append(row)
-    named = [f"{r['direction']} ({FEATURE_INFO[r['feature']][0].lower()})" for r in rows
-             if r.get("direction") not in (None, "n/a", "no clear difference")]
+    said = [w for r in rows for w in str(r.get("direction", "")).split("; ")]
+    named = [w for w in said if w not in (UNIFORM, WIDER, "n/a", "no clear difference", "")]
+    for word in (UNIFORM, WIDER):  # the spread's words once, with how many features
+        if said.count(word):
+            named.append(f"{word} on {said.count(word)} feature{'s' if said.count(word) > 1 else ''}")
     fl = [r["ks_floor"] for r in rows if r.get("ks") is not None and np.isfinite(r["ks_floor"])]
     summary = {"n_sim": len(X), "n_human": len(Y), "n_features": len(dists),
                "fidelity": float(np.mean(dists)) if dists else float("nan"),
