@@ -275,13 +275,14 @@ def build_leaderboard_by(
     name = "category" if by == "category" else by
     if scores.empty:
         return pd.DataFrame(columns=[name, *leaderboard_columns()])
-    if column == "language":
-        keyed = scores.assign(**{name: scores["language"].fillna("unknown")})
-    else:
-        if column not in dialogues.columns:
-            raise AnalysisInputError(f"dialogue rows lack {column!r}: cannot split the leaderboard by {by}")
-        attr = dialogues.drop_duplicates("dialogue_id").set_index("dialogue_id")[column]
-        keyed = scores.assign(**{name: scores["dialogue_id"].map(attr).fillna("unknown")})
+    if column == "language":  # Table 2's rows are per language already: the same rows, one table per language
+        table = build_leaderboard(scores.assign(language=scores["language"].fillna("unknown")), groups=groups,
+                                  n_boot=n_boot, seed=seed, confidence=confidence)
+        return table[leaderboard_columns()]
+    if column not in dialogues.columns:
+        raise AnalysisInputError(f"dialogue rows lack {column!r}: cannot split the leaderboard by {by}")
+    attr = dialogues.drop_duplicates("dialogue_id").set_index("dialogue_id")[column]
+    keyed = scores.assign(**{name: scores["dialogue_id"].map(attr).fillna("unknown")})
     tables = [build_leaderboard(g.drop(columns=[name]), groups=groups, n_boot=n_boot, seed=seed, confidence=confidence)
               .assign(**{name: value}) for value, g in keyed.groupby(name, sort=True)]
     out = pd.concat(tables, ignore_index=True) if tables else pd.DataFrame(columns=leaderboard_columns())
@@ -296,7 +297,7 @@ def leaderboard_by_markdown(df: pd.DataFrame, by: str = "category") -> str:
     parts = []
     for value, g in df.groupby(name, sort=True):
         parts.append(f"### {name}: {value} ({int(g['n_dialogues'].sum())} dialogues)\n\n"
-                     + leaderboard_markdown(g.drop(columns=[name]).reset_index(drop=True)))
+                     + leaderboard_markdown((g if name == "language" else g.drop(columns=[name])).reset_index(drop=True)))
     return "\n".join(parts)
 
 

@@ -90,3 +90,23 @@ def test_cli_leaderboard_by_category(make_run, tmp_path):
     table = pd.read_csv(out["csv"])
     assert set(table["category"]) == {"Emotion", "Human", "Life"}
     assert "### category: Life (12 dialogues)" in (tmp_path / "out" / "leaderboard_by_category.md").read_text()
+
+
+def test_cli_leaderboard_by_language_gives_one_table_per_language(make_run, tmp_path):
+    """`--by language` failed with "score frame lacks columns ['language']" (the split dropped the column
+    every Table 2 row is keyed by)."""
+    dialogues, scores = [], []
+    for language, base in (("en", 3), ("zh", 1)):
+        for card in ("c1", "c2", "c3"):
+            did = f"m-{card}-{language}"
+            dialogues.append(dialogue_row(did, "model-a", card_id=card, language=language))
+            scores += score_rows(did, "model-a", [base] * 7, language=language)
+    run = make_run("run", dialogues=dialogues, scores=scores)
+    proc = subprocess.run([sys.executable, "-m", "esc_eval.cli", "leaderboard", str(run), "--by", "language",
+                           "--n-boot", "20", "-o", str(tmp_path / "out")], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    table = pd.read_csv(json.loads(proc.stdout)["csv"])
+    assert sorted(table["language"]) == ["en", "zh"] and list(table["n_dialogues"]) == [3, 3]
+    assert sorted(table["Average"]) == [25.0, 75.0]
+    md = (tmp_path / "out" / "leaderboard_by_language.md").read_text()
+    assert "### language: en (3 dialogues)" in md and "### language: zh (3 dialogues)" in md
