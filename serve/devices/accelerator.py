@@ -115,28 +115,14 @@ def torch_facts(probe_cuda: bool) -> TorchFacts:
 
 
 def _nvml_driver(nvml: Any = None) -> DriverFacts | None:
-    if nvml is None:
-        try:
-            import pynvml as nvml  # nvidia-ml-py; GPU images only
-        except ImportError:
-            return None
-    try:
-        nvml.nvmlInit()
-    except Exception:  # noqa: BLE001 - no driver this way
-        return None
-    try:
-        version = nvml.nvmlSystemGetDriverVersion()
-        version = version.decode() if isinstance(version, bytes) else str(version)
+    def read(nvml: Any) -> DriverFacts:
         cuda = None
         with contextlib.suppress(Exception):
             n = int(nvml.nvmlSystemGetCudaDriverVersion())  # 12040 -> "12.4"
             cuda = f"{n // 1000}.{(n % 1000) // 10}"
-        return DriverFacts(version, cuda, "nvml")
-    except Exception:  # noqa: BLE001 - let nvidia-smi try
-        return None
-    finally:
-        with contextlib.suppress(Exception):
-            nvml.nvmlShutdown()
+        return DriverFacts(gpu_detect._text(nvml.nvmlSystemGetDriverVersion()), cuda, "nvml")
+
+    return gpu_detect.nvml_query(read, nvml)
 
 
 def _smi_driver(run: Callable[..., Any]) -> DriverFacts | None:

@@ -16,7 +16,9 @@ import os
 import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, TypeVar
+
+T = TypeVar("T")
 
 # GPU memory by Ray's accelerator type (ray.util.accelerators); the smaller variant where a type has
 # two (A100 40/80 GB, V100 16/32 GB): give gpu_memory_gb for the larger.
@@ -81,8 +83,9 @@ def _text(x: Any) -> str:
     return x.decode(errors="replace") if isinstance(x, bytes) else str(x)
 
 
-def gpus_from_nvml(nvml: Any = None) -> list[Gpu] | None:
-    """The GPUs NVML lists (None: no pynvml, or NVML cannot start: no driver)."""
+def nvml_query(read: Callable[[Any], T], nvml: Any = None) -> T | None:
+    """read(nvml) between nvmlInit and nvmlShutdown. None when pynvml is missing, NVML cannot start
+    (NVMLError_LibraryNotFound / DriverNotLoaded: no driver this way) or the read fails (let nvidia-smi try)."""
     if nvml is None:
         try:
             import pynvml as nvml  # nvidia-ml-py; GPU images only
@@ -90,20 +93,28 @@ def gpus_from_nvml(nvml: Any = None) -> list[Gpu] | None:
             return None
     try:
         nvml.nvmlInit()
-    except Exception:  # noqa: BLE001 - NVMLError_LibraryNotFound / DriverNotLoaded: no GPU this way
+    except Exception:  # noqa: BLE001 - no driver this way
         return None
     try:
+        return read(nvml)
+    except Exception:  # noqa: BLE001 - something NVML cannot read
+        return None
+    finally:
+        with contextlib.suppress(Exception):
+            nvml.nvmlShutdown()
+
+
+def gpus_from_nvml(nvml: Any = None) -> list[Gpu] | None:
+    """The GPUs NVML lists (None: no pynvml, or NVML cannot start: no driver)."""
+    def read(nvml: Any) -> list[Gpu]:
         out = []
         for i in range(int(nvml.nvmlDeviceGetCount())):
             h = nvml.nvmlDeviceGetHandleByIndex(i)
             total = nvml.nvmlDeviceGetMemoryInfo(h).total
             out.append(Gpu(i, _text(nvml.nvmlDeviceGetUUID(h)), _text(nvml.nvmlDeviceGetName(h)), round(total / 1e9, 1)))
         return out
-    except Exception:  # noqa: BLE001 - a GPU NVML cannot read: let nvidia-smi try
-        return None
-    finally:
-        with contextlib.suppress(Exception):
-            nvml.nvmlShutdown()
+
+    return nvml_query(read, nvml)
 
 
 def gpus_from_nvidia_smi(run: Callable[..., Any] = subprocess.run) -> list[Gpu] | None:

@@ -19,7 +19,6 @@ from typing import Any, Callable, Iterable, Iterator, Literal
 
 from pydantic import Field
 
-from esc_eval.serve.calls.limits import BudgetExceededError
 from esc_eval.serve.chat.interface import RunStopError
 from esc_eval.serve.config import ConfigModel
 from esc_eval.serve.registry.entry import TokenPrice
@@ -29,7 +28,7 @@ from esc_eval.sim.jobs.scoring import judge_plan_for
 from esc_eval.sim.judging.config import JudgeConfig
 from esc_eval.sim.judging.distress import DEFAULT_CONTEXT, distress_messages
 from esc_eval.sim.judging.distress_turns import distress_dimension, distress_turn, seeker_runs
-from esc_eval.sim.judging.judge_plan import JudgePlan, read_answer
+from esc_eval.sim.judging.judge_plan import JudgePlan, ask_judge
 from esc_eval.sim.pool.calls import CallSettings, PlannedModel, check_calls, prepare_calls
 from esc_eval.sim.pool.capacity import Demand, estimate_tokens
 from esc_eval.sim.pool.config import ExecutionConfig
@@ -73,19 +72,8 @@ async def rate_turns(turns: list[dict[str, Any]], language: str, seeker_turns: l
         row: dict[str, Any] = {"dimension": distress_dimension(k), "score": None, "probs": None, "expected": None,
                                "raw": None, "parse_status": "error", "method": plan.method, "parser": cfg.parser,
                                "error": None, "prompt_tokens": None, "latency_s": None}
-        started = time.perf_counter()
-        try:
-            result = await model.chat(distress_messages(turns, k, language, cfg.context), plan.params or cfg.judge.params)
-        except BudgetExceededError:
-            return None
-        except RunStopError:
-            raise  # the run's failure (the judge's engine is gone), not this turn's
-        except Exception as e:  # noqa: BLE001 - recorded as data
-            row.update(error=f"{type(e).__name__}: {e}", latency_s=time.perf_counter() - started)
-            return row
-        row.update(raw=result.text, prompt_tokens=result.prompt_tokens, latency_s=result.latency_s)
-        row.update(read_answer(result, plan, cfg.parser))
-        return row
+        return await ask_judge(model, distress_messages(turns, k, language, cfg.context), plan.params or cfg.judge.params,
+                               plan, cfg.parser, row)
 
     return [r for r in await asyncio.gather(*(one(k) for k in seeker_turns)) if r is not None]
 

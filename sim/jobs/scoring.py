@@ -20,12 +20,11 @@ from typing import Any, Callable, Iterator
 
 from esc_eval.serve.chat.interface import ChatMessage, RunStopError, backend_capabilities
 from esc_eval.serve.devices.cpu import execution_runtime
-from esc_eval.serve.calls.limits import BudgetExceededError
 from esc_eval.serve.registry.entry import default_adapter
 from esc_eval.serve.registry.registry import default_registry, is_spec, resolve
 from esc_eval.sim.jobs.config import ScoringConfig
 from esc_eval.sim.judging.config import JudgeConfig
-from esc_eval.sim.judging.judge_plan import JudgePlan, default_plan, plan_judge, read_answer
+from esc_eval.sim.judging.judge_plan import JudgePlan, ask_judge, default_plan, plan_judge
 from esc_eval.sim.judging.judges import select_adapter
 from esc_eval.sim.judging.prompts import judge_messages
 from esc_eval.sim.pool.calls import CallSettings, PlannedModel, check_calls, prepare_calls
@@ -71,20 +70,8 @@ async def score_dialogue(turns: list[tuple[str, str]], language: str, judge_cfg:
                                "parse_status": "error", "method": plan.method, "parser": judge_cfg.parser,
                                "error": None, "prompt_tokens": None, "latency_s": None, "adapter": adapter,
                                "probs_status": None}
-        params = plan.params or judge_cfg.model.params
-        started = time.perf_counter()
-        try:
-            result = await model.chat(messages, params, adapter=adapter)
-        except BudgetExceededError:
-            return None
-        except RunStopError:
-            raise  # the run's failure (the judge's engine is gone), not this dimension's: no row
-        except Exception as e:  # noqa: BLE001 - recorded as data
-            row.update(error=f"{type(e).__name__}: {e}", latency_s=time.perf_counter() - started)
-            return row
-        row.update(raw=result.text, prompt_tokens=result.prompt_tokens, latency_s=result.latency_s)
-        row.update(read_answer(result, plan, judge_cfg.parser))
-        return row
+        return await ask_judge(model, messages, plan.params or judge_cfg.model.params, plan, judge_cfg.parser, row,
+                               adapter=adapter)
 
     if judge_cfg.prompt_order != "dialogue_first" or len(dims) < 2:
         return [r for r in await asyncio.gather(*(one(d) for d in dims)) if r is not None]

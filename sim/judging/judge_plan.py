@@ -15,11 +15,13 @@ how they get there:
 """
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 
 from typing import Any
 
-from esc_eval.serve.chat.interface import Capabilities, ChatResult, GenerationParams
+from esc_eval.serve.calls.limits import BudgetExceededError
+from esc_eval.serve.chat.interface import Capabilities, ChatMessage, ChatResult, GenerationParams, RunStopError
 from esc_eval.sim.judging.config import JudgeConfig
 from esc_eval.sim.judging.score_parser import LABELS, distribution, parse_score
 
@@ -102,3 +104,24 @@ def read_answer(result: ChatResult, plan: JudgePlan, parser: str) -> dict[str, A
     # label seen; the vector keeps NaN where a label is missing.
     probs = [p if lab in present else float("nan") for lab, p in zip(LABELS, probs)]
     return {"score": best, "probs": probs, "expected": None, "parse_status": "ok", "probs_status": "partial"}
+
+
+async def ask_judge(model: Any, messages: list[ChatMessage], params: GenerationParams, plan: JudgePlan, parser: str,
+                    row: dict[str, Any], adapter: str | None = None) -> dict[str, Any] | None:
+    """One judge call for one label, recorded into `row`: the answer, its tokens and latency and
+    read_answer's fields, or the error as data (never a score). None when the spend cap refused the
+    call (no failure: a resume asks again); the run's failure (RunStopError: the judge's engine is
+    gone) propagates. Shared by scoring (one call per dimension) and the seeker's distress (per turn)."""
+    started = time.perf_counter()
+    try:
+        result = await model.chat(messages, params, adapter=adapter)
+    except BudgetExceededError:
+        return None
+    except RunStopError:
+        raise
+    except Exception as e:  # noqa: BLE001 - recorded as data
+        row.update(error=f"{type(e).__name__}: {e}", latency_s=time.perf_counter() - started)
+        return row
+    row.update(raw=result.text, prompt_tokens=result.prompt_tokens, latency_s=result.latency_s)
+    row.update(read_answer(result, plan, parser))
+    return row
