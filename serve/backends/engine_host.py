@@ -224,8 +224,14 @@ _HOSTS: dict[tuple, _EngineHost] = {}
 _HOSTS_LOCK = threading.Lock()
 
 
+# Read by a CPU engine's core process when it is spawned: engines started under different values are
+# different engines (bench score probes the reference's binding on one engine each).
+SPAWN_ENV = ("VLLM_CPU_OMP_THREADS_BIND",)
+
+
 def _host_for(model_path: str, adapters: dict[str, str], engine_kwargs: dict[str, Any]) -> _EngineHost:
-    key = (model_path, tuple(sorted(adapters.items())), tuple(sorted((k, repr(v)) for k, v in engine_kwargs.items())))
+    key = (model_path, tuple(sorted(adapters.items())), tuple(sorted((k, repr(v)) for k, v in engine_kwargs.items())),
+           tuple(os.environ.get(name) for name in SPAWN_ENV))
     with _HOSTS_LOCK:
         host = _HOSTS.get(key)
         if host is None:

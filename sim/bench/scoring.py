@@ -308,8 +308,9 @@ def _compare(rows, judge: JudgeConfig, model: str, dtype: str, k: int, max_new_t
                                     rubric=judge.rubric, rendering=judge.rendering, order=judge.prompt_order)
     bind_name, probes = _fastest_reference_binding(Counting, model, dtype, probe_messages, max_new_tokens)
     out["reference_binding"] = {"chosen": bind_name, "probes": probes}
-    # the probe's winning engine, still running (keyed by its kwargs): distinct from ours_model's
-    ref_model = Counting(model, enable_prefix_caching=False, dtype=dtype)
+    # the probe's winning engine, still running (keyed by its kwargs and binding): distinct from ours_model's
+    with _thread_bind(_reference_bindings()[bind_name]):
+        ref_model = Counting(model, enable_prefix_caching=False, dtype=dtype)
     ref_start = probes[bind_name]["engine_start_s"]
     ours_model = Counting(model, dtype=dtype)  # default engine kwargs: prefix caching on, vLLM's default binding
     out["engine_start_s"] = {"ours_one_engine": round(_start(ours_model), 1), "reference": round(ref_start, 1)}

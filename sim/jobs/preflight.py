@@ -9,7 +9,8 @@ when scoring follows) is
   then its config resolved by vLLM with the engine arguments it would start with
   (serve/engines/preflight.py: architecture, max_model_len, dtype; no weights read);
 - an API model: its backend's own preflight (a key, a provider: serve/chat/interface.py backend_preflight);
-and all problems are raised together (PreflightError: one line per model, naming it).
+and all problems are raised together (PreflightError: one line per model, naming it). Bad input (an
+unknown name, an unset key) is answered without asking vLLM: its import takes seconds.
 The jobs call `preflight_run` at their start (sim/jobs/placed.py before the plan, run_simulation and
 run_scoring before anything is written); vLLM is not asked twice about a model in one process.
 `model_uses` says which models a simulation and a scoring config name and what each is used for.
@@ -57,33 +58,40 @@ class BadInput(str):
     """A problem of the config's input (an unknown name, an unset key), not of a model that would not start."""
 
 
-def model_problem(model: str, options: dict[str, Any], *, here: bool = True) -> str | None:
-    """Why `model` (a registry name or spec, with the config's options) would not start, or None (a
-    BadInput for what was bad input before this check existed). `here`: its engines run on this
-    machine (its local folders must be here)."""
+def _input_problem(model: str, options: dict[str, Any], *, here: bool) -> tuple[str | None, tuple[str, dict] | None]:
+    """(why `model` would not start as far as the registry, its backend and its folder tell, or None;
+    the (path, options) to ask vLLM about when that is still open)."""
     try:
         spec, implied = resolve(model)
     except ValueError as e:  # an unknown name, a registry error, a missing adapter folder
-        return BadInput(e)
+        return BadInput(e), None
     options = {**implied, **options}
     backend, _, rest = spec.partition("/")
     if is_api_spec(spec):
         try:
             backend_preflight(spec, **options)
         except ValueError as e:
-            return BadInput(e)
-        return None
+            return BadInput(e), None
+        return None, None
     if backend != "vllm":
-        return None  # fake/ and serve/ models: nothing to start here
+        return None, None  # fake/ and serve/ models: nothing to start here
     path, local = _weights_path(rest)
     if local:
         if not here and not Path(path).expanduser().exists():
-            return None  # a folder on the cluster's nodes only: their engines find it (or say so) at start
+            return None, None  # a folder on the cluster's nodes only: their engines find it (or say so) at start
         problem = folder_problem(path)
         if problem:
-            return problem
+            return problem, None
         path = str(Path(path).expanduser())
-    return vllm_config_problem(path, options)
+    return None, (path, options)
+
+
+def model_problem(model: str, options: dict[str, Any], *, here: bool = True) -> str | None:
+    """Why `model` (a registry name or spec, with the config's options) would not start, or None (a
+    BadInput for what was bad input before this check existed). `here`: its engines run on this
+    machine (its local folders must be here)."""
+    problem, ask = _input_problem(model, options, here=here)
+    return vllm_config_problem(*ask) if ask else problem
 
 
 def preflight_problems(uses: Iterable[ModelUse], *, here: bool = True) -> list[str]:
@@ -96,10 +104,15 @@ def preflight_problems(uses: Iterable[ModelUse], *, here: bool = True) -> list[s
         if u.use not in seen[key]:
             seen[key].append(u.use)
         first.setdefault(key, u)
+    found = {key: _input_problem(u.model, dict(u.options), here=here) for key, u in first.items()}
+    # Bad input (an unknown name, an unset key) is answered at once, without asking vLLM: its import takes
+    # seconds. Otherwise every problem is listed, the folders' and vLLM's together.
+    if not any(isinstance(problem, BadInput) for problem, _ in found.values()):
+        found = {key: (vllm_config_problem(*ask) if ask else problem, None) for key, (problem, ask) in found.items()}
     out = []
-    for key, u in first.items():
-        problem = model_problem(u.model, dict(u.options), here=here)
+    for key, (problem, _) in found.items():
         if problem:
+            u = first[key]
             line = f"model {u.model} ({', '.join(seen[key])}): {problem}"
             out.append(BadInput(line) if isinstance(problem, BadInput) else line)
     return out

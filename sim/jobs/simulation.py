@@ -17,7 +17,6 @@ from esc_eval.serve.chat.interface import ChatModelError, RunStopError
 from esc_eval.serve.devices.cpu import execution_runtime
 from esc_eval.serve.calls.limits import BudgetExceededError
 from esc_eval.serve.registry.ref import ModelRef
-from esc_eval.serve.registry.registry import resolve
 from esc_eval.sim.cards.card import RoleCard
 from esc_eval.sim.dialogue.dialogue import DialogueSetup, Participant, Turn, run_dialogue
 from esc_eval.sim.dialogue.generation import effective_adapter, effective_params, samples
@@ -26,8 +25,8 @@ from esc_eval.sim.dialogue.spoiled import card_content, spoiled_columns
 from esc_eval.sim.dialogue.targets import configured_system_prompt, target_name, target_system
 from esc_eval.sim.jobs.config import SimulationConfig
 from esc_eval.sim.jobs.fingerprint import check_resume, fingerprint, simulation_inputs
-from esc_eval.sim.jobs.simulation_items import (check_seeds, count_items, dialogue_demand, iter_items, planned_models,
-                                                select_cards)
+from esc_eval.sim.jobs.simulation_items import (check_seeds, chosen_cards, count_items, dialogue_demand, iter_items,
+                                                planned_models)
 from esc_eval.sim.pool.calls import CallSettings, check_calls, prepare_calls
 from esc_eval.sim.pool.capacity import Demand
 from esc_eval.sim.pool.outcome import JobOutcome, run_stopped
@@ -245,14 +244,9 @@ def run_simulation(cfg: SimulationConfig, run_dir: str | Path,
     """Run (or resume) a simulation into `run_dir`. Returns the stats written to the manifest."""
     from esc_eval.sim.jobs.preflight import preflight_run
 
-    preflight_run(cfg)  # every model (role, each target) would start: all problems at once, nothing written
-    for ref in [cfg.role, *cfg.targets]:
-        # An unknown model or a missing adapter folder fails here, before any worker or engine starts.
-        resolve(ref.model)
     check_seeds(cfg)
-    cards = select_cards(cfg)
-    if not cards:
-        raise ValueError(f"no role cards selected from {cfg.cards!r} (check languages / card_ids / limit)")
+    cards = chosen_cards(cfg)  # a bad card file is one line at once, before vLLM is imported to ask about the models
+    preflight_run(cfg)  # every model (role, each target) would start: all problems at once, nothing written
     check_calls(planned_models(cfg, cards), cfg.execution, cfg.prices)  # keys, providers, limits, prices: before anything
     systems = {target_name(t): configured_system_prompt(t) for t in cfg.targets}
     inputs = simulation_inputs(cfg, systems)

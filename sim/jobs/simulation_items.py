@@ -40,6 +40,14 @@ def select_cards(cfg: SimulationConfig) -> list[RoleCard]:
     return cards
 
 
+def chosen_cards(cfg: SimulationConfig) -> list[RoleCard]:
+    """`select_cards`, refusing a selection with no card (ValueError, one line)."""
+    cards = select_cards(cfg)
+    if not cards:
+        raise ValueError(f"no role cards selected from {cfg.cards!r} (check languages / card_ids / limit)")
+    return cards
+
+
 def targets_side_by_side(cfg: SimulationConfig) -> bool:
     """Whether the run's plan put its vLLM targets in Serve deployments that are all up at once
     (ESC_EVAL_PLACEMENT in the execution's environment), rather than in the workers' engines."""

@@ -41,3 +41,25 @@ def test_host_shutdown_drains_the_engine_tasks_and_closes_its_loop():
     with pytest.raises(ChatModelError, match="shut down"):
         host.ensure_started()
     host.shutdown()  # idempotent
+
+
+def test_engines_under_different_cpu_bindings_are_different_engines(monkeypatch):
+    """A CPU engine's core process reads VLLM_CPU_OMP_THREADS_BIND when spawned: a model asked for under
+    another binding gets its own engine (bench score's probes once timed one engine twice)."""
+    import esc_eval.serve.backends.engine_host as eh
+
+    made = []
+
+    class Host:
+        def __init__(self, *args):
+            self.users = 0
+            made.append(self)
+
+    monkeypatch.setattr(eh, "_HOSTS", {})
+    monkeypatch.setattr(eh, "_EngineHost", Host)
+    monkeypatch.delenv("VLLM_CPU_OMP_THREADS_BIND", raising=False)
+    default = eh._host_for("/m", {}, {"dtype": "float32"})
+    assert eh._host_for("/m", {}, {"dtype": "float32"}) is default and default.users == 2  # same settings: shared
+    monkeypatch.setenv("VLLM_CPU_OMP_THREADS_BIND", "0-1")
+    bound = eh._host_for("/m", {}, {"dtype": "float32"})
+    assert bound is not default and eh._host_for("/m", {}, {"dtype": "float32"}) is bound and len(made) == 2

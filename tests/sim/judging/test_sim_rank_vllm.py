@@ -89,7 +89,8 @@ async def test_digit_probabilities_sum_to_one_and_argmax_is_the_greedy_answer(sh
             assert f.text.strip() == str(argmax)
 
 
-def test_bench_score_runs_on_one_short_dialogue(embedded_model, tmp_path):
+def test_bench_score_runs_on_one_short_dialogue(embedded_model, tmp_path, monkeypatch):
+    import esc_eval.sim.bench.scoring as scoring
     from esc_eval.sim.bench.scoring import bench_score
     from esc_eval.sim.jobs.config import SimulationConfig
     from esc_eval.sim.jobs.simulation import run_simulation
@@ -102,6 +103,7 @@ def test_bench_score_runs_on_one_short_dialogue(embedded_model, tmp_path):
     from esc_eval.serve.backends.vllm_engine import engines_started_here
 
     out = tmp_path / "bench.json"
+    monkeypatch.setattr(scoring, "PHASE_PAUSE_S", 0)  # the pauses between phases steady timings, not the path
     with engines_started_here():  # the bench's own engines must not idle beside later tests' engines
         result = bench_score(dialogues=1, out=out, source=tmp_path / "run", reference_dialogues=1, max_new_tokens=8,
                              model="embedded", workers=1)
@@ -119,6 +121,8 @@ def test_bench_score_runs_on_one_short_dialogue(embedded_model, tmp_path):
     assert len(tokens) == 1 and tokens.pop() > 7 * 300
     binding = result["reference_binding"]
     assert binding["chosen"] in binding["probes"] and all(p["decoded_tokens"] >= 1 for p in binding["probes"].values())
+    # each binding timed on an engine of its own (a second probe once reused the first's: started in 0.0 s)
+    assert all(p["engine_start_s"] >= 1 for p in binding["probes"].values()), binding
     assert phases["batched_no_cache"]["cached_prompt_tokens"] == 0 and phases["prefill_reference"]["cached_prompt_tokens"] == 0
     assert 1 <= phases["reference"]["decoded_tokens_mean"] <= 8
     assert result["speedup_vs_reference"] > 0 and result["speedup_vs_prefill_reference"] > 0
