@@ -202,6 +202,9 @@ def run_bench(dialogues: int = 4, source: Path | None = None, reference_dialogue
 
     if dialogues < 1:
         raise ValueError("--dialogues must be at least 1")
+    # in-process engines left at their default ("auto") resolve it to this same dtype; asked without it they
+    # share an engine already running in this process with the same settings (one start fewer)
+    engine_dtype = None if dtype in (None, "auto") else resolve_dtype(dtype)
     dtype = resolve_dtype(dtype)  # once: every engine of every phase loads the same dtype
     rows, src = load_bench_dialogues(dialogues, source)
     n = len(rows)
@@ -229,7 +232,7 @@ def run_bench(dialogues: int = 4, source: Path | None = None, reference_dialogue
         out["prefill_tokens_per_dialogue"] = out["prefill"][judge.prompt_order]["uncached_prefill_tokens_per_dialogue"]
         return out
     out["mode"] = "compare"
-    out.update(_compare(rows, judge, model, dtype, k, max_new_tokens, workers))
+    out.update(_compare(rows, judge, model, dtype, k, max_new_tokens, workers, engine_dtype))
     return out
 
 
@@ -254,7 +257,11 @@ async def _probe_call(model, messages: list[ChatMessage], max_new_tokens: int) -
     return {"wall_s": round(time.perf_counter() - started, 3), "decoded_tokens": res.completion_tokens}
 
 
-def _fastest_reference_binding(Counting, model: str, dtype: str, messages: list[ChatMessage],
+def _dtype_kwargs(dtype: str | None) -> dict[str, str]:
+    return {"dtype": dtype} if dtype else {}
+
+
+def _fastest_reference_binding(Counting, model: str, dtype: str | None, messages: list[ChatMessage],
                                max_new_tokens: int) -> tuple[str, dict[str, Any]]:
     """The reference gets the machine the way it runs fastest: one generating call (the median
     dialogue's first dimension, greedy to EOS) timed on an engine under each thread binding. The
@@ -266,7 +273,7 @@ def _fastest_reference_binding(Counting, model: str, dtype: str, messages: list[
     best: tuple[str, Any] | None = None
     for name, value in _reference_bindings().items():
         with _thread_bind(value):
-            m = Counting(model, enable_prefix_caching=False, dtype=dtype)
+            m = Counting(model, enable_prefix_caching=False, **_dtype_kwargs(dtype))
             try:
                 start_s = _start(m)
                 probes[name] = {"VLLM_CPU_OMP_THREADS_BIND": value or "(unset: vLLM's default)",
@@ -288,7 +295,7 @@ def _fastest_reference_binding(Counting, model: str, dtype: str, messages: list[
 
 
 def _compare(rows, judge: JudgeConfig, model: str, dtype: str, k: int, max_new_tokens: int,
-             workers: int) -> dict[str, Any]:
+             workers: int, engine_dtype: str | None = None) -> dict[str, Any]:
     """Compare mode: ours as `esc-eval score` runs it (the Ray pool, one engine per core) and on
     one in-process engine, against the score.py loop on one engine bound the way it runs fastest."""
     import ray
@@ -306,13 +313,13 @@ def _compare(rows, judge: JudgeConfig, model: str, dtype: str, k: int, max_new_t
     median_first = _median_subset(rows, 1, [sum(len(t["text"]) for t in r["turns"]) for r in rows])[0]
     probe_messages = judge_messages(judge.dimensions[0], _turns(rows[median_first]), rows[median_first]["language"],
                                     rubric=judge.rubric, rendering=judge.rendering, order=judge.prompt_order)
-    bind_name, probes = _fastest_reference_binding(Counting, model, dtype, probe_messages, max_new_tokens)
+    bind_name, probes = _fastest_reference_binding(Counting, model, engine_dtype, probe_messages, max_new_tokens)
     out["reference_binding"] = {"chosen": bind_name, "probes": probes}
     # the probe's winning engine, still running (keyed by its kwargs and binding): distinct from ours_model's
     with _thread_bind(_reference_bindings()[bind_name]):
-        ref_model = Counting(model, enable_prefix_caching=False, dtype=dtype)
+        ref_model = Counting(model, enable_prefix_caching=False, **_dtype_kwargs(engine_dtype))
     ref_start = probes[bind_name]["engine_start_s"]
-    ours_model = Counting(model, dtype=dtype)  # default engine kwargs: prefix caching on, vLLM's default binding
+    ours_model = Counting(model, **_dtype_kwargs(engine_dtype))  # default engine kwargs: prefix caching on, vLLM's default binding
     out["engine_start_s"] = {"ours_one_engine": round(_start(ours_model), 1), "reference": round(ref_start, 1)}
 
     async def main() -> None:
