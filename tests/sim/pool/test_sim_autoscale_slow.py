@@ -25,12 +25,13 @@ ray = pytest.importorskip("ray")
 serve = pytest.importorskip("ray.serve")
 
 MEASURE = os.environ.get("ESC_EVAL_MEASUREMENTS_AUTOSCALE", "/tmp/esc-eval-autoscale-measurements.json")
-DIALOGUES, ROUNDS, MAX_TOKENS = 20, 7, 32
-# A replica's start is the engine's, beside the load on 2 cores: 42-59 s seen. When the run's load ends while the
-# second replica is still starting (an AMX Xeon: 57 s start, 61 s load at 7 rounds; an AVX-512 EPYC: 59 s start,
-# 63 s load), short runs keep it on until the replica serves, at most this long after the load began. 7 rounds,
-# not 10: on a slower CPU the longer run's load outlasted the replica's start by a minute, all of it test time.
-MORE_ROUNDS, MORE_LOAD_S = 3, 240
+DIALOGUES, ROUNDS, MAX_TOKENS = 20, 6, 32
+# A replica's start is the engine's, beside the load on 2 cores: 42-59 s seen, longer than the 6-round run's load
+# (36 s at 5 rounds on the AVX-512 EPYC). While the second replica is still starting, short runs keep the load on
+# until it serves, at most this long after the load began (a longer main run would only add load time on slower
+# CPUs). Their gaps (a new worker, 2-4 s) must not read as the load's end: DOWNSCALE_S is longer (at 2 s, Serve
+# dropped the starting replica in each gap and started it again: 11 short runs, never up, at 7 rounds there).
+MORE_ROUNDS, MORE_LOAD_S, DOWNSCALE_S = 3, 240, 10
 
 
 class ReplicaWatch(threading.Thread):
@@ -107,9 +108,9 @@ def test_second_replica_starts_under_load_and_goes_after(tmp_path):
         models={"vllm/embedded": dict(
             min_replicas=1, max_replicas=2, replica_cpus=0.5, max_num_seqs=32, max_ongoing_requests=64,
             # as short as Serve allows while still reading a load, not a blip: scale on 2 ongoing requests
-            # per replica averaged over 1.5 s, reported every 0.5 s; up at once, down after 2 s of low load
+            # per replica averaged over 1.5 s, reported every 0.5 s; up at once, down after DOWNSCALE_S of low load
             target_ongoing_requests=2, look_back_period_s=1.5, metrics_interval_s=0.5, upscale_delay_s=0,
-            downscale_delay_s=2)})
+            downscale_delay_s=DOWNSCALE_S)})
     ex = ExecutionConfig(workers=1, num_cpus_per_worker=0.25, concurrency=DIALOGUES, chunk_size=DIALOGUES,
                          max_attempts=1, turn_checkpoints=False, env={"VLLM_CPU_KVCACHE_SPACE": "1"},
                          placement=placement)
