@@ -18,6 +18,7 @@ from esc_eval.sim.jobs.scoring import expected_seq_tokens as scoring_seq_tokens
 from esc_eval.sim.jobs.simulation_items import chosen_cards
 from esc_eval.sim.jobs.simulation_items import expected_seq_tokens as simulation_seq_tokens
 from esc_eval.sim.pool.placement import placed
+from esc_eval.sim.runs.storage import LocalStorage, is_uri
 
 log = logging.getLogger("esc_eval.placement")
 
@@ -26,6 +27,8 @@ log = logging.getLogger("esc_eval.placement")
 def placed_simulation(cfg: SimulationConfig, run_dir: str | None = None,
                       say: Callable[[str], None] = log.info) -> Iterator[SimulationConfig]:
     chosen_cards(cfg)  # a bad card file: one line at once (asking vLLM about the models imports it, seconds)
+    if run_dir is not None and not is_uri(str(run_dir)):  # a store's own check writes: it runs before the first row
+        LocalStorage(run_dir).refuse_unwritable()  # likewise an output folder under a file, or read-only
     preflight_run(cfg)  # every model checked before the plan deploys or starts any of them
     with placed(cfg.execution, model_uses(cfg), run_dir=run_dir, job="simulation", say=say,
                 seq_tokens=lambda: simulation_seq_tokens(cfg)) as (ex, _plan):

@@ -219,6 +219,14 @@ class LocalStorage(RunStorage):
     def is_folder(self) -> bool:
         return self.root.is_dir()
 
+    def refuse_unwritable(self) -> None:
+        """What check_writable would find, found without creating or writing anything."""
+        existing = next(p for p in (self.root, *self.root.parents) if p.exists())  # "/" exists
+        if not existing.is_dir():
+            raise RunFolderError(f"output folder {self.root} is not writable: {existing} is a file, not a folder")
+        if not os.access(existing, os.W_OK | os.X_OK):
+            raise RunFolderError(f"output folder {self.root} is not writable: permission denied on {existing}")
+
     def check_writable(self) -> None:
         try:
             self.root.mkdir(parents=True, exist_ok=True)

@@ -119,3 +119,27 @@ def test_a_typo_in_a_models_name_is_answered_without_importing_vllm(tmp_path):
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.split() == ["1", "model", "no-such-model", "(target)", "False"]
+
+
+def test_an_output_folder_under_a_file_is_refused_before_the_models_are_checked(monkeypatch, tmp_path):
+    """Like a typo, an output folder that cannot be made is answered before vLLM is asked (and nothing
+    is created: the check writes nothing)."""
+    import esc_eval.sim.jobs.placed as placed_mod
+    from esc_eval.serve.registry.ref import ModelRef
+    from esc_eval.sim.jobs.config import SimulationConfig
+    from esc_eval.sim.runs.storage import RunFolderError
+
+    monkeypatch.setattr(placed_mod, "preflight_run", lambda *a, **k: pytest.fail("the models were checked first"))
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    cfg = SimulationConfig(limit=1, role=ModelRef(model="fake/seeker"), targets=[ModelRef(model="fake/echo")])
+    with pytest.raises(RunFolderError, match=f"output folder {blocker / 'run' / 'x'} is not writable: {blocker} is a file"):
+        with placed_mod.placed_simulation(cfg, str(blocker / "run" / "x")):
+            pass
+    readonly = tmp_path / "ro"
+    readonly.mkdir()
+    monkeypatch.setattr("os.access", lambda path, mode: str(path) != str(readonly))  # as for a user who is not root
+    with pytest.raises(RunFolderError, match="permission denied on"):
+        with placed_mod.placed_simulation(cfg, str(readonly / "run")):
+            pass
+    assert list(tmp_path.iterdir()) == [blocker, readonly] and not any(readonly.iterdir())
