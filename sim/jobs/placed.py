@@ -15,10 +15,9 @@ from typing import Callable, Iterator
 from esc_eval.sim.jobs.config import ScoringConfig, SimulationConfig
 from esc_eval.sim.jobs.preflight import model_uses, preflight_run
 from esc_eval.sim.jobs.scoring import expected_seq_tokens as scoring_seq_tokens
-from esc_eval.sim.jobs.simulation_items import chosen_cards
+from esc_eval.sim.jobs.simulation_items import checked_inputs
 from esc_eval.sim.jobs.simulation_items import expected_seq_tokens as simulation_seq_tokens
 from esc_eval.sim.pool.placement import placed
-from esc_eval.sim.runs.storage import LocalStorage, is_uri
 
 log = logging.getLogger("esc_eval.placement")
 
@@ -26,9 +25,7 @@ log = logging.getLogger("esc_eval.placement")
 @contextlib.contextmanager
 def placed_simulation(cfg: SimulationConfig, run_dir: str | None = None,
                       say: Callable[[str], None] = log.info) -> Iterator[SimulationConfig]:
-    chosen_cards(cfg)  # a bad card file: one line at once (asking vLLM about the models imports it, seconds)
-    if run_dir is not None and not is_uri(str(run_dir)):  # a store's own check writes: it runs before the first row
-        LocalStorage(run_dir).refuse_unwritable()  # likewise an output folder under a file, or read-only
+    checked_inputs(cfg, run_dir)  # a bad card file or output folder: one line at once, before the models
     preflight_run(cfg)  # every model checked before the plan deploys or starts any of them
     with placed(cfg.execution, model_uses(cfg), run_dir=run_dir, job="simulation", say=say,
                 seq_tokens=lambda: simulation_seq_tokens(cfg)) as (ex, _plan):

@@ -25,7 +25,7 @@ from esc_eval.sim.dialogue.spoiled import card_content, spoiled_columns
 from esc_eval.sim.dialogue.targets import configured_system_prompt, target_name, target_system
 from esc_eval.sim.jobs.config import SimulationConfig
 from esc_eval.sim.jobs.fingerprint import check_resume, fingerprint, simulation_inputs
-from esc_eval.sim.jobs.simulation_items import (check_seeds, chosen_cards, count_items, dialogue_demand, iter_items,
+from esc_eval.sim.jobs.simulation_items import (checked_inputs, count_items, dialogue_demand, iter_items,
                                                 planned_models)
 from esc_eval.sim.pool.calls import CallSettings, check_calls, prepare_calls
 from esc_eval.sim.pool.capacity import Demand
@@ -244,8 +244,7 @@ def run_simulation(cfg: SimulationConfig, run_dir: str | Path,
     """Run (or resume) a simulation into `run_dir`. Returns the stats written to the manifest."""
     from esc_eval.sim.jobs.preflight import preflight_run
 
-    check_seeds(cfg)
-    cards = chosen_cards(cfg)  # a bad card file is one line at once, before vLLM is imported to ask about the models
+    cards = checked_inputs(cfg, run_dir)  # the seeds, cards and output folder: one line at once, before the models
     preflight_run(cfg)  # every model (role, each target) would start: all problems at once, nothing written
     check_calls(planned_models(cfg, cards), cfg.execution, cfg.prices)  # keys, providers, limits, prices: before anything
     systems = {target_name(t): configured_system_prompt(t) for t in cfg.targets}

@@ -13,6 +13,7 @@ calls (really a dialogue holds one sequence on one engine at a time).
 from __future__ import annotations
 
 import math
+import os
 from typing import Any, Iterator
 
 from esc_eval.serve.chat.interface import ChatMessage
@@ -26,6 +27,7 @@ from esc_eval.sim.jobs.config import SimulationConfig
 from esc_eval.sim.pool.calls import PlannedModel
 from esc_eval.sim.pool.capacity import Demand, estimate_tokens
 from esc_eval.sim.runs.records import dialogue_id
+from esc_eval.sim.runs.storage import LocalStorage, is_uri
 
 
 def select_cards(cfg: SimulationConfig) -> list[RoleCard]:
@@ -40,11 +42,17 @@ def select_cards(cfg: SimulationConfig) -> list[RoleCard]:
     return cards
 
 
-def chosen_cards(cfg: SimulationConfig) -> list[RoleCard]:
-    """`select_cards`, refusing a selection with no card (ValueError, one line)."""
+def checked_inputs(cfg: SimulationConfig, run_dir: str | os.PathLike[str] | None) -> list[RoleCard]:
+    """The run's cards, after the input a user mistypes is checked, each failing in one line (ValueError)
+    before the models are (asking vLLM about them imports it, seconds): the seeds, the card file and
+    selection, and a local output folder that cannot be made (found by looking: nothing is created; a
+    store's own check writes, so it runs before the first row)."""
+    check_seeds(cfg)
     cards = select_cards(cfg)
     if not cards:
         raise ValueError(f"no role cards selected from {cfg.cards!r} (check languages / card_ids / limit)")
+    if run_dir is not None and not is_uri(str(run_dir)):
+        LocalStorage(run_dir).refuse_unwritable()
     return cards
 
 
