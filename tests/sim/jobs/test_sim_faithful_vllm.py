@@ -33,23 +33,24 @@ def tiny_role_adapter(tmp_path_factory):
     return folder
 
 
-def test_registry_role_adapter_applies_to_every_call_in_the_engine(tiny_role_adapter, tmp_path, monkeypatch):
+def test_registry_role_adapter_applies_to_every_call_in_the_engine(tiny_role_adapter, embedded_model, tmp_path, monkeypatch):
     reg = load_registry(env={}, overrides={"tiny-role": {
         "title": "tiny role", "group": "role", "source": "embedded", "spec": "vllm/embedded", "languages": ["en"],
         "system_prompt": None, "max_model_len": 2048, "adapters": {"esc-role": str(tiny_role_adapter)}}})
     monkeypatch.setattr(registry_mod, "_DEFAULT", reg)
     from esc_eval.serve.backends.vllm_engine import engines_started_here
 
-    def simulate(role: str, out: str):
+    def simulate(role: str, out: str, **options):
         cfg = SimulationConfig(cards="sample", languages=["en"], limit=1, rounds=2,
-                               role=ModelRef(model=role, params=GenerationParams(max_tokens=24), options={"max_model_len": 2048}),
+                               role=ModelRef(model=role, params=GenerationParams(max_tokens=24), options=options),
                                targets=[ModelRef(model="fake/fixed?reply=I am listening.")],
                                execution=ExecutionConfig(executor="local"))
         run_simulation(cfg, tmp_path / out)
         return next(iter(RunFolder(tmp_path / out).iter_rows("dialogues")))
 
-    with engines_started_here():  # the session's shared engine stays up for later tests
-        with_lora = simulate("tiny-role", "lora")
+    with engines_started_here():  # the adapter's engine goes after the test; the session's shared engine stays up
+        with_lora = simulate("tiny-role", "lora", max_model_len=2048)
+        # the base model on the session's engine (its default arguments: no engine start for the comparison)
         base = simulate("vllm/embedded", "base")
     assert with_lora["status"] == "ok" and base["status"] == "ok", (with_lora["error"], base["error"])
     assert with_lora["role_adapter"] == "esc-role" and base["role_adapter"] is None
