@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+import time_budget
+
 REPO = Path(__file__).resolve().parents[1]
 SHARED = REPO.parent / "shared"
 
@@ -19,6 +21,22 @@ os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")
 # Our code always calls ray.init explicitly; without this, a background thread left by one test
 # (a Serve handle's metrics pusher) can silently start a new local Ray under a later test.
 os.environ.setdefault("RAY_ENABLE_AUTO_CONNECT", "0")
+
+
+def pytest_configure(config):
+    if not hasattr(config, "workerinput"):  # the controller (or a run without workers) keeps the times
+        time_budget.register(config)  # every test's time against a budget scaled to this CPU (tests/time_budget.py)
+
+
+def pytest_collection_modifyitems(config, items):
+    """On pytest-xdist workers (`-n 2 --dist loadscope`, not the default yet: docs/guides/tests.md), the
+    modules with slow tests first, so the long ones overlap and the others fill in on whichever worker is
+    free. (`--dist loadgroup` does not group on pytest 9.2: xdist renames item._nodeid, which pytest 9.2
+    no longer reads.)"""
+    if not hasattr(config, "workerinput"):
+        return
+    slow_modules = {item.nodeid.split("::", 1)[0] for item in items if item.get_closest_marker("slow")}
+    items.sort(key=lambda item: item.nodeid.split("::", 1)[0] not in slow_modules)  # stable: slow modules first
 
 
 @pytest.fixture(scope="session")

@@ -3,11 +3,13 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from typer.testing import CliRunner
 
 from esc_eval.cli.app import app
 
 
+@pytest.mark.slow  # a local Ray and its worker actors: 57 s on the AVX2 EPYC
 def test_bench_sim_fake_and_memory_print_the_contract_keys(s3_uri, ray_local, tmp_path):
     # s3_uri first: the local Ray started by ray_local gives its workers this process's AWS_* settings
     out = tmp_path / "bench.json"
