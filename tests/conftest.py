@@ -28,17 +28,6 @@ def pytest_configure(config):
         time_budget.register(config)  # every test's time against a budget scaled to this CPU (tests/time_budget.py)
 
 
-def pytest_collection_modifyitems(config, items):
-    """On pytest-xdist workers (`-n 2 --dist loadscope`, not the default yet: docs/guides/tests.md), the
-    modules with slow tests first, so the long ones overlap and the others fill in on whichever worker is
-    free. (`--dist loadgroup` does not group on pytest 9.2: xdist renames item._nodeid, which pytest 9.2
-    no longer reads.)"""
-    if not hasattr(config, "workerinput"):
-        return
-    slow_modules = {item.nodeid.split("::", 1)[0] for item in items if item.get_closest_marker("slow")}
-    items.sort(key=lambda item: item.nodeid.split("::", 1)[0] not in slow_modules)  # stable: slow modules first
-
-
 @pytest.fixture(scope="session")
 def shared_data() -> Path:
     """../shared/data, which CI has and a user's clone may not."""
