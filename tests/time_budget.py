@@ -79,8 +79,7 @@ def machine_factor(py_s: float, np_s: float) -> float:
 
 
 class TimeBudget:
-    def __init__(self, config: pytest.Config):
-        self.config = config
+    def __init__(self) -> None:
         mode = os.environ.get(MODE_ENV, "").lower()
         self.enforce = mode == "enforce" or (mode != "off" and bool(os.environ.get("CI")))
         self.off = mode == "off"
@@ -144,4 +143,4 @@ class TimeBudget:
 
 def register(config: pytest.Config) -> None:
     """Called from tests/conftest.py's pytest_configure."""
-    config.pluginmanager.register(TimeBudget(config), "esc-eval-time-budget")
+    config.pluginmanager.register(TimeBudget(), "esc-eval-time-budget")
