@@ -285,7 +285,7 @@ def build_app_args(cfg: ServeConfig, registry: Registry | None = None) -> dict[s
 
 def build_app(cfg: ServeConfig, registry: Registry | None = None):
     """The Serve application (an OpenAI ingress over one LLMServer deployment per model)."""
-    from esc_eval.serve.engines.vllm_compat import ray_serve_llm_aliases, replica_runtime_env
+    from esc_eval.serve.engines.vllm_compat import ray_serve_llm_aliases, with_replica_hook
 
     aliased = ray_serve_llm_aliases()  # an older vLLM than Ray Serve LLM expects (serve/engines/vllm_compat.py)
     try:
@@ -294,13 +294,10 @@ def build_app(cfg: ServeConfig, registry: Registry | None = None):
         raise ImportError(f"the Serve app needs Ray Serve LLM: {INSTALL_HINT}") from exc
     args = build_app_args(cfg, registry)
     if aliased:  # the model and ingress replicas import it too: the same aliases at their start
-        hook = replica_runtime_env()["env_vars"]
         for llm_config in args["llm_configs"]:
-            env = llm_config.setdefault("runtime_env", {})
-            env["env_vars"] = {**env.get("env_vars", {}), **hook}
+            llm_config["runtime_env"] = with_replica_hook(llm_config.get("runtime_env"))
         actor = args.setdefault("ingress_deployment_config", {}).setdefault("ray_actor_options", {})
-        env = actor.setdefault("runtime_env", {})
-        env["env_vars"] = {**env.get("env_vars", {}), **hook}
+        actor["runtime_env"] = with_replica_hook(actor.get("runtime_env"))
     return build_openai_app(args)
 
 

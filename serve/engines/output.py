@@ -33,7 +33,10 @@ KEPT_LINES = 400  # per engine: a worker's traceback and the core's after it fit
 _REDIRECT = threading.Lock()  # fds 1 and 2 are the process's: one engine start redirects them at a time
 
 # vLLM's log prefix: "(EngineCore pid=12) ERROR 11-25 11:36:17 [core.py:1510] " (the process part optional)
-_PREFIX = re.compile(r"^(\([\w-]+ pid=\d+\)\s?)?((DEBUG|INFO|WARNING|ERROR|CRITICAL) [\d-]+ [\d:.]+ \[[^\]]*\]\s?)?")
+# Ray prefixes what a worker prints with its actor and pid, once per process it passed through and in colour
+# on a terminal: "\x1b[36m(ServeReplica:app:LLMServer:m pid=6745)\x1b[0m (EngineCore pid=7306) ERROR 11-28 ... [core.py:1330]"
+_PREFIX = re.compile(r"^(?:\x1b\[[\d;]*m)*(?:\([^()]*? pid=\d+\)(?:\x1b\[[\d;]*m)*\s?)*"
+                     r"((DEBUG|INFO|WARNING|ERROR|CRITICAL) [\d-]+ [\d:.]+ \[[^\]]*\]\s?)?")
 _POINTERS = ("see root cause above", "see stack trace for root cause", "failed core proc")
 # vLLM's own words when the cause is in a child process's output, not in the exception
 _POINTER_WORDS = ("root cause", "failed core proc", "background process")

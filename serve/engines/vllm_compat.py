@@ -92,8 +92,20 @@ def replica_runtime_env() -> dict[str, Any]:
     """What a Serve replica's runtime_env adds so that ray.serve.llm imports in it: the same aliases,
     run when the worker process starts, before the deployment is loaded (nothing happens on vLLM
     0.32). Ray reads the hook from this environment variable in every worker (ray/_private/workers/
-    default_worker.py); the runtime_env field of that name is applied at ray.init only."""
-    return {"env_vars": {SETUP_HOOK_ENV: SETUP_HOOK}}
+    default_worker.py). The runtime_env field of that name must name the same hook: Ray Serve LLM
+    puts its own no-op hook there, and a process under the replica that calls ray.init with the
+    replica's runtime_env (vLLM's Ray executor on a GPU) is refused by Ray when the field and the
+    variable differ ("Conflicting worker_process_setup_hook", seen on an H200). Ray Serve LLM lets
+    the LLMConfig's runtime_env override its field."""
+    return {"worker_process_setup_hook": SETUP_HOOK, "env_vars": {SETUP_HOOK_ENV: SETUP_HOOK}}
+
+
+def with_replica_hook(runtime_env: dict[str, Any] | None) -> dict[str, Any]:
+    """`runtime_env` with replica_runtime_env() merged in (its env_vars kept)."""
+    env, hook = dict(runtime_env or {}), replica_runtime_env()
+    env["worker_process_setup_hook"] = hook["worker_process_setup_hook"]
+    env["env_vars"] = {**env.get("env_vars", {}), **hook["env_vars"]}
+    return env
 
 
 class TokenCounter:
@@ -162,4 +174,5 @@ def kv_cache_blocks(engine: Any) -> dict[str, Any]:
             "max_concurrency": getattr(cache, "kv_cache_max_concurrency", None)}
 
 
-__all__ = ["TokenCounter", "kv_cache_blocks", "ray_serve_llm_aliases", "replica_runtime_env", "token_counter"]
+__all__ = ["TokenCounter", "kv_cache_blocks", "ray_serve_llm_aliases", "replica_runtime_env", "token_counter",
+           "with_replica_hook"]

@@ -148,6 +148,9 @@ def _run_step(name: str, ctx: dict[str, Any], folder: Path, deadline_s: float) -
     status, why = result.pop("status", None), result.pop("why", None)
     if stopped:
         status, why = "stopped", f"past its deadline of {deadline_s:.0f} s: killed (what it noted is kept)"
+        cause = _log_cause(log_path)
+        if cause:  # an engine that failed and was retried until the deadline: the failure, not the wait
+            why += f"; the last error in its log: {cause}"
     elif status in (None, "running"):
         status, why = "failed", f"exited {proc.returncode} without a result: {_last_line(log_path)}"
     return {"name": name, "title": TITLES[name], "status": status, "why": why, "seconds": seconds,
@@ -166,6 +169,18 @@ def _kill_group(proc: subprocess.Popen) -> None:
             return
         except subprocess.TimeoutExpired:
             continue
+
+
+def _log_cause(path: Path, tail_bytes: int = 4 << 20) -> str | None:
+    """The exception of the last traceback in a step's log (the end of it), else None."""
+    from esc_eval.serve.engines.output import root_cause
+
+    try:
+        with open(path, "rb") as f:
+            f.seek(max(0, f.seek(0, os.SEEK_END) - tail_bytes))
+            return root_cause(f.read().decode(errors="replace").splitlines())
+    except OSError:
+        return None
 
 
 def _last_line(path: Path) -> str:

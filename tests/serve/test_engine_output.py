@@ -63,6 +63,16 @@ CHILD = textwrap.dedent("""
 """)
 
 
+def test_lines_ray_passed_on_keep_their_cause():
+    # a Serve replica's engine process, as the driver prints it (log_to_driver): two process prefixes,
+    # the first in colour (the H200's node check log)
+    pre = "\x1b[36m(ServeReplica:esc-eval-run:LLMServer:esc-role pid=6745)\x1b[0m (EngineCore pid=7306) "
+    lines = [pre + "ERROR 11-28 05:39:01 [core.py:1330] " + line for line in (
+        "Traceback (most recent call last):", '  File "/tmp/site/vllm/v1/executor/ray_utils.py", line 587',
+        "RuntimeError: Conflicting worker_process_setup_hook: the setup hook env var is already set")]
+    assert root_cause(lines) == "RuntimeError: Conflicting worker_process_setup_hook: the setup hook env var is already set"
+
+
 def test_a_child_started_inside_the_capture_is_teed_for_its_whole_life(capfd):
     before = os.fstat(2).st_ino, os.fstat(1).st_ino
     out = ChildOutput()

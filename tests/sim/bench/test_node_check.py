@@ -29,6 +29,11 @@ def plan(ctx, note):
 def engines(ctx, note):
     child = subprocess.Popen(["sleep", "600"])  # what an engine or Ray worker would be: killed with the step
     note({"started": ["role"], "child_pid": child.pid})
+    # what Serve's retries of a failing engine left in the H200's step log, Ray's prefixes and colours included
+    pre = "\\x1b[36m(ServeReplica:esc-eval-run:LLMServer:esc-role pid=6745)\\x1b[0m (EngineCore pid=7306) "
+    for line in ("Traceback (most recent call last):", '  File "ray_utils.py", line 587, in initialize_ray_cluster',
+                 "RuntimeError: Conflicting worker_process_setup_hook"):
+        print(pre + "ERROR 11-28 05:39:01 [core.py:1330] " + line, flush=True)
     time.sleep(600)
 
 def bad_engine(ctx, note):
@@ -78,6 +83,7 @@ def test_steps_run_in_order_a_step_past_its_deadline_is_killed_and_the_rest_goes
     # its deadline is where its share ends on the check's clock: the early steps' slack rolls into it
     assert eng["deadline_s"] > 3.4 and eng["seconds"] < eng["deadline_s"] + 3 + 2
     assert "past its deadline" in eng["why"] and eng["result"]["started"] == ["role"]  # what it noted is kept
+    assert eng["why"].endswith("the last error in its log: RuntimeError: Conflicting worker_process_setup_hook")
     assert not _alive(eng["result"]["child_pid"])  # its process group went with it
     assert steps["workload"]["why"] == "needs the engines step, which stopped"
     bad = steps["bad_engine"]  # a failure leaves its notes and one line, and the next step still runs

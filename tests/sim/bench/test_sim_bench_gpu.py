@@ -137,7 +137,8 @@ def test_ray_serve_llm_aliases_name_the_modules_vllm_has_now(monkeypatch):
     assert any(isinstance(f, vllm_compat._AliasFinder) for f in sys.meta_path) is older
     if older:
         from ray.serve.llm.openai_api_models import ChatCompletionRequest  # noqa: F401 - imports now
-    assert vllm_compat.replica_runtime_env() == {"env_vars": {vllm_compat.SETUP_HOOK_ENV: vllm_compat.SETUP_HOOK}}
+    assert vllm_compat.replica_runtime_env() == {"worker_process_setup_hook": vllm_compat.SETUP_HOOK,
+                                                 "env_vars": {vllm_compat.SETUP_HOOK_ENV: vllm_compat.SETUP_HOOK}}
     from ray._private import ray_constants
 
     assert ray_constants.WORKER_PROCESS_SETUP_HOOK_ENV_VAR == vllm_compat.SETUP_HOOK_ENV  # Ray's name for it
