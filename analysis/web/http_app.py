@@ -27,6 +27,11 @@ from starlette.responses import HTMLResponse, JSONResponse
 from starlette.routing import Route
 
 MAX_BODY = 1 << 20
+# A bug's answer: the exception's text can hold paths and data the page's user should not see (on an
+# annotation server, another annotator's); Starlette re-raises it after the answer, so uvicorn's
+# error logger writes the traceback where the server runs.
+SERVER_FAILED = ("the server failed on this request; the traceback is in the log of the process serving this page "
+                 "(the terminal running the esc-eval command)")
 HEADERS = {"Cache-Control": "no-store", "X-Content-Type-Options": "nosniff"}  # on every answer
 Handler = Callable[[Request, dict[str, Any]], Any]  # (the request, its query or JSON body) -> the answer
 
@@ -105,7 +110,8 @@ def json_app(page: Callable[[], str], gets: dict[str, Handler], posts: dict[str,
              errors: dict[type[Exception], int] | None = None) -> Starlette:
     """The page at / and the JSON routes, each run in a worker thread (they block on files and SQLite);
     an empty query parameter is none. Exceptions answer by `errors` (the nearest class), KeyError 404,
-    ValueError 400 (pydantic's ValidationError is one), anything else 500 (uvicorn logs its traceback)."""
+    ValueError 400 (pydantic's ValidationError is one), anything else 500 with SERVER_FAILED (uvicorn
+    logs its traceback)."""
     def endpoint(handler: Handler, post: bool) -> Callable[[Request], Any]:
         async def run(request: Request) -> JSON:
             data = await _body(request) if post else {k: v for k, v in request.query_params.items() if v}
@@ -127,7 +133,7 @@ def json_app(page: Callable[[], str], gets: dict[str, Handler], posts: dict[str,
         return error(e.status_code, f"no such path {request.url.path}" if e.status_code == 404 else e.detail)
 
     handlers: dict[Any, Callable] = {**dict.fromkeys(codes, answer), HTTPException: refused,
-                                     Exception: lambda request, e: error(500, f"{type(e).__name__}: {e}")}
+                                     Exception: lambda request, e: error(500, SERVER_FAILED)}
     return Starlette(routes=routes, exception_handlers=handlers, middleware=[Middleware(Guard, loopback=loopback)])
 
 

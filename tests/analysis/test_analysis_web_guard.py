@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import http.client
 import json
+import logging
 import threading
 import time
 from contextlib import contextmanager
@@ -19,7 +20,7 @@ from esc_eval.analysis.annotation.store import AnnotationStore
 from esc_eval.analysis.annotation.study import create_study
 from esc_eval.analysis.web.annotation_server import make_annotation_server
 from esc_eval.analysis.web.annotation_service import AnnotationService
-from esc_eval.analysis.web.http_app import MAX_BODY
+from esc_eval.analysis.web.http_app import MAX_BODY, SERVER_FAILED
 from esc_eval.analysis.web.viewer import ResultsViewer
 from esc_eval.analysis.web.viewer_server import make_server
 
@@ -143,7 +144,7 @@ def test_pydantic_refuses_a_bad_query_or_body_with_one_line(run):
         assert status == 401 and "unknown annotator token" in body["error"]
 
 
-def test_every_answer_is_uncached_and_unsniffed_json_and_a_bug_answers_500(run, monkeypatch):
+def test_every_answer_is_uncached_and_unsniffed_json_and_a_bug_answers_500(run, monkeypatch, caplog):
     with viewer_at(run) as port:
         for path, status in (("/", 200), ("/api/meta", 200), ("/api/nothing", 404), ("/api/dialogue?run=x&id=y", 404)):
             got, headers, body = send(port, "GET", path)
@@ -151,9 +152,17 @@ def test_every_answer_is_uncached_and_unsniffed_json_and_a_bug_answers_500(run, 
             assert headers["content-type"] == ("text/html; charset=utf-8" if path == "/" else "application/json; charset=utf-8")
         assert send(port, "GET", "/api/nothing")[2] == {"error": "no such path /api/nothing"}
         assert send(port, "GET", "/api/meta", headers={"Host": "evil.example"})[1]["cache-control"] == "no-store"
-        monkeypatch.setattr(ResultsViewer, "meta", lambda self: 1 / 0)
+        def leaks(self):
+            raise RuntimeError("/home/annotator/secret.db: row 7")
+        monkeypatch.setattr(ResultsViewer, "meta", leaks)
+        caplog.set_level(logging.ERROR, logger="uvicorn.error")
         status, headers, body = send(port, "GET", "/api/meta")
-        assert status == 500 and body == {"error": "ZeroDivisionError: division by zero"}
+        # the answer says that it failed and where to look, not what the exception said; the log has it
+        assert status == 500 and body == {"error": SERVER_FAILED} and "secret" not in json.dumps(body)
+        deadline = time.monotonic() + 10  # logged as Starlette re-raises it, after the answer went out
+        while not any(r.exc_info and "secret.db" in str(r.exc_info[1]) for r in caplog.records):
+            assert time.monotonic() < deadline, caplog.text
+            time.sleep(0.05)
         assert send(port, "GET", "/api/dialogues?limit=1")[0] == 200  # and the server goes on
 
 
