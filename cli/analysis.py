@@ -14,6 +14,8 @@ from typing import Annotated, Callable, Optional
 
 import typer
 
+from esc_eval.cli.common import local_out
+
 from esc_eval.analysis.results.loaders import AnalysisInputError
 from esc_eval.sim.runs.open import OutputFolder
 from esc_eval.sim.runs.storage import join_location
@@ -81,7 +83,7 @@ def judge_accuracy(
 @app.command("annotate-export")
 def annotate_export(
     run_dirs: RunDirs,
-    out: Annotated[Path, typer.Option("--out", "-o", help="Folder for the sheets.")],
+    out: Annotated[Path, typer.Option("--out", "-o", callback=local_out, help="Folder for the sheets.")],
     annotators: Annotated[int, typer.Option("--annotators", help="Number of annotators (sheets a1..aN).")] = 2,
     seed: Annotated[int, typer.Option("--seed", help="Shuffle seed.")] = 0,
 ) -> None:
@@ -96,7 +98,7 @@ def annotate_export(
 @app.command("annotate-agreement")
 def annotate_agreement(
     sheets: Annotated[list[Path], typer.Argument(help="Filled sheets, or a folder of annotate_*.csv.")],
-    out: Annotated[Optional[Path], typer.Option("--out", "-o", help="Write agreement.md/.json here.")] = None,
+    out: Annotated[Optional[Path], typer.Option("--out", "-o", callback=local_out, help="Write agreement.md/.json here.")] = None,
 ) -> None:
     """Inter-annotator agreement: quadratic-weighted Cohen's kappa per pair, Krippendorff's alpha."""
     from esc_eval.analysis.annotation.sheets import import_annotations
@@ -263,7 +265,7 @@ def roleplay_export(
     run_dirs: RunDirs,
     role_a: Annotated[str, typer.Option("--role-a", help="First role model (role_model as in the dialogues).")],
     role_b: Annotated[str, typer.Option("--role-b", help="Second role model.")],
-    out: Annotated[Path, typer.Option("--out", "-o", help="Folder for roleplay_pairs.csv and its key.")],
+    out: Annotated[Path, typer.Option("--out", "-o", callback=local_out, help="Folder for roleplay_pairs.csv and its key.")],
     target: Annotated[Optional[str], typer.Option("--target", help="Only dialogues with this target model.")] = None,
     seed: Annotated[int, typer.Option("--seed", help="Seed of the shown order of each pair.")] = 0,
 ) -> None:
@@ -279,7 +281,7 @@ def roleplay_export(
 def roleplay_import(
     sheets: Annotated[list[Path], typer.Argument(help="Filled roleplay_pairs.csv sheets (one per annotator).")],
     key: Annotated[Path, typer.Option("--key", help="roleplay_pairs_key.csv written with the sheet.")],
-    out: Annotated[Path, typer.Option("--out", "-o", help="Folder for roleplay.md/.json and the Figure 3 plot.")],
+    out: Annotated[Path, typer.Option("--out", "-o", callback=local_out, help="Folder for roleplay.md/.json and the Figure 3 plot.")],
 ) -> None:
     """Table 1 (role-play metrics, 0-10) and Figure 3 (win / tie / loss with Wilson 95% CIs) from filled sheets."""
     from esc_eval.analysis.seekers.roleplay import roleplay_markdown, roleplay_table
@@ -310,7 +312,7 @@ def judge_agreement_cmd(
     dialogues: Annotated[Path, typer.Option("--dialogues", help="Released dialogues (official dialogue JSON: a file or folder).")],
     scores: Annotated[Path, typer.Option("--scores", help="Released ESC-RANK scores (official score JSON: a file or folder).")],
     judge: Annotated[str, typer.Option("--judge", "-j", help="The judge to check (registry name or spec).")],
-    out: Annotated[Optional[Path], typer.Option("--out", "-o", help="Run folder for the judge's scores (default <dialogues>-scored); resumable.")] = None,
+    out: Annotated[Optional[str], typer.Option("--out", "-o", help="Run folder or storage URI for the judge's scores (default <dialogues>-scored); resumable.")] = None,
     config: Annotated[Optional[Path], typer.Option("--config", "-c", help="Scoring YAML (sim.jobs.config.ScoringConfig).")] = None,
     method: Annotated[Optional[str], typer.Option("--method", help="logprob | generate.")] = None,
     rubric: Annotated[Optional[str], typer.Option("--rubric", help="official (score.py) | paper.")] = None,

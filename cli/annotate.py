@@ -11,7 +11,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from esc_eval.cli.common import emit
+from esc_eval.cli.common import emit, local_out
 from esc_eval.cli.view import serve_until_stopped
 
 app = typer.Typer(no_args_is_help=True, help="Human evaluation of dialogues in the browser: studies, the annotating "
@@ -127,7 +127,7 @@ def list_studies(runs: Runs, store: StoreOpt = None) -> None:
 def export(
     runs: Runs,
     study_name: StudyOpt,
-    out: Annotated[Path, typer.Option("--out", "-o", help="Output file: .csv/.parquet/.json/.jsonl (table) or .json "
+    out: Annotated[Path, typer.Option("--out", "-o", callback=local_out, help="Output file: .csv/.parquet/.json/.jsonl (table) or .json "
                                                           "(Label Studio).")],
     fmt: Annotated[str, typer.Option("--format", "-f", help="table (what `train rank` reads) | labelstudio | "
                                                             "labelstudio-min (JSON_MIN)")] = "table",

@@ -10,6 +10,8 @@ from typing import Any, Optional
 
 import typer
 
+from esc_eval.cli.common import local_out
+
 app = typer.Typer(no_args_is_help=True, help="Benchmarks printing JSON.")
 
 
@@ -33,7 +35,7 @@ def _dtype(value: str) -> str:
 
 @app.command("sim")
 def bench_sim(
-    out: Optional[Path] = typer.Option(None, "--out", "-o", help="Also write the JSON here."),
+    out: Optional[Path] = typer.Option(None, "--out", "-o", callback=local_out, help="Also write the JSON here."),
     fake_dialogues: int = typer.Option(8500, help="(a) dialogues through the fixed-latency fake backend (0 = skip)."),
     fake_latency: float = typer.Option(1.0, help="(a) seconds per fake model call."),
     saturation_latency: float = typer.Option(0.05, help="(a) latency of a second fake run that makes the pool CPU-bound; its calls/s is `fake_calls_per_s` (0 = skip)."),
@@ -66,7 +68,7 @@ def bench_score(
     dialogues: int = typer.Option(4, "--dialogues", "-n", help="Dialogues to score (the README's figure: 4 official "
                                   "samples, 2 per engine on 2 cores). More than the source holds (e.g. 8500): scale mode, the source repeated "
                                   "through the service's scoring path for --budget-s, dialogues/hour."),
-    out: Optional[Path] = typer.Option(None, "--out", "-o", help="Also write the JSON here."),
+    out: Optional[Path] = typer.Option(None, "--out", "-o", callback=local_out, help="Also write the JSON here."),
     source: Optional[Path] = typer.Option(None, "--source", help="Run folder or official dialogue JSON (default: ../shared samples, else runs/demo, else fake dialogues)."),
     reference_dialogues: int = typer.Option(2, "--reference-dialogues", help="Dialogues the generating reference runs on (it decodes up to 512 tokens per call); 0 = all."),
     max_new_tokens: int = typer.Option(512, "--max-new-tokens", help="Generation cap of the reference (the release: 512)."),
@@ -104,7 +106,7 @@ def bench_decode(
     kv_cache_gb: int = typer.Option(8, "--kv-cache-gb", help="VLLM_CPU_KVCACHE_SPACE of the engine, GiB."),
     compiled: bool = typer.Option(True, "--compiled/--eager", help="Compiled engine, as bench sim (b) runs (slower start, not timed)."),
     target: float = typer.Option(20.0, "--target", help="The speedup the bound is checked against (issue 13: 20x)."),
-    out: Optional[Path] = typer.Option(None, "--out", "-o", help="Also write the JSON here."),
+    out: Optional[Path] = typer.Option(None, "--out", "-o", callback=local_out, help="Also write the JSON here."),
 ) -> None:
     """The most batching can buy on this CPU: one engine's decode rate per context vs the release loop's call."""
     from esc_eval.sim.bench.decode import bench_decode as run
@@ -141,7 +143,7 @@ def bench_gpu(
     dimensions: Optional[str] = typer.Option(None, "--dimensions", help="Dimensions scored, comma-separated (default: all seven)."),
     peak_tflops: Optional[float] = typer.Option(None, "--peak-tflops", help="Peak dense bf16 TFLOP/s for the prefill "
                                                 "bound (default: the table's for the GPU; a CPU has none)."),
-    out: Optional[Path] = typer.Option(None, "--out", "-o", help="Also write the JSON here."),
+    out: Optional[Path] = typer.Option(None, "--out", "-o", callback=local_out, help="Also write the JSON here."),
 ) -> None:
     """Scoring and simulation on this machine's GPU (else its CPU): ours as `score` / `simulate` run them
     against vLLM's offline generate and a bare two-engine loop on the same engines."""
@@ -224,7 +226,7 @@ def bench_serve(
     address: Optional[str] = typer.Option(None, "--address", help="--routing: Ray cluster to deploy on (default: a local Ray for this run)."),
     timeout: float = typer.Option(600.0, "--timeout", help="Seconds before one measured request counts as failed."),
     seed: int = typer.Option(0, "--seed", help="Seed of random prompts and Poisson arrivals."),
-    out: Optional[Path] = typer.Option(None, "--out", "-o", help="Also write the JSON here, and the plots beside it (<stem>_*.png)."),
+    out: Optional[Path] = typer.Option(None, "--out", "-o", callback=local_out, help="Also write the JSON here, and the plots beside it (<stem>_*.png)."),
     save_detailed: bool = typer.Option(False, "--save-detailed", help="Also write per-request figures (ttfts, itls, e2els, lens, "
                                        "errors, launch order) in each level, as vllm bench serve --save-detailed does."),
 ) -> None:
@@ -284,7 +286,7 @@ def _progress_printer():
 
 @app.command("view")
 def bench_view(
-    out: Optional[Path] = typer.Option(None, "--out", "-o", help="Also write the JSON here."),
+    out: Optional[Path] = typer.Option(None, "--out", "-o", callback=local_out, help="Also write the JSON here."),
     dialogues: int = typer.Option(100_000, help="Fake dialogues in the folder (7 scores each)."),
     models: int = typer.Option(14, help="Models the dialogues are spread over."),
     part_rows: int = typer.Option(64, help="Rows per Parquet part (the batch layer flushes every 64)."),
@@ -324,7 +326,7 @@ def _fake_folder(folder: Optional[Path], dialogues: int, models: int, part_rows:
 
 @app.command("annotate")
 def bench_annotate(
-    out: Optional[Path] = typer.Option(None, "--out", "-o", help="Also write the JSON here."),
+    out: Optional[Path] = typer.Option(None, "--out", "-o", callback=local_out, help="Also write the JSON here."),
     dialogues: int = typer.Option(8_500, help="Fake dialogues in the folder (7 scores each), like the paper's 8.5K."),
     models: int = typer.Option(14, help="Models the dialogues are spread over."),
     annotate: int = typer.Option(50, help="Dialogues one annotator scores during the measurement."),
@@ -339,7 +341,7 @@ def bench_annotate(
 
 @app.command("fidelity")
 def bench_fidelity_cmd(
-    out: Optional[Path] = typer.Option(None, "--out", "-o", help="Also write the JSON here."),
+    out: Optional[Path] = typer.Option(None, "--out", "-o", callback=local_out, help="Also write the JSON here."),
     simulated: int = typer.Option(8_500, help="Simulated dialogues (5 rounds each), like the paper's 8.5K."),
     human: int = typer.Option(1_300, help="Human dialogues in an ESConv-format file, like ESConv's 1,300."),
     n_boot: int = typer.Option(1000, "--n-boot", help="Bootstrap resamples (the shipped default)."),
@@ -353,7 +355,7 @@ def bench_fidelity_cmd(
 
 @app.command("trust")
 def bench_trust_cmd(
-    out: Optional[Path] = typer.Option(None, "--out", "-o", help="Also write the JSON here."),
+    out: Optional[Path] = typer.Option(None, "--out", "-o", callback=local_out, help="Also write the JSON here."),
     dialogues: int = typer.Option(8_500, help="Fake dialogues in the folder (7 scores with P(0..4) each), like the paper's 8.5K."),
     models: int = typer.Option(14, help="Models the dialogues are spread over."),
     human: int = typer.Option(500, help="Dialogues scored by two annotators (an annotate store)."),

@@ -11,6 +11,8 @@ from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
+
+from esc_eval.cli.common import local_out
 from rich.console import Console
 from rich.table import Table
 
@@ -60,7 +62,7 @@ def cards_build(
 @app.command("stats")
 def cards_stats(
     paths: Annotated[list[Path], typer.Argument(help="Card files (ours or official JSON) or a build folder; several files are pooled.")],
-    out: Annotated[Optional[Path], typer.Option("--out", help="Folder for the CSV tables, stats.json and the chart (default: <folder>/stats or ./<file>_stats).")] = None,
+    out: Annotated[Optional[Path], typer.Option("--out", callback=local_out, help="Folder for the CSV tables, stats.json and the chart (default: <folder>/stats or ./<file>_stats).")] = None,
     assume_quality: Annotated[Optional[str], typer.Option("--assume-quality", help="Tier for cards without one (default: high for the release's card_high_*.json, else none).")] = None,
 ) -> None:
     """Card statistics: stage counts (Table 6), categories x tier (Table 9), distribution chart (Figure 5)."""
@@ -101,7 +103,7 @@ def cards_validate(paths: Annotated[list[Path], typer.Argument(help="Card files 
 @app.command("export")
 def cards_export(
     path: Annotated[Path, typer.Argument(help="A card file or a build folder (final_cards.json, else cards.json).")],
-    out: Annotated[Path, typer.Option("--out", help="Output JSON file.")],
+    out: Annotated[Path, typer.Option("--out", callback=local_out, help="Output JSON file.")],
     fmt: Annotated[str, typer.Option("--fmt", help="official (the ESC-Eval release's JSON) or esc-eval.")] = "official",
 ) -> None:
     """Write cards in the official ESC-Eval JSON format (or ours)."""

@@ -13,6 +13,8 @@ from typing import Optional
 
 import typer
 
+from esc_eval.cli.common import local_out
+
 
 def check(
     judge: str = typer.Option("vllm/embedded", "--judge", "-j", help="Judge of the scoring steps (registry name or "
@@ -29,7 +31,7 @@ def check(
     cards: Optional[Path] = typer.Option(None, "--cards", help="Role cards the simulation steps use."),
     max_tokens: Optional[int] = typer.Option(None, "--max-tokens", help="Max new tokens per simulated turn (default: "
                                              "64 on a GPU, 8 on the CPU)."),
-    out: Optional[Path] = typer.Option(None, "--out", "-o", help="Write the JSON here (else to stdout), and each "
+    out: Optional[Path] = typer.Option(None, "--out", "-o", callback=local_out, help="Write the JSON here (else to stdout), and each "
                                        "step's log and run folders beside it (<stem>-steps/)."),
 ) -> None:
     """Prove this node: machine, plan, every engine, a small workload next to the references, an engine

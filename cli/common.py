@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from pathlib import Path
 from typing import Any
 
@@ -44,6 +45,22 @@ def exit_for_outcome(result: dict[str, Any], kind: str, max_failure_rate: float)
         code, line = verdict
         sys.stderr.write(f"error: {line}\n")
         raise typer.Exit(code)
+
+
+# A storage URI after Path() folded its "//": s3://bucket/x -> s3:/bucket/x (a local name like that is no one's)
+_FOLDED_URI = re.compile(r"[A-Za-z][A-Za-z0-9+.-]+:/(?!/)")
+
+
+def local_out(value: Path | None) -> Path | None:
+    """The callback of an `--out` that writes local files only: a storage URI is refused in one line
+    (else Path would make a folder named `s3:` here)."""
+    if value is not None and _FOLDED_URI.match(str(value)):
+        import typer
+
+        uri = re.sub(r":/", "://", str(value), count=1)
+        raise typer.BadParameter(f"{uri}: this command writes local files only; give a local path "
+                                 "(simulate, score, demo, report, compare and the analysis reports take storage URIs)")
+    return value
 
 
 def default_out(prefix: str) -> Path:

@@ -10,6 +10,8 @@ from pathlib import Path
 
 import typer
 
+from esc_eval.cli.common import local_out
+
 # cli/docs.py -> the checkout's root, where mkdocs.yml is (an editable install runs from it).
 MKDOCS_YML = Path(__file__).resolve().parents[1] / "mkdocs.yml"
 
@@ -25,7 +27,7 @@ def _mkdocs(*args: str) -> list[str]:
 
 
 def docs(
-    out: Path = typer.Option(Path("site"), "--out", "-o", help="Folder to write the site into (its index.html opens in a browser without a server)."),
+    out: Path = typer.Option(Path("site"), "--out", "-o", callback=local_out, help="Folder to write the site into (its index.html opens in a browser without a server)."),
     serve: bool = typer.Option(False, "--serve", help="Serve the site on HOST:PORT instead, rebuilt as pages change (mkdocs serve); Ctrl-C stops."),
     host: str = typer.Option("127.0.0.1", "--host", help="Address to serve on (with --serve)."),
     port: int = typer.Option(8000, "--port", min=1, max=65535, help="Port to serve on (with --serve)."),

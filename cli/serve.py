@@ -18,6 +18,8 @@ from typing import Annotated, Any, Optional
 
 import typer
 
+from esc_eval.cli.common import local_out
+
 from esc_eval.serve.app.deploy import check_machine, connect, deploy_app, ray_executable, ray_modules
 from esc_eval.serve.app.application import ServeConfig, ServeModelConfig, build_app, build_app_args, write_serve_config
 
@@ -124,7 +126,7 @@ def serve_down(
 
 @app.command("write-config")
 def serve_write_config(
-    out: Annotated[Path, typer.Option("--out", "-o", help="Serve config file to write (for `serve deploy FILE`).")],
+    out: Annotated[Path, typer.Option("--out", "-o", callback=local_out, help="Serve config file to write (for `serve deploy FILE`).")],
     config: Annotated[Optional[Path], typer.Option(help="Serve config YAML (ServeConfig); overrides --model.")] = None,
     models: Annotated[Optional[list[str]], typer.Option("--model", "-m", help="Registry model(s) to serve.")] = None,
     replicas: Annotated[int, typer.Option(help="Min replicas per model.")] = 1,
