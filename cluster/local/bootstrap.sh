@@ -17,6 +17,13 @@ stamp="$venv/.esc-eval-installed"
 . "$root/cluster/local/detect-gpu.sh"
 esc_eval_choose_build  # ESC_EVAL_BUILD (cpu|gpu), ESC_EVAL_BUILD_WHY
 build="$ESC_EVAL_BUILD"
+# GPUs hidden from one command (CUDA_VISIBLE_DEVICES= to run it on the CPU) are not gone: a venv with the
+# GPU build keeps it; ESC_EVAL_EXTRA=cpu, or a machine whose GPUs really went, installs the CPU build.
+installed="$( [ -f "$stamp" ] && cut -d' ' -f2 "$stamp" || true)"
+if [ -z "${ESC_EVAL_EXTRA:-}" ] && [ "$build" = cpu ] && [ "$ESC_EVAL_GPUS_HIDDEN" = 1 ] && [ "$installed" = gpu ]; then
+  build=gpu
+  echo "[esc-eval] CUDA_VISIBLE_DEVICES='${CUDA_VISIBLE_DEVICES}' hides the GPUs from this command; $venv keeps its gpu build (ESC_EVAL_EXTRA=cpu installs the CPU build)" >&2
+fi
 gpu_lock="$root/cluster/docker/requirements-gpu.txt"
 want="$(cat "$root/pyproject.toml" "$root/cluster/local/bootstrap.sh" "$root/cluster/local/detect-gpu.sh" \
   | sha256sum | cut -d' ' -f1) $build"

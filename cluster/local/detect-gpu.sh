@@ -74,6 +74,7 @@ _esc_eval_visible() {
 
 esc_eval_choose_build() {
   local found="" source="" f count name visible
+  ESC_EVAL_GPUS_HIDDEN=0  # 1: GPUs are there, CUDA_VISIBLE_DEVICES hides them all
   for source in NVML nvidia-smi /proc/driver/nvidia/gpus; do
     case "$source" in
       NVML) found="$(_esc_eval_gpus_nvml)" ;;
@@ -96,7 +97,7 @@ esc_eval_choose_build() {
   count="${found%%|*}" name="${found#*|}"
   visible="$(_esc_eval_visible "$count")"
   if [ "$visible" -eq 0 ]; then
-    ESC_EVAL_BUILD=cpu
+    ESC_EVAL_BUILD=cpu ESC_EVAL_GPUS_HIDDEN=1
     ESC_EVAL_BUILD_WHY="CUDA_VISIBLE_DEVICES='${CUDA_VISIBLE_DEVICES}' hides the $count GPU(s) $source found ($name); unset it, or ESC_EVAL_EXTRA=gpu, for the GPU build"
   else
     ESC_EVAL_BUILD=gpu

