@@ -65,6 +65,8 @@ def check(
     for name, status, limit, why in summary_rows(result):
         table.add_row(name, f"[{colors.get(status, 'white')}]{status}[/]", limit, why)
     console.print(table)
+    for note in (result.get("budget") or {}).get("notes") or []:  # parts of a step its share did not hold
+        console.print(f"budget: {note}", highlight=False, soft_wrap=True)
     text = json.dumps(result, indent=2, ensure_ascii=False, default=str)
     if out:
         out.parent.mkdir(parents=True, exist_ok=True)
