@@ -12,6 +12,8 @@ import pytest
 
 import time_budget
 
+pytest_plugins = ["slow_apart"]  # --slow-apart with -n 2: slow tests on one worker, the rest beside (tests/slow_apart.py)
+
 REPO = Path(__file__).resolve().parents[1]
 SHARED = REPO.parent / "shared"
 

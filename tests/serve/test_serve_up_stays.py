@@ -54,14 +54,21 @@ def test_serve_up_leaves_a_running_app_for_other_processes(tmp_path):
         except ProcessLookupError:
             pass
         time.sleep(3)
-        client = subprocess.run([sys.executable, "-c", CLIENT, f"http://127.0.0.1:{port}/v1"],
-                                capture_output=True, text=True, timeout=300)
+        # Two other processes at once (the status CLI's imports take longer than the client's call)
+        status = subprocess.Popen([*CLI, "serve", "status"], cwd=REPO, env=env, stdout=subprocess.PIPE,
+                                  stderr=subprocess.PIPE, text=True)
+        try:
+            client = subprocess.run([sys.executable, "-c", CLIENT, f"http://127.0.0.1:{port}/v1"],
+                                    capture_output=True, text=True, timeout=300)
+            _, status_err = status.communicate(timeout=120)
+        finally:
+            if status.poll() is None:
+                status.kill()
+                status.wait()
         assert client.returncode == 0, client.stderr[-2000:]
         answer = json.loads(client.stdout.strip().splitlines()[-1])
         assert answer["model"] == "embedded" and answer["text"].strip()
-        status = subprocess.run([*CLI, "serve", "status"], cwd=REPO, env=env, capture_output=True, text=True,
-                                timeout=120)
-        assert status.returncode == 0 and "RUNNING" in status.stderr, status.stderr[-2000:]
+        assert status.returncode == 0 and "RUNNING" in status_err, status_err[-2000:]
     finally:
         down = subprocess.run([*CLI, "serve", "down", "--stop-ray"], cwd=REPO, env=env, capture_output=True,
                               text=True, timeout=300)

@@ -33,13 +33,26 @@ def memorable_esconv(path: Path, n: int = 4) -> Path:
     return path
 
 
-@pytest.fixture(autouse=True)
-def _no_ray_left():
-    yield
+@pytest.fixture(scope="module")
+def train_ray(tmp_path_factory):
+    """One Ray for the module's four training runs, started as training starts it (train.job.ray_session,
+    the runs' defaults: 2 workers of 1 CPU): run_training joins a running Ray, and each Ray start and
+    shutdown costs ~10 s on a 2-core CPU. Shut down after the module, so no later test finds it."""
     import ray
 
-    if ray.is_initialized():
+    from esc_eval.train.job import ray_session
+
+    if ray.is_initialized():  # another module's Ray: not the one training would start
         ray.shutdown()
+    with ray_session(TrainConfig(output_dir=tmp_path_factory.mktemp("train-ray"))):
+        yield
+
+
+@pytest.fixture(autouse=True)
+def no_ray_left_from_other_tests(train_ray):
+    """tests/train/conftest.py's fixture of this name shuts down any Ray before each test (tests that
+    check bad input fails before Ray starts); here the module's own Ray stays up between its tests."""
+    yield
 
 
 def test_tiny_llama_trains_checkpoints_and_resumes(tmp_path, tiny_llama_dir):
@@ -112,7 +125,7 @@ def test_tiny_llama_zero3_judge_multitask(tmp_path, tiny_llama_dir):
     assert weights and all(t.numel() > 0 for t in weights.values())  # gathered, not empty ZeRO-3 shards
 
 
-def test_smollm2_adapter_changes_vllm_output(tmp_path):
+def test_smollm2_adapter_changes_vllm_output(tmp_path, monkeypatch):
     """Train the embedded SmolLM2 for a few steps (Ray Train, DeepSpeed ZeRO-2, 2 CPU workers, the
     default precision: this CPU's fast dtype) on a tiny memorable role-play set, then serve base +
     adapter in one vLLM engine."""
@@ -132,6 +145,8 @@ def test_smollm2_adapter_changes_vllm_output(tmp_path):
     summary = run_role_job(cfg, on_step=steps.append)
     assert steps[-1]["loss"] < steps[0]["loss"]
     entry = load_registry_entry(tmp_path / "out")
+    # a 1 GiB KV cache (not the suite's 2) holds 1024-token sequences many times over and starts ~6 s sooner
+    monkeypatch.setenv("VLLM_CPU_KVCACHE_SPACE", "1")
     model = entry.chat_model(max_model_len=1024, enforce_eager=True)
     card = "Age: not mentioned\nGender: not mentioned\nOccupation: student\nProblem: Someone else lost homework."
     messages = [ChatMessage(role="system", content=roleplay_system_prompt(card, "en")),

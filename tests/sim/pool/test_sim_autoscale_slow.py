@@ -25,13 +25,18 @@ ray = pytest.importorskip("ray")
 serve = pytest.importorskip("ray.serve")
 
 MEASURE = os.environ.get("ESC_EVAL_MEASUREMENTS_AUTOSCALE", "/tmp/esc-eval-autoscale-measurements.json")
-DIALOGUES, ROUNDS, MAX_TOKENS = 20, 6, 32
-# A replica's start is the engine's, beside the load on 2 cores: 42-59 s seen, longer than the 6-round run's load
-# (36 s at 5 rounds on the AVX-512 EPYC). While the second replica is still starting, short runs keep the load on
-# until it serves, at most this long after the load began (a longer main run would only add load time on slower
-# CPUs). Their gaps (a new worker, 2-4 s) must not read as the load's end: DOWNSCALE_S is longer (at 2 s, Serve
-# dropped the starting replica in each gap and started it again: 11 short runs, never up, at 7 rounds there).
-MORE_ROUNDS, MORE_LOAD_S, DOWNSCALE_S = 3, 240, 10
+# 8 dialogues in flight are 4x target_ongoing_requests (2): an upscale to max_replicas, and still 2 per replica once
+# both serve. Short replies keep each run short: the load only has to outlast the second replica's start.
+DIALOGUES, ROUNDS, MAX_TOKENS = 8, 3, 16
+# A replica's start is the engine's, beside the load on 2 cores: 42-117 s seen (216 s beside other jobs' tests),
+# longer than the main run's load. While the second replica is still starting, one-round runs keep the load on until
+# it serves, at most MORE_LOAD_S after the load began: the load ends at most one short run after the replica serves
+# (a 6-round main run went on 60 s past it on the AVX2 EPYC). DECIDE_S: how long they go on while the upscale is not
+# yet decided either.
+# The gaps between runs must not read as the load's end: DOWNSCALE_S is longer (at 2 s, Serve dropped the starting
+# replica in each gap and started it again: 11 short runs, never up), and all runs share one worker (a new worker
+# for each run took up to 22 s beside other jobs' load, longer than DOWNSCALE_S: the same drop, never up).
+MORE_ROUNDS, MORE_LOAD_S, DOWNSCALE_S, DECIDE_S = 1, 300, 10, 60
 
 
 class ReplicaWatch(threading.Thread):
@@ -96,6 +101,7 @@ def test_second_replica_starts_under_load_and_goes_after(tmp_path):
     from esc_eval.sim.jobs.placed import placed_simulation
     from esc_eval.sim.runs.runfolder import RunFolder
     from esc_eval.sim.jobs.simulation import run_simulation
+    from esc_eval.sim.pool.pool import WorkerPool
     from esc_eval.serve.plan.planner import PlacementConfig
 
     t_test = time.monotonic()
@@ -124,20 +130,22 @@ def test_second_replica_starts_under_load_and_goes_after(tmp_path):
     watch = ReplicaWatch("autoscale", "embedded")
     try:
         t0 = time.monotonic()
-        with placed_simulation(cfg, out) as placed:
+        with placed_simulation(cfg, out) as placed, WorkerPool(placed.execution) as pool:
             deploy_s = time.monotonic() - t0
             assert placed.execution.num_gpus_per_worker == 0  # the pool's worker only calls the deployment
             watch.start()
             t_load = time.monotonic()
-            result = run_simulation(placed, out)
+            result = run_simulation(placed, out, pool=pool)
             t_main = time.monotonic()
             more = placed.model_copy(update={"rounds": MORE_ROUNDS})
             extra = 0
             while (watch.first(lambda running, starting: running >= 2) is None and time.monotonic() - t_load < MORE_LOAD_S
-                   and watch.first(lambda running, starting: running + starting >= 2) is not None):
-                extra += 1  # upscaled, not yet serving: more load (its own run folder), so the replica meets some
-                assert run_simulation(more, tmp_path / f"more-{extra}")["items"] == DIALOGUES
+                   and (watch.first(lambda running, starting: running + starting >= 2) is not None
+                        or time.monotonic() - t_load < DECIDE_S)):
+                extra += 1  # not yet serving: more load (its own run folder), so the replica meets some
+                assert run_simulation(more, tmp_path / f"more-{extra}", pool=pool)["items"] == DIALOGUES
             t_done = time.monotonic()
+            pool.close()  # the worker (and its handle's load report) goes with the load, as a run's own pool does
             while time.monotonic() - t_done < 40 and watch.samples[-1][1:] != (1, 0):
                 time.sleep(0.25)  # the load is over: the second replica should go
             t_down = time.monotonic()
@@ -153,11 +161,16 @@ def test_second_replica_starts_under_load_and_goes_after(tmp_path):
     assert result["items"] == DIALOGUES and len(ids) == len(set(ids)) == DIALOGUES  # exactly once
     assert all(r["status"] == "ok" for r in rows), [r["error"] for r in rows if r["status"] != "ok"][:3]
     assert sum(r["n_turns"] for r in rows) == DIALOGUES * (1 + 2 * ROUNDS)  # every call answered, first try
+    more_rows = [r for i in range(1, extra + 1)
+                 for r in RunFolder(tmp_path / f"more-{i}", create=False).iter_rows("dialogues")]
+    assert all(r["status"] == "ok" for r in more_rows), [r["error"] for r in more_rows if r["status"] != "ok"][:3]
+    assert sum(r["n_turns"] for r in more_rows) == extra * DIALOGUES * (1 + 2 * MORE_ROUNDS)  # so in the short runs
     decided = watch.first(lambda running, starting: running + starting >= 2)
     up = watch.first(lambda running, starting: running >= 2)
     gone = next((t for t, r, s in watch.samples if up and t > up and (r, s) == (1, 0)), None)
     wall_to_mono = time.monotonic() - time.time()
-    calls = _turn_times(rows, wall_to_mono)
+    calls = _turn_times(rows + more_rows, wall_to_mono)  # the short runs' turns too: most with two replicas are theirs
+    ends = sorted(t for t, _ in calls)
     first = min(datetime.fromisoformat(str(r["started_at"])).timestamp() for r in rows) + wall_to_mono
     m = {
         "machine": os.uname().nodename, "cpus": os.cpu_count(), "dialogues": DIALOGUES, "rounds": ROUNDS,
@@ -166,6 +179,8 @@ def test_second_replica_starts_under_load_and_goes_after(tmp_path):
         "upscale_decided_after_first_dialogue_s": _round(decided, first),
         "second_replica_start_s": _round(up, decided),
         "load_s": round(t_done - t_load, 1), "extra_short_runs": extra, "second_replica_gone_after_load_s": _round(gone, t_done),
+        # the load's longest pause (the gaps between runs among them): DOWNSCALE_S must be longer
+        "longest_wait_between_call_ends_s": round(max((b - a for a, b in zip(ends, ends[1:])), default=0), 1),
         "downscale_wait_s": round(t_down - t_done, 1),
         "turns_with_one_replica_before_upscale": _phase(calls, t_load, decided),
         "turns_while_second_replica_started": _phase(calls, decided, up or t_done + 1),

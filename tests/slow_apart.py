@@ -1,0 +1,74 @@
+"""`--slow-apart` with `-n 2`: the slow tests on one xdist worker, in the order a serial run takes
+them, and every other test on the other worker at the same time.
+
+Why a scheduler of our own: the slow tests start engines, Ray and Serve replicas and two of them
+side by side held 20 of the 23 GiB of a 2-core CI machine and moved the tests that compare timings;
+the fast tests (about 10 minutes serially, mostly processes starting and waiting) fit beside one slow
+test. xdist's own modes cannot say this: `loadscope` groups by module only, and `loadgroup` (the
+xdist_group marker) does not group on pytest 9.2. This subclass of xdist's LoadScopeScheduling
+changes only the scope of a test: every slow test is in one scope (one worker, collection order),
+every other test in its module's scope.
+
+The controller does not collect; the workers do. Each worker writes the node ids of the slow tests
+it collected to a file the controller named (ESC_EVAL_SLOW_IDS) before it reports its collection,
+and the controller reads it when it splits the collection into scopes.
+"""
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+
+import pytest
+
+ENV = "ESC_EVAL_SLOW_IDS"
+SLOW_SCOPE = "<slow tests>"
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--slow-apart", action="store_true", default=False,
+                     help="with -n 2: the slow tests on one worker in collection order, the others on the other "
+                          "(tests/slow_apart.py)")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if not config.getoption("slow_apart"):
+        return
+    if hasattr(config, "workerinput"):
+        return  # a worker: it writes the ids (below) where the controller said
+    if not config.pluginmanager.hasplugin("xdist") or not getattr(config.option, "numprocesses", None):
+        raise pytest.UsageError("--slow-apart needs pytest-xdist's -n (e.g. -n 2)")
+    fd, path = tempfile.mkstemp(prefix="esc-eval-slow-ids-", suffix=".json")
+    os.close(fd)
+    os.environ[ENV] = path  # the workers, started after this, inherit it
+    config.add_cleanup(lambda: Path(path).unlink(missing_ok=True))
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    path = os.environ.get(ENV)
+    if not config.getoption("slow_apart") or not hasattr(config, "workerinput") or not path:
+        return
+    ids = [item.nodeid for item in items if item.get_closest_marker("slow")]
+    tmp = f"{path}.{config.workerinput['workerid']}"
+    Path(tmp).write_text(json.dumps(ids))
+    os.replace(tmp, path)  # whole or not at all: every worker writes the same list
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log):
+    if not config.getoption("slow_apart"):
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class SlowApartScheduling(LoadScopeScheduling):
+        """LoadScopeScheduling whose scopes are: all the slow tests together, else the test's module."""
+
+        slow: set[str] | None = None
+
+        def _split_scope(self, nodeid: str) -> str:
+            if self.slow is None:  # every worker has reported its collection when the split begins
+                self.slow = set(json.loads(Path(os.environ[ENV]).read_text() or "[]"))
+            return SLOW_SCOPE if nodeid in self.slow else nodeid.split("::", 1)[0]
+
+    return SlowApartScheduling(config, log)

@@ -1,0 +1,46 @@
+"""tests/slow_apart.py in a pytest run of its own (xdist, two workers) over stand-in tests that note
+where and in which order they ran."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+TESTS = {
+    "test_a.py": "import pytest\n@pytest.mark.slow\ndef test_slow_1(): note('slow_1')\ndef test_fast_a(): note('fast_a')\n",
+    "test_b.py": "import pytest\npytestmark = pytest.mark.slow\ndef test_slow_2(): note('slow_2')\n"
+                 "def test_slow_3(): note('slow_3')\n",
+    "test_c.py": "def test_fast_c1(): note('fast_c1')\ndef test_fast_c2(): note('fast_c2')\n",
+}
+CONFTEST = ("import os, time\nimport builtins\n"
+            "def note(name):\n"
+            "    with open(os.environ['NOTES'], 'a') as f:\n"
+            "        f.write(f\"{name} {os.environ['PYTEST_XDIST_WORKER']}\\n\")\n"
+            "    time.sleep(0.3)\n"
+            "builtins.note = note\n")
+
+
+def _run(tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
+    for name, text in {**TESTS, "conftest.py": CONFTEST, "pytest.ini": "[pytest]\nmarkers = slow: slow\n"}.items():
+        (tmp_path / name).write_text(text)
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parent), "NOTES": str(tmp_path / "notes")}
+    return subprocess.run([sys.executable, "-m", "pytest", "-p", "slow_apart", "-p", "no:cacheprovider", "-q", *args],
+                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+
+
+def test_the_slow_tests_run_on_one_worker_in_order_and_the_rest_on_the_other(tmp_path):
+    proc = _run(tmp_path, "-n", "2", "--slow-apart")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    notes = [line.split() for line in (tmp_path / "notes").read_text().splitlines()]
+    slow = [(n, w) for n, w in notes if n.startswith("slow")]
+    fast = [(n, w) for n, w in notes if n.startswith("fast")]
+    assert [n for n, _ in slow] == ["slow_1", "slow_2", "slow_3"]  # the order a serial run takes
+    assert len({w for _, w in slow}) == 1 and {w for _, w in fast} == {"gw0", "gw1"} - {slow[0][1]}
+    assert sorted(n for n, _ in fast) == ["fast_a", "fast_c1", "fast_c2"]
+
+
+def test_without_workers_it_is_refused_in_one_line(tmp_path):
+    proc = _run(tmp_path, "--slow-apart")
+    assert proc.returncode == 4 and "--slow-apart needs pytest-xdist's -n (e.g. -n 2)" in proc.stderr
+    assert not (tmp_path / "notes").exists()
