@@ -11,8 +11,12 @@ Per feature and group (the humans of the group's language; a group without them 
   spread                simulated standard deviation / people's
   ks                    the Kolmogorov-Smirnov statistic: the largest gap between the two
                         distributions' cumulative shares, 0 (the same) to 1 (no overlap)
-  floor, ks_floor       the same between two random halves of the people (mean of 20 splits):
-                        what sampling alone puts between two sets of people
+  floor, ks_floor       the same between two samples drawn (with replacement) from the people's own
+                        values at the comparison's sizes, n simulated and n human (mean of 50
+                        draws): what sampling alone puts between a simulator that writes like these
+                        people and the people, at this comparison's sizes (halves of the people, n/2
+                        against n/2, was no comparison's noise: too low beside 16 simulated
+                        dialogues, too high beside 8,500)
 Intervals are percentile bootstraps over dialogues (both sides resampled, one set of resamples
 shared by every feature of a group, so the fidelity figure gets its interval from the same draws);
 a distance's interval is moved by the bootstrap's estimate of its bias (a distance between samples
@@ -43,7 +47,7 @@ from esc_eval.analysis.seekers.fidelity_features import DISTRESS, FEATURES
 QUANTILES = (0.1, 0.25, 0.5, 0.75, 0.9)
 SHIFT_MIN = 0.2  # |shift| the whole interval must exceed for a direction to be named (Cohen's "small")
 SPREAD_LOW, SPREAD_HIGH = 2 / 3, 3 / 2
-FLOOR_SPLITS = 20
+FLOOR_DRAWS = 50
 POOLED = "all"
 UNIFORM, WIDER = "too uniform across dialogues", "spread wider across dialogues than people"
 # feature -> (label, word when the simulator is higher, word when lower)
@@ -174,15 +178,14 @@ def _direction(feature: str, shift: tuple[float, float], spread: tuple[float, fl
     return "; ".join(words) or "no clear difference"
 
 
-def _floor(y: np.ndarray, rng: np.random.Generator) -> tuple[float, float]:
-    """Mean standardized W1 and mean KS between two random halves of the people's values."""
-    if len(y) < 4:
+def _floor(y: np.ndarray, n_sim: int, n_human: int, rng: np.random.Generator) -> tuple[float, float]:
+    """Mean standardized W1 and mean KS between n_sim and n_human values drawn from the people's."""
+    if len(y) < 2 or n_sim < 1 or n_human < 1:
         return float("nan"), float("nan")
     s = _scale(y, y)
     w, k = [], []
-    for _ in range(FLOOR_SPLITS):
-        p = rng.permutation(len(y))
-        a, b = y[p[: len(y) // 2]], y[p[len(y) // 2:]]
+    for _ in range(FLOOR_DRAWS):
+        a, b = rng.choice(y, n_sim), rng.choice(y, n_human)
         w.append(stats.wasserstein_distance(a, b) / s)
         k.append(stats.ks_2samp(a, b, method="asymp").statistic)  # the statistic; no exact p
     return float(np.mean(w)), float(np.mean(k))
@@ -195,7 +198,7 @@ def _spread_ratio(sx: np.ndarray, sy: np.ndarray) -> np.ndarray:
 
 
 def _compare_group(sim: pd.DataFrame, hum: pd.DataFrame, features: list[str], n_boot: int, confidence: float,
-                   rng: np.random.Generator, floors: dict[str, float]) -> tuple[list[dict], dict]:
+                   rng: np.random.Generator) -> tuple[list[dict], dict]:
     """Feature rows and the summary row of one group (sim vs the people of its language)."""
     X, Y = sim[features].to_numpy(float), hum[features].to_numpy(float)
     cx = _counts(len(X), n_boot, rng) if n_boot else None
@@ -204,7 +207,7 @@ def _compare_group(sim: pd.DataFrame, hum: pd.DataFrame, features: list[str], n_
     for j, f in enumerate(features):
         vx, vy = np.isfinite(X[:, j]), np.isfinite(Y[:, j])
         x, y = X[vx, j], Y[vy, j]
-        floor, ks_floor = floors.get(f, (np.nan, np.nan))
+        floor, ks_floor = _floor(y, len(x), len(y), rng)
         row: dict[str, Any] = {"feature": f, "n_sim": int(len(x)), "n_human": int(len(y)), "floor": floor,
                                "ks_floor": ks_floor}
         if len(x) == 0 or len(y) < 2:
@@ -271,8 +274,6 @@ def compare_features(sim: pd.DataFrame, humans: pd.DataFrame, n_boot: int = 1000
         raise AnalysisInputError("no human dialogue with a seeker turn to compare with")
     features = [f for f in FEATURES + DISTRESS if f in sim.columns and f in humans.columns]
     rng = np.random.default_rng(seed)
-    floors = {lang: {f: _floor(g[f].dropna().to_numpy(float), rng) for f in features}
-              for lang, g in humans.groupby("language")}
     feat_rows, sum_rows = [], []
     for (role, strat, lang), g in _groups(sim):
         key = {"role_model": role, "strategy": strat, "language": lang}
@@ -282,7 +283,7 @@ def compare_features(sim: pd.DataFrame, humans: pd.DataFrame, n_boot: int = 1000
             sum_rows.append({**key, "n_sim": len(g), "n_human": 0, "n_features": 0,
                              "note": f"no human dialogues in {lang} (the human file holds {have})"})
             continue
-        rows, summary = _compare_group(g, hum, features, n_boot, confidence, rng, floors[lang])
+        rows, summary = _compare_group(g, hum, features, n_boot, confidence, rng)
         feat_rows += [{**key, **r} for r in rows]
         sum_rows.append({**key, **summary})
     return (pd.DataFrame(feat_rows, columns=FEATURE_COLUMNS), pd.DataFrame(sum_rows, columns=SUMMARY_COLUMNS))

@@ -19,8 +19,8 @@ from esc_eval.sim.runs.open import OutputFolder
 
 READING = ("Distance: Wasserstein-1 between the simulated and the human per-dialogue values, in units of the people's "
            "standard deviation (0 = the same distribution). KS: the largest gap between the two distributions' "
-           "cumulative shares, 0 (the same) to 1 (no overlap). Floor: the same between two random halves of the "
-           "people. Fidelity = the mean KS over the features (lower is closer to people). Brackets: bootstrap 95% "
+           "cumulative shares, 0 (the same) to 1 (no overlap). Floor: the same between samples of the people's own values "
+           "drawn at the comparison's sizes (what chance alone puts between them). Fidelity = the mean KS over the features (lower is closer to people). Brackets: bootstrap 95% "
            "intervals over dialogues (a distance's moved by the bootstrap's own bias, clipped at 0). A direction is "
            "named only when the mean shift's interval lies wholly beyond 0.2 human standard deviations (or the "
            "spread's wholly below 2/3: too uniform). Features are heuristics anyone can recompute "
