@@ -124,17 +124,24 @@ def test_a_simulator_too_long_that_resolves_in_round_one_is_named_so(tmp_path):
     assert "Seeker fidelity of eager (official, en)" in card and "resolves too fast" in card
 
 
-def test_a_simulator_drawn_from_the_people_is_not_named(tmp_path):
-    """The people split in two halves; one half cut to 5 seeker turns (the aligned ones) and laid out
-    as simulated dialogues (an opener, then seeker / assistant rounds): nothing to name."""
+def _halves(tmp_path) -> tuple[HumanSeekers, list[list[str]]]:
+    """400 people split in two: the first 200 as the people, the other 200 cut to their 5 aligned seeker
+    turns (to be laid out as simulated dialogues)."""
     people = _people(tmp_path, 400)
     half_a, half_b = people.dialogues.iloc[:200], people.dialogues.iloc[200:]
     cut = []
     for _, d in half_b.iterrows():
         runs = seeker_runs(d["turns"])
         cut.append([runs[i] for i, _ in aligned_positions(len(runs))])
+    return HumanSeekers(half_a.reset_index(drop=True), people.source, 200), cut
+
+
+def test_a_simulator_drawn_from_the_people_is_not_named(tmp_path):
+    """The people split in two halves; one half cut to 5 seeker turns (the aligned ones) and laid out
+    as simulated dialogues (an opener, then seeker / assistant rounds): nothing to name."""
+    humans, cut = _halves(tmp_path)
     sim = _sim(cut, role="drawn-from-people")
-    result = seeker_fidelity(sim, HumanSeekers(half_a.reset_index(drop=True), people.source, 200), n_boot=500)
+    result = seeker_fidelity(sim, humans, n_boot=500)
     assert set(result.features["direction"]) == {"no clear difference"}, result.features[["feature", "direction"]]
     s = result.summary.iloc[0]
     assert s["directions"] == "" and s["fidelity_lo"] <= s["floor"]  # as far from these people as people are
@@ -262,13 +269,7 @@ def test_the_floor_is_the_noise_of_a_comparison_of_the_same_sizes(tmp_path):
     comparison's sizes (resampled from the people), and a simulator drawn from the people stays within
     it at both sizes. (At 16 the per-feature directions can still name a chance difference: the
     newcomer issue's item 3 is not done.)"""
-    people = _people(tmp_path, 400)
-    half_a, half_b = people.dialogues.iloc[:200], people.dialogues.iloc[200:]
-    cut = []
-    for _, d in half_b.iterrows():
-        runs = seeker_runs(d["turns"])
-        cut.append([runs[i] for i, _ in aligned_positions(len(runs))])
-    humans = HumanSeekers(half_a.reset_index(drop=True), people.source, 200)
+    humans, cut = _halves(tmp_path)
     few = seeker_fidelity(_sim(cut[:16], role="few"), humans, n_boot=300).summary.iloc[0]
     many = seeker_fidelity(_sim(cut, role="many"), humans, n_boot=300).summary.iloc[0]
     assert (few["n_sim"], many["n_sim"]) == (16, 200)
