@@ -138,22 +138,22 @@ def check_budget(budget_s: float, steps: list[str], models: dict[str, str], devi
     for s in steps:
         shares[s], before = round(ends[s] - before), ends[s]
     plan: dict[str, Any] = {}
+    must: dict[str, int] = {}  # parts a step's share must hold: the engines step all, the others their first
     for s, parts in starts.items():
         needs = [(max if together and device == "gpu" else sum)(est[m] for m in ms) for _, ms, together in parts]
         held = next((i for i in range(len(needs)) if sum(needs[:i + 1]) > shares[s]), len(needs))
         plan[s] = {"parts": [{"part": p, "models": ms, "start_s": n} for (p, ms, _), n in zip(parts, needs)],
                    "start_s": sum(needs), "share_s": shares[s], "parts_held": held}
+        must[s] = len(parts) if s == "engines" else 1
     every = max((_min_budget(s, p["start_s"], steps) for s, p in plan.items()), default=budget_s)
-    short = [s for s, p in plan.items() if (p["parts_held"] < len(p["parts"]) if s == "engines" else p["parts_held"] == 0)]
+    short = {s: plan[s]["parts"][:must[s]] for s in plan if plan[s]["parts_held"] < must[s]}
     if short:
         lines = []
-        for s in short:
-            p = plan[s]
-            what = ", ".join(f"{x['part']} ~{x['start_s']} s" for x in p["parts"][:None if s == "engines" else 1])
-            lines.append(f"the {s} step needs ~{p['start_s'] if s == 'engines' else p['parts'][0]['start_s']} s of "
-                         f"engine starts on the {device} ({what}) and would get {p['share_s']} s")
-        least = max(_min_budget(s, plan[s]["start_s"] if s == "engines" else plan[s]["parts"][0]["start_s"], steps)
-                    for s in short)
+        for s, parts in short.items():
+            what = ", ".join(f"{x['part']} ~{x['start_s']} s" for x in parts)
+            lines.append(f"the {s} step needs ~{sum(x['start_s'] for x in parts)} s of engine starts on the {device} "
+                         f"({what}) and would get {plan[s]['share_s']} s")
+        least = max(_min_budget(s, sum(x["start_s"] for x in parts), steps) for s, parts in short.items())
         raise CheckInputError(f"--budget-min {budget_s / 60:g}: too small: {'; '.join(lines)}; give at least "
                               f"--budget-min {least / 60:.1f} (every step's engine starts: {every / 60:.1f})")
     notes = [f"the {s} step's {p['share_s']} s hold {p['parts_held']} of its {len(p['parts'])} engine-starting parts "
