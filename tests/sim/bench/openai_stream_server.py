@@ -109,14 +109,3 @@ class StreamServer:
         self.httpd.shutdown()
         self.httpd.server_close()
 
-
-def main() -> None:  # python openai_stream_server.py MODEL ITL_S: serve until killed (the Ctrl-C test)
-    import sys
-
-    with StreamServer(sys.argv[1], itl_s=float(sys.argv[2])) as s:
-        print(s.url, flush=True)
-        threading.Event().wait()
-
-
-if __name__ == "__main__":
-    main()

@@ -186,7 +186,9 @@ def test_poisson_arrivals_with_a_cap_and_a_duration_bound():
 
 # -- workloads through bench_serve -----------------------------------------------------------
 def test_replayed_dialogues_grow_the_targets_history_turn_by_turn(source):
-    with StreamServer("tiny", ttft_s=0.01, ttft_per_char_s=2e-4, itl_s=0.002) as server:  # 0.2 s per 1,000 characters
+    # 2 s per 1,000 characters: the third turn's prompt is ~0.45 s later than the first's, well above the
+    # stalls a loaded 2-core machine puts in a client's event loop (0.14 s seen at 0.2 s per 1,000)
+    with StreamServer("tiny", ttft_s=0.01, ttft_per_char_s=2e-3, itl_s=0.002) as server:
         _replayed_dialogues(server, source)
 
 
@@ -363,21 +365,19 @@ def test_bad_input_is_one_line_before_any_load(server, source, args, message, mo
 
 
 def test_ctrl_c_still_writes_what_was_measured(source, tmp_path):
-    srv = subprocess.Popen([sys.executable, str(HERE / "openai_stream_server.py"), "tiny", "0.05"], stdout=subprocess.PIPE,
-                           text=True)
-    try:
-        url = srv.stdout.readline().strip()
-        out = tmp_path / "interrupted.json"
-        bench = subprocess.Popen([str(Path(sys.executable).with_name("esc-eval")), "bench", "serve", "--base-url", url,
+    out = tmp_path / "interrupted.json"
+    with StreamServer("tiny", itl_s=0.05) as server:  # 10 tokens: 0.5 s a request
+        bench = subprocess.Popen([str(Path(sys.executable).with_name("esc-eval")), "bench", "serve", "--base-url", server.url,
                                   "--model", "tiny", "--source", str(source), "--concurrency", "2", "--num", "100",
                                   "--max-tokens", "10", "--warmup", "0", "-o", str(out)],
                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        time.sleep(6)  # about 5 requests of 0.5 s each per slot
+        # interrupt once the 5th request has started: with 2 slots at least 3 have finished by then (a fixed
+        # sleep raced the command's start-up on a loaded machine)
+        deadline = time.monotonic() + 120
+        while len(server.requests) < 5 and bench.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.05)
         bench.send_signal(signal.SIGINT)
         stdout, stderr = bench.communicate(timeout=60)
-    finally:
-        srv.terminate()
-        srv.wait(timeout=10)
     assert bench.returncode == 130, stderr
     data = json.loads(out.read_text())
     (lv,) = data["arms"][0]["levels"]
