@@ -28,6 +28,7 @@ from esc_eval.serve.devices.accelerator import AcceleratorMismatch, check_accele
 from esc_eval.serve.devices.cpu import DtypeError, cpu_info, looks_like_dtype_error, refused_dtype_message, resolve_dtype
 from esc_eval.serve.engines.args import (EngineCapacity, EngineConfigError, cpu_kv_cache_env, detect_device,
                                         engine_kwargs)
+from esc_eval.serve.engines.cpu_layout import LAYOUT_ENV, CpuLayout, cpu_layout, pinned, start_env
 from esc_eval.serve.engines.output import ChildOutput, cause_of
 
 log = logging.getLogger("esc_eval.serve.backends.vllm_engine")
@@ -149,7 +150,8 @@ class _EngineHost:
         started = time.perf_counter()
         self.tokenizer = AutoTokenizer.from_pretrained(self.model_path, trust_remote_code=kwargs.get("trust_remote_code", False))
         args = AsyncEngineArgs(model=self.model_path, **kwargs)
-        with self.output.capture():  # the engine's processes inherit the teed stdout/stderr
+        layout = CpuLayout() if device.gpu else cpu_layout()  # serve/engines/cpu_layout.py: two processes, not three
+        with start_env(layout.env), pinned(layout.cores), self.output.capture():  # the engine's processes inherit the teed stdout/stderr
             self.engine = AsyncLLM.from_engine_args(args)
         self.max_model_len = int(kwargs["max_model_len"])
         self.block_size = kwargs.get("block_size")
@@ -224,9 +226,9 @@ _HOSTS: dict[tuple, _EngineHost] = {}
 _HOSTS_LOCK = threading.Lock()
 
 
-# Read by a CPU engine's core process when it is spawned: engines started under different values are
-# different engines (bench score probes the reference's binding on one engine each).
-SPAWN_ENV = ("VLLM_CPU_OMP_THREADS_BIND",)
+# Read by a CPU engine while it starts: engines started under different values are different engines
+# (bench score probes the reference's binding on one engine each).
+SPAWN_ENV = LAYOUT_ENV
 
 
 def _host_for(model_path: str, adapters: dict[str, str], engine_kwargs: dict[str, Any]) -> _EngineHost:

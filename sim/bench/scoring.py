@@ -4,8 +4,8 @@ Measured on one vLLM model (default: the embedded SmolLM2 judge), each phase alo
   ours                  what `esc-eval score` runs: ScoringJob on the Ray pool, one engine per
                         core bound to it, prefix caching on, method logprob (one forward pass
                         per request, P("0".."4") at the answer), each dialogue its own chunk.
-  ours_one_engine       the same 7 x N requests all in flight on one in-process engine (vLLM's
-                        default binding: one core). Run twice, in the order ScoringJob submits
+  ours_one_engine       the same 7 x N requests all in flight on one in-process engine (our CPU
+                        layout, serve/engines/cpu_layout.py). Run twice, in the order ScoringJob submits
                         (dialogue-major) and sorted by dimension (the rubric prefix back to
                         back), the prefix cache reset before each, to measure whether ordering
                         matters.
@@ -29,13 +29,14 @@ budget -> dialogues/hour, plus the prefill tokens per dialogue and a GPU project
 loads one dtype (--dtype, auto = the CPU's best), recorded with the CPU under "machine".
 The references run on a separate engine instance with prefix caching disabled (engines are keyed
 by their kwargs), so caching is one of the things that differ; it is bound to one core or to all
-of them, whichever ran one reference call faster (a probe recorded in the JSON), so the reference
-has the machine as it best uses it. Engine start and a one-token
+of them, whichever ran one reference call faster (a probe recorded in the JSON), in vLLM's own
+process layout, so the reference has the machine as vLLM best uses it. Engine start and a one-token
 warm-up per engine are excluded from every timing.
 """
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import statistics
@@ -44,6 +45,7 @@ from pathlib import Path
 from typing import Any
 
 from esc_eval.serve.chat.interface import ChatMessage, GenerationParams
+from esc_eval.serve.engines.cpu_layout import BIND_ENV, MULTIPROCESSING_ENV
 from esc_eval.serve.registry.ref import ModelRef
 from esc_eval.sim.bench.dialogues import load_bench_dialogues
 from esc_eval.sim.jobs.scoring import score_dialogue
@@ -57,7 +59,6 @@ OFFICIAL_MAX_NEW_TOKENS = 512
 # Pause between phases: an idle vLLM-CPU worker spins for ~1 s after its last request
 # (notes/cpu-stack.md), which would steal the core from the next phase's engine.
 PHASE_PAUSE_S = 2.0
-BIND_ENV = "VLLM_CPU_OMP_THREADS_BIND"
 
 
 # -- measurement ------------------------------------------------------------------------------
@@ -236,10 +237,13 @@ def run_bench(dialogues: int = 4, source: Path | None = None, reference_dialogue
     return out
 
 
+@contextlib.contextmanager
 def _thread_bind(value: str | None):
     """VLLM_CPU_OMP_THREADS_BIND for the engines started inside (their core process reads it at
-    spawn); None = vLLM's default (one core)."""
-    return temporary_env(BIND_ENV, value)
+    spawn); None = vLLM's default (one core). The reference runs in vLLM's own process layout either
+    way, not in ours (serve/engines/cpu_layout.py)."""
+    with temporary_env(BIND_ENV, value), temporary_env(MULTIPROCESSING_ENV, "1"):
+        yield
 
 
 def _reference_bindings() -> dict[str, str | None]:
@@ -319,7 +323,7 @@ def _compare(rows, judge: JudgeConfig, model: str, dtype: str, k: int, max_new_t
     with _thread_bind(_reference_bindings()[bind_name]):
         ref_model = Counting(model, enable_prefix_caching=False, **_dtype_kwargs(engine_dtype))
     ref_start = probes[bind_name]["engine_start_s"]
-    ours_model = Counting(model, **_dtype_kwargs(engine_dtype))  # default engine kwargs: prefix caching on, vLLM's default binding
+    ours_model = Counting(model, **_dtype_kwargs(engine_dtype))  # default engine kwargs: prefix caching on, our CPU layout
     out["engine_start_s"] = {"ours_one_engine": round(_start(ours_model), 1), "reference": round(ref_start, 1)}
 
     async def main() -> None:

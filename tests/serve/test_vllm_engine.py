@@ -21,6 +21,15 @@ async def test_chat_returns_text_and_token_counts(embedded_model):
     assert r.finish_reason in ("stop", "length")
 
 
+async def test_the_cpu_engine_runs_its_model_inside_enginecore(embedded_model):
+    """serve/engines/cpu_layout.py: two processes (this one and EngineCore), not vLLM-CPU's three."""
+    import os
+
+    cfg = embedded_model.host.engine.vllm_config
+    assert cfg.parallel_config.distributed_executor_backend == "uni"
+    assert "VLLM_ENABLE_V1_MULTIPROCESSING" not in os.environ  # set for the start only
+
+
 async def test_greedy_is_deterministic_and_batches(embedded_model):
     msgs = [ChatMessage(role="user", content="Name a colour.")]
     outs = await asyncio.gather(*[embedded_model.chat(msgs, GenerationParams(max_tokens=12)) for _ in range(8)])

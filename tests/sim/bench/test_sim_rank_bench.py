@@ -116,3 +116,16 @@ def test_shutdown_engine_forgets_only_that_engine(monkeypatch):
     monkeypatch.setattr(ve, "_HOSTS", {("m", (), ("x",)): a, ("m", (), ("y",)): b})
     ve.shutdown_engine(a)
     assert a.down and not b.down and list(ve._HOSTS.values()) == [b]
+
+
+def test_the_reference_starts_in_vllms_own_process_layout(monkeypatch):
+    import os
+
+    from esc_eval.serve.engines.cpu_layout import MULTIPROCESSING_ENV, CpuLayout, cpu_layout
+    from esc_eval.sim.bench.scoring import _thread_bind
+
+    monkeypatch.delenv(MULTIPROCESSING_ENV, raising=False)
+    for bind in (None, "0-1"):
+        with _thread_bind(bind):
+            assert cpu_layout() == CpuLayout()  # vLLM's layout, as the reference script runs
+    assert MULTIPROCESSING_ENV not in os.environ
