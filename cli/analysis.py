@@ -135,7 +135,7 @@ def fidelity_cmd(
     config: Annotated[Optional[Path], typer.Option("--config", "-c", help="Distress judge YAML (sim.jobs.distress.DistressConfig).")] = None,
     method: Annotated[Optional[str], typer.Option("--method", help="The judge's method: logprob | generate.")] = None,
     rounds: Annotated[int, typer.Option("--rounds", min=1, help="Aligned seeker turns per dialogue (the simulation's rounds).")] = 5,
-    align: Annotated[str, typer.Option("--align", help="relative (seeker turns spread from the first to the last) | first (the first --rounds).")] = "relative",
+    align: Annotated[str, typer.Option("--align", help="auto (first for runs cut at their round cap, relative where every seeker closed its dialogue) | relative (seeker turns spread from the first to the last) | first (the first --rounds).")] = "auto",
     n_boot: Annotated[int, typer.Option("--n-boot", help="Bootstrap resamples for the intervals (0 = none).")] = 1000,
     seed: Annotated[int, typer.Option("--seed", help="Bootstrap seed.")] = 0,
     out: Out = None,

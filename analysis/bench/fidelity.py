@@ -118,5 +118,5 @@ def bench_fidelity(n_simulated: int = 8_500, n_human: int = 1_300, n_boot: int =
         return {"bench": "fidelity", "n_simulated": int(result.meta["n_simulated"]), "n_human": int(result.meta["n_human"]),
                 "role_models": int(result.summary["role_model"].nunique()), "n_boot": n_boot, "build_s": build_s,
                 "seconds": t, "target_s": TARGET_S, "within_target": t["total"] < TARGET_S,
-                "notes": "no judge; 5 rounds aligned 'relative'; every feature's bootstrap shares one set of "
+                "notes": f"no judge; 5 rounds aligned '{result.meta['align']}'; every feature's bootstrap shares one set of "
                          "resamples per (role model, strategy, language)"}

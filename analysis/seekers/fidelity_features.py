@@ -14,6 +14,12 @@ a long human dialogue and a short simulated one are compared on the same amount 
                       is read as it is). A dialogue with n < R seeker turns puts its turn j at round
                       1 + floor(j x (R-1)/(n-1) + 0.5): first at 1, last at R, rounds between empty.
   first               the first R seeker turns (the opening minutes of a human conversation).
+  auto (the default of the comparison, fidelity_report.py)  relative where every simulated
+                      dialogue was closed by its seeker (termination reason in SEEKER_CLOSED), else
+                      first: a run cut at its round cap has no ending, and relative would set a
+                      person's closing turn (thanks, goodbye) beside a cut (FailedESConv's people
+                      written as 5-round runs against the other half of them: "closes with thanks
+                      less than people" under relative, nothing under first).
 
 Features (one value per dialogue; tokens: lower-cased words in English, Han characters in
 Chinese, analysis/textmetrics tokenize):
@@ -48,7 +54,10 @@ from esc_eval.analysis.textmetrics.metrics import distinct_n, tokenize
 from esc_eval.sim.judging.distress_turns import seeker_runs
 
 ROUNDS = 5
-ALIGNMENTS = ("relative", "first")
+ALIGNMENTS = ("auto", "relative", "first")
+# Termination reasons of a dialogue its seeker closed (a seeker that can end the conversation); a
+# dialogue stopped at its round cap ("completed") was cut, not closed.
+SEEKER_CLOSED = frozenset({"seeker_ended"})
 KEYS = ["dialogue_id", "role_model", "strategy", "language"]
 LEXICAL = ["words_per_turn", "question_share", "first_person_share", "distinct_1", "distinct_2", "repetition"]
 COURSE = ["thanks_early", "thanks_last", "negativity_start", "negativity_end", "negativity_slope", "resolved_round"]
@@ -63,10 +72,24 @@ THANKS_RE = re.compile(
 QUESTION_RE = re.compile(r"[?？]")
 
 
-def aligned_positions(n: int, rounds: int = ROUNDS, align: str = "relative") -> list[tuple[int, int]]:
-    """(seeker turn index from 0, round from 1) of the aligned turns of a dialogue with n seeker turns."""
+def resolve_alignment(align: str, simulated: pd.DataFrame, rounds: int = ROUNDS) -> tuple[str, str]:
+    """(relative | first, why) for comparing `simulated` (dialogue rows) with people under `align`."""
     if align not in ALIGNMENTS:
         raise AnalysisInputError(f"alignment {align!r}: expected one of {', '.join(ALIGNMENTS)}")
+    if align != "auto":
+        return align, "as asked"
+    reasons = simulated["termination_reason"] if "termination_reason" in simulated.columns else None
+    if reasons is not None and len(reasons) and reasons.isin(SEEKER_CLOSED).all():
+        return "relative", "auto: every simulated dialogue was closed by its seeker; both sides from the opening to the closing turn"
+    return "first", (f"auto: the simulated dialogues stop at the round cap, where no seeker closed them, so people are "
+                     f"read by their first {rounds} seeker turns too (an ending is compared only where the seeker ended)")
+
+
+def aligned_positions(n: int, rounds: int = ROUNDS, align: str = "relative") -> list[tuple[int, int]]:
+    """(seeker turn index from 0, round from 1) of the aligned turns of a dialogue with n seeker turns
+    (align: relative or first; resolve_alignment turns auto into one of them)."""
+    if align not in ("relative", "first"):
+        raise AnalysisInputError(f"alignment {align!r}: expected relative or first")
     if n <= 0:
         return []
     if align == "first":

@@ -14,29 +14,34 @@ from esc_eval.analysis.results.blocks import notice, section, table, text
 from esc_eval.analysis.results.loaders import AnalysisInputError
 from esc_eval.analysis.seekers.esconv import HumanSeekers
 from esc_eval.analysis.seekers.fidelity import (FEATURE_INFO, POOLED, FidelityResult, compare_features, judge_check)
-from esc_eval.analysis.seekers.fidelity_features import ROUNDS, add_distress, by_round, dialogue_features, round_frame
+from esc_eval.analysis.seekers.fidelity_features import (ROUNDS, add_distress, by_round, dialogue_features,
+                                                         resolve_alignment, round_frame)
 from esc_eval.sim.runs.open import OutputFolder
 
 READING = ("Distance: Wasserstein-1 between the simulated and the human per-dialogue values, in units of the people's "
            "standard deviation (0 = the same distribution). KS: the largest gap between the two distributions' "
            "cumulative shares, 0 (the same) to 1 (no overlap). Floor: the same between samples of the people's own values "
            "drawn at the comparison's sizes (what chance alone puts between them). Fidelity = the mean KS over the features (lower is closer to people). Brackets: bootstrap 95% "
-           "intervals over dialogues (a distance's moved by the bootstrap's own bias, clipped at 0). A direction is "
-           "named only when the mean shift's interval lies wholly beyond 0.2 human standard deviations (or the "
-           "spread's wholly below 2/3: too uniform). Features are heuristics anyone can recompute "
+           "intervals over dialogues (a distance's moved by the bootstrap's own bias, clipped at 0); the shift's are "
+           "simultaneous over the features (Bonferroni). A direction is named only when the mean shift's interval "
+           "lies wholly beyond 0.2 human standard deviations (or the spread's wholly below 2/3: too uniform; above "
+           "3/2: wider). Features are heuristics anyone can recompute "
            "(docs/guides/seeker-fidelity.md), not judgments of humanness.")
 
 
-def seeker_fidelity(dialogues: pd.DataFrame, humans: HumanSeekers, *, rounds: int = ROUNDS, align: str = "relative",
+def seeker_fidelity(dialogues: pd.DataFrame, humans: HumanSeekers, *, rounds: int = ROUNDS, align: str = "auto",
                     n_boot: int = 1000, seed: int = 0, distress: pd.DataFrame | None = None,
                     judge: str | None = None) -> FidelityResult:
     """Compare the simulated seekers of `dialogues` (a run's rows) with `humans`. distress: a judge's
     ratings (dialogue_id, seeker_turn, rating) of both sides' seeker turns, adding the judge's
-    emotional course and its check against ESConv's survey."""
+    emotional course and its check against ESConv's survey. align: auto (fidelity_features.py
+    resolve_alignment), relative or first."""
     t0 = time.perf_counter()
     ok = dialogues[dialogues["status"] == "ok"] if "status" in dialogues.columns else dialogues
     if ok.empty:
         raise AnalysisInputError("no completed dialogue in the runs: nothing to compare with people")
+    asked = align
+    align, why = resolve_alignment(align, ok, rounds)
     frame_s = round_frame(ok, rounds, align)
     frame_h = round_frame(humans.dialogues, rounds, align)
     feat_s = dialogue_features(ok, rounds, align, frame_s)
@@ -49,9 +54,15 @@ def seeker_fidelity(dialogues: pd.DataFrame, humans: HumanSeekers, *, rounds: in
     course = pd.concat([by_round(frame_s, feat_s, rounds), by_round(frame_h, feat_h, rounds)], ignore_index=True)
     check = judge_check(humans.dialogues, feat_h, n_boot=n_boot, seed=seed) if distress is not None else None
     meta = {"humans": humans.source, "humans_described": humans.describe(), "n_human": int(len(feat_h)),
-            "n_simulated": int(len(feat_s)), "rounds": rounds, "align": align, "n_boot": n_boot, "seed": seed,
+            "n_simulated": int(len(feat_s)), "rounds": rounds, "align": align, "align_asked": asked, "align_reason": why,
+            "n_boot": n_boot, "seed": seed,
             "judge": judge, "seconds": round(time.perf_counter() - t0, 3)}
     return FidelityResult(features, summary, course, check, meta)
+
+
+def _aligned(meta: dict) -> str:
+    why = meta.get("align_reason", "as asked")
+    return f"aligned '{meta['align']}'" + ("" if why == "as asked" else f" ({why})")
 
 
 def _num(v, digits: int = 2) -> str:
@@ -80,7 +91,7 @@ def _feature_rows(feats: pd.DataFrame) -> list[list[str]]:
 
 
 FEATURE_HEADERS = ["Feature", "People: median [IQR]", "Simulated: median [IQR]", "Distance [95% CI]", "Floor",
-                   "KS [95% CI]", "KS floor", "Shift [95% CI]", "Direction"]
+                   "KS [95% CI]", "KS floor", "Shift [simultaneous 95%]", "Direction"]
 SUMMARY_HEADERS = ["Role model", "Strategy", "Language", "Simulated", "People", "Fidelity: mean KS [95% CI]",
                    "Floor", "Named differences"]
 
@@ -116,7 +127,7 @@ def _check_rows(check: pd.DataFrame) -> list[list[str]]:
 def fidelity_markdown(result: FidelityResult) -> str:
     """Every table: the summary, each group's features, the course by round, the judge's check."""
     m, rounds = result.meta, result.meta["rounds"]
-    parts = [f"People: {m['humans_described']}. Rounds: {rounds} per dialogue, aligned '{m['align']}'.",
+    parts = [f"People: {m['humans_described']}. Rounds: {rounds} per dialogue, {_aligned(m)}.",
              "", READING, "", _md_table(SUMMARY_HEADERS, _summary_rows(result)), ""]
     for key, g in result.features.groupby(["role_model", "strategy", "language"], sort=False):
         parts += [f"### {_group_label(dict(zip(['role_model', 'strategy', 'language'], key)))}", "",
@@ -144,8 +155,8 @@ def fidelity_card(result: FidelityResult, role_model: str | None = None) -> str:
                         & (result.features["language"] == r["language"])]
     head = (f"Seeker fidelity of {_group_label(r)}: {r['n_sim']} simulated vs {r['n_human']} human dialogues "
             f"({Path(result.meta['humans']).name})\nFidelity {_ci(r['fidelity'], r['fidelity_lo'], r['fidelity_hi'])}: "
-            f"the mean KS over the features, 0 = indistinguishable from people, 1 = no overlap on any; two halves "
-            f"of the people: {_num(r['floor'])}")
+            f"the mean KS over the features, 0 = indistinguishable from people, 1 = no overlap on any; people against "
+            f"people at these sizes: {_num(r['floor'])}\n{result.meta['rounds']} rounds, {_aligned(result.meta)}")
     return head + "\n\n" + _md_table(FEATURE_HEADERS, _feature_rows(f)) + "\n"
 
 
@@ -172,8 +183,8 @@ def seeker_fidelity_section(result: FidelityResult) -> dict:
     """The report's section (analysis/results/blocks.py blocks)."""
     s = section("seeker_fidelity", "Is the simulated seeker like a person?")
     m, rounds = result.meta, result.meta["rounds"]
-    s["blocks"].append(text(f"People: {m['humans_described']}. Rounds: {rounds} per dialogue, aligned "
-                            f"'{m['align']}'. {READING}"))
+    s["blocks"].append(text(f"People: {m['humans_described']}. Rounds: {rounds} per dialogue, {_aligned(m)}. "
+                            f"{READING}"))
     for _, r in result.summary.iterrows():
         if r["note"]:
             s["notices"].append(notice(f"{_group_label(r)}: {r['note']}.", "info"))

@@ -28,8 +28,10 @@ HAND = ["Hi, I feel sad and lonely.", "Why do I feel so sad?", "I feel sad and l
         "Thanks, I feel better now."]
 
 
-def _sim(rows: list[list[str]], role: str = "sim", strategy: str = "official") -> pd.DataFrame:
-    return pd.DataFrame([{**dialogue_row(f"{role}-{i}", "target", seeker=s, role_model=role), "strategy": strategy}
+def _sim(rows: list[list[str]], role: str = "sim", strategy: str = "official", closed: bool = False) -> pd.DataFrame:
+    """Simulated dialogue rows; closed: each ended by its seeker (else cut at the round cap, as runs are)."""
+    end = {"termination_reason": "seeker_ended"} if closed else {}
+    return pd.DataFrame([{**dialogue_row(f"{role}-{i}", "target", seeker=s, role_model=role), "strategy": strategy, **end}
                          for i, s in enumerate(rows)])
 
 
@@ -119,14 +121,14 @@ def test_a_simulator_too_long_that_resolves_in_round_one_is_named_so(tmp_path):
     assert "resolves too fast" in direction["resolved_round"]
     assert "cheers up faster than people" in direction["negativity_slope"]
     summary = result.summary.iloc[0]
-    assert summary["fidelity_lo"] > 0.8 > 4 * summary["floor"] and "too long" in summary["directions"]
+    assert summary["fidelity_lo"] > 0.75 > 4 * summary["floor"] and "too long" in summary["directions"]
     card = fidelity_card(result)
     assert "Seeker fidelity of eager (official, en)" in card and "resolves too fast" in card
 
 
 def _halves(tmp_path) -> tuple[HumanSeekers, list[list[str]]]:
     """400 people split in two: the first 200 as the people, the other 200 cut to their 5 aligned seeker
-    turns (to be laid out as simulated dialogues)."""
+    turns, opening to closing (to be laid out as simulated dialogues their seekers closed)."""
     people = _people(tmp_path, 400)
     half_a, half_b = people.dialogues.iloc[:200], people.dialogues.iloc[200:]
     cut = []
@@ -140,8 +142,9 @@ def test_a_simulator_drawn_from_the_people_is_not_named(tmp_path):
     """The people split in two halves; one half cut to 5 seeker turns (the aligned ones) and laid out
     as simulated dialogues (an opener, then seeker / assistant rounds): nothing to name."""
     humans, cut = _halves(tmp_path)
-    sim = _sim(cut, role="drawn-from-people")
+    sim = _sim(cut, role="drawn-from-people", closed=True)
     result = seeker_fidelity(sim, humans, n_boot=500)
+    assert result.meta["align"] == "relative"  # closed by their seekers: read from the opening to the closing turn
     assert set(result.features["direction"]) == {"no clear difference"}, result.features[["feature", "direction"]]
     s = result.summary.iloc[0]
     assert s["directions"] == "" and s["fidelity_lo"] <= s["floor"]  # as far from these people as people are
@@ -267,11 +270,63 @@ def test_8500_simulated_against_1300_people_within_the_target(tmp_path):
 def test_the_floor_is_the_noise_of_a_comparison_of_the_same_sizes(tmp_path):
     """Few simulated dialogues sit further from the people by chance than many: the floor follows the
     comparison's sizes (resampled from the people), and a simulator drawn from the people stays within
-    it at both sizes. (At 16 the per-feature directions can still name a chance difference: the
-    newcomer issue's item 3 is not done.)"""
+    it at both sizes."""
     humans, cut = _halves(tmp_path)
-    few = seeker_fidelity(_sim(cut[:16], role="few"), humans, n_boot=300).summary.iloc[0]
-    many = seeker_fidelity(_sim(cut, role="many"), humans, n_boot=300).summary.iloc[0]
+    few = seeker_fidelity(_sim(cut[:16], role="few", closed=True), humans, n_boot=300).summary.iloc[0]
+    many = seeker_fidelity(_sim(cut, role="many", closed=True), humans, n_boot=300).summary.iloc[0]
     assert (few["n_sim"], many["n_sim"]) == (16, 200)
     assert few["floor"] > 1.5 * many["floor"]  # KS noise grows as 1/sqrt(n): 16 vs 200 simulated
     assert few["fidelity_lo"] <= few["floor"] and many["fidelity_lo"] <= many["floor"]
+
+
+def _as_run(turns: list[dict], rounds: int = 5) -> list[dict]:
+    """A person's dialogue written the way a simulation is: the opener, their first `rounds` seeker turns
+    (consecutive messages joined) and the supporter's replies, stopped there (cut, not closed)."""
+    out = [{"speaker": "assistant", "text": "Hello, how can I help you today?"}]
+    seen = 0
+    for t in turns:
+        if t["speaker"] == out[-1]["speaker"]:
+            if len(out) > 1:
+                out[-1] = {**out[-1], "text": out[-1]["text"] + " " + t["text"]}
+            continue
+        seen += t["speaker"] == "seeker"
+        if seen > rounds:
+            break
+        out.append(dict(t))
+    return out
+
+
+@pytest.mark.parametrize("source", ["FailedESConv", "sample"])
+def test_people_written_as_five_round_runs_are_not_told_from_people(source):
+    """Half of the people cut to a 5-round run (status ok, stopped at the round cap as a run is) against
+    the other half whole, with every default: nothing named (relative alignment had named "closes
+    with thanks less than people": a person's goodbye set beside a cut; 95% intervals per feature
+    had named a spread on the sample's 8 against 8)."""
+    if source == "FailedESConv" and not FAILED_ESCONV.exists():
+        pytest.skip(f"shared data not present at {FAILED_ESCONV}")
+    people = read_human_seekers(FAILED_ESCONV if source == "FailedESConv" else sample_file())
+    d = people.dialogues
+    whole, cut = d.iloc[::2].reset_index(drop=True), d.iloc[1::2].reset_index(drop=True)
+    runs = pd.DataFrame([{"dialogue_id": f"run-{i}", "role_model": "people-as-runs", "strategy": "official",
+                          "language": r["language"], "turns": _as_run(r["turns"]), "status": "ok",
+                          "termination_reason": "completed"} for i, r in cut.iterrows()])
+    result = seeker_fidelity(runs, HumanSeekers(whole, people.source, len(whole)))
+    assert result.meta["align"] == "first" and "round cap" in result.meta["align_reason"]
+    named = result.features[result.features["direction"] != "no clear difference"]
+    assert named.empty, named[["feature", "shift_lo", "shift_hi", "spread_lo", "spread_hi", "direction"]]
+    s = result.summary.iloc[0]
+    assert s["directions"] == "" and s["fidelity_lo"] <= s["floor"]
+    assert "5 rounds, aligned 'first' (auto: the simulated dialogues stop at the round cap" in fidelity_card(result)
+
+
+def test_auto_alignment_reads_an_ending_only_where_the_seeker_closed_the_dialogue():
+    from esc_eval.analysis.seekers.fidelity_features import resolve_alignment
+
+    cut, closed = _sim([HAND] * 2), _sim([HAND] * 2, closed=True)
+    assert resolve_alignment("auto", cut)[0] == "first"
+    assert resolve_alignment("auto", closed)[0] == "relative"
+    assert resolve_alignment("auto", pd.concat([cut, closed]))[0] == "first"  # one cut is enough
+    assert resolve_alignment("auto", cut.drop(columns="termination_reason"))[0] == "first"  # the release's JSON
+    assert resolve_alignment("relative", cut) == ("relative", "as asked")
+    with pytest.raises(AnalysisInputError, match="alignment 'end'"):
+        resolve_alignment("end", cut)

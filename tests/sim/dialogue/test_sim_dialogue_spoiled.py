@@ -25,9 +25,14 @@ CARD_ZH = "工作了十年的公司突然裁员，他失去了工作，房贷还
 CLEAN_ZH = ["最近我被公司裁员了，心里特别难受。", "房贷每个月都要还，我不知道怎么办。", "我还没敢告诉妻子，她刚生完孩子。",
             "我每天假装去上班，其实在外面找工作。", "也许我应该先和妻子说实话，但我还是很害怕。"]
 
-CAT = ["My cat ran off last Tuesday and I cannot find her anywhere in the neighbourhood.",
-       "She is orange and shy, she usually hides under parked cars.", "I put posters on every lamp post on our street.",
-       "Nobody has called about her yet.", "I miss her every night when I come home."]
+# a simulated seeker's length (30-50 words a turn), none of it about its card
+CAT = ["My cat ran off last Tuesday and I cannot find her anywhere in the neighbourhood, not in the garden, not "
+       "behind the shed, not under the porch where she naps.",
+       "She is orange and shy, she usually hides under parked cars or climbs the fence into the neighbours' yard "
+       "when the dogs bark.",
+       "I put posters on every lamp post on our street and the next two streets, with her photo and my phone number.",
+       "Nobody has called about her yet, only a man who saw a ginger tomcat near the bakery, which is not her.",
+       "I miss her every night when I come home and her bowl is still full by the kitchen door."]
 
 
 def dialogue(seeker: list[str], assistant: list[str] | None = None, finish: dict[int, str] | None = None) -> list[dict]:
@@ -119,11 +124,15 @@ def test_ignores_card_is_checked_only_when_it_can_be_told():
     assert spoiled_reasons(cat, "Feeling sad and anxious lately.", "en") == []  # no problem words beyond feelings
     short = dialogue(["My cat.", "Gone.", "Yes.", "No.", "Ok."])
     assert spoiled_reasons(short, CARD, "en") == []  # too little said to tell
+    assert spoiled_reasons(dialogue(CAT[:2] + ["Yes."] * 3), CARD, "en") == []  # 26 words of its own: people say as much
     # a shared 4-letter prefix counts: "applying" matches the card's "applications"
     applying = ["I keep applying everywhere and nothing comes back, week after week.", *CAT[1:]]
     assert spoiled_reasons(dialogue(applying), CARD, "en") == []
-    zh_cat = ["我的猫上周跑丢了，我找遍了整个小区都没有找到。", "它是橘色的，很胆小，总是躲在车底下。",
-              "我在每根电线杆上都贴了寻猫启事。", "到现在还没有人打电话给我。", "每天晚上回家都特别想它。"]
+    zh_cat = ["我的猫上周二跑丢了，我找遍了整个小区、花园和车库都没有找到它的影子。",
+              "它是橘色的，很胆小，平时总是躲在停着的车底下，或者跳到邻居家的院子里。",
+              "我在每根电线杆上都贴了寻猫启事，附上了它的照片和我的电话号码。",
+              "到现在还没有人打电话给我，只有一个人说在面包店附近见过一只黄猫，但不是它。",
+              "每天晚上回家看到它的饭碗还是满的，我就特别想它。"]
     assert spoiled_reasons(dialogue(zh_cat, ["嗯，我在听。"] * 5), CARD_ZH, "zh") == ["ignores_card"]
 
 
@@ -133,11 +142,9 @@ def test_turn_objects_and_curly_apostrophes():
     assert spoiled_reasons(turns, CARD, "en") == ["talks_like_assistant"]
 
 
-@pytest.mark.skipif(not (SHARED / "esconv" / "FailedESConv.json").exists(), reason="shared ESConv sample absent")
-def test_people_in_esconv_are_not_flagged_for_what_only_a_simulator_does():
-    """196 human seekers: none says it is an AI, talks like the assistant, repeats itself, sends an
-    empty turn or resolves in the first round (ignoring one's situation, people do)."""
-    found: dict[str, int] = {}
+def _esconv_dialogues() -> list[tuple[list[dict], str]]:
+    """FailedESConv's people as dialogue turns (consecutive messages joined) with their situation as the card."""
+    out = []
     for d in json.loads((SHARED / "esconv" / "FailedESConv.json").read_text(encoding="utf-8")):
         turns = [{"speaker": "assistant", "text": OPENER}]
         for u in d["dialog"]:
@@ -146,6 +153,28 @@ def test_people_in_esconv_are_not_flagged_for_what_only_a_simulator_does():
                 turns[-1]["text"] += " " + u["content"].strip()
             else:
                 turns.append({"speaker": speaker, "text": u["content"].strip()})
-        for r in spoiled_reasons(turns, d["situation"], "en"):
-            found[r] = found.get(r, 0) + 1
-    assert set(found) <= {"ignores_card"} and found.get("ignores_card", 0) < 196 * 0.15
+        out.append((turns, d["situation"]))
+    return out
+
+
+def _first_rounds(turns: list[dict], rounds: int = 5) -> list[dict]:
+    seeker = [i for i, t in enumerate(turns) if t["speaker"] == "seeker"]
+    return turns[:seeker[rounds]] if len(seeker) > rounds else turns
+
+
+@pytest.mark.skipif(not (SHARED / "esconv" / "FailedESConv.json").exists(), reason="shared ESConv sample absent")
+def test_people_in_esconv_are_not_flagged_for_what_only_a_simulator_does():
+    """196 human seekers, whole and cut to five rounds as a run is: none says it is an AI, talks like
+    the assistant, repeats itself, sends an empty turn or resolves in the first round, and at most 2%
+    are flagged at all (people who never name their situation say too little to tell)."""
+    people = _esconv_dialogues()
+    assert len(people) == 196
+    for cut in (lambda t: t, _first_rounds):
+        found: dict[str, int] = {}
+        flagged = 0
+        for turns, card in people:
+            reasons = spoiled_reasons(cut(turns), card, "en")
+            flagged += bool(reasons)
+            for r in reasons:
+                found[r] = found.get(r, 0) + 1
+        assert set(found) <= {"ignores_card"} and flagged <= 0.02 * len(people), found
