@@ -75,17 +75,19 @@ def show_leaderboard(table, score_kind: str = "label", title: str = "") -> None:
     """The leaderboard as a terminal table (the CIs are in leaderboard.md)."""
     from rich.table import Table
 
+    from esc_eval.analysis.results.leaderboard import spoiled_cell
     from esc_eval.sim.judging.dimensions import DIMENSION_TITLES
     from esc_eval.sim.pool.progress import console
 
     cols = [*DIMENSION_TITLES.values(), "Average"]
     what = "mean expected score" if score_kind == "expected" else "mean score"
     t = Table(title=title or f"Leaderboard: {what} x 25 (CIs in leaderboard.md)", pad_edge=False)
-    for c in ["Lang", "Group", "Model", "n", *[c[:3] for c in cols], "Fail"]:
+    for c in ["Lang", "Group", "Model", "n", "Spoiled", *[c[:3] for c in cols], "Fail"]:
         t.add_column(c, justify="right" if c not in ("Lang", "Group", "Model") else "left", overflow="fold")
     for _, r in table.iterrows():
         vals = ["-" if r[c] != r[c] else f"{r[c]:.1f}" for c in cols]  # NaN -> "-"
-        t.add_row(r["language"], r["group"], r["model"], str(r["n_dialogues"]), *vals, f"{r['parse_failure_rate']:.0%}")
+        t.add_row(r["language"], r["group"], r["model"], str(r["n_dialogues"]), spoiled_cell(r), *vals,
+                  f"{r['parse_failure_rate']:.0%}")
     console.print(t)
 
 
@@ -121,6 +123,7 @@ def write_leaderboard_for(run_dirs: list[str], out: Optional[str], n_boot: int =
     from esc_eval.analysis import build_leaderboard, load_manifests, write_leaderboard
     from esc_eval.analysis.results.expected_scores import score_kind_note
     from esc_eval.analysis.results.leaderboard import human_scores_line
+    from esc_eval.analysis.results.spoiled import spoiled_by_dialogue
     from esc_eval.analysis.results.usage import add_usage_columns
 
     scores = board_scores(run_dirs, score_kind)
@@ -131,7 +134,8 @@ def write_leaderboard_for(run_dirs: list[str], out: Optional[str], n_boot: int =
 
         kept_scores, excluded = split_spoiled(run_dirs, scores)
     groups = registry_groups(scores["target_model"].dropna(), run_dirs)
-    table = build_leaderboard(scores, groups=groups, n_boot=n_boot, seed=seed)
+    spoiled = spoiled_by_dialogue(run_dirs)
+    table = build_leaderboard(scores, groups=groups, n_boot=n_boot, seed=seed, spoiled=spoiled)
     target = out or join_location(run_dirs[0], "report")
     line = human_scores_line(scores["judge"].dropna().unique(), anchored=humans is not None)
     kind_note = score_kind_note(scores) if score_kind == "expected" else ""
@@ -143,7 +147,7 @@ def write_leaderboard_for(run_dirs: list[str], out: Optional[str], n_boot: int =
         from esc_eval.analysis.results.leaderboard import compare_without_spoiled, write_without_spoiled
         from esc_eval.sim.pool.progress import console
 
-        kept = build_leaderboard(kept_scores, groups=groups, n_boot=n_boot, seed=seed)
+        kept = build_leaderboard(kept_scores, groups=groups, n_boot=n_boot, seed=seed, spoiled=spoiled)
         paths.update({f"without_spoiled_{k}": v for k, v in
                       write_without_spoiled(kept, compare_without_spoiled(table, kept), target, excluded).items()})
         show_leaderboard(kept, score_kind, title="Leaderboard without the dialogues the simulator spoiled")
@@ -171,10 +175,11 @@ def write_report_for(run_dirs: list[str], out: Optional[str], n_boot: int = 1000
     from esc_eval.analysis import build_leaderboard
     from esc_eval.analysis.report.report import write_report
     from esc_eval.analysis.results.leaderboard import human_scores_line
+    from esc_eval.analysis.results.spoiled import spoiled_by_dialogue
 
     scores = board_scores(run_dirs, score_kind)
     groups = registry_groups(scores["target_model"].dropna(), run_dirs)
-    table = build_leaderboard(scores, groups=groups, n_boot=n_boot, seed=seed)
+    table = build_leaderboard(scores, groups=groups, n_boot=n_boot, seed=seed, spoiled=spoiled_by_dialogue(run_dirs))
     paths = write_report(run_dirs, out, groups=groups, leaderboard=table, n_boot=n_boot, seed=seed, n_samples=samples,
                          humans=humans, score_kind=score_kind, human_seekers=human_seekers, judge_note=judge_note)
     show_leaderboard(table, score_kind)
@@ -189,12 +194,15 @@ def write_report_for(run_dirs: list[str], out: Optional[str], n_boot: int = 1000
 def write_leaderboard_by_for(run_dirs: list[str], out: Optional[str], by: str, n_boot: int = 1000,
                              seed: int = 0, score_kind: str = "label") -> dict[str, Path]:
     """Table 2 per value of a card attribute: leaderboard_by_<by>.md/.csv, and one terminal table per value."""
-    from esc_eval.analysis import build_leaderboard_by, leaderboard_by_markdown, load_dialogues
+    from esc_eval.analysis import build_leaderboard_by, leaderboard_by_markdown
     from esc_eval.sim.pool.progress import console
 
     scores = board_scores(run_dirs, score_kind)
-    table = build_leaderboard_by(scores, load_dialogues(run_dirs), by,
-                                 groups=registry_groups(scores["target_model"].dropna(), run_dirs), n_boot=n_boot, seed=seed)
+    from esc_eval.analysis.results.spoiled import flag_map, spoiled_dialogues
+
+    dialogues = spoiled_dialogues(run_dirs)
+    table = build_leaderboard_by(scores, dialogues, by, groups=registry_groups(scores["target_model"].dropna(), run_dirs),
+                                 n_boot=n_boot, seed=seed, spoiled=flag_map(dialogues))
     from esc_eval.analysis.results.leaderboard import human_scores_line
 
     line = human_scores_line(scores["judge"].dropna().unique())  # --by takes no --humans

@@ -23,6 +23,7 @@ from esc_eval.analysis.report.sections import (by_category_section, cards_sectio
                                                leaderboard_section, samples_section, seed_section, summary_section,
                                                throughput_section)
 from esc_eval.analysis.results.safety import safety_section
+from esc_eval.analysis.results.spoiled import card_contents, flag_map, spoiled_flags
 from esc_eval.analysis.seekers.fidelity_report import fidelity_report_section
 from esc_eval.analysis.seekers.seeker_kinds import seekers_section
 from esc_eval.analysis.seekers.simulators import simulators_section
@@ -103,7 +104,9 @@ def _write_report(paths: list, out: Path, manifests: dict, dialogues: pd.DataFra
     # The tables read expected scores when asked; distributions, samples and health keep the labels.
     board = expected_scores(scores) if score_kind == "expected" else scores
     # leaderboard: the caller's Table 2 (built once, with its grouping rule); else built here.
-    lb = leaderboard if leaderboard is not None else build_leaderboard(board, groups=groups or {}, n_boot=n_boot, seed=seed)
+    lb = leaderboard if leaderboard is not None else build_leaderboard(
+        board, groups=groups or {}, n_boot=n_boot, seed=seed,
+        spoiled=flag_map(spoiled_flags(dialogues, card_contents(manifests))) if not dialogues.empty else None)
     written: dict[str, Path] = {}
     from esc_eval.analysis.results.usage import add_usage_columns
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import pandas as pd
 
 from esc_eval.analysis.compare.paired import pairwise_comparisons
-from esc_eval.analysis.results.leaderboard import VALUE_COLUMNS, build_leaderboard_by, format_cell, seed_spread
+from esc_eval.analysis.results.leaderboard import VALUE_COLUMNS, build_leaderboard_by, format_cell, seed_spread, spoiled_cell
 from esc_eval.analysis.figures.plots import (NothingToPlot, card_categories, dimension_bars, radar_plot, score_distributions,
                                      throughput_plot)
 from esc_eval.analysis.results.blocks import _notice, _pct, _section, _table, _text
@@ -71,8 +71,8 @@ def leaderboard_section(lb: pd.DataFrame, scores: pd.DataFrame, fig_dir: Path) -
             s["notices"].append(_notice(
                 f"{r['model']} ({r['language']}): {_pct(r['parse_failure_rate'])} of the judge's answers did not parse "
                 "(left out of the means, not counted as 0).", "info"))
-    headers = ["Language", "Group", "Model", "Judge", "n"] + VALUE_COLUMNS + ["Parse failures"]
-    rows = [[r["language"], r["group"], r["model"], r["judge"], r["n_dialogues"]]
+    headers = ["Language", "Group", "Model", "Judge", "n", "Spoiled"] + VALUE_COLUMNS + ["Parse failures"]
+    rows = [[r["language"], r["group"], r["model"], r["judge"], r["n_dialogues"], spoiled_cell(r)]
             + [format_cell(r[c], r[f"{c}_lo"], r[f"{c}_hi"]) for c in VALUE_COLUMNS] + [_pct(r["parse_failure_rate"])]
             for _, r in lb.iterrows()]
     s["blocks"].append(_table(headers, rows, {0, 1, 2, 3}, id="leaderboard"))

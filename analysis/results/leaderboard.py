@@ -1,11 +1,13 @@
 """The paper's Table 2: per (language, group, model) mean score x 25 on each dimension, with
-bootstrap 95% confidence intervals over dialogues, the number of dialogues and the parse-failure rate.
+bootstrap 95% confidence intervals over dialogues, the number of dialogues, how many of them the
+simulator spoiled (analysis/results/spoiled.py; the scores include them) and the parse-failure rate.
 """
 from __future__ import annotations
 
 import math
 import warnings
 from pathlib import Path
+from typing import Mapping
 
 import numpy as np
 import pandas as pd
@@ -27,7 +29,7 @@ SMALL_N = 10
 
 
 def leaderboard_columns() -> list[str]:
-    cols = list(KEY_COLUMNS) + ["n_dialogues"]
+    cols = list(KEY_COLUMNS) + ["n_dialogues", "n_spoiled"]
     for c in VALUE_COLUMNS:
         cols += [c, f"{c}_lo", f"{c}_hi"]
     return cols + ["n_scores", "parse_failure_rate", "notes"]
@@ -122,6 +124,7 @@ def build_leaderboard(
     n_boot: int = 1000,
     seed: int = 0,
     confidence: float = 0.95,
+    spoiled: Mapping[str, bool | None] | None = None,
 ) -> pd.DataFrame:
     """Table 2 from score rows (analysis.results.loaders.load_scores / load_official_scores).
 
@@ -130,7 +133,9 @@ def build_leaderboard(
     one row per judge, and a note says so). Columns: n_dialogues; per dimension title
     (Fluency..Overall) the mean score x 25 with `<col>_lo`/`<col>_hi` bootstrap CI bounds over
     dialogues; Average (mean of the seven) with its CI; n_scores (score rows); parse_failure_rate
-    (share of score rows with no usable score); notes (why a number or CI is missing).
+    (share of score rows with no usable score); notes (why a number or CI is missing); n_spoiled: how
+    many of the row's dialogues the simulator spoiled, from `spoiled` (dialogue id -> flag,
+    analysis/results/spoiled.py spoiled_by_dialogue; NaN where none of them has a flag).
     Groups: model -> close | open | domain; models not in the mapping are "unassigned".
     """
     check_score_frame(scores)
@@ -180,7 +185,7 @@ def build_leaderboard(
         if mixed_judges:
             notes.append(f"scores from several judges in this table; this row is judge {judge}")
         row = {"language": language, "group": groups.get(model, UNASSIGNED_GROUP), "model": model,
-               "judge": judge, "n_dialogues": int(len(m))}
+               "judge": judge, "n_dialogues": int(len(m)), "n_spoiled": _n_spoiled(m.index, spoiled)}
         for i, c in enumerate(VALUE_COLUMNS):
             row[c], row[f"{c}_lo"], row[f"{c}_hi"] = float(values[i]), float(lo[i]), float(hi[i])
         row["n_scores"] = int(len(g))
@@ -192,6 +197,17 @@ def build_leaderboard(
     df = df.assign(_g=order, _avg=-df["Average"].fillna(-np.inf))
     df = df.sort_values(["language", "_g", "_avg", "model", "judge"], kind="stable")
     return df.drop(columns=["_g", "_avg"]).reset_index(drop=True)
+
+
+def _n_spoiled(dialogue_ids: pd.Index, spoiled: Mapping[str, bool | None] | None) -> float:
+    known = [spoiled[d] for d in dialogue_ids if spoiled is not None and spoiled.get(d) is not None]
+    return float(sum(bool(f) for f in known)) if known else float("nan")
+
+
+def spoiled_cell(row: Mapping) -> str:
+    """'3' flagged of the row's dialogues; 'n/a' where no flag is known (scores without their dialogues)."""
+    n = row.get("n_spoiled")
+    return "n/a" if n is None or n != n else str(int(n))
 
 
 def format_cell(value: float, lo: float, hi: float) -> str:
@@ -207,13 +223,14 @@ def leaderboard_markdown(df: pd.DataFrame, bold_best: bool = True) -> str:
     """Markdown table in Table 2 layout; the best value per language and column is bold (not on ties of all)."""
     if df.empty:
         return "_No scores: the leaderboard is empty._\n"
-    head = ["Language", "Group", "Model", "Judge", "n"] + VALUE_COLUMNS + ["Parse failures", "Notes"]
-    lines = ["| " + " | ".join(head) + " |", "|" + "|".join(["---"] * 5 + ["---:"] * len(VALUE_COLUMNS) + ["---:", "---"]) + "|"]
+    head = ["Language", "Group", "Model", "Judge", "n", "Spoiled"] + VALUE_COLUMNS + ["Parse failures", "Notes"]
+    lines = ["| " + " | ".join(head) + " |",
+             "|" + "|".join(["---"] * 5 + ["---:"] * (1 + len(VALUE_COLUMNS)) + ["---:", "---"]) + "|"]
     best = df.groupby("language")[VALUE_COLUMNS].transform("max")
     # A column where every model ties has no "best": bold nothing there.
     spread = df.groupby("language")[VALUE_COLUMNS].transform(lambda s: s.max() - s.min())
     for i, r in df.iterrows():
-        cells = [str(r["language"]), str(r["group"]), str(r["model"]), str(r["judge"]), str(r["n_dialogues"])]
+        cells = [str(r["language"]), str(r["group"]), str(r["model"]), str(r["judge"]), str(r["n_dialogues"]), spoiled_cell(r)]
         for c in VALUE_COLUMNS:
             text = format_cell(r[c], r[f"{c}_lo"], r[f"{c}_hi"])
             # Bold only when there is something to compare against.
@@ -245,13 +262,19 @@ def human_scores_line(judges, anchored: bool = False, instead: str | None = None
             "no PPI); `esc-eval analysis calibration` or `--humans` with human scores puts them on people's scale.")
 
 
+SPOILED_NOTE = ("Spoiled: how many of the row's dialogues the simulator spoiled (the seeker looped, broke character, "
+                "talked like the assistant, ...: docs/guides/spoiled-dialogues-and-rankings.md); their scores are in the "
+                "row. `esc-eval leaderboard --exclude-spoiled` shows the table without them.")
+
+
 def write_leaderboard(df: pd.DataFrame, out_dir: str | Path, note: str = "") -> dict[str, Path]:
     """Write leaderboard.md and leaderboard.csv into out_dir (a folder or a storage URI); returns
     {"markdown": ..., "csv": ...}. note: a line under the title (e.g. what the scores are)."""
     with OutputFolder(out_dir) as out:
         md, csv = out / "leaderboard.md", out / "leaderboard.csv"
         md.write_text("# Leaderboard (mean score x 25, bootstrap 95% CI over dialogues)\n\n" + (note + "\n\n" if note else "")
-                      + leaderboard_markdown(df), encoding="utf-8")
+                      + leaderboard_markdown(df) + (f"\n{SPOILED_NOTE}\n" if df.get("n_spoiled", pd.Series(dtype=float)).notna().any()
+                                                    else ""), encoding="utf-8")
         df.to_csv(csv, index=False)
         return out.finals({"markdown": md, "csv": csv})
 
@@ -263,6 +286,7 @@ BY_COLUMNS = {"category": "category_1", "category_1": "category_1", "category_2"
 def build_leaderboard_by(
     scores: pd.DataFrame, dialogues: pd.DataFrame, by: str = "category",
     groups: dict[str, str] | None = None, n_boot: int = 1000, seed: int = 0, confidence: float = 0.95,
+    spoiled: Mapping[str, bool | None] | None = None,
 ) -> pd.DataFrame:
     """Table 2 within each value of a card attribute: 'category' (= category_1, the three top
     categories of Table 9), 'category_2', 'category_3' (our cards' finer levels) or 'language'.
@@ -277,14 +301,14 @@ def build_leaderboard_by(
         return pd.DataFrame(columns=[name, *leaderboard_columns()])
     if column == "language":  # Table 2's rows are per language already: the same rows, one table per language
         table = build_leaderboard(scores.assign(language=scores["language"].fillna("unknown")), groups=groups,
-                                  n_boot=n_boot, seed=seed, confidence=confidence)
+                                  n_boot=n_boot, seed=seed, confidence=confidence, spoiled=spoiled)
         return table[leaderboard_columns()]
     if column not in dialogues.columns:
         raise AnalysisInputError(f"dialogue rows lack {column!r}: cannot split the leaderboard by {by}")
     attr = dialogues.drop_duplicates("dialogue_id").set_index("dialogue_id")[column]
     keyed = scores.assign(**{name: scores["dialogue_id"].map(attr).fillna("unknown")})
-    tables = [build_leaderboard(g.drop(columns=[name]), groups=groups, n_boot=n_boot, seed=seed, confidence=confidence)
-              .assign(**{name: value}) for value, g in keyed.groupby(name, sort=True)]
+    tables = [build_leaderboard(g.drop(columns=[name]), groups=groups, n_boot=n_boot, seed=seed, confidence=confidence,
+                                spoiled=spoiled).assign(**{name: value}) for value, g in keyed.groupby(name, sort=True)]
     out = pd.concat(tables, ignore_index=True) if tables else pd.DataFrame(columns=leaderboard_columns())
     return out[[name, *leaderboard_columns()]]
 

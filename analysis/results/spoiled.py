@@ -101,6 +101,21 @@ def spoiled_dialogues(run_dirs: str | os.PathLike[str] | Iterable[str | os.PathL
     return with_spoiled(load_dialogues(paths), load_manifests(folders) if folders else {})
 
 
+def spoiled_by_dialogue(run_dirs: str | os.PathLike[str] | Iterable[str | os.PathLike[str]]) -> dict[str, bool | None]:
+    """dialogue id -> spoiled (None for a failed one) over the runs' dialogues; {} where the runs hold
+    no dialogue rows (official score JSON on its own): the leaderboard then says n/a."""
+    try:
+        flagged = spoiled_dialogues(run_dirs)
+    except AnalysisInputError:
+        return {}
+    return flag_map(flagged)
+
+
+def flag_map(flagged: pd.DataFrame) -> dict[str, bool | None]:
+    """dialogue id -> spoiled of with_spoiled's (or spoiled_flags') frame."""
+    return {str(d): (None if pd.isna(f) else bool(f)) for d, f in zip(flagged["dialogue_id"], flagged["spoiled"])}
+
+
 def exclude_spoiled(scores: pd.DataFrame, flagged: pd.DataFrame) -> pd.DataFrame:
     """Score rows of the dialogues that are not spoiled (flagged: with_spoiled's frame)."""
     bad = set(flagged.loc[flagged["spoiled"].fillna(False).astype(bool), "dialogue_id"])

@@ -157,3 +157,35 @@ def test_exclude_spoiled_without_dialogues_is_one_line(tmp_path):
               "--exclude-spoiled")
     assert ok.returncode == 0, ok.stderr
     assert "Left out 0 of 12 scored dialogues" in (tmp_path / "o2" / "leaderboard_without_spoiled.md").read_text()
+
+
+def test_every_leaderboard_says_how_many_of_each_rows_dialogues_are_spoiled(make_run, tmp_path):
+    """m1: 2 of 4 spoiled, m2: 1 of 2 (the failed one is not scored): beside each row in the terminal,
+    leaderboard.md/.csv, the report's table and the table by category."""
+    run = _run(make_run)
+    proc = _cli("leaderboard", run, "-o", tmp_path / "lb", "--n-boot", "0")
+    assert proc.returncode == 0, proc.stderr
+    rows = {line.split("│")[3].strip(): [c.strip() for c in line.split("│")[1:-1]]
+            for line in proc.stderr.splitlines() if line.count("│") > 8 and "m" in line.split("│")[3]}
+    assert rows["m1"][3:5] == ["4", "2"] and rows["m2"][3:5] == ["2", "1"]  # n, Spoiled
+    csv = pd.read_csv(tmp_path / "lb" / "leaderboard.csv").set_index("model")
+    assert csv.loc["m1", ["n_dialogues", "n_spoiled"]].tolist() == [4, 2] and csv.loc["m2", "n_spoiled"] == 1
+    md = (tmp_path / "lb" / "leaderboard.md").read_text()
+    assert "| Language | Group | Model | Judge | n | Spoiled |" in md and "| m1 | judge-a | 4 | 2 |" in md
+    assert "Spoiled: how many of the row's dialogues the simulator spoiled" in md
+    by = _cli("leaderboard", run, "-o", tmp_path / "by", "--n-boot", "0", "--by", "category")
+    assert by.returncode == 0, by.stderr
+    assert "| m1 | judge-a | 4 | 2 |" in (tmp_path / "by" / "leaderboard_by_category.md").read_text()
+    write_report([run], tmp_path / "rep", n_boot=0)
+    report = (tmp_path / "rep" / "report.md").read_text()
+    assert "| Spoiled |" in report and "| m1 | judge-a | 4 | 2 |" in report
+
+
+def test_scores_without_their_dialogues_say_not_known():
+    from esc_eval.analysis.results.leaderboard import build_leaderboard, leaderboard_markdown
+
+    scores = pd.DataFrame(score_rows("d1", "m", [3] * 7) + score_rows("d2", "m", [2] * 7))
+    table = build_leaderboard(scores, n_boot=0)
+    assert table["n_spoiled"].isna().all() and "| m | judge-a | 2 | n/a |" in leaderboard_markdown(table)
+    flagged = build_leaderboard(scores, n_boot=0, spoiled={"d1": True, "d2": False, "other": True})
+    assert flagged.loc[0, "n_spoiled"] == 1
