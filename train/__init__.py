@@ -7,7 +7,7 @@ Layer: beside analysis, above sim. train may import sim and serve; never analysi
 Heavy libraries (torch, transformers, peft, deepspeed, ray, vllm) are imported inside the
 functions that need them.
 """
-from esc_eval.train.adapter_registry import AdapterRegistryEntry, load_registry_entry, vllm_lora_rank, write_registry_entry
+from esc_eval.train.adapter_registry import AdapterRegistryEntry, load_registry_entry, write_registry_entry
 from esc_eval.train.annotations import Annotation, aggregate_annotations, load_annotations, load_official_scores, validate_rows
 from esc_eval.train.chat_tokens import IGNORE_INDEX, TokenizedExample, tokenize_chat
 from esc_eval.train.config import (
@@ -45,6 +45,6 @@ __all__ = [
     "load_role_config", "load_run_dialogues", "roleplay_messages", "scaling_config_kwargs", "score_examples",
     "split_annotations", "split_keys", "strict_parse", "table4_markdown", "tokenize_chat", "tokenize_judge",
     "tokenize_roleplay", "torch_backend", "total_steps", "validate_rows",
-    "vllm_lora_rank", "write_evaluation", "write_registry_entry",
+    "write_evaluation", "write_registry_entry",
 ]
 

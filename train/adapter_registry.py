@@ -17,6 +17,8 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field
 
+from esc_eval.serve.registry.entry import vllm_lora_rank
+
 ENTRY_FILE = "registry_entry.json"
 PATHS_FILE = "model_paths.yaml"
 
@@ -44,15 +46,7 @@ class AdapterRegistryEntry(BaseModel):
 
         adapters = {k: Path(v) for k, v in self.adapters.items()}
         return get_chat_model(self.chat_model_spec(), adapters=adapters,
-                              max_lora_rank=vllm_lora_rank(self.max_lora_rank), **engine_kwargs)
-
-
-def vllm_lora_rank(rank: int) -> int:
-    """The smallest max_lora_rank vLLM accepts that holds `rank`."""
-    for allowed in (8, 16, 32, 64, 128, 256, 320, 512):
-        if rank <= allowed:
-            return allowed
-    raise ValueError(f"LoRA rank {rank} is larger than vLLM supports (512)")
+                              max_lora_rank=vllm_lora_rank([self.max_lora_rank]), **engine_kwargs)
 
 
 def write_registry_entry(out_dir: Path, entry: AdapterRegistryEntry) -> Path:

@@ -88,11 +88,11 @@ def evaluate_judges(cfg: RankJobConfig, model_path: Path, adapters: dict[str, Pa
                     on_done: Callable[[], None] | None = None) -> list:
     """Score the test split with the base model and with the trained adapters (one vLLM engine)."""
     from esc_eval.serve.chat.interface import get_chat_model
-    from esc_eval.train.adapter_registry import vllm_lora_rank
+    from esc_eval.serve.registry.entry import vllm_lora_rank
     from esc_eval.train.judge_eval import score_examples
 
     ev = cfg.evaluation
-    model = get_chat_model(f"vllm/{model_path}", adapters=adapters, max_lora_rank=vllm_lora_rank(cfg.train.lora.r),
+    model = get_chat_model(f"vllm/{model_path}", adapters=adapters, max_lora_rank=vllm_lora_rank([cfg.train.lora.r]),
                            max_model_len=ev.max_model_len, **ev.engine_kwargs)
 
     async def run() -> list:

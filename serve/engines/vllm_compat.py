@@ -18,6 +18,13 @@ in both; what does not is read here:
   Prometheus counters cannot serve here: each new engine unregisters the previous engine's
   metrics in a process, and a worker holds two (role and target). The stats classes are not a
   stable vLLM interface (its docs say so), so every field is read with a default.
+
+When it can go: the aliases, with the last machine that must run vLLM 0.26 (a GPU image whose torch
+is 2.11: once vLLM 0.32 wheels exist for that torch, or the image moves to the torch vLLM 0.32 is
+built for, `ray_serve_llm_aliases` and the replica hook return nothing and can be deleted with their
+tests); the token counter, when vLLM gives per-engine token counts as a stable interface (its
+Prometheus counters are per process, see above). Ray Serve LLM's own pins decide the first: when Ray's
+ray.serve.llm imports what vLLM 0.26 has, nothing here is needed for it.
 """
 from __future__ import annotations
 

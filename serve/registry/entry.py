@@ -32,7 +32,7 @@ class MissingAdapterError(UnknownModelError):
 
 
 # LoRA ranks vLLM accepts for max_lora_rank (vllm.config.lora); an adapter's rank is rounded up.
-VLLM_LORA_RANKS = (1, 8, 16, 32, 64, 128, 256, 320, 512)
+VLLM_LORA_RANKS = (1, 8, 16, 32, 64, 128, 256, 320, 512)  # vllm.config.lora.MaxLoRARanks (a test compares)
 DROP_ADAPTER = "-"  # ESC_EVAL_MODEL_PATHS value that removes an adapter (weights already merged)
 
 

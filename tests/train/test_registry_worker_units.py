@@ -3,7 +3,8 @@ from __future__ import annotations
 
 import pytest
 
-from esc_eval.train.adapter_registry import AdapterRegistryEntry, load_registry_entry, vllm_lora_rank, write_registry_entry
+from esc_eval.serve.registry.entry import VLLM_LORA_RANKS, vllm_lora_rank
+from esc_eval.train.adapter_registry import AdapterRegistryEntry, load_registry_entry, write_registry_entry
 from esc_eval.train.worker import collate, micro_batch
 
 
@@ -24,10 +25,17 @@ def test_registry_entry_roundtrip_and_serve_override_format(tmp_path):
     assert rank.local_path == "/models/base"
 
 
-def test_vllm_lora_rank():
-    assert vllm_lora_rank(4) == 8 and vllm_lora_rank(16) == 16 and vllm_lora_rank(17) == 32
-    with pytest.raises(ValueError):
-        vllm_lora_rank(1000)
+def test_vllm_lora_rank_is_one_rule_with_vllms_table():
+    """One home (serve/registry/entry.py) for the trained adapters and the registry's alike."""
+    import typing
+
+    from vllm.config.lora import MaxLoRARanks
+
+    assert VLLM_LORA_RANKS == typing.get_args(MaxLoRARanks)
+    assert vllm_lora_rank([4]) == 8 and vllm_lora_rank([16]) == 16 and vllm_lora_rank([17, 4]) == 32
+    assert vllm_lora_rank([1]) == 1
+    with pytest.raises(ValueError, match="exceeds vLLM's largest max_lora_rank 512"):
+        vllm_lora_rank([1000])
 
 
 def test_collate_pads_right_with_ignored_labels():
