@@ -35,7 +35,7 @@ from esc_eval.analysis.results import (HARM_WEIGHTS, AnalysisInputError, add_usa
                                        load_scores, official_kind, safety_frame, safety_markdown, seed_spread, usage_rows,
                                        write_fake_run, write_leaderboard, write_safety)
 from esc_eval.analysis.seekers import (character_breaks, dialogue_values, emotion_trajectories, export_pairwise_sheets,
-                                       fidelity_summary, import_pairwise_sheets, load_seeker_values, negativity,
+                                       fidelity_summary, import_pairwise_sheets, negativity,
                                        ranking_shift, roleplay_markdown, roleplay_table, seeker_shift, seekers_markdown,
                                        win_rates, win_rates_with_ci, write_seekers)
 from esc_eval.analysis.textmetrics import (corpus_text_metrics, dialogue_text_metrics, distinct_n, load_references,
@@ -75,7 +75,7 @@ __all__ = [
     "icc_oneway", "icc_table", "AnnotationStore", "AnnotationStoreError", "StudyConfig", "create_study",
     "live_results", "AnnotationService", "make_annotation_server", "annotation_table", "labelstudio_export", "import_labelstudio",
     "HARM_WEIGHTS", "harm_weighted_summary", "load_safety", "safety_frame", "safety_markdown", "write_safety",
-    "dialogue_values", "load_seeker_values", "ranking_shift", "seeker_shift", "seekers_markdown", "write_seekers",
+    "dialogue_values", "ranking_shift", "seeker_shift", "seekers_markdown", "write_seekers",
     "MeanEstimate", "classical_mean", "ppi_mean", "HumanScores", "load_human_scores", "expected_scores", "brier", "ece",
     "make_recalibration", "reliability", "CalibrationResult", "calibrate", "calibration_markdown",
     "write_calibrated_rows", "anchored_markdown", "compare_on_humans", "human_anchored", "write_anchored",

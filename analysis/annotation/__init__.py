@@ -10,11 +10,11 @@ from esc_eval.analysis.annotation.agreement import (agreement_markdown, agreemen
                                                     krippendorff_alpha, pairwise_kappa, quadratic_weighted_kappa)
 from esc_eval.analysis.annotation.answers import AnnotationStoreError
 from esc_eval.analysis.annotation.formats import annotation_table, import_labelstudio, labelstudio_export
-from esc_eval.analysis.annotation.sheets import AnnotationError, export_annotation_sheets, import_annotations, render_dialogue
+from esc_eval.analysis.annotation.sheets import AnnotationError, export_annotation_sheets, import_annotations, sheet_dialogue_text
 from esc_eval.analysis.annotation.store import AnnotationStore
 from esc_eval.analysis.annotation.study import StudyConfig, create_study
 
 __all__ = ["AnnotationError", "AnnotationStore", "AnnotationStoreError", "StudyConfig", "agreement_markdown",
            "agreement_summary", "annotation_table", "create_study", "export_annotation_sheets", "icc_oneway", "icc_table",
            "import_annotations", "import_labelstudio", "krippendorff_alpha", "labelstudio_export", "pairwise_kappa",
-           "quadratic_weighted_kappa", "render_dialogue"]
+           "quadratic_weighted_kappa", "sheet_dialogue_text"]

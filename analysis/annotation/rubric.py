@@ -107,7 +107,7 @@ def human_rubric(dimension: str, language: str = "en") -> tuple[str, str, dict[i
     return dimension_title(dimension), explanation, {int(k): v for k, v in human_levels(dimension, language).items()}
 
 
-def rubric_text(dimension: str) -> str:
+def annotator_rubric_text(dimension: str) -> str:
     """'0: ...\n1: ...' for one dimension (paper name, or safety)."""
     _, explanation, levels = human_rubric(dimension)
     return explanation + "\n" + "\n".join(f"{k}: {v}" for k, v in sorted(levels.items()))

@@ -15,7 +15,7 @@ from typing import Iterable
 import pandas as pd
 
 from esc_eval.analysis.results.loaders import AnalysisInputError
-from esc_eval.analysis.annotation.rubric import human_rubric, rubric_text
+from esc_eval.analysis.annotation.rubric import annotator_rubric_text, human_rubric
 from esc_eval.sim.judging.dimensions import ALL_DIMENSION_NAMES, DIMENSION_NAMES, dimension_title, to_dimension
 
 META_COLUMNS = ["item", "dialogue_id", "annotator", "language", "dialogue", "comment"]
@@ -27,7 +27,7 @@ class AnnotationError(AnalysisInputError):
     """A filled sheet has bad rows; the message lists each as file:line: problem."""
 
 
-def render_dialogue(turns: Iterable[dict]) -> str:
+def sheet_dialogue_text(turns: Iterable[dict]) -> str:
     return "\n\n".join(f"{SPEAKER_LABELS.get(t['speaker'], t['speaker'])}: {t['text']}" for t in turns)
 
 
@@ -58,7 +58,7 @@ def export_annotation_sheets(
     base = pd.DataFrame({
         "dialogue_id": ok["dialogue_id"].to_numpy(),
         "language": ok["language"].to_numpy() if "language" in ok.columns else "",
-        "dialogue": [render_dialogue(t) for t in ok["turns"]],
+        "dialogue": [sheet_dialogue_text(t) for t in ok["turns"]],
     })
     for k, name in enumerate(annotators):
         # Each annotator sees a different order so that order effects do not line up.
@@ -80,7 +80,7 @@ def export_annotation_sheets(
               "rules below (the paper's Table 16). Leave a cell empty only if you cannot judge it.",
               "Do not edit the item, dialogue_id or annotator columns.", ""]
     for d in dims:
-        readme += [f"## {dimension_title(d)} (column `{d}`)", "", *[f"- {ln}" for ln in rubric_text(d).splitlines()[1:]], ""]
+        readme += [f"## {dimension_title(d)} (column `{d}`)", "", *[f"- {ln}" for ln in annotator_rubric_text(d).splitlines()[1:]], ""]
     paths["readme"] = out / "README.md"
     paths["readme"].write_text("\n".join(readme), encoding="utf-8")
     return paths

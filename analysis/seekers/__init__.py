@@ -14,9 +14,9 @@ Layer: above annotation and results; beside trust."""
 from esc_eval.analysis.seekers.roleplay import (character_breaks, emotion_trajectories, fidelity_summary, negativity,
                                                 roleplay_markdown, roleplay_table, win_rates)
 from esc_eval.analysis.seekers.roleplay_sheets import export_pairwise_sheets, import_pairwise_sheets, win_rates_with_ci
-from esc_eval.analysis.seekers.seeker_kinds import (dialogue_values, load_seeker_values, ranking_shift, seeker_shift,
+from esc_eval.analysis.seekers.seeker_kinds import (dialogue_values, ranking_shift, seeker_shift,
                                                     seekers_markdown, write_seekers)
-from esc_eval.analysis.seekers.simulators import (load_simulator_values, simulator_rankings, simulator_values,
+from esc_eval.analysis.seekers.simulators import (simulator_rankings, simulator_values,
                                                   simulators_markdown, write_seeker_analyses, write_simulators)
 from esc_eval.analysis.seekers.spoiled_section import spoiled_counts, spoiled_section
 from esc_eval.analysis.seekers.esconv import HumanSeekers, read_human_seekers, sample_file
@@ -26,9 +26,9 @@ from esc_eval.analysis.seekers.fidelity_report import (fidelity_card, fidelity_m
                                                        seeker_fidelity_section, write_fidelity)
 
 __all__ = ["character_breaks", "dialogue_values", "emotion_trajectories", "export_pairwise_sheets", "fidelity_summary",
-           "import_pairwise_sheets", "load_seeker_values", "negativity", "ranking_shift", "roleplay_markdown",
+           "import_pairwise_sheets", "negativity", "ranking_shift", "roleplay_markdown",
            "roleplay_table", "seeker_shift", "seekers_markdown", "win_rates", "win_rates_with_ci", "write_seekers",
-           "load_simulator_values", "simulator_rankings", "simulator_values", "simulators_markdown",
+           "simulator_rankings", "simulator_values", "simulators_markdown",
            "spoiled_counts", "spoiled_section", "write_seeker_analyses", "write_simulators",
            "FidelityResult", "HumanSeekers", "compare_features", "dialogue_features", "fidelity_card",
            "fidelity_markdown", "judge_check", "read_human_seekers", "round_frame", "sample_file", "seeker_fidelity",

@@ -17,7 +17,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from esc_eval.analysis.annotation.sheets import render_dialogue
+from esc_eval.analysis.annotation.sheets import sheet_dialogue_text
 from esc_eval.analysis.results.loaders import AnalysisInputError
 from esc_eval.analysis.seekers.roleplay import ROLEPLAY_METRICS, win_rates
 
@@ -48,8 +48,8 @@ def export_pairwise_sheets(dialogues: pd.DataFrame, role_a: str, role_b: str, ou
         one, two = ("b", "a") if swap else ("a", "b")
         pid = f"p{i:05d}"
         row = {"pair_id": pid, "language": p.language, "card_id": p.card_id,
-               "dialogue_1": render_dialogue(getattr(p, f"turns_{one}")),
-               "dialogue_2": render_dialogue(getattr(p, f"turns_{two}"))}
+               "dialogue_1": sheet_dialogue_text(getattr(p, f"turns_{one}")),
+               "dialogue_2": sheet_dialogue_text(getattr(p, f"turns_{two}"))}
         for n in (1, 2):
             row.update({f"d{n}_{m}": "" for m in ROLEPLAY_METRICS})
         row["more_human_like"] = ""  # 1 | 2 | tie

@@ -20,13 +20,11 @@ from __future__ import annotations
 
 import os
 import warnings
-from typing import Iterable
 
 import numpy as np
 import pandas as pd
 from scipy import stats
 
-from esc_eval.analysis.results.loaders import AnalysisInputError, load_dialogues, load_scores
 from esc_eval.analysis.results.blocks import notice, section, table, text
 from esc_eval.analysis.seekers.rankings import bootstrap_rankings, card_matrix, dialogue_scores, interval
 from esc_eval.sim.dialogue.prompts import strategy_kinds
@@ -143,22 +141,6 @@ def ranking_shift(values: pd.DataFrame, n_boot: int = 1000, seed: int = 0, confi
                          "rank_change": float(r_worst[i] - r_coop[i]), "rank_change_lo": d_lo, "rank_change_hi": d_hi,
                          "kendall_tau": float(tau), "kendall_tau_lo": t_lo, "kendall_tau_hi": t_hi, "note": note})
     return pd.DataFrame(rows, columns=RANK_COLUMNS)
-
-
-def load_seeker_values(run_dirs: str | os.PathLike[str] | Iterable[str | os.PathLike[str]],
-                       dimension: str = "average") -> pd.DataFrame:
-    """dialogue_values of run folders; a clear error unless some model met both kinds of seeker."""
-    scores = load_scores(run_dirs, extra_dimensions=dimension == SAFETY)
-    values = dialogue_values(scores, load_dialogues(run_dirs), dimension)
-    where = run_dirs if isinstance(run_dirs, (str, os.PathLike)) else ", ".join(map(str, run_dirs))
-    if values.empty:
-        raise AnalysisInputError(f"no {dimension} scores of dialogues with a known strategy in {where}")
-    kinds = values.groupby(["judge", "target_model"])["kind"].nunique()
-    if (kinds < 2).all():
-        have = ", ".join(sorted(values["strategy"].unique()))
-        raise AnalysisInputError(f"{where}: no model met both cooperative and worst-case seekers (strategies: {have}); "
-                                 "simulate with e.g. strategies: [official, resistant, low_engagement, volatile]")
-    return values
 
 
 def _ci(v, lo, hi, digits: int = 2) -> str:

@@ -102,20 +102,6 @@ def _one_simulator_line(values: pd.DataFrame, by: str) -> str:
     return f"{what}: no second simulator to rank the targets under"
 
 
-def load_simulator_values(run_dirs: str | os.PathLike[str] | Iterable[str | os.PathLike[str]],
-                          dimension: str = "average", by: str = "auto") -> pd.DataFrame:
-    """simulator_values of runs; a one-line error unless the targets met 2+ simulators."""
-    scores = load_scores(run_dirs, extra_dimensions=dimension == SAFETY)
-    values = simulator_values(dialogue_scores(scores, load_dialogues(run_dirs), dimension), by)
-    where = run_dirs if isinstance(run_dirs, (str, os.PathLike)) else ", ".join(map(str, run_dirs))
-    if values.empty:
-        raise AnalysisInputError(f"no {dimension} scores of dialogues in {where}")
-    if values["simulator"].nunique() < 2:
-        raise AnalysisInputError(f"{where}: {_one_simulator_line(values, by)}; simulate the same cards and targets "
-                                 "with a second role model (or strategy) and give both runs")
-    return values
-
-
 def _cell(v, lo, hi, fmt: str = ".1f") -> str:
     if pd.isna(v):
         return "n/a"

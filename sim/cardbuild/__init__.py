@@ -14,7 +14,7 @@ from esc_eval.sim.cardbuild.annotation import (
     agreement,
     apply_correction_rules,
     cohen_kappa,
-    export_annotation_sheets,
+    export_card_annotation_sheets,
     export_reviewer_sheet,
     finalize_cards,
     read_annotator_sheet,
@@ -32,7 +32,7 @@ from esc_eval.sim.cardbuild.classify import (
 
 from esc_eval.sim.cardbuild.config import CardBuildConfig, CardBuildConfigError, load_build_config, parse_build_config
 from esc_eval.sim.cardbuild.dedup import Duplicate, find_near_duplicates, jaccard, shingles
-from esc_eval.sim.cardbuild.extraction import extraction_messages, render_dialogue
+from esc_eval.sim.cardbuild.extraction import extraction_messages, source_dialogue_text
 from esc_eval.sim.cardbuild.fields import CardFields, CardFieldsError, age_band, normalize_age, normalize_gender, parse_card_fields
 from esc_eval.sim.cardbuild.filtering import FilterVerdict, filter_choices, filter_messages, parse_filter_reply, render_card
 from esc_eval.sim.cardbuild.items import OFFICIAL_SOURCE_NAMES, Rejection, SourceItem, Turn, canonical_dataset
@@ -47,10 +47,10 @@ __all__ = [
     "ReadResult", "Rejection", "SheetError", "SourceItem", "Turn", "Vote", "age_band", "agreement",
     "apply_correction_rules", "build_cards", "build_cards_async", "canonical_dataset", "card_summary",
     "category_table", "classification_messages",
-    "classify_reply", "cohen_kappa", "detect_dataset", "export_annotation_sheets", "export_reviewer_sheet",
+    "classify_reply", "cohen_kappa", "detect_dataset", "export_card_annotation_sheets", "export_reviewer_sheet",
     "extraction_messages", "filter_choices", "filter_messages", "finalize_cards", "find_near_duplicates",
     "jaccard", "keyword_category", "leaves_for", "load_build_config", "normalize_age", "normalize_gender",
     "parse_build_config", "parse_card_fields", "parse_category_reply", "parse_filter_reply", "plot_distribution",
     "read_annotator_sheet", "read_reviewer_sheet", "read_source", "read_sources", "render_card",
-    "render_dialogue", "resolve_leaf", "RiskLabel", "parse_risk_reply", "risk_choices", "risk_messages", "shingles", "stage_table", "write_stats",
+    "source_dialogue_text", "resolve_leaf", "RiskLabel", "parse_risk_reply", "risk_choices", "risk_messages", "shingles", "stage_table", "write_stats",
 ]

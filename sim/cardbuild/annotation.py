@@ -1,6 +1,6 @@
 """Human annotation (Appendix A.2): sheets for two annotators, the correction rules, a reviewer.
 
-Flow: `export_annotation_sheets` writes annotation/<annotator>.csv (one row per card, columns to
+Flow: `export_card_annotation_sheets` writes annotation/<annotator>.csv (one row per card, columns to
 fill: quality = high | middle | invalid, category_3 = a Table 9 leaf by number, id, English or
 Chinese name) and annotation/instructions.md (Table 7/8 rules + the numbered leaves). Filled
 sheets are read back with `read_annotator_sheet`; `apply_correction_rules` applies A.2:
@@ -152,7 +152,7 @@ def write_instructions(folder: Path) -> Path:
     return atomic_write_text(folder / "instructions.md", INSTRUCTIONS.replace("{leaves}", leaves))
 
 
-def export_annotation_sheets(cards: list[RoleCard], folder: str | Path, annotators: list[str],
+def export_card_annotation_sheets(cards: list[RoleCard], folder: str | Path, annotators: list[str],
                              llm_labels: dict[str, str] | None = None) -> list[Path]:
     """Write (or extend with new cards, keeping filled rows) one CSV per annotator + instructions.md."""
     folder = Path(folder)

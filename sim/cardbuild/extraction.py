@@ -20,7 +20,7 @@ def _truncate(text: str, max_chars: int) -> str:
     return text if len(text) <= max_chars else text[:max_chars].rstrip() + " ..."
 
 
-def render_dialogue(item: SourceItem, max_chars: int = 6000) -> str:
+def source_dialogue_text(item: SourceItem, max_chars: int = 6000) -> str:
     """The dialogue as Figure 7 prints it: one 'seeker: ...' / 'supporter: ...' line per utterance.
 
     Longer dialogues keep their beginning (the problem is stated early) up to max_chars.
@@ -47,7 +47,7 @@ def extraction_messages(item: SourceItem, *, one_shot: bool = True, max_input_ch
         body = p["input"].replace("{post}", _truncate(item.text or "", max_input_chars))
     else:
         situation = item.situation or NO_SITUATION[item.language]
-        body = p["input"].replace("{situation}", situation).replace("{dialogue}", render_dialogue(item, max_input_chars))
+        body = p["input"].replace("{situation}", situation).replace("{dialogue}", source_dialogue_text(item, max_input_chars))
     messages = [ChatMessage(role="system", content=prompts["system"])]
     if one_shot:
         messages += [

@@ -298,7 +298,7 @@ def annotation_round(cfg: CardBuildConfig, cards: list[RoleCard], labels: dict[s
     """Export/extend the sheets; if filled, apply A.2, write the reviewer sheet and the final cards."""
     folder = out / "annotation"
     names = cfg.annotation.annotators
-    ann.export_annotation_sheets(cards, folder, names, labels)
+    ann.export_card_annotation_sheets(cards, folder, names, labels)
     a, err_a = ann.read_annotator_sheet(folder / f"{names[0]}.csv")
     b, err_b = ann.read_annotator_sheet(folder / f"{names[1]}.csv")
     reviewer_path = folder / f"{cfg.annotation.reviewer}.csv"

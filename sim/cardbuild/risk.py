@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from esc_eval.serve.chat.interface import ChatMessage
-from esc_eval.sim.cardbuild.extraction import NO_SITUATION, _truncate, render_dialogue
+from esc_eval.sim.cardbuild.extraction import NO_SITUATION, _truncate, source_dialogue_text
 from esc_eval.sim.cardbuild.items import SourceItem
 from esc_eval.sim.cards.risk import RISK_LEVELS, normalize_risk_level
 from esc_eval.sim.prompt_files import load_prompt_file
@@ -34,7 +34,7 @@ def risk_input(item: SourceItem, max_chars: int = 6000) -> str:
     """What the seeker wrote: the post, or the situation summary and the dialogue."""
     if item.kind == "qa":
         return _truncate(item.text or "", max_chars)
-    return (item.situation or NO_SITUATION[item.language]) + "\n" + render_dialogue(item, max_chars)
+    return (item.situation or NO_SITUATION[item.language]) + "\n" + source_dialogue_text(item, max_chars)
 
 
 def risk_messages(item: SourceItem, *, max_input_chars: int = 6000) -> list[ChatMessage]:

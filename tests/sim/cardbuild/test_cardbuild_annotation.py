@@ -5,7 +5,7 @@ import csv
 
 import pytest
 
-from esc_eval.sim.cardbuild import (Vote, agreement, apply_correction_rules, cohen_kappa, export_annotation_sheets,
+from esc_eval.sim.cardbuild import (Vote, agreement, apply_correction_rules, cohen_kappa, export_card_annotation_sheets,
                                     export_reviewer_sheet, finalize_cards, read_annotator_sheet, read_reviewer_sheet,
                                     resolve_leaf)
 from esc_eval.sim.cards.card import RoleCard
@@ -77,7 +77,7 @@ def _fill(path, answers):
 
 def test_sheet_round_trip_reviewer_flow_and_bad_cells(tmp_path):
     cards = _cards()
-    p1, p2 = export_annotation_sheets(cards, tmp_path, ["ann1", "ann2"], {"k0": "x (llm)"})
+    p1, p2 = export_card_annotation_sheets(cards, tmp_path, ["ann1", "ann2"], {"k0": "x (llm)"})
     text = (tmp_path / "instructions.md").read_text(encoding="utf-8")
     assert "Table 8" in text and "35. `social_and_public_events`" in text and "invalid" in text
     _fill(p1, {"k0": ("high", "28"), "k1": ("medium", "General issues in getting along with friends"),
@@ -109,7 +109,7 @@ def test_sheet_round_trip_reviewer_flow_and_bad_cells(tmp_path):
     }
     assert all(c.category_1 and c.category_2 for c in final)
     # re-exporting keeps what the annotators filled and adds new cards only
-    export_annotation_sheets(cards + _cards(8)[6:], tmp_path, ["ann1", "ann2"])
+    export_card_annotation_sheets(cards + _cards(8)[6:], tmp_path, ["ann1", "ann2"])
     a2, _ = read_annotator_sheet(p1)
     assert a2 == a and len(list(csv.DictReader(p1.open(encoding="utf-8")))) == 8
 
