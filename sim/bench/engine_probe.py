@@ -19,9 +19,11 @@ import tempfile
 import uuid
 from typing import Any
 
+from esc_eval.sim.pool.job import Job
 
-class EngineProbe:
-    """A pool job (sim/pool_worker.Job) whose one item reports this worker's engines."""
+
+class EngineProbe(Job):
+    """A pool job whose one item reports this worker's engines."""
 
     kind = "scores"  # rows go nowhere: the probe writes none
 
@@ -29,9 +31,6 @@ class EngineProbe:
         self.reset_prefix_cache = reset_prefix_cache
 
     async def setup(self, models) -> None:
-        pass
-
-    def after_flush(self, items) -> None:
         pass
 
     async def run(self, item: dict[str, Any]) -> tuple[list[dict[str, Any]], dict[str, Any]]:

@@ -24,6 +24,7 @@ from esc_eval.sim.cards.card import RoleCard, load_cards, sample_cards, write_ca
 from esc_eval.sim.jobs.config import SimulationConfig
 from esc_eval.sim.jobs.simulation import run_simulation
 from esc_eval.sim.pool.config import ExecutionConfig
+from esc_eval.sim.pool.job import Job
 from esc_eval.sim.pool.pool import WorkerPool
 from esc_eval.sim.runs.storage import join_location, redact_uri
 
@@ -78,7 +79,7 @@ def bench_fake(dialogues: int, latency: float, workers: int, rounds: int = 5, pr
             "path": "Ray actor pool -> RetryingChatModel -> fake backend in-process (no DeploymentHandle)"}
 
 
-class _StreamJob:
+class _StreamJob(Job):
     kind = "dialogues"
 
     async def setup(self, models):
@@ -86,9 +87,6 @@ class _StreamJob:
 
     async def run(self, item):
         return [], {"ok": True, "calls": 0}
-
-    def after_flush(self, items):
-        pass
 
 
 def bench_memory(items: int, workers: int) -> dict[str, Any]:

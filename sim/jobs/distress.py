@@ -31,6 +31,7 @@ from esc_eval.sim.judging.distress_turns import distress_dimension, distress_tur
 from esc_eval.sim.judging.judge_plan import JudgePlan, ask_judge
 from esc_eval.sim.pool.calls import CallSettings, PlannedModel, check_calls, prepare_calls
 from esc_eval.sim.pool.capacity import Demand, estimate_tokens
+from esc_eval.sim.pool.job import Job
 from esc_eval.sim.pool.config import ExecutionConfig
 from esc_eval.sim.pool.outcome import JobOutcome, run_stopped
 from esc_eval.sim.pool.participants import ModelPool
@@ -78,7 +79,7 @@ async def rate_turns(turns: list[dict[str, Any]], language: str, seeker_turns: l
     return [r for r in await asyncio.gather(*(one(k) for k in seeker_turns)) if r is not None]
 
 
-class DistressJob:
+class DistressJob(Job):
     kind = "scores"
     default_concurrency = 8
     unit = "dialogue rated"

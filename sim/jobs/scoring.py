@@ -29,6 +29,7 @@ from esc_eval.sim.judging.judges import select_adapter
 from esc_eval.sim.judging.prompts import judge_messages
 from esc_eval.sim.pool.calls import CallSettings, PlannedModel, check_calls, prepare_calls
 from esc_eval.sim.pool.capacity import Demand, estimate_tokens
+from esc_eval.sim.pool.job import Job
 from esc_eval.sim.pool.outcome import JobOutcome, run_stopped
 from esc_eval.sim.pool.participants import ModelPool
 from esc_eval.sim.pool.pool import WorkerPool, run_pool
@@ -91,7 +92,7 @@ async def score_dialogue(turns: list[tuple[str, str]], language: str, judge_cfg:
     return [by_dim[d] for d in dims if d in by_dim]
 
 
-class ScoringJob:
+class ScoringJob(Job):
     kind = "scores"
     default_concurrency = 8  # dialogues scored at once per worker without GPU engines, as measured on CPUs
     unit = "dialogue scored"

@@ -29,6 +29,7 @@ from esc_eval.sim.jobs.simulation_items import (checked_inputs, count_items, dia
                                                 planned_models)
 from esc_eval.sim.pool.calls import CallSettings, check_calls, prepare_calls
 from esc_eval.sim.pool.capacity import Demand
+from esc_eval.sim.pool.job import Job
 from esc_eval.sim.pool.outcome import JobOutcome, run_stopped
 from esc_eval.sim.pool.participants import ModelPool, TargetEngines
 from esc_eval.sim.pool.pool import WorkerPool, run_pool
@@ -52,7 +53,7 @@ def classify_failure(exc: BaseException) -> str:
     return "error"
 
 
-class SimulationJob:
+class SimulationJob(Job):
     kind = "dialogues"
     default_concurrency = 32  # dialogues per worker without GPU engines, as measured on CPUs
     unit = "dialogue"

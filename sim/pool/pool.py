@@ -38,7 +38,8 @@ from esc_eval.sim.pool.config import ExecutionConfig
 from esc_eval.sim.pool.env import temporary_env
 from esc_eval.sim.pool.on_ray import ensure_ray, run_on_ray, start_workers
 from esc_eval.sim.pool.stats import LIVE, LIVE_PROGRESS_S, SETUP, PoolStats, add_live
-from esc_eval.sim.pool.worker import Job, Worker
+from esc_eval.sim.pool.job import Job, check_job
+from esc_eval.sim.pool.worker import Worker
 from esc_eval.sim.runs.open import StorageSpec
 from esc_eval.sim.runs.runfolder import RunFolder
 from esc_eval.sim.runs.storage import is_uri
@@ -54,14 +55,13 @@ class _Ledger:
     """Which worker each item's row keys were last sent to, to check the run folder at the end."""
 
     def __init__(self, job: Job):
-        self.keys_of = getattr(job, "item_keys", None)
+        self.job = job
         self.owner: dict[Any, int] = {}
 
     def sent(self, chunk: list[dict[str, Any]], worker: int) -> None:
-        if self.keys_of is not None:
-            for item in chunk:
-                for key in self.keys_of(item):
-                    self.owner[key] = worker
+        for item in chunk:
+            for key in self.job.item_keys(item) or ():  # None: the job's rows are not checked
+                self.owner[key] = worker
 
     def track(self, items: Iterable[dict[str, Any]], worker: int) -> Iterator[dict[str, Any]]:
         for item in items:
@@ -70,7 +70,7 @@ class _Ledger:
 
     def check(self, job: Job, run: RunFolder, labels: list[str]) -> int:
         """Raise MissingRowsError unless every key sent is in the folder; returns how many were checked."""
-        if self.keys_of is None or not self.owner:
+        if not self.owner:
             return 0
         present = job.present_keys(run)
         missing = [k for k in self.owner if k not in present]
@@ -132,7 +132,8 @@ class WorkerPool:
             execution: ExecutionConfig | None = None) -> PoolStats:
         """Run `job` over `items`, writing rows into `run_dir`. Returns counters."""
         ex = execution or self.execution
-        stats = PoolStats(calls_per_item=getattr(job, "calls_per_item", None))
+        check_job(job)
+        stats = PoolStats(calls_per_item=job.calls_per_item)
         run = RunFolder(run_dir)
         ledger = _Ledger(job)
 

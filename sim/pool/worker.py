@@ -13,47 +13,15 @@ import dataclasses
 import gc
 import os
 import time
-from typing import Any, Callable, Protocol
+from typing import Any, Callable
 
 from esc_eval.serve.chat.interface import RunStopError
 from esc_eval.sim.pool.capacity import Concurrency, choose_concurrency
 from esc_eval.sim.pool.config import ExecutionConfig
+from esc_eval.sim.pool.job import Job
 from esc_eval.sim.pool.participants import ModelPool
 from esc_eval.sim.runs.open import StorageSpec
 from esc_eval.sim.runs.runfolder import RunFolder
-
-
-class Job(Protocol):
-    """What a worker runs. Must pickle before setup() (it travels to the actors)."""
-
-    kind: str  # run-folder part kind the rows go to: "dialogues" | "scores"
-
-    async def setup(self, models: ModelPool) -> None:
-        """Build what the job needs and start its engines (a model that cannot start raises
-        RunStopError); `models` outlives the job (engines are shared and reused)."""
-
-    async def run(self, item: dict[str, Any]) -> tuple[list[dict[str, Any]], dict[str, Any]]:
-        """Process one item; return (rows to write, a small summary for progress)."""
-
-    def after_flush(self, items: list[dict[str, Any]]) -> None:
-        """Called with the items whose rows were just written (e.g. drop their checkpoints)."""
-
-    # Optional:
-    # def open_run(self, run: RunFolder) -> None: the run folder as this worker reaches it (before
-    #     setup; e.g. where turn checkpoints go).
-    # def rerun(self, items) -> None: items re-sent here after the worker running them was lost
-    #     (e.g. read the checkpoints that worker left).
-    # def finish(self) -> None: the job ended on this worker, after its last flush (close files).
-    # def item_keys(self, item) -> list: the row keys an item must leave in the run folder, and
-    # def present_keys(self, run: RunFolder) -> set: those the folder holds (the driver's final check).
-    # default_concurrency: int - items in flight per worker without GPU engines (the CPU figure; 32)
-    # unit: str - what an item is, for the concurrency line ("dialogue")
-    # def demands(self) -> list[(ModelRef, sim.pool.capacity.Demand)]: what an item asks of each model's
-    #     engine; with the engines' capacities after setup, it sizes the items in flight on GPUs.
-    # A RunStopError from run() stops the job: no row for that item, the worker starts no new item.
-
-
-DEFAULT_CONCURRENCY = 32  # a job that says nothing: the simulation's CPU figure
 
 
 class PartSink:
@@ -108,10 +76,9 @@ class WorkerCore:
         self.models = models
         self.run = RunFolder(str(as_spec(run_dir).location), storage=as_spec(run_dir).open())
         models.run_storage = self.run.storage  # where the run folder's call cache is (sim/runs/call_cache.py)
-        if hasattr(job, "open_run"):
-            job.open_run(self.run)
+        job.open_run(self.run)
         self.sink = PartSink(self.run, job.kind, execution.flush_rows, execution.flush_seconds, on_flush=job.after_flush)
-        default = execution.concurrency or getattr(job, "default_concurrency", DEFAULT_CONCURRENCY)
+        default = execution.concurrency or job.default_concurrency
         self.concurrency = Concurrency(default, "explicit" if execution.concurrency else "default", "")
         self.engines: list[dict[str, Any]] = []  # the capacities the job's engines reported
         self.sem = asyncio.Semaphore(default)
@@ -131,13 +98,13 @@ class WorkerCore:
         """The job's setup (its engines start), then the items in flight its engines can hold."""
         await self.job.setup(self.models)
         pairs = []
-        for ref, demand in (self.job.demands() if hasattr(self.job, "demands") else []):
+        for ref, demand in self.job.demands():
             cap = self.models.capacity(ref)
             if cap is not None:
                 pairs.append((cap, demand))
                 self.engines.append({**dataclasses.asdict(cap), "demand": dataclasses.asdict(demand)})
         self.concurrency = choose_concurrency(self.execution.concurrency, self.concurrency.value, pairs,
-                                              getattr(self.job, "unit", "dialogue"))
+                                              self.job.unit)
         self.sem = asyncio.Semaphore(self.concurrency.value)  # before any item: run_one waits for the setup
 
     def setup_report(self) -> dict[str, Any]:
@@ -169,8 +136,7 @@ class WorkerCore:
         if self._timer is not None:
             self._timer.cancel()
         self.sink.flush()
-        if hasattr(self.job, "finish"):
-            self.job.finish()
+        self.job.finish()
         return self.sink.parts_written
 
 
@@ -206,7 +172,7 @@ class Worker:
             # A restarted actor (the old one died) re-running this chunk: it has no job state yet.
             self.start_job(job_id, *spec)
         core = self.jobs[job_id]
-        if rerun and hasattr(core.job, "rerun"):
+        if rerun:
             core.job.rerun(items)  # another worker ran these and was lost: pick up what it left
         return await core.run_chunk(items)
 

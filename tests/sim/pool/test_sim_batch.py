@@ -12,6 +12,7 @@ from esc_eval.sim.jobs.simulation import run_simulation
 from esc_eval.sim.jobs.simulation_items import iter_items, select_cards
 from esc_eval.sim.judging.config import JudgeConfig
 from esc_eval.sim.pool.config import ExecutionConfig
+from esc_eval.sim.pool.job import Job
 from esc_eval.sim.pool.pool import WorkerPool, run_pool
 from esc_eval.sim.pool.worker import GC_GEN1_THRESHOLD
 from esc_eval.sim.runs.checkpoints import TurnCheckpoints
@@ -119,7 +120,7 @@ def test_generate_method_records_parse_failures_as_null(tmp_path):
     assert all(s["raw"] == "I think it deserves a 3 or 4" for s in scores)
 
 
-class CountingJob:
+class CountingJob(Job):
     kind = "dialogues"
 
     def __init__(self):
@@ -130,9 +131,6 @@ class CountingJob:
 
     async def run(self, item):
         return [], {"ok": item["n"] % 5 != 0, "calls": 1}
-
-    def after_flush(self, items):
-        pass
 
 
 def test_pool_streams_lazily_generated_items(tmp_path):

@@ -14,6 +14,7 @@ from esc_eval.serve.registry.ref import ModelRef
 from esc_eval.sim.jobs.config import SimulationConfig
 from esc_eval.sim.jobs.simulation import run_simulation
 from esc_eval.sim.pool.config import ExecutionConfig
+from esc_eval.sim.pool.job import Job
 from esc_eval.sim.pool.on_ray import worker_env
 from esc_eval.sim.pool.pool import WorkerPool
 
@@ -53,7 +54,7 @@ def test_manifest_records_dtype_and_isa(tmp_path, monkeypatch):
     assert rt["dtype"] == "bfloat16"  # auto on GPU workers
 
 
-class _DtypeSeenJob:
+class _DtypeSeenJob(Job):
     """Records the dtype the local worker's engines would read while the job starts them."""
 
     kind = "dialogues"
@@ -65,9 +66,6 @@ class _DtypeSeenJob:
 
     async def run(self, item):
         return [], {"ok": True}
-
-    def after_flush(self, items):
-        pass
 
 
 def test_local_executor_exports_the_dtype_to_its_engines_and_restores_the_env(tmp_path, monkeypatch):

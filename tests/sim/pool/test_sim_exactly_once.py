@@ -6,6 +6,7 @@ import json
 import time
 
 import pyarrow.parquet as pq
+import pytest
 
 from esc_eval.serve.registry.ref import ModelRef
 from esc_eval.sim.jobs.config import ScoringConfig, SimulationConfig
@@ -14,6 +15,7 @@ from esc_eval.sim.jobs.simulation import SimulationJob, run_simulation
 from esc_eval.sim.jobs.simulation_items import iter_items, select_cards
 from esc_eval.sim.judging.config import JudgeConfig
 from esc_eval.sim.pool.config import ExecutionConfig
+from esc_eval.sim.pool.job import Job
 from esc_eval.sim.pool.participants import ModelPool
 from esc_eval.sim.pool.pool import WorkerPool, run_pool
 from esc_eval.sim.pool.worker import WorkerCore
@@ -101,13 +103,12 @@ def test_scores_redone_after_errors_are_kept_once(tmp_path):
     assert all(r["parse_status"] == "ok" for r in physical_rows(tmp_path, "scores"))
 
 
-class _OneRowJob:
+class _OneRowJob(Job):
+    """Only what a Job must say: every other hook keeps its default (sim/pool/job.py)."""
+
     kind = "dialogues"
 
     async def setup(self, models):
-        pass
-
-    def after_flush(self, items):
         pass
 
     async def run(self, item):
@@ -170,3 +171,35 @@ def test_the_driver_refuses_success_for_rows_missing_from_the_folder(tmp_path):
     assert sorted(r["dialogue_id"] for r in physical_rows(tmp_path, "dialogues")) == ["a", "b"]
     stats = run_pool(_DropsOneRowJob(), items[:1], str(tmp_path / "ok"), ExecutionConfig(executor="local"))
     assert stats.rows_checked == 1
+
+
+def test_a_job_is_a_job_with_a_part_kind_or_the_pool_refuses_it_before_anything_starts(tmp_path):
+    from esc_eval.sim.pool.job import check_job
+
+    class Duck:  # the old protocol's shape, not a Job: its hooks would be guessed at
+        kind = "dialogues"
+
+        async def setup(self, models):
+            pass
+
+        async def run(self, item):
+            return [], {}
+
+    class NoKind(Job):
+        async def setup(self, models):
+            pass
+
+        async def run(self, item):
+            return [], {}
+
+    with pytest.raises(TypeError, match="Duck is not a sim.pool.job.Job"):
+        run_pool(Duck(), [{"dialogue_id": "a"}], str(tmp_path / "duck"), ExecutionConfig(executor="local"))
+    with pytest.raises(TypeError, match="NoKind.kind must name the part kind"):
+        check_job(NoKind())
+    assert not (tmp_path / "duck").exists() or not RunFolder(tmp_path / "duck").parts("dialogues")
+    # the defaults: no keys to check, no demands, nothing to do after a flush, on a rerun or at the end
+    job = _OneRowJob()
+    assert job.item_keys({"dialogue_id": "a"}) is None and job.present_keys(None) == set() and job.demands() == []
+    assert (job.unit, job.default_concurrency, job.calls_per_item) == ("dialogue", 32, None)
+    stats = run_pool(job, [{"dialogue_id": "a"}, {"dialogue_id": "b"}], str(tmp_path / "ok"), ExecutionConfig(executor="local"))
+    assert stats.done == 2 and len(RunFolder(tmp_path / "ok").read("dialogues")) == 2
