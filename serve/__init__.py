@@ -16,8 +16,9 @@ train, analysis or cli; everything that calls a model goes through it, including
 policy (calls/retry.py) and the one name-or-spec resolver (registry/registry.py). Backends import
 their heavy dependencies lazily. This package exports the names most callers need."""
 from esc_eval.serve.app import ReplicaMeter
-from esc_eval.serve.chat import (BACKENDS, ChatMessage, ChatModel, ChatModelError, ChatResult, EngineStartError,
-                                 GenerationParams, RunStopError, UnknownModelError, get_chat_model, parse_spec)
+from esc_eval.serve.chat import (BACKENDS, Backend, ChatMessage, ChatModel, ChatModelError, ChatResult, EngineStartError,
+                                 GenerationParams, RunStopError, UnknownModelError, WrapperChatModel, get_chat_model,
+                                 parse_spec, register_backend)
 from esc_eval.serve.config import ConfigError, load_config
 from esc_eval.serve.devices import GpuInventory, detect_gpus
 from esc_eval.serve.plan import (PlacementConfig, Plan, PlanError, Projection, Rates, RatesError, Workload, load_rates,
@@ -26,7 +27,7 @@ from esc_eval.serve.registry import (ModelEntry, ModelRef, Registry, build_chat_
                                      resolve_spec)
 
 __all__ = [
-    "BACKENDS", "ChatMessage", "ChatModel", "ChatModelError", "ChatResult", "ConfigError", "EngineStartError", "GenerationParams", "GpuInventory",
+    "BACKENDS", "Backend", "ChatMessage", "ChatModel", "ChatModelError", "ChatResult", "ConfigError", "EngineStartError", "GenerationParams", "GpuInventory",
     "ModelEntry", "ModelRef", "load_config", "RunStopError", "PlacementConfig", "Plan", "PlanError", "Registry", "ReplicaMeter", "detect_gpus", "UnknownModelError", "build_chat_model", "default_registry", "get_chat_model", "load_registry",
-    "parse_spec", "plan_run", "project", "Projection", "Rates", "RatesError", "load_rates", "resolve_spec", "Workload",
+    "parse_spec", "plan_run", "register_backend", "WrapperChatModel", "project", "Projection", "Rates", "RatesError", "load_rates", "resolve_spec", "Workload",
 ]

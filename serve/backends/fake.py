@@ -27,7 +27,7 @@ import time
 from typing import Any
 from urllib.parse import parse_qsl
 
-from esc_eval.serve.chat.interface import (Capabilities, ChatMessage, ChatModel, ChatModelError, ChatResult, EngineStartError,
+from esc_eval.serve.chat.interface import (Backend, Capabilities, ChatMessage, ChatModel, ChatModelError, ChatResult, EngineStartError,
                                  GenerationParams, RunStopError)
 from esc_eval.serve.engines.args import EngineCapacity
 
@@ -176,3 +176,16 @@ def make_fake_model(name: str, **options: Any) -> FakeChatModel:
         parsed[k] = v if k in ("reply",) else float(v) if "." in v else int(v)
     parsed.update(options)
     return FakeChatModel(script, **parsed)
+
+
+class FakeBackend(Backend):
+    """`fake/<name>` (registered in serve.chat.interface.BACKENDS)."""
+
+    def make(self, name: str, **options: Any) -> ChatModel:
+        return make_fake_model(name, **options)
+
+    def capabilities(self, name: str, **options: Any) -> Capabilities:
+        return capabilities(name, **options)
+
+
+BACKEND = FakeBackend()

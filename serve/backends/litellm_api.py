@@ -22,7 +22,7 @@ import os
 import time
 from typing import Any
 
-from esc_eval.serve.chat.interface import Capabilities, ChatModel, ChatModelError, ChatResult, GenerationParams, as_messages
+from esc_eval.serve.chat.interface import Backend, Capabilities, ChatModel, ChatModelError, ChatResult, GenerationParams, as_messages
 from esc_eval.serve.backends.openai_http import parse_retry_after
 
 log = logging.getLogger("esc_eval.serve.litellm")
@@ -220,3 +220,22 @@ class LiteLLMChatModel(ChatModel):
 def make_litellm_model(name: str, **options: Any) -> LiteLLMChatModel:
     """Factory for spec `litellm/<provider>/<model>`; options are LiteLLMChatModel keyword arguments."""
     return LiteLLMChatModel(name, **options)
+
+
+class LiteLLMBackend(Backend):
+    """`litellm/<name>` (registered in serve.chat.interface.BACKENDS)."""
+
+    def make(self, name: str, **options: Any) -> ChatModel:
+        return make_litellm_model(name, **options)
+
+    def capabilities(self, name: str, **options: Any) -> Capabilities:
+        return capabilities(name, **options)
+
+    def preflight(self, name: str, **options: Any) -> None:
+        return preflight(name, **options)
+
+    def required_env(self, name: str, **options: Any) -> list[str]:
+        return required_env(name, **options)
+
+
+BACKEND = LiteLLMBackend()

@@ -23,7 +23,7 @@ import os
 import time
 from typing import Any, Literal
 
-from esc_eval.serve.chat.interface import (Capabilities, ChatMessage, ChatModel, ChatModelError, ChatResult, GenerationParams,
+from esc_eval.serve.chat.interface import (Backend, Capabilities, ChatMessage, ChatModel, ChatModelError, ChatResult, GenerationParams,
                                  as_messages)
 
 log = logging.getLogger("esc_eval.serve.backends.openai_http")
@@ -311,3 +311,22 @@ class OpenAIChatModel(ChatModel):
 def make_openai_model(name: str, **options: Any) -> ChatModel:
     """Factory for spec `openai/<name>`; options are OpenAIChatModel keyword arguments."""
     return OpenAIChatModel(name, **options)
+
+
+class OpenAIBackend(Backend):
+    """`openai/<name>` (registered in serve.chat.interface.BACKENDS)."""
+
+    def make(self, name: str, **options: Any) -> ChatModel:
+        return make_openai_model(name, **options)
+
+    def capabilities(self, name: str, **options: Any) -> Capabilities:
+        return capabilities(name, **options)
+
+    def preflight(self, name: str, **options: Any) -> None:
+        return preflight(name, **options)
+
+    def required_env(self, name: str, **options: Any) -> list[str]:
+        return required_env(name, **options)
+
+
+BACKEND = OpenAIBackend()

@@ -17,7 +17,7 @@ import logging
 import time
 from typing import Any
 
-from esc_eval.serve.chat.interface import Capabilities, ChatModel, ChatModelError, ChatResult, GenerationParams, as_messages
+from esc_eval.serve.chat.interface import Backend, Capabilities, ChatModel, ChatModelError, ChatResult, GenerationParams, as_messages
 from esc_eval.serve.engines.args import EngineCapacity
 from esc_eval.serve.backends.openai_http import adapter_model_name, build_request_body, parse_response
 
@@ -181,3 +181,16 @@ def capabilities(name: str, **options: Any) -> Capabilities:
 def make_serve_model(name: str, **options: Any) -> ChatModel:
     """Factory for spec `serve/<model id>`; options are ServeHandleChatModel keyword arguments."""
     return ServeHandleChatModel(name, **options)
+
+
+class ServeBackend(Backend):
+    """`serve/<name>` (registered in serve.chat.interface.BACKENDS)."""
+
+    def make(self, name: str, **options: Any) -> ChatModel:
+        return make_serve_model(name, **options)
+
+    def capabilities(self, name: str, **options: Any) -> Capabilities:
+        return capabilities(name, **options)
+
+
+BACKEND = ServeBackend()

@@ -17,7 +17,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from esc_eval.serve.chat.interface import (Capabilities, ChatMessage, ChatModel, ChatModelError, ChatResult, GenerationParams,
+from esc_eval.serve.chat.interface import (Backend, Capabilities, ChatMessage, ChatModel, ChatModelError, ChatResult, GenerationParams,
                                  as_messages)
 from esc_eval.serve.engines.args import CPU_ENGINE, EngineCapacity
 from esc_eval.serve.backends.engine_host import (INSTALL_HINT, _HOSTS, _EngineHost, _host_for, engine_dtype,  # noqa: F401 - re-exported
@@ -91,6 +91,9 @@ class VLLMChatModel(ChatModel):
             except OSError as e:
                 raise ChatModelError(f"chat template {chat_template}: {e}", kind="fatal") from e
         self._host = _host_for(self.model_path, self.adapters, engine_kwargs)
+        self.released = False
+
+    holds_engine = True
 
     @property
     def host(self) -> _EngineHost:
@@ -99,9 +102,9 @@ class VLLMChatModel(ChatModel):
     def release(self) -> bool:
         """Let go of the engine (once per chat model): it stops when no other chat model holds it.
         Returns whether it stopped. This model cannot chat afterwards."""
-        if getattr(self, "_released", False):
+        if self.released:
             return False
-        self._released = True
+        self.released = True
         return release_engine(self._host)
 
     def start(self) -> None:
@@ -266,3 +269,16 @@ def capabilities(name: str, **options: Any) -> Capabilities:
 
 def make_vllm_model(name: str, **options: Any) -> VLLMChatModel:
     return VLLMChatModel(name, **options)
+
+
+class VLLMBackend(Backend):
+    """`vllm/<name>` (registered in serve.chat.interface.BACKENDS)."""
+
+    def make(self, name: str, **options: Any) -> ChatModel:
+        return make_vllm_model(name, **options)
+
+    def capabilities(self, name: str, **options: Any) -> Capabilities:
+        return capabilities(name, **options)
+
+
+BACKEND = VLLMBackend()

@@ -22,7 +22,7 @@ import uuid
 from dataclasses import asdict
 from typing import Any, Awaitable, Callable, Protocol
 
-from esc_eval.serve.chat.interface import ChatModel, ChatResult, GenerationParams, as_messages
+from esc_eval.serve.chat.interface import ChatModel, ChatResult, GenerationParams, WrapperChatModel, as_messages
 
 log = logging.getLogger("esc_eval.serve.calls.cache")
 KEY_VERSION = 1  # part of every key: a change of the entry format starts a fresh cache
@@ -109,28 +109,28 @@ def decode_result(data: bytes) -> ChatResult | None:
         return None  # written by another version, or damaged: a miss
 
 
-class CachedChatModel(ChatModel):
+class CachedChatModel(WrapperChatModel):
     """`inner` behind the call cache. on_hit: awaited on every hit (the run's counters)."""
 
     def __init__(self, inner: ChatModel, store: CallStore, default_params: GenerationParams | None = None,
                  on_hit: Callable[[], Awaitable[None]] | None = None):
-        self.inner, self.store, self.on_hit = inner, store, on_hit
-        self.name = inner.name
+        super().__init__(inner)
+        self.store, self.on_hit = store, on_hit
         # what `params=None` means to the inner model, so the key names the real parameters
-        self.default_params = default_params or getattr(inner, "default_params", None) or GenerationParams()
+        self._defaults = default_params or inner.default_params or GenerationParams()
         self.identity = inner.cache_identity()
         self.hits = self.misses = 0
         self._warned = False
 
     @property
-    def capabilities(self):
-        return self.inner.capabilities
+    def default_params(self) -> GenerationParams:  # type: ignore[override]
+        return self._defaults
 
     def cache_identity(self):
         return self.identity
 
     async def chat(self, messages, params: GenerationParams | None = None, *, adapter=None, session_id=None) -> ChatResult:
-        effective = params or self.default_params
+        effective = params or self._defaults
         if not cacheable(effective):
             return await self.inner.chat(messages, params, adapter=adapter, session_id=session_id)
         key = cache_key(self.identity, messages, effective, adapter)
@@ -159,5 +159,3 @@ class CachedChatModel(ChatModel):
             log.warning("call cache %r: cannot %s (%s); calls go to the model", self.store, what, e)
             self._warned = True
 
-    async def close(self) -> None:
-        await self.inner.close()

@@ -16,7 +16,7 @@ import random
 
 from pydantic import Field
 
-from esc_eval.serve.chat.interface import ChatModel, ChatModelError, ChatResult, GenerationParams
+from esc_eval.serve.chat.interface import ChatModel, ChatModelError, ChatResult, GenerationParams, WrapperChatModel
 from esc_eval.serve.config.base import ConfigModel
 from esc_eval.serve.calls.deadlines import call_timeout
 
@@ -51,22 +51,14 @@ def retry_wait(exc: BaseException, attempt: int, policy: RetryPolicy) -> float:
     return min(backoff + random.uniform(0, policy.initial_wait_s), policy.max_wait_s)
 
 
-class RetryingChatModel(ChatModel):
+class RetryingChatModel(WrapperChatModel):
     """`inner` with the retry policy: per-attempt timeout, classified retries, attempts counted on
     the final error (`ChatModelError.attempts`)."""
 
     def __init__(self, inner: ChatModel, policy: RetryPolicy | None = None, gate=None, **overrides):
-        self.inner = inner
-        self.name = inner.name
+        super().__init__(inner)
         self.policy = (policy or RetryPolicy()).model_copy(update=overrides) if overrides else (policy or RetryPolicy())
         self.gate = gate  # serve.calls.limits.CallGate or None
-
-    @property
-    def capabilities(self):
-        return self.inner.capabilities
-
-    def cache_identity(self):
-        return self.inner.cache_identity()
 
     @property
     def max_attempts(self) -> int:
@@ -138,6 +130,3 @@ class RetryingChatModel(ChatModel):
             e.attempts = attempt_no
             raise
         raise AssertionError("unreachable")  # pragma: no cover
-
-    async def close(self) -> None:
-        await self.inner.close()

@@ -128,9 +128,14 @@ class EngineStartError(RunStopError):
 
 
 class ChatModel(abc.ABC):
-    """One interface per seam: a single required async method."""
+    """One interface per seam: a single required async method; every other hook is declared here
+    with a working default (a backend overrides what it has, a wrapper passes them on:
+    WrapperChatModel), so no caller probes a model with hasattr."""
 
     name: str = "model"
+    default_params: GenerationParams | None = None  # what params=None means to it (None: GenerationParams())
+    holds_engine: bool = False  # runs in an engine of this process (vllm/): start(), capacity(), release()
+    released: bool = False  # its engine was released: the holder builds the model again to call it
 
     @abc.abstractmethod
     async def chat(
@@ -160,19 +165,102 @@ class ChatModel(abc.ABC):
         (the endpoint where it matters: the same name on another server is another model)."""
         return {"backend": type(self).__name__, "name": self.name}
 
+    def start(self) -> None:
+        """Start its engine now (blocking); a model that cannot start raises EngineStartError. Nothing
+        to start by default (an API, a Serve deployment)."""
+
+    def capacity(self) -> Any:
+        """What its started engine holds at once (serve.engines.args.EngineCapacity), or None."""
+        return None
+
+    def release(self) -> bool:
+        """Let go of its engine (it stops when nothing else holds it); whether it stopped."""
+        return False
+
+
+class WrapperChatModel(ChatModel):
+    """A chat model around another (retries, the call cache, counters): every hook is the inner
+    model's unless the wrapper overrides it, so a new hook reaches through every wrapper."""
+
+    def __init__(self, inner: ChatModel):
+        self.inner = inner
+        self.name = inner.name
+
+    async def chat(self, messages, params: GenerationParams | None = None, *, adapter=None, session_id=None) -> ChatResult:
+        return await self.inner.chat(messages, params, adapter=adapter, session_id=session_id)
+
+    async def close(self) -> None:
+        await self.inner.close()
+
+    @property
+    def capabilities(self) -> Capabilities:
+        return self.inner.capabilities
+
+    def cache_identity(self) -> dict[str, Any]:
+        return self.inner.cache_identity()
+
+    @property
+    def default_params(self) -> GenerationParams | None:  # type: ignore[override]
+        return self.inner.default_params
+
+    @property
+    def holds_engine(self) -> bool:  # type: ignore[override]
+        return self.inner.holds_engine
+
+    @property
+    def released(self) -> bool:  # type: ignore[override]
+        return self.inner.released
+
+    def start(self) -> None:
+        self.inner.start()
+
+    def capacity(self) -> Any:
+        return self.inner.capacity()
+
+    def release(self) -> bool:
+        return self.inner.release()
+
 
 def as_messages(messages: list[ChatMessage] | list[dict[str, Any]]) -> list[ChatMessage]:
     return [m if isinstance(m, ChatMessage) else ChatMessage(**m) for m in messages]
 
 
-# backend prefix -> "module:factory"; the factory takes (name, **options) and returns a ChatModel
+class Backend(abc.ABC):
+    """One backend of the seam, picked by the string before the slash of a spec (`vllm/embedded`).
+    `make` is its own; the checks made before any call have working defaults."""
+
+    @abc.abstractmethod
+    def make(self, name: str, **options: Any) -> ChatModel:
+        """The chat model `name` with `options` (engines start later: ChatModel.start or the first call)."""
+
+    def capabilities(self, name: str, **options: Any) -> Capabilities:
+        """What the model would support, without building it (no engine starts)."""
+        return Capabilities()
+
+    def preflight(self, name: str, **options: Any) -> None:
+        """Check what can be checked before any call (a key, a provider): ValueError, one line."""
+
+    def required_env(self, name: str, **options: Any) -> list[str]:
+        """The environment variables its calls need in the workers (an API key's variable)."""
+        return []
+
+
+# backend prefix -> "module:attribute" of its Backend, imported on first use (heavy dependencies stay
+# unimported until a spec names the backend); register_backend adds one.
 BACKENDS: dict[str, str] = {
-    "vllm": "esc_eval.serve.backends.vllm_engine:make_vllm_model",
-    "fake": "esc_eval.serve.backends.fake:make_fake_model",
-    "openai": "esc_eval.serve.backends.openai_http:make_openai_model",
-    "serve": "esc_eval.serve.backends.serve_handle:make_serve_model",
-    "litellm": "esc_eval.serve.backends.litellm_api:make_litellm_model",
+    "vllm": "esc_eval.serve.backends.vllm_engine:BACKEND",
+    "fake": "esc_eval.serve.backends.fake:BACKEND",
+    "openai": "esc_eval.serve.backends.openai_http:BACKEND",
+    "serve": "esc_eval.serve.backends.serve_handle:BACKEND",
+    "litellm": "esc_eval.serve.backends.litellm_api:BACKEND",
 }
+
+
+def register_backend(prefix: str, where: str) -> None:
+    """Make `prefix/<name>` specs build models with the Backend at `where` ("module:attribute")."""
+    if not prefix or "/" in prefix or ":" not in where:
+        raise ValueError(f"register_backend({prefix!r}, {where!r}): a prefix without '/', and 'module:attribute'")
+    BACKENDS[prefix] = where
 # Backends whose calls cost money and go to someone else's servers: the call cache is on for them
 # by default, and budgets, prices and limits concern them.
 API_BACKENDS = ("openai", "litellm")
@@ -193,15 +281,19 @@ def parse_spec(spec: str) -> tuple[str, str]:
     return backend, name
 
 
-def _backend_module(backend: str):
-    return importlib.import_module(BACKENDS[backend].partition(":")[0])
+def backend(prefix: str) -> Backend:
+    """The Backend registered for `prefix` (its module imported now)."""
+    module, _, attribute = BACKENDS[prefix].partition(":")
+    found = getattr(importlib.import_module(module), attribute)
+    if not isinstance(found, Backend):
+        raise TypeError(f"backend {prefix!r}: {BACKENDS[prefix]} is not a serve.chat.interface.Backend")
+    return found
 
 
 def get_chat_model(spec: str, **options: Any) -> ChatModel:
     """Build the chat model named by `spec` (e.g. 'vllm/embedded', 'fake/echo')."""
-    backend, name = parse_spec(spec)
-    factory = BACKENDS[backend].partition(":")[2]
-    return getattr(_backend_module(backend), factory)(name, **options)
+    prefix, name = parse_spec(spec)
+    return backend(prefix).make(name, **options)
 
 
 def is_api_spec(spec: str) -> bool:
@@ -211,16 +303,14 @@ def is_api_spec(spec: str) -> bool:
 
 def backend_capabilities(spec: str, **options: Any) -> Capabilities:
     """The capabilities of the model `spec` would build, without building it (no engine starts)."""
-    backend, name = parse_spec(spec)
-    fn = getattr(_backend_module(backend), "capabilities", None)
-    return fn(name, **options) if fn else Capabilities()
+    prefix, name = parse_spec(spec)
+    return backend(prefix).capabilities(name, **options)
 
 
 def backend_preflight(spec: str, **options: Any) -> list[str]:
     """Check what a backend can check before any call (a key, a provider); ValueError with one
     line naming the model and the setting. Returns the environment variables its workers need."""
-    backend, name = parse_spec(spec)
-    module = _backend_module(backend)
-    if hasattr(module, "preflight"):
-        module.preflight(name, **options)
-    return list(module.required_env(name, **options)) if hasattr(module, "required_env") else []
+    prefix, name = parse_spec(spec)
+    b = backend(prefix)
+    b.preflight(name, **options)
+    return list(b.required_env(name, **options))

@@ -23,7 +23,7 @@ import logging
 import os
 from typing import Any, AsyncIterator
 
-from esc_eval.serve.chat.interface import ChatModel, get_chat_model
+from esc_eval.serve.chat.interface import ChatModel, WrapperChatModel, get_chat_model
 from esc_eval.serve.registry.ref import ModelRef
 from esc_eval.serve.plan.planner import PLACEMENT_ENV, placement_from_env, ref_key
 from esc_eval.serve.registry.registry import resolve
@@ -44,11 +44,12 @@ class CallTally:
         return {"calls": self.calls, "prompt_tokens": self.prompt_tokens, "completion_tokens": self.completion_tokens}
 
 
-class _Tallied:
+class _Tallied(WrapperChatModel):
     """A chat model that adds each answer to a tally (one attribute lookup and three additions per call)."""
 
     def __init__(self, inner: ChatModel, tally: CallTally):
-        self.inner, self.tally, self.name = inner, tally, inner.name
+        super().__init__(inner)
+        self.tally = tally
 
     async def chat(self, messages, params=None, *, adapter=None, session_id=None):
         result = await self.inner.chat(messages, params, adapter=adapter, session_id=session_id)
@@ -58,21 +59,20 @@ class _Tallied:
         t.completion_tokens += result.completion_tokens or 0
         return result
 
-    def __getattr__(self, name):  # everything else (max_attempts, close, host, ...) is the inner model's
+    def __getattr__(self, name):  # a backend's own attributes (max_attempts, host) read through the wrappers
         return getattr(self.inner, name)
 
 
-class _Pooled:
+class _Pooled(WrapperChatModel):
     """The pool's current model for a ref: after the pool released its engine, the next call
     builds it again (a chunk re-sent after a worker loss may bring an earlier target back)."""
 
     def __init__(self, pool: "ModelPool", ref: ModelRef):
+        super().__init__(pool.raw(ref))
         self.pool, self.ref = pool, ref
-        self.inner = pool.raw(ref)
-        self.name = self.inner.name
 
     async def chat(self, messages, params=None, *, adapter=None, session_id=None):
-        if getattr(self.inner, "_released", False):
+        if self.inner.released:
             self.inner = self.pool.raw(self.ref)
         return await self.inner.chat(messages, params, adapter=adapter, session_id=session_id)
 
@@ -135,7 +135,7 @@ class ModelPool:
         `calls` (sim/call_setup.CallSettings), also its limits, spend cap and call cache:
         cache -> retries -> (each attempt) limits and budget -> the backend."""
         raw = self.raw(ref)
-        if hasattr(raw, "release"):  # an engine of this process: rebuilt after a release (see _Pooled)
+        if raw.holds_engine:  # an engine of this process: rebuilt after a release (see _Pooled)
             raw = _Pooled(self, ref)
         if calls is None:
             return _Tallied(RetryingChatModel(raw, execution.retry_policy()), self.tally)
@@ -151,39 +151,35 @@ class ModelPool:
                 log.warning("call cache at %s unavailable (%s); calls are not cached", mc.cache_root, e)
                 store = None
             if store is not None:
-                model = CachedChatModel(model, store, default_params=getattr(raw, "default_params", None),
+                model = CachedChatModel(model, store, default_params=raw.default_params,
                                         on_hit=gate.hit if gate is not None else None)
         return _Tallied(model, self.tally)
 
     def start(self, ref: ModelRef) -> None:
         """Start `ref`'s engine now, if its backend has one to start (blocking; a model that cannot
         start raises EngineStartError, a RunStopError: the job stops before its items)."""
-        start = getattr(self.raw(ref), "start", None)
-        if start is not None:
-            start()
+        self.raw(ref).start()
 
     def capacity(self, ref: ModelRef):
         """What `ref`'s started engine holds at once (serve.engines.args.EngineCapacity), or None."""
-        capacity = getattr(self.raw(ref), "capacity", None)
-        return capacity() if capacity is not None else None
+        return self.raw(ref).capacity()
 
     def holds_engine(self, ref: ModelRef) -> bool:
         """Whether `ref` runs in an engine of this process (vllm/), i.e. something to release."""
-        return hasattr(self.raw(ref), "release")
+        return self.raw(ref).holds_engine
 
     def release_key(self, key: str) -> bool:
         """Release the engine of pool key `key` (it stops unless another holder in this process, e
         .g. a test's shared engine, still holds it). Returns whether it stopped."""
         model = self._models.pop(key, None)
-        release = getattr(model, "release", None)
-        return bool(release()) if release else False
+        return bool(model.release()) if model is not None else False
 
     def retain(self, refs: list[ModelRef]) -> list[str]:
         """Release the engines this worker holds for earlier jobs that none of `refs` uses (a
         scoring job after a simulation keeps the engine its judge shares with the role). Returns
         the released keys."""
         keep = {self.key(r) for r in refs}
-        released = [k for k in list(self._models) if k not in keep and hasattr(self._models[k], "release")]
+        released = [k for k in list(self._models) if k not in keep and self._models[k].holds_engine]
         for k in released:
             self.release_key(k)
         return released

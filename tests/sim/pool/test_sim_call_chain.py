@@ -52,10 +52,12 @@ async def test_a_model_with_limits_and_a_cache_keeps_its_gate_and_cache(tmp_path
 
 
 class _Engine(FakeChatModel):
-    """A fake that, like an in-process vLLM engine, can be released."""
+    """A fake that, like an in-process vLLM engine, holds an engine that can be released."""
+
+    holds_engine = True
 
     def release(self) -> bool:
-        self._released = True
+        self.released = True
         return True
 
 

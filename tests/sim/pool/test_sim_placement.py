@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from esc_eval.serve.chat.interface import ChatResult
+from esc_eval.serve.chat.interface import ChatModel, ChatResult
 from esc_eval.serve.registry.ref import ModelRef
 from esc_eval.serve.plan.planner import PLACEMENT_ENV, PlacementConfig, PlanError, ref_key
 from esc_eval.sim.jobs.config import SimulationConfig
@@ -23,15 +23,16 @@ class EngineLog:
         self.most_live_targets = 0
 
 
-class StandInEngine:
+class StandInEngine(ChatModel):
     """A `vllm/<name>` model whose "engine" starts at its first call and stops when released."""
+
+    holds_engine = True
 
     def __init__(self, name: str, log: EngineLog, **options):
         self.name, self.log, self.options = f"vllm/{name}", log, options
-        self._released = False
 
     async def chat(self, messages, params=None, *, adapter=None, session_id=None):
-        assert not self._released, f"{self.name} called after its engine was released"
+        assert not self.released, f"{self.name} called after its engine was released"
         if self.name not in self.log.live:
             self.log.live.add(self.name)
             self.log.events.append(("start", self.name))
@@ -41,7 +42,7 @@ class StandInEngine:
         return ChatResult(text="I hear you.", prompt_tokens=5, completion_tokens=3)
 
     def release(self) -> bool:
-        self._released = True
+        self.released = True
         self.log.live.discard(self.name)
         self.log.events.append(("release", self.name))
         return True
