@@ -1,7 +1,8 @@
 """The run report: one self-contained report.html (figures embedded as base64 data URIs) and a
 report.md beside it, plus leaderboard.md/.csv and the figures as PNG files. The sections are
-report_sections.py's (the paper's) and those of the analyses beyond it (safety.py, seekers.py,
-trust_report.py); this module orders and renders them.
+registered by the modules that build them (analysis/results/section_registry.py: the paper's in
+sections.py, those beyond it in results/safety.py, seekers/ and trust/report_sections.py); this
+module builds the context, asks the registry for the sections that apply, and renders them.
 
 Missing pieces are reported where they would have been: a run without scores, scores from
 several judges, a model with a single dialogue (no CI), failed dialogues, parse failures.
@@ -17,17 +18,16 @@ import pandas as pd
 from esc_eval.analysis.results.expected_scores import check_score_kind, expected_scores, score_kind_note
 from esc_eval.analysis.results.leaderboard import build_leaderboard, human_scores_line, write_leaderboard
 from esc_eval.analysis.results.loaders import AnalysisInputError, load_dialogues, load_manifests, load_scores
-from esc_eval.analysis.results.blocks import _notice
-from esc_eval.analysis.report.sections import (by_category_section, cards_section, comparison_section,
-                                               distribution_section, fidelity_section, health_section,
-                                               leaderboard_section, samples_section, seed_section, summary_section,
-                                               throughput_section)
-from esc_eval.analysis.results.safety import safety_section
+from esc_eval.analysis.results.section_registry import ReportContext, build_sections
 from esc_eval.analysis.results.spoiled import card_contents, flag_map, spoiled_flags
-from esc_eval.analysis.seekers.fidelity_report import fidelity_report_section
-from esc_eval.analysis.seekers.seeker_kinds import seekers_section
-from esc_eval.analysis.seekers.simulators import simulators_section
-from esc_eval.analysis.seekers.spoiled_section import spoiled_section
+# The modules that register the report's sections (each adds its own: analysis/results/section_registry.py).
+import esc_eval.analysis.report.sections  # noqa: F401,E402 - the paper's
+import esc_eval.analysis.results.safety  # noqa: F401,E402
+import esc_eval.analysis.seekers.fidelity_report  # noqa: F401,E402
+import esc_eval.analysis.seekers.seeker_kinds  # noqa: F401,E402
+import esc_eval.analysis.seekers.simulators  # noqa: F401,E402
+import esc_eval.analysis.seekers.spoiled_section  # noqa: F401,E402
+import esc_eval.analysis.trust.report_sections  # noqa: F401,E402
 from esc_eval.sim.judging.dimensions import DIMENSION_NAMES, TABLE_SCALE
 from esc_eval.sim.runs.open import OutputFolder
 from esc_eval.sim.runs.storage import as_location, join_location
@@ -100,7 +100,6 @@ def write_report(run_dirs: list[Path], out_dir: Path | None = None, *, groups: d
 def _write_report(paths: list, out: Path, manifests: dict, dialogues: pd.DataFrame, scores: pd.DataFrame,
                   all_scores: pd.DataFrame, *, groups, leaderboard, n_boot, seed, n_samples, n_resamples,
                   title, humans=None, score_kind="label", human_seekers=None, judge_note=None) -> dict[str, Path]:
-    fig_dir = out / "figures"
     # The tables read expected scores when asked; distributions, samples and health keep the labels.
     board = expected_scores(scores) if score_kind == "expected" else scores
     # leaderboard: the caller's Table 2 (built once, with its grouping rule); else built here.
@@ -114,34 +113,11 @@ def _write_report(paths: list, out: Path, manifests: dict, dialogues: pd.DataFra
     lb_paths = write_leaderboard(add_usage_columns(lb, manifests), out, note="\n\n".join(
         n for n in (score_kind_note(board) if score_kind == "expected" else "", line) if n))
     written["leaderboard_md"], written["leaderboard_csv"] = lb_paths["markdown"], lb_paths["csv"]
-    sections = [
-        summary_section(paths, manifests, dialogues, all_scores),
-        leaderboard_section(lb, board, fig_dir),
-        by_category_section(board, dialogues, groups or {}, n_boot, seed),
-        seed_section(board, dialogues, manifests),
-        distribution_section(scores, fig_dir),
-        comparison_section(board, n_resamples, seed),
-        seekers_section(all_scores, dialogues, n_boot, seed),  # beyond the paper: analysis/seekers/seeker_kinds.py
-        simulators_section(all_scores, dialogues, n_boot, seed),  # beyond the paper: analysis/seekers/simulators.py
-        spoiled_section(dialogues, manifests, scores),  # beyond the paper: analysis/seekers/spoiled_section.py
-        safety_section(all_scores, dialogues, n_boot, seed),  # beyond the paper, apart from the seven: analysis/results/safety.py
-        health_section(dialogues, scores),
-        throughput_section(paths, manifests, dialogues, fig_dir),
-        fidelity_section(dialogues),
-        cards_section(dialogues, fig_dir),
-        samples_section(dialogues, scores, n_samples),
-    ]
-    if score_kind == "expected":
-        sections[1]["notices"].insert(0, _notice(score_kind_note(board), "info"))
-    if line:
-        sections[1]["notices"].insert(0, _notice(line, "warning"))
-    if human_seekers is not None:  # beyond the paper, after the lexicon's checks: analysis/seekers/fidelity_report.py
-        at = next(i for i, s in enumerate(sections) if s["id"] == "roleplay") + 1
-        sections.insert(at, fidelity_report_section(dialogues, human_seekers, n_boot, seed))
-    if humans is not None:
-        from esc_eval.analysis.trust.report_sections import trust_sections
-
-        sections[2:2] = trust_sections(lb, board, scores, humans, fig_dir, n_boot=n_boot, seed=seed)
+    ctx = ReportContext(paths=paths, out=out, manifests=manifests, dialogues=dialogues, scores=scores,
+                        all_scores=all_scores, board=board, leaderboard=lb, groups=groups or {}, n_boot=n_boot, seed=seed,
+                        n_samples=n_samples, n_resamples=n_resamples, score_kind=score_kind, judge_line=line,
+                        humans=humans, human_seekers=human_seekers)
+    sections = build_sections(ctx)  # every registered section that applies, in its order
     for s in sections:
         for b in s["blocks"]:
             if b["kind"] == "figure":
@@ -157,7 +133,7 @@ def _write_report(paths: list, out: Path, manifests: dict, dialogues: pd.DataFra
     written["html"].write_text(render_html({"title": title, "generated_at": generated, "runs": runs,
                                             "sections": sections}), encoding="utf-8")
     (out / "report.json").write_text(json.dumps({
-        "runs": runs, "generated_at": generated,
+        "runs": runs, "generated_at": generated, "sections": [s["id"] for s in sections],
         "notices": [{"section": s["id"], **n} for s in sections for n in s["notices"]],
         "leaderboard": json.loads(lb.to_json(orient="records")), "scores": score_kind,
         **{s["id"]: s["data"] for s in sections if s.get("data") is not None},

@@ -28,6 +28,7 @@ from scipy import stats
 
 from esc_eval.analysis.results.loaders import AnalysisInputError, load_dialogues, load_scores
 from esc_eval.analysis.results.blocks import cell, notice, pct, section, table, text
+from esc_eval.analysis.results.section_registry import register_section
 from esc_eval.sim.cards.risk import RISK_LEVELS, RISK_TITLES, normalize_risk_level
 from esc_eval.sim.judging.dimensions import SAFETY, TABLE_SCALE
 from esc_eval.sim.runs.open import OutputFolder
@@ -208,3 +209,7 @@ def safety_section(scores: pd.DataFrame, dialogues: pd.DataFrame, n_boot: int = 
                                    "shipped risk-stratified cards, `cards: safety`, or cards built with risk labelling).",
                                    "info"))
     return s
+
+
+# beyond the paper, apart from the seven dimensions (analysis/results/section_registry.py)
+register_section("safety", 1000, lambda c: safety_section(c.all_scores, c.dialogues, c.n_boot, c.seed))

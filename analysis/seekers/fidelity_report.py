@@ -12,6 +12,7 @@ import pandas as pd
 
 from esc_eval.analysis.results.blocks import notice, section, table, text
 from esc_eval.analysis.results.loaders import AnalysisInputError
+from esc_eval.analysis.results.section_registry import register_section
 from esc_eval.analysis.seekers.esconv import HumanSeekers
 from esc_eval.analysis.seekers.fidelity import (FEATURE_INFO, POOLED, FidelityResult, compare_features, judge_check)
 from esc_eval.analysis.seekers.fidelity_features import (ROUNDS, add_distress, by_round, dialogue_features,
@@ -210,3 +211,8 @@ def fidelity_report_section(dialogues: pd.DataFrame, humans: HumanSeekers, n_boo
         s = section("seeker_fidelity", "Is the simulated seeker like a person?")
         s["notices"].append(notice(f"No comparison with people: {e}.", "info"))
         return s
+
+
+# beyond the paper, after the lexicon's role-play checks: with people's dialogues to compare (analysis/results/section_registry.py)
+register_section("seeker_fidelity", 1350, lambda c: fidelity_report_section(c.dialogues, c.human_seekers, c.n_boot, c.seed),
+                 when=lambda c: c.human_seekers is not None)

@@ -26,6 +26,7 @@ import pandas as pd
 from scipy import stats
 
 from esc_eval.analysis.results.blocks import notice, section, table, text
+from esc_eval.analysis.results.section_registry import register_section
 from esc_eval.analysis.seekers.rankings import bootstrap_rankings, card_matrix, dialogue_scores, interval
 from esc_eval.sim.dialogue.prompts import strategy_kinds
 from esc_eval.sim.judging.dimensions import SAFETY, TABLE_SCALE
@@ -231,3 +232,7 @@ def seekers_section(scores: pd.DataFrame, dialogues: pd.DataFrame, n_boot: int =
         s["notices"].append(notice("No model met both cooperative and worst-case seekers: simulate with a worst-case "
                                    "strategy too (strategies: [official, resistant, low_engagement, volatile]).", "info"))
     return s
+
+
+# beyond the paper: cooperative vs worst-case seekers (analysis/results/section_registry.py)
+register_section("seekers", 700, lambda c: seekers_section(c.all_scores, c.dialogues, c.n_boot, c.seed))

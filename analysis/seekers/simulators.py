@@ -20,6 +20,7 @@ import pandas as pd
 
 from esc_eval.analysis.results.blocks import notice, section, table, text
 from esc_eval.analysis.results.loaders import AnalysisInputError, load_dialogues, load_scores
+from esc_eval.analysis.results.section_registry import register_section
 from esc_eval.analysis.seekers.rankings import bootstrap_rankings, card_matrix, dialogue_scores, interval
 from esc_eval.sim.judging.dimensions import SAFETY, TABLE_SCALE
 from esc_eval.sim.runs.open import OutputFolder
@@ -214,3 +215,7 @@ def write_seeker_analyses(run_dirs: str | os.PathLike[str] | Iterable[str | os.P
         paths.update(write_seekers(shift, ranks, out_dir, dimension))
         parts.append("# Cooperative vs worst-case seekers\n\n" + seekers_markdown(shift, ranks, dimension))
     return paths, "\n".join(parts)
+
+
+# beyond the paper: does the ranking depend on the simulator (analysis/results/section_registry.py)
+register_section("simulators", 800, lambda c: simulators_section(c.all_scores, c.dialogues, c.n_boot, c.seed))

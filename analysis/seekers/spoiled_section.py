@@ -12,6 +12,7 @@ import pandas as pd
 from esc_eval.analysis.results.blocks import notice, pct, section, table, text
 from esc_eval.analysis.results.leaderboard import build_leaderboard, compare_without_spoiled
 from esc_eval.analysis.results.spoiled import NO_CARD, exclude_spoiled, with_spoiled
+from esc_eval.analysis.results.section_registry import register_section
 from esc_eval.sim.dialogue.spoiled import REASON_TITLES, REASONS
 
 COUNT_COLUMNS = ["language", "target_model", "role_model", "n_dialogues", "n_spoiled", "spoiled_share", *REASONS, "flags"]
@@ -75,3 +76,7 @@ def spoiled_section(dialogues: pd.DataFrame, manifests: dict, scores: pd.DataFra
                                  "--exclude-spoiled gives both tables with CIs)", id="spoiled-change"))
     s["data"] = {"counts": json.loads(counts.to_json(orient="records"))}
     return s
+
+
+# beyond the paper: the dialogues the simulator spoiled (analysis/results/section_registry.py)
+register_section("spoiled", 900, lambda c: spoiled_section(c.dialogues, c.manifests, c.scores))

@@ -1,8 +1,8 @@
 """The report's sections on human scores (`report --humans`): the leaderboard anchored on them
 (analysis.trust.human_leaderboard) and each judge's calibration against them (analysis.trust.calibration_runs).
 
-Blocks are the report's plain dicts (kind table / figure / text, notices), so report.py only
-inserts these sections; each section's `data` goes into report.json.
+Blocks are the report's plain dicts (analysis/results/blocks.py); the two sections are registered
+after Table 2 when the report has human scores; each section's `data` goes into report.json.
 """
 from __future__ import annotations
 
@@ -17,16 +17,10 @@ from esc_eval.analysis.trust.human_leaderboard import (
     CLAIM_HEADERS, EXPLAIN, anchored_wide, claims_rows, human_anchored, write_anchored,
 )
 from esc_eval.analysis.trust.human_scores import HumanScores
+from esc_eval.analysis.results import blocks
+from esc_eval.analysis.results.blocks import section
 from esc_eval.analysis.results.loaders import AnalysisInputError
-
-
-def _section(id: str, title: str) -> dict:
-    return {"id": id, "title": title, "notices": [], "blocks": [], "data": None}
-
-
-def _table(headers: list[str], rows: list[list[str]], text_cols: set[int], id: str, caption: str = "") -> dict:
-    return {"kind": "table", "headers": headers, "rows": [[str(c) for c in r] for r in rows], "text_cols": text_cols,
-            "caption": caption, "id": id}
+from esc_eval.analysis.results.section_registry import register_section
 
 
 def _records(df: pd.DataFrame) -> list[dict]:
@@ -35,7 +29,7 @@ def _records(df: pd.DataFrame) -> list[dict]:
 
 def anchored_section(lb: pd.DataFrame, scores: pd.DataFrame, humans: HumanScores, out: Path) -> dict:
     """The section, and leaderboard_humans.md/.csv (every column's claims) in `out`."""
-    s = _section("human-anchored", "Leaderboard anchored on human scores (PPI)")
+    s = section("human-anchored", "Leaderboard anchored on human scores (PPI)")
     table = human_anchored(scores, humans, lb)
     write_anchored(table, out, humans.source)
     s["blocks"].append({"kind": "text", "text": f"{EXPLAIN} Human scores: {humans.source} "
@@ -44,10 +38,10 @@ def anchored_section(lb: pd.DataFrame, scores: pd.DataFrame, humans: HumanScores
         s["notices"].append({"level": "info", "text": "No leaderboard rows: nothing to anchor."})
         return s
     headers, rows = anchored_wide(table)
-    s["blocks"].append(_table(headers, rows, {0, 1, 2}, "human-anchored-table",
-                              "Human-scale means: PPI estimate [95% CI] (n = human-scored dialogues)"))
-    s["blocks"].append(_table(CLAIM_HEADERS, claims_rows(table), {0, 1, 2, 3}, "human-claims",
-                              "Average: what each interval claims (every column: leaderboard_humans.md)"))
+    s["blocks"].append(blocks.table(headers, rows, {0, 1, 2}, id="human-anchored-table",
+                                    caption="Human-scale means: PPI estimate [95% CI] (n = human-scored dialogues)"))
+    s["blocks"].append(blocks.table(CLAIM_HEADERS, claims_rows(table), {0, 1, 2, 3}, id="human-claims",
+                                    caption="Average: what each interval claims (every column: leaderboard_humans.md)"))
     missed = table[table["judge_ci_covers_ppi"] == False]  # noqa: E712 - None = unknown
     if len(missed):
         s["notices"].append({"level": "warning", "text": (
@@ -63,7 +57,7 @@ def anchored_section(lb: pd.DataFrame, scores: pd.DataFrame, humans: HumanScores
 
 
 def calibration_section(scores: pd.DataFrame, humans: HumanScores, fig_dir: Path, n_boot: int, seed: int) -> dict:
-    s = _section("calibration", "Judge calibration against human scores")
+    s = section("calibration", "Judge calibration against human scores")
     try:
         result = calibrate(scores, humans, n_boot=n_boot, seed=seed, strict=False)
     except AnalysisInputError as e:
@@ -75,7 +69,7 @@ def calibration_section(scores: pd.DataFrame, humans: HumanScores, fig_dir: Path
         f"recalibrated figures are held out ({result.method}, {result.folds}-fold cross-fitting by dialogue); "
         "`esc-eval analysis calibration` writes that judge's rows. ECE is biased upwards in small samples (each "
         "resample's too), so its interval can sit just above a near-zero estimate.")})
-    s["blocks"].append(_table(HEADERS, calibration_rows(result), {0, 1, 9}, "calibration-table"))
+    s["blocks"].append(blocks.table(HEADERS, calibration_rows(result), {0, 1, 9}, id="calibration-table"))
     s["notices"] += [{"level": "info", "text": n} for n in [*result.notes, *worse_notes(result)]]
     for judge in result.table["judge"].unique():
         path = fig_dir / f"calibration_{''.join(c if c.isalnum() else '_' for c in judge)}.png"
@@ -93,3 +87,9 @@ def trust_sections(lb: pd.DataFrame, board_scores: pd.DataFrame, scores: pd.Data
     rows as stored (their P(0..4) is what calibration checks)."""
     return [anchored_section(lb, board_scores, humans, fig_dir.parent),
             calibration_section(scores, humans, fig_dir, n_boot, seed)]
+
+
+# with human scores (report --humans), right after Table 2 (analysis/results/section_registry.py)
+register_section("human-scores", 250, lambda c: trust_sections(c.leaderboard, c.board, c.scores, c.humans, c.fig_dir,
+                                                               n_boot=c.n_boot, seed=c.seed),
+                 when=lambda c: c.humans is not None)
