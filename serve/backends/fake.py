@@ -165,10 +165,6 @@ class FakeChatModel(ChatModel):
 FAKE_CAPABILITIES = Capabilities(logprobs=True, max_top_logprobs=20, choice="structured")  # the judge script honours both
 
 
-def capabilities(name: str, **options: Any) -> Capabilities:
-    return FAKE_CAPABILITIES
-
-
 def make_fake_model(name: str, **options: Any) -> FakeChatModel:
     script, _, query = name.partition("?")
     parsed: dict[str, Any] = {}
@@ -185,7 +181,7 @@ class FakeBackend(Backend):
         return make_fake_model(name, **options)
 
     def capabilities(self, name: str, **options: Any) -> Capabilities:
-        return capabilities(name, **options)
+        return FAKE_CAPABILITIES
 
 
 BACKEND = FakeBackend()

@@ -50,54 +50,6 @@ def split_model(name: str) -> tuple[str, str]:
     return provider, model
 
 
-def preflight(name: str, *, api_base: str | None = None, api_key_env: str | None = None, **_: Any) -> None:
-    """An unknown provider, or a provider whose key is not set: one line naming the model and the setting."""
-    provider, model = split_model(name)
-    litellm = _litellm()
-    if provider not in litellm.provider_list:
-        raise ValueError(f"model 'litellm/{name}': unknown LiteLLM provider {provider!r} (known include: "
-                         f"{', '.join(sorted(str(p) for p in litellm.provider_list)[:40])}, ...)")
-    if api_key_env:
-        if not os.environ.get(api_key_env):
-            raise ValueError(f"model 'litellm/{name}': no API key: set the environment variable {api_key_env} (api_key_env)")
-        return
-    missing = litellm.validate_environment(name, api_base=api_base).get("missing_keys") or []
-    if missing:
-        raise ValueError(f"model 'litellm/{name}': no API key: set the environment variable "
-                         f"{' and '.join(missing)} (or name another with options.api_key_env)")
-
-
-def required_env(name: str, *, api_key_env: str | None = None, api_base: str | None = None, **_: Any) -> list[str]:
-    """The provider's key variables (found by LiteLLM) and its base-URL variable, for the workers."""
-    provider, _model = split_model(name)
-    names = [api_key_env] if api_key_env else []
-    try:
-        env = _litellm().validate_environment(name, api_base=api_base)
-        names += [k for k in (env.get("missing_keys") or []) if k]
-    except Exception:  # noqa: BLE001 - only a hint of which variables to forward
-        pass
-    upper = provider.upper().replace("-", "_")
-    names += [f"{upper}_API_KEY", f"{upper}_API_BASE", f"{upper}_BASE_URL"]
-    return [n for n in dict.fromkeys(names) if n]
-
-
-def capabilities(name: str, **options: Any) -> Capabilities:
-    """What the provider takes, from LiteLLM's own table (offline)."""
-    provider, model = split_model(name)
-    try:
-        supported = set(_litellm().get_supported_openai_params(model=model, custom_llm_provider=provider) or [])
-    except Exception:  # noqa: BLE001 - an unknown model: assume plain chat
-        supported = set()
-    logprobs = "logprobs" in supported and "top_logprobs" in supported
-    bias = "logit_bias" in supported
-    choice = None
-    if bias and provider in ("openai", "azure"):  # OpenAI's tokenizers: the digits' ids are known
-        from esc_eval.serve.backends.openai_http import openai_label_token_ids
-
-        choice = "logit_bias" if openai_label_token_ids(model, ["0"]) else None
-    return Capabilities(logprobs=logprobs, max_top_logprobs=20 if logprobs else 0, choice=choice, logit_bias=bias)
-
-
 def list_price(name: str):
     """LiteLLM's list price of `provider/model` as a TokenPrice (None when it has none)."""
     from esc_eval.serve.registry.entry import TokenPrice
@@ -148,7 +100,7 @@ class LiteLLMChatModel(ChatModel):
         self.timeout_s = timeout_s
         self.default_params = default_params or GenerationParams()
         self.extra = dict(extra or {})
-        self._caps = capabilities(name)
+        self._caps = BACKEND.capabilities(name)
 
     @property
     def capabilities(self) -> Capabilities:
@@ -229,13 +181,49 @@ class LiteLLMBackend(Backend):
         return make_litellm_model(name, **options)
 
     def capabilities(self, name: str, **options: Any) -> Capabilities:
-        return capabilities(name, **options)
+        """What the provider takes, from LiteLLM's own table (offline)."""
+        provider, model = split_model(name)
+        try:
+            supported = set(_litellm().get_supported_openai_params(model=model, custom_llm_provider=provider) or [])
+        except Exception:  # noqa: BLE001 - an unknown model: assume plain chat
+            supported = set()
+        logprobs = "logprobs" in supported and "top_logprobs" in supported
+        bias = "logit_bias" in supported
+        choice = None
+        if bias and provider in ("openai", "azure"):  # OpenAI's tokenizers: the digits' ids are known
+            from esc_eval.serve.backends.openai_http import openai_label_token_ids
 
-    def preflight(self, name: str, **options: Any) -> None:
-        return preflight(name, **options)
+            choice = "logit_bias" if openai_label_token_ids(model, ["0"]) else None
+        return Capabilities(logprobs=logprobs, max_top_logprobs=20 if logprobs else 0, choice=choice, logit_bias=bias)
 
-    def required_env(self, name: str, **options: Any) -> list[str]:
-        return required_env(name, **options)
+    def preflight(self, name: str, *, api_base: str | None = None, api_key_env: str | None = None, **_: Any) -> None:
+        """An unknown provider, or a provider whose key is not set: one line naming the model and the setting."""
+        provider, model = split_model(name)
+        litellm = _litellm()
+        if provider not in litellm.provider_list:
+            raise ValueError(f"model 'litellm/{name}': unknown LiteLLM provider {provider!r} (known include: "
+                             f"{', '.join(sorted(str(p) for p in litellm.provider_list)[:40])}, ...)")
+        if api_key_env:
+            if not os.environ.get(api_key_env):
+                raise ValueError(f"model 'litellm/{name}': no API key: set the environment variable {api_key_env} (api_key_env)")
+            return
+        missing = litellm.validate_environment(name, api_base=api_base).get("missing_keys") or []
+        if missing:
+            raise ValueError(f"model 'litellm/{name}': no API key: set the environment variable "
+                             f"{' and '.join(missing)} (or name another with options.api_key_env)")
+
+    def required_env(self, name: str, *, api_key_env: str | None = None, api_base: str | None = None, **_: Any) -> list[str]:
+        """The provider's key variables (found by LiteLLM) and its base-URL variable, for the workers."""
+        provider, _model = split_model(name)
+        names = [api_key_env] if api_key_env else []
+        try:
+            env = _litellm().validate_environment(name, api_base=api_base)
+            names += [k for k in (env.get("missing_keys") or []) if k]
+        except Exception:  # noqa: BLE001 - only a hint of which variables to forward
+            pass
+        upper = provider.upper().replace("-", "_")
+        names += [f"{upper}_API_KEY", f"{upper}_API_BASE", f"{upper}_BASE_URL"]
+        return [n for n in dict.fromkeys(names) if n]
 
 
 BACKEND = LiteLLMBackend()

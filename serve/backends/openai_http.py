@@ -90,35 +90,12 @@ def structured_mode(model: str, api: ApiKind, structured_outputs: StructuredMode
     return "vllm"
 
 
-def capabilities(name: str, *, api: ApiKind = "openai", structured_outputs: StructuredMode | None = None,
-                 **_: Any) -> Capabilities:
-    """What an OpenAI-compatible endpoint supports, from its `api` rules and the model name."""
-    mode = structured_mode(name, api, structured_outputs)
-    # Under OpenAI's rules vLLM's field is sent only where the config says the server takes it.
-    implied_vllm = api == "openai" and structured_outputs is None and mode == "vllm"
-    choice = None if mode == "none" or implied_vllm else "logit_bias" if mode == "logit_bias" else "structured"
-    return Capabilities(logprobs=True, max_top_logprobs=OPENAI_MAX_TOP_LOGPROBS, choice=choice, logit_bias=True)
-
-
 def _key_env(options: dict[str, Any]) -> str:
     return options.get("api_key_env", "OPENAI_API_KEY")
 
 
 def _base_url(options: dict[str, Any]) -> str:
     return (options.get("base_url") or os.environ.get("OPENAI_BASE_URL") or DEFAULT_BASE_URL).rstrip("/")
-
-
-def preflight(name: str, **options: Any) -> None:
-    """OpenAI's own API needs a key: one line naming the model and the variable when it is missing."""
-    env = _key_env(options)
-    if _base_url(options) == DEFAULT_BASE_URL and env and not os.environ.get(env):
-        raise ValueError(f"model 'openai/{name}': no API key for {DEFAULT_BASE_URL}: set the environment variable "
-                         f"{env} (or point OPENAI_BASE_URL / options.base_url at another server)")
-
-
-def required_env(name: str, **options: Any) -> list[str]:
-    """What the workers need from the driver's environment: the key and the base URL."""
-    return [v for v in (_key_env(options), "OPENAI_BASE_URL") if v]
 
 
 def build_request_body(
@@ -274,7 +251,7 @@ class OpenAIChatModel(ChatModel):
 
     @property
     def capabilities(self) -> Capabilities:
-        return capabilities(self.model, api=self.api, structured_outputs=self._structured_option)
+        return BACKEND.capabilities(self.model, api=self.api, structured_outputs=self._structured_option)
 
     def cache_identity(self) -> dict[str, Any]:
         return {"backend": "openai", "model": self.model, "base_url": self.base_url, "api": self.api,
@@ -319,14 +296,25 @@ class OpenAIBackend(Backend):
     def make(self, name: str, **options: Any) -> ChatModel:
         return make_openai_model(name, **options)
 
-    def capabilities(self, name: str, **options: Any) -> Capabilities:
-        return capabilities(name, **options)
+    def capabilities(self, name: str, *, api: ApiKind = "openai", structured_outputs: StructuredMode | None = None,
+                     **_: Any) -> Capabilities:
+        """What an OpenAI-compatible endpoint supports, from its `api` rules and the model name."""
+        mode = structured_mode(name, api, structured_outputs)
+        # Under OpenAI's rules vLLM's field is sent only where the config says the server takes it.
+        implied_vllm = api == "openai" and structured_outputs is None and mode == "vllm"
+        choice = None if mode == "none" or implied_vllm else "logit_bias" if mode == "logit_bias" else "structured"
+        return Capabilities(logprobs=True, max_top_logprobs=OPENAI_MAX_TOP_LOGPROBS, choice=choice, logit_bias=True)
 
     def preflight(self, name: str, **options: Any) -> None:
-        return preflight(name, **options)
+        """OpenAI's own API needs a key: one line naming the model and the variable when it is missing."""
+        env = _key_env(options)
+        if _base_url(options) == DEFAULT_BASE_URL and env and not os.environ.get(env):
+            raise ValueError(f"model 'openai/{name}': no API key for {DEFAULT_BASE_URL}: set the environment variable "
+                             f"{env} (or point OPENAI_BASE_URL / options.base_url at another server)")
 
     def required_env(self, name: str, **options: Any) -> list[str]:
-        return required_env(name, **options)
+        """What the workers need from the driver's environment: the key and the base URL."""
+        return [v for v in (_key_env(options), "OPENAI_BASE_URL") if v]
 
 
 BACKEND = OpenAIBackend()

@@ -174,10 +174,6 @@ class ServeHandleChatModel(ChatModel):
 SERVE_CAPABILITIES = Capabilities(logprobs=True, max_top_logprobs=20, choice="structured", logit_bias=True)
 
 
-def capabilities(name: str, **options: Any) -> Capabilities:
-    return SERVE_CAPABILITIES
-
-
 def make_serve_model(name: str, **options: Any) -> ChatModel:
     """Factory for spec `serve/<model id>`; options are ServeHandleChatModel keyword arguments."""
     return ServeHandleChatModel(name, **options)
@@ -190,7 +186,7 @@ class ServeBackend(Backend):
         return make_serve_model(name, **options)
 
     def capabilities(self, name: str, **options: Any) -> Capabilities:
-        return capabilities(name, **options)
+        return SERVE_CAPABILITIES
 
 
 BACKEND = ServeBackend()

@@ -263,10 +263,6 @@ class VLLMChatModel(ChatModel):
 VLLM_CAPABILITIES = Capabilities(logprobs=True, max_top_logprobs=20, choice="structured", logit_bias=True)
 
 
-def capabilities(name: str, **options: Any) -> Capabilities:
-    return VLLM_CAPABILITIES
-
-
 def make_vllm_model(name: str, **options: Any) -> VLLMChatModel:
     return VLLMChatModel(name, **options)
 
@@ -278,7 +274,7 @@ class VLLMBackend(Backend):
         return make_vllm_model(name, **options)
 
     def capabilities(self, name: str, **options: Any) -> Capabilities:
-        return capabilities(name, **options)
+        return VLLM_CAPABILITIES
 
 
 BACKEND = VLLMBackend()
