@@ -44,6 +44,7 @@ _POINTER_WORDS = ("root cause", "failed core proc", "background process")
 _VALIDATION = re.compile(r"^(?:(?:[\w.]+\.)?(\w+): )?(\d+) validation errors? for ([\w.\[\], ]+?)\s*$")
 _LIST = re.compile(r"dict_keys\(\[([^\]]*)\]\)|\[((?:'[^']*', ){8,}'[^']*')\]")
 MAX_MESSAGE = 400  # characters of one validation error kept
+_TRACEBACK = "Traceback (most recent call last)"
 
 
 class ChildOutput:
@@ -106,8 +107,16 @@ class ChildOutput:
             self.lines.extend(lines)
 
     def tail(self, n: int = 40) -> list[str]:
+        """The last n lines, reaching back to the start of the last traceback when it began earlier (up
+        to 3n lines): an engine whose model runs inside EngineCore (serve/engines/cpu_layout.py) fails
+        with a traceback of 60-odd lines, whose head says where it began."""
         with self._lock:
-            return list(self.lines)[-n:]
+            lines = list(self.lines)
+        last = lines[-n:]
+        if any(_TRACEBACK in line for line in last):
+            return last
+        start = next((i for i in range(len(lines) - 1, -1, -1) if _TRACEBACK in lines[i]), None)
+        return lines[start:] if start is not None and len(lines) - start <= 3 * n else last
 
     def root_cause(self) -> str | None:
         with self._lock:

@@ -188,3 +188,15 @@ def test_a_validation_error_in_an_engine_processs_output_keeps_its_message():
                                         *("pydantic_core._pydantic_core.ValidationError: " + UNSUPPORTED).splitlines()]]
     lines += ["(EngineCore pid=12) INFO 11-25 11:36:18 [core.py:99] shutting down"]
     assert root_cause(lines) == UNSUPPORTED_CAUSE
+
+
+def test_the_tail_reaches_back_to_where_the_last_traceback_began():
+    out = ChildOutput()
+    frames = [f'  File "vllm/x{i}.py", line {i}, in f{i}' for i in range(60)]
+    out._keep([b"(EngineCore pid=1) INFO starting", b"(EngineCore pid=1) ERROR Traceback (most recent call last):",
+               *[f.encode() for f in frames], b"(EngineCore pid=1) ERROR RuntimeError: start (0) exceeds dimension size"])
+    tail = out.tail(40)
+    assert "Traceback (most recent call last)" in tail[0] and tail[-1].endswith("exceeds dimension size")
+    assert len(tail) == 62  # the traceback whole, not the 40 lines after its head
+    out._keep([f"line {i}".encode() for i in range(200)])
+    assert out.tail(40) == [f"line {i}" for i in range(160, 200)]  # a traceback long gone: the last 40 lines
