@@ -88,7 +88,8 @@ def outcome_line(result: dict[str, Any], kind: str, max_failure_rate: float) -> 
 def run_stopped(run: Any, phase: str, error: RunStopError, finished: int, unit: str) -> RunStopError:
     """Record a stop of the run in its manifest (event `<phase>_stopped`: the cause and the engine's
     last lines) and return the one line the command exits 1 with: the cause, what stays, how to resume."""
-    run.append_event(f"{phase}_stopped", error=str(error), model=error.model, detail=error.detail[-40:],
+    # the engine's tail, its last traceback whole (serve/engines/output.py ChildOutput.tail: at most 120 lines)
+    run.append_event(f"{phase}_stopped", error=str(error), model=error.model, detail=error.detail[-120:],
                      finished=finished)
     if finished:
         after = (f"{phase} stopped after {finished} {unit}{'s' if finished != 1 else ''} (their rows are in {run}); "
