@@ -1,5 +1,7 @@
 """`--slow-apart` with `-n 2`: the slow tests on one xdist worker, in the order a serial run takes
-them, and every other test on the other worker at the same time.
+them, and every other test on the other worker at the same time; then, on that other worker, the slow
+tests marked `beside` (safe beside another slow test: no Serve application, no timing compared, light
+on memory), in their order.
 
 Why a scheduler of our own: the slow tests start engines, Ray and Serve replicas and two of them
 side by side held 20 of the 23 GiB of a 2-core CI machine and moved the tests that compare timings;
@@ -7,7 +9,12 @@ the fast tests (about 10 minutes serially, mostly processes starting and waiting
 test. xdist's own modes cannot say this: `loadscope` groups by module only, and `loadgroup` (the
 xdist_group marker) does not group on pytest 9.2. This subclass of xdist's LoadScopeScheduling
 changes only the scope of a test: every slow test is in one scope (one worker, collection order),
-every other test in its module's scope.
+every other test in its module's scope; the slow scope is handed out first, the `beside` scope last
+(after the fast modules, so the worker that ran them takes it while the slow one is still busy).
+
+Each worker has a Ray temporary folder of its own (RAY_TMPDIR): Ray's address file
+(ray_current_cluster), which `ray start` writes and `serve up` and ray.init(address="auto") read, and
+its session folders are then per worker, so a `ray start` on one worker is never joined from the other.
 
 The controller does not collect; the workers do. Each worker writes the node ids of the slow tests
 it collected to a file the controller named (ESC_EVAL_SLOW_IDS) before it reports its collection,
@@ -24,6 +31,7 @@ import pytest
 
 ENV = "ESC_EVAL_SLOW_IDS"
 SLOW_SCOPE = "<slow tests>"
+BESIDE_SCOPE = "<slow tests beside the others>"
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -36,7 +44,11 @@ def pytest_configure(config: pytest.Config) -> None:
     if not config.getoption("slow_apart"):
         return
     if hasattr(config, "workerinput"):
-        return  # a worker: it writes the ids (below) where the controller said
+        # a worker: it writes the ids (below) where the controller said, and has a Ray folder of its own
+        base = os.environ.get("RAY_TMPDIR") or "/tmp"
+        os.environ["RAY_TMPDIR"] = str(Path(base) / f"esc-eval-{config.workerinput['workerid']}")
+        Path(os.environ["RAY_TMPDIR"]).mkdir(parents=True, exist_ok=True)
+        return
     if not config.pluginmanager.hasplugin("xdist") or not getattr(config.option, "numprocesses", None):
         raise pytest.UsageError("--slow-apart needs pytest-xdist's -n (e.g. -n 2)")
     fd, path = tempfile.mkstemp(prefix="esc-eval-slow-ids-", suffix=".json")
@@ -49,7 +61,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     path = os.environ.get(ENV)
     if not config.getoption("slow_apart") or not hasattr(config, "workerinput") or not path:
         return
-    ids = [item.nodeid for item in items if item.get_closest_marker("slow")]
+    slow = [item for item in items if item.get_closest_marker("slow")]
+    ids = {"slow": [i.nodeid for i in slow if not i.get_closest_marker("beside")],
+           "beside": [i.nodeid for i in slow if i.get_closest_marker("beside")]}
     tmp = f"{path}.{config.workerinput['workerid']}"
     Path(tmp).write_text(json.dumps(ids))
     os.replace(tmp, path)  # whole or not at all: every worker writes the same list
@@ -62,13 +76,28 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log):
     from xdist.scheduler import LoadScopeScheduling
 
     class SlowApartScheduling(LoadScopeScheduling):
-        """LoadScopeScheduling whose scopes are: all the slow tests together, else the test's module."""
+        """LoadScopeScheduling whose scopes are: the slow tests together (handed out first), the `beside`
+        ones together (last), else the test's module."""
 
-        slow: set[str] | None = None
+        ids: dict[str, set[str]] | None = None
+        ordered = False
 
         def _split_scope(self, nodeid: str) -> str:
-            if self.slow is None:  # every worker has reported its collection when the split begins
-                self.slow = set(json.loads(Path(os.environ[ENV]).read_text() or "[]"))
-            return SLOW_SCOPE if nodeid in self.slow else nodeid.split("::", 1)[0]
+            if self.ids is None:  # every worker has reported its collection when the split begins
+                text = Path(os.environ[ENV]).read_text()
+                self.ids = {k: set(v) for k, v in (json.loads(text) if text else {}).items()}
+            if nodeid in self.ids.get("slow", ()):
+                return SLOW_SCOPE
+            return BESIDE_SCOPE if nodeid in self.ids.get("beside", ()) else nodeid.split("::", 1)[0]
+
+        def _assign_work_unit(self, node) -> None:
+            # The queue is whole when the first unit is handed out (schedule() fills it, then assigns).
+            if not self.ordered:
+                self.ordered = True
+                if SLOW_SCOPE in self.workqueue:
+                    self.workqueue.move_to_end(SLOW_SCOPE, last=False)
+                if BESIDE_SCOPE in self.workqueue:
+                    self.workqueue.move_to_end(BESIDE_SCOPE)
+            super()._assign_work_unit(node)
 
     return SlowApartScheduling(config, log)

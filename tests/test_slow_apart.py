@@ -12,17 +12,21 @@ TESTS = {
     "test_b.py": "import pytest\npytestmark = pytest.mark.slow\ndef test_slow_2(): note('slow_2')\n"
                  "def test_slow_3(): note('slow_3')\n",
     "test_c.py": "def test_fast_c1(): note('fast_c1')\ndef test_fast_c2(): note('fast_c2')\n",
+    "test_0.py": "import pytest\n@pytest.mark.slow\n@pytest.mark.beside\ndef test_beside_1(): note('beside_1')\n"
+                 "@pytest.mark.slow\n@pytest.mark.beside\ndef test_beside_2(): note('beside_2')\n",
 }
 CONFTEST = ("import os, time\nimport builtins\n"
             "def note(name):\n"
             "    with open(os.environ['NOTES'], 'a') as f:\n"
-            "        f.write(f\"{name} {os.environ['PYTEST_XDIST_WORKER']}\\n\")\n"
-            "    time.sleep(0.3)\n"
+            "        f.write(f\"{name} {os.environ['PYTEST_XDIST_WORKER']} {os.environ['RAY_TMPDIR']}\\n\")\n"
+            # a slow test longer than the fast ones, as in the suite: the slow worker then asks for more work
+            # (xdist does so with two tests left) only after the other has taken the `beside` scope
+            "    time.sleep(1.0 if name.startswith('slow') else 0.3)\n"
             "builtins.note = note\n")
 
 
 def _run(tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
-    for name, text in {**TESTS, "conftest.py": CONFTEST, "pytest.ini": "[pytest]\nmarkers = slow: slow\n"}.items():
+    for name, text in {**TESTS, "conftest.py": CONFTEST, "pytest.ini": "[pytest]\nmarkers =\n  slow: slow\n  beside: beside\n"}.items():
         (tmp_path / name).write_text(text)
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).parent), "NOTES": str(tmp_path / "notes")}
     return subprocess.run([sys.executable, "-m", "pytest", "-p", "slow_apart", "-p", "no:cacheprovider", "-q", *args],
@@ -33,11 +37,17 @@ def test_the_slow_tests_run_on_one_worker_in_order_and_the_rest_on_the_other(tmp
     proc = _run(tmp_path, "-n", "2", "--slow-apart")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     notes = [line.split() for line in (tmp_path / "notes").read_text().splitlines()]
-    slow = [(n, w) for n, w in notes if n.startswith("slow")]
-    fast = [(n, w) for n, w in notes if n.startswith("fast")]
+    slow = [(n, w) for n, w, _ in notes if n.startswith("slow")]
+    fast = [(n, w) for n, w, _ in notes if n.startswith("fast")]
     assert [n for n, _ in slow] == ["slow_1", "slow_2", "slow_3"]  # the order a serial run takes
     assert len({w for _, w in slow}) == 1 and {w for _, w in fast} == {"gw0", "gw1"} - {slow[0][1]}
     assert sorted(n for n, _ in fast) == ["fast_a", "fast_c1", "fast_c2"]
+    # the `beside` tests: on the fast tests' worker, after every fast test there, in their order
+    on_fast = [n for n, w, _ in notes if w == fast[0][1]]
+    assert on_fast[-2:] == ["beside_1", "beside_2"] and len(on_fast) == 5
+    # a Ray folder per worker: a `ray start` on one is not joined from the other
+    folders = {w: d for _, w, d in notes}
+    assert len(set(folders.values())) == 2 and all(d.endswith(f"esc-eval-{w}") for w, d in folders.items())
 
 
 def test_without_workers_it_is_refused_in_one_line(tmp_path):

@@ -21,7 +21,7 @@ MODELS="${MODELS:-/root/models}"
 BUDGET_MIN="${BUDGET_MIN:-9}"
 TOOLS="${TOOLS:-/root/b}"
 PY="${PYTHON:-python3}"
-RAY_TMP="${RAY_TMP:-/tmp/ray}"
+RAY_TMP="${RAY_TMP:-${RAY_TMPDIR:-/tmp}/ray}"
 mkdir -p "$OUT"
 [ -n "${PYTHONPATH:-}" ] || { [ -f "$TOOLS/env.sh" ] && . "$TOOLS/env.sh"; }  # the carried packages first
 

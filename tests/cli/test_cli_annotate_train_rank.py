@@ -35,6 +35,7 @@ def _no_ray_left():
 
 
 @pytest.mark.slow
+@pytest.mark.beside
 def test_annotate_export_then_train_rank_on_the_embedded_model(tmp_path):
     from esc_eval.analysis.annotation.study import create_study
 

@@ -14,7 +14,7 @@ import pytest
 
 from esc_eval.train.config import DialogueSourceConfig, RoleDataConfig, RoleJobConfig, TrainConfig
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.beside]
 
 os.environ.setdefault("RAY_AUTH_MODE", "disabled")
 os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "2")

@@ -20,7 +20,7 @@ from esc_eval.sim.cardbuild import build_cards, parse_build_config
 from esc_eval.sim.cards.card import load_cards
 from esc_eval.sim.cards.risk import RISK_LEVELS
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.beside]
 
 ROOT = Path(__file__).resolve().parents[3]
 SAMPLES = ROOT / "sim" / "cardbuild" / "samples"

@@ -212,6 +212,7 @@ def test_example_config_validates_and_resolves_paths():
 
 
 @pytest.mark.slow
+@pytest.mark.beside
 def test_llm_stages_inside_a_ray_task(tmp_path, monkeypatch):
     monkeypatch.setenv("RAY_AUTH_MODE", "disabled")
     ray = pytest.importorskip("ray")

@@ -37,7 +37,7 @@ def rows(out):
     return [r for p in sorted((out / "dialogues").glob("part-*.parquet")) for r in pq.read_table(p).to_pylist()]
 
 
-@pytest.mark.parametrize("executor", ["local", pytest.param("ray", marks=pytest.mark.slow)])
+@pytest.mark.parametrize("executor", ["local", pytest.param("ray", marks=[pytest.mark.slow, pytest.mark.beside])])
 def test_kill_driver_then_resume_exactly_once(tmp_path, executor):
     cfg, out = write_config(tmp_path, executor), tmp_path / "run"
     proc = start(cfg, out)

@@ -29,7 +29,7 @@ REPO = Path(__file__).resolve().parents[3]
 DIALOGUES = 24
 RAY = str(Path(sys.executable).with_name("ray"))
 
-pytestmark = [pytest.mark.slow,
+pytestmark = [pytest.mark.slow, pytest.mark.beside,
               pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("unshare"),
                                  reason="needs root and unshare(1) to give the second node its own mount namespace")]
 

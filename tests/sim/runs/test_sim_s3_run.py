@@ -38,6 +38,7 @@ def _in_flight(store, uri: str) -> int:
 
 
 @pytest.mark.slow
+@pytest.mark.beside
 @pytest.mark.timeout(600)
 def test_simulate_kill_resume_score_report_view_export_on_s3(s3_env, s3_uri, tmp_path):
     from esc_eval.sim.bench.simulation import synthetic_cards
