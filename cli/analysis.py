@@ -1,46 +1,32 @@
-"""Command functions of the analysis package, for the main `esc-eval` typer app to register.
+"""`esc-eval analysis ...`: the analyses beyond Table 2 (model comparison, judge accuracy and
+agreement, role-play and seeker fidelity, calibration, safety and seekers), one command each.
 
-Plain functions with typer annotations (no app here): e.g.
-    from esc_eval.analysis import cli as acli
-    app.command("report")(acli.report)
-    analysis_app.command("judge-accuracy")(acli.judge_accuracy)
-Each prints what it wrote (JSON) and raises AnalysisInputError (a ValueError) on bad input.
+Each prints what it wrote (JSON) and raises AnalysisInputError (a ValueError) on bad input. Names
+that moved (`analysis compare`, `analysis annotate-export|annotate-agreement`) stay as hidden
+aliases for one release (cli/common.py `renamed`).
 """
 from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated, Callable, Optional
+from typing import Annotated, Optional
 
 import typer
 
-from esc_eval.cli.common import local_out
-
-from esc_eval.analysis.results.loaders import AnalysisInputError
-from esc_eval.sim.runs.open import OutputFolder
+import esc_eval.cli.annotate as annotate
+import esc_eval.cli.safety as safety
+from esc_eval.cli.common import console_env, emit, local_out, renamed
 from esc_eval.sim.runs.storage import join_location
 
 # Run folders and outputs are strings: a storage URI (s3://bucket/run) would lose a '/' as a Path.
 RunDirs = Annotated[list[str], typer.Argument(help="Run folders or storage URIs (or folders of official score JSON).")]
 Out = Annotated[Optional[str], typer.Option("--out", "-o", help="Output folder or storage URI (default <first run>/report).")]
 
-app = typer.Typer(no_args_is_help=True, help="Analysis: model comparison, judge accuracy, annotation sheets and agreement, role-play fidelity.")
+app = typer.Typer(no_args_is_help=True, help="Analysis beyond Table 2: model comparison, judge accuracy, agreement and calibration, role-play and seeker fidelity, safety.")
 
 
-def _one_judge(scores, judge: Optional[str]):
-    """The scores of one judge (--judge, or the only one there is) and the judges the runs hold."""
-    judges = sorted(scores["judge"].dropna().unique())
-    if judge is None and len(judges) > 1:
-        raise AnalysisInputError(f"scores from several judges {judges}: pick one with --judge")
-    return (scores[scores["judge"] == judge] if judge is not None else scores), judges
-
-
-def _echo(obj) -> None:
-    typer.echo(json.dumps(obj, indent=2, ensure_ascii=False, default=str))
-
-
-@app.command("compare")
-def compare(
+@app.command("compare-models")
+def compare_models(
     run_dirs: RunDirs,
     model_a: Annotated[str, typer.Option("--a", help="First model (target_model as in the scores).")],
     model_b: Annotated[str, typer.Option("--b", help="Second model.")],
@@ -53,7 +39,7 @@ def compare(
     from esc_eval.analysis.compare.paired import paired_comparison
     from esc_eval.analysis.results.loaders import load_scores
 
-    _echo(paired_comparison(load_scores(run_dirs), model_a, model_b, dimension, method, n_resamples, seed))
+    emit(paired_comparison(load_scores(run_dirs), model_a, model_b, dimension, method, n_resamples, seed))
 
 
 @app.command("judge-accuracy")
@@ -64,57 +50,11 @@ def judge_accuracy(
     out: Out = None,
 ) -> None:
     """Table 4: ACC and ACC_soft of a judge against human scores (mean over annotators, rounded)."""
-    from esc_eval.analysis.annotation.sheets import import_annotations
-    from esc_eval.analysis.trust.judge_accuracy import accuracy_markdown, judge_accuracy as _acc, write_accuracy
-    from esc_eval.analysis.results.loaders import load_scores
+    from esc_eval.analysis.trust.judge_accuracy import accuracy_from_sheets
 
-    scores, judges = _one_judge(load_scores(pred, extra_dimensions=True), judge)  # safety has its own row
-    name = judge or (judges[0] if judges else "judge")
-    ref = import_annotations(human)
-    # Several annotators: the reference is their mean, rounded half up (scores are integers).
-    ref = (ref.groupby(["dialogue_id", "dimension"], as_index=False)["score"].mean()
-           .assign(score=lambda d: (d["score"] + 0.5).apply(int).astype(float)))
-    acc = _acc(scores, ref)
-    typer.echo(accuracy_markdown(acc, name))
-    paths = write_accuracy(acc, out or join_location(pred[0], "report"), judge=name)
-    _echo({k: str(v) for k, v in paths.items()})
-
-
-@app.command("annotate-export")
-def annotate_export(
-    run_dirs: RunDirs,
-    out: Annotated[Path, typer.Option("--out", "-o", callback=local_out, help="Folder for the sheets.")],
-    annotators: Annotated[int, typer.Option("--annotators", help="Number of annotators (sheets a1..aN).")] = 2,
-    seed: Annotated[int, typer.Option("--seed", help="Shuffle seed.")] = 0,
-) -> None:
-    """Annotation sheets (CSV, one per annotator) with the scoring rules of the paper's Table 16."""
-    from esc_eval.analysis.annotation.sheets import export_annotation_sheets
-    from esc_eval.analysis.results.loaders import load_dialogues
-
-    paths = export_annotation_sheets(load_dialogues(run_dirs), out, annotators=annotators, seed=seed)
-    _echo({k: str(v) for k, v in paths.items()})
-
-
-@app.command("annotate-agreement")
-def annotate_agreement(
-    sheets: Annotated[list[Path], typer.Argument(help="Filled sheets, or a folder of annotate_*.csv.")],
-    out: Annotated[Optional[Path], typer.Option("--out", "-o", callback=local_out, help="Write agreement.md/.json here.")] = None,
-) -> None:
-    """Inter-annotator agreement: quadratic-weighted Cohen's kappa per pair, Krippendorff's alpha."""
-    from esc_eval.analysis.annotation.sheets import import_annotations
-    from esc_eval.analysis.annotation.agreement import agreement_markdown, agreement_summary, pairwise_kappa
-
-    files = sheets[0] if len(sheets) == 1 and sheets[0].is_dir() else sheets
-    ann = import_annotations(files)
-    summary, pairs = agreement_summary(ann), pairwise_kappa(ann)
-    md = agreement_markdown(summary, pairs)
-    typer.echo(md)
-    if out:
-        out.mkdir(parents=True, exist_ok=True)
-        (out / "agreement.md").write_text("# Inter-annotator agreement\n\n" + md, encoding="utf-8")
-        (out / "agreement.json").write_text(json.dumps({
-            "summary": json.loads(summary.to_json(orient="records")),
-            "pairs": json.loads(pairs.to_json(orient="records"))}, indent=2), encoding="utf-8")
+    markdown, paths = accuracy_from_sheets(pred, human, judge, out)
+    typer.echo(markdown)
+    emit(paths)
 
 
 @app.command("roleplay-fidelity")
@@ -123,7 +63,7 @@ def roleplay_fidelity(run_dirs: RunDirs) -> None:
     from esc_eval.analysis.results.loaders import load_dialogues
     from esc_eval.analysis.seekers.roleplay import fidelity_summary
 
-    _echo(json.loads(fidelity_summary(load_dialogues(run_dirs)).to_json(orient="records")))
+    emit(json.loads(fidelity_summary(load_dialogues(run_dirs)).to_json(orient="records")))
 
 
 @app.command("fidelity")
@@ -142,57 +82,36 @@ def fidelity_cmd(
 ) -> None:
     """Is the simulated seeker like a person? Its turns next to real help-seekers' per role model,
     strategy and language: distributions, distances with bootstrap intervals, directions, a fidelity figure."""
-    import pandas as pd
+    from esc_eval.analysis.seekers.fidelity_report import fidelity_of_runs
 
-    from esc_eval.analysis.results.loaders import load_dialogues
-    from esc_eval.analysis.seekers.esconv import read_human_seekers
-    from esc_eval.analysis.seekers.fidelity_features import ALIGNMENTS
-    from esc_eval.analysis.seekers.fidelity_report import fidelity_markdown, seeker_fidelity, write_fidelity
-    from esc_eval.sim.judging.distress_turns import seeker_runs
-
-    if align not in ALIGNMENTS:
-        raise AnalysisInputError(f"--align {align!r}: expected one of {', '.join(ALIGNMENTS)}")
-    people = read_human_seekers(humans)  # every bad input stops here, before anything is written
-    dialogues = load_dialogues(run_dirs)
-    ok = dialogues[dialogues["status"] == "ok"] if not dialogues.empty else dialogues
-    if ok.empty or not any(seeker_runs(t) for t in ok["turns"]):
-        raise AnalysisInputError(f"{', '.join(run_dirs)}: no completed dialogue with a seeker turn")
-    distress, judge_id = None, None
-    if judge or config:
+    rate = None
+    if judge or config:  # the distress judge's config, read and checked at the door
         from esc_eval.serve.config import load_config
-        from esc_eval.sim.jobs.distress import DistressConfig, distress_ratings, run_distress
+        from esc_eval.sim.jobs.distress import DistressConfig
+
+        rate = _distress_judge(load_config(config, DistressConfig, {"judge.model": judge, "method": method}),
+                               judge_out or join_location(run_dirs[0], "distress"))
+    markdown, paths = fidelity_of_runs(run_dirs, humans, rounds=rounds, align=align, n_boot=n_boot, seed=seed, out=out,
+                                       rate=rate)
+    typer.echo(markdown)
+    emit(paths)
+
+
+def _distress_judge(cfg, target: str):
+    """The distress job (sim/jobs/distress.py) over the dialogues it is given, with progress, into `target`:
+    what analysis' fidelity_of_runs calls as its `rate`."""
+    def rate(items: list[dict]):
+        import pandas as pd
+
+        from esc_eval.sim.jobs.distress import distress_ratings, run_distress
         from esc_eval.sim.pool.progress import job_progress
 
-        cfg = load_config(config, DistressConfig, {"judge.model": judge, "method": method})
-        keep = ["dialogue_id", "language", "role_model", "turns"]
-        items = ok[keep].to_dict("records") + people.dialogues[keep].to_dict("records")
-        target = judge_out or join_location(run_dirs[0], "distress")
         with job_progress("distress", unit="dialogues") as jp:
             run_distress(cfg, items, target, on_summary=jp.on_summary, on_start=jp.on_start)
-        judge_id = cfg.judge_id
-        distress = pd.DataFrame(distress_ratings(target, judge_id), columns=["dialogue_id", "seeker_turn", "rating"])
-    result = seeker_fidelity(ok, people, rounds=rounds, align=align, n_boot=n_boot, seed=seed, distress=distress,
-                             judge=judge_id)
-    typer.echo(fidelity_markdown(result))
-    _echo(write_fidelity(result, out or join_location(run_dirs[0], "report")))
+        return pd.DataFrame(distress_ratings(target, cfg.judge_id), columns=["dialogue_id", "seeker_turn", "rating"]), cfg.judge_id
 
+    return rate
 
-
-def _write_outputs(out: str | Path, stem: str, markdown: str, data: dict,
-                   extra: Optional[dict[str, Callable[[Path], None]]] = None) -> dict[str, str]:
-    """<stem>.md and <stem>.json (and each `extra` file, written by its function) in a folder or a storage URI."""
-    with OutputFolder(out) as folder:
-        files = {"markdown": folder / f"{stem}.md", "json": folder / f"{stem}.json"}
-        files["markdown"].write_text(markdown, encoding="utf-8")
-        files["json"].write_text(json.dumps(data, indent=2, ensure_ascii=False, default=str), encoding="utf-8")
-        for name, write in (extra or {}).items():
-            files[name] = folder / name
-            write(files[name])
-        return {k: str(v) for k, v in folder.finals(files).items()}
-
-
-def _records(df) -> list[dict]:
-    return json.loads(df.to_json(orient="records"))
 
 
 @app.command("correlate")
@@ -208,37 +127,11 @@ def correlate_cmd(
     out: Out = None,
 ) -> None:
     """Tables 3, 13-15: Spearman, Pearson and Kendall of judge (or metric) vs human scores, with CIs."""
-    import pandas as pd
+    from esc_eval.analysis.trust.correlation_ci import correlate_runs
 
-    from esc_eval.analysis.trust.correlation import scores_wide
-    from esc_eval.analysis.trust.correlation_ci import correlation_ci_markdown, correlations_with_ci, load_human
-    from esc_eval.analysis.results.loaders import load_scores
-
-    levels = {"both": ["sample", "dataset"], "sample": ["sample"], "dataset": ["dataset"]}.get(level)
-    if levels is None:
-        raise AnalysisInputError(f"--level must be sample, dataset or both, got {level!r}")
-    scores, judges = _one_judge(load_scores(pred, extra_dimensions=True), judge)  # safety has its own row
-    if metrics_csv is not None:
-        try:
-            metrics = pd.read_csv(metrics_csv)
-        except (OSError, pd.errors.ParserError) as e:
-            raise AnalysisInputError(f"{metrics_csv}: cannot read as CSV ({e})") from e
-        if "dialogue_id" not in metrics.columns:
-            raise AnalysisInputError(f"{metrics_csv}: no dialogue_id column")
-        if "target_model" not in metrics.columns:
-            metrics = metrics.merge(scores.drop_duplicates("dialogue_id")[["dialogue_id", "target_model"]],
-                                    on="dialogue_id", how="left")
-        metrics = metrics.drop(columns=[c for c in ("n_pairs", "meteor_wordnet") if c in metrics.columns])
-        pairing, label = "cross", None
-    else:
-        metrics, label = scores_wide(scores, extra=["target_model"]), "ESC-Eval"
-    hum = load_human(human)
-    table = pd.concat([correlations_with_ci(metrics, hum, level=lv, pairing=pairing, label=label, n_boot=n_boot,
-                                            seed=seed) for lv in levels], ignore_index=True)
-    md = correlation_ci_markdown(table)
-    typer.echo(md)
-    _echo(_write_outputs(out or join_location(pred[0], "report"), "correlations", "# Judge vs human correlations\n\n" + md,
-                         {"judge": judge or (judges[0] if judges else None), "n_boot": n_boot, "rows": _records(table)}))
+    markdown, paths = correlate_runs(pred, human, judge, metrics_csv, level, pairing, n_boot, seed, out)
+    typer.echo(markdown)
+    emit(paths)
 
 
 @app.command("text-metrics")
@@ -249,15 +142,16 @@ def text_metrics_cmd(
 ) -> None:
     """BLEU-1/2/4, Distinct-1/2, ROUGE-L and METEOR of the assistants' replies against references."""
     from esc_eval.analysis.results.loaders import load_dialogues
+    from esc_eval.analysis.results.outputs import records, write_markdown_json
     from esc_eval.analysis.textmetrics.runs import load_references, run_text_metrics, text_metrics_markdown
 
     per, corpus = run_text_metrics(load_dialogues(run_dirs), load_references(references))
     md = text_metrics_markdown(corpus)
     typer.echo(md)
-    paths = _write_outputs(out or join_location(run_dirs[0], "report"), "text_metrics",
-                           "# Text metrics against references\n\n" + md, {"corpus": _records(corpus)},
-                           extra={"text_metrics_per_dialogue.csv": lambda p: per.to_csv(p, index=False)})
-    _echo({"markdown": paths["markdown"], "json": paths["json"], "per_dialogue": paths["text_metrics_per_dialogue.csv"]})
+    paths = write_markdown_json(out or join_location(run_dirs[0], "report"), "text_metrics",
+                                "# Text metrics against references\n\n" + md, {"corpus": records(corpus)},
+                                extra={"text_metrics_per_dialogue.csv": lambda p: per.to_csv(p, index=False)})
+    emit({"markdown": paths["markdown"], "json": paths["json"], "per_dialogue": paths["text_metrics_per_dialogue.csv"]})
 
 
 @app.command("roleplay-export")
@@ -274,7 +168,7 @@ def roleplay_export(
     from esc_eval.analysis.seekers.roleplay_sheets import export_pairwise_sheets
 
     paths = export_pairwise_sheets(load_dialogues(run_dirs), role_a, role_b, out, seed=seed, target=target)
-    _echo({k: str(v) for k, v in paths.items()})
+    emit({k: str(v) for k, v in paths.items()})
 
 
 @app.command("roleplay-import")
@@ -284,27 +178,11 @@ def roleplay_import(
     out: Annotated[Path, typer.Option("--out", "-o", callback=local_out, help="Folder for roleplay.md/.json and the Figure 3 plot.")],
 ) -> None:
     """Table 1 (role-play metrics, 0-10) and Figure 3 (win / tie / loss with Wilson 95% CIs) from filled sheets."""
-    from esc_eval.analysis.seekers.roleplay import roleplay_markdown, roleplay_table
-    from esc_eval.analysis.seekers.roleplay_sheets import import_pairwise_sheets, win_rate_markdown, win_rates_with_ci
+    from esc_eval.analysis.seekers.roleplay_sheets import roleplay_results
 
-    judgments, comparisons = import_pairwise_sheets(sheets, key)
-    parts, data = [], {}
-    if not judgments.empty:
-        t1 = roleplay_table(judgments)
-        parts.append("## Table 1: role-play metrics\n\n" + roleplay_markdown(t1))
-        data["table1"] = _records(t1)
-    if not comparisons.empty:
-        rates = win_rates_with_ci(comparisons)
-        parts.append("## Figure 3: which dialogue is more human-like\n\n" + win_rate_markdown(rates))
-        data["win_rates"] = _records(rates)
-        from esc_eval.analysis.figures.plots import win_rate_plot
-
-        data["figure3"] = str(win_rate_plot(rates, out / "figure3_win_rates.png"))
-    if not parts:
-        raise AnalysisInputError("the sheets hold no filled cell")
-    md = "\n".join(parts)
-    typer.echo(md)
-    _echo(_write_outputs(out, "roleplay", "# Role-play evaluation\n\n" + md, data))
+    markdown, paths = roleplay_results(sheets, key, out)
+    typer.echo(markdown)
+    emit(paths)
 
 
 @app.command("judge-agreement")
@@ -321,23 +199,21 @@ def judge_agreement_cmd(
 ) -> None:
     """Score the released dialogues with a judge and compare with the released ESC-RANK scores per
     dimension: exact agreement, within one, Spearman, weighted kappa, each with a bootstrap CI."""
-    from esc_eval.analysis.trust.judge_agreement import agreement_table_markdown, judge_agreement
-    from esc_eval.analysis.results.loaders import load_official_scores, load_scores
-    from esc_eval.cli.score import load_score_config
-    from esc_eval.sim.pool.progress import console, job_progress
+    from esc_eval.analysis.trust.judge_agreement import agreement_with_released
     from esc_eval.sim.jobs.scoring import run_scoring
+    from esc_eval.sim.jobs.options import scoring_config
+    from esc_eval.sim.pool.progress import console, job_progress
 
-    if not scores.exists():
-        raise AnalysisInputError(f"{scores}: no such official score file or folder")
-    reference = load_official_scores(scores)  # read first: a bad reference fails before any scoring
-    cfg = load_score_config(config, judge, method, None, rubric, None)
-    with job_progress("judge-agreement", unit="dialogues") as jp:
-        scored = run_scoring(cfg, dialogues, out, on_summary=jp.on_summary, on_start=jp.on_start)
-    pred = load_scores([scored["run_dir"]])
-    pred = pred[pred["judge"] == cfg.judge.judge_id]
-    result = judge_agreement(pred, reference, n_boot=n_boot, seed=seed)
-    console.print(agreement_table_markdown(result))
-    _echo({"judge": cfg.judge.judge_id, "run_dir": scored["run_dir"], "reference": str(scores), **result})
+    cfg = scoring_config(config, judge, method, None, rubric, None)
+    console_env(cfg.execution)
+
+    def score() -> tuple[str, str]:
+        with job_progress("judge-agreement", unit="dialogues") as jp:
+            return run_scoring(cfg, dialogues, out, on_summary=jp.on_summary, on_start=jp.on_start)["run_dir"], cfg.judge.judge_id
+
+    markdown, result = agreement_with_released(scores, score, n_boot, seed)
+    console.print(markdown)
+    emit(result)
 
 
 @app.command("calibration")
@@ -358,30 +234,21 @@ def calibration_cmd(
     """Reliability, ECE and Brier of each judge's P(0..4) against human scores, with CIs; a recalibration
     (temperature or isotonic per dimension) checked on held-out dialogues and written as judge
     `<judge>+cal:<method>` without calling the judge again."""
-    from esc_eval.analysis.trust.calibration_runs import (
-        calibrate, calibration_markdown, reliability_figure, write_calibrated_rows,
-    )
-    from esc_eval.analysis.trust.human_scores import load_human_scores
-    from esc_eval.analysis.results.loaders import load_scores
-    from esc_eval.sim.judging.dimensions import to_paper_dimension
+    from esc_eval.analysis.trust.calibration_runs import calibration_of_runs
 
-    try:
-        dims = [to_paper_dimension(d) for d in dimension] if dimension else None
-    except ValueError as e:
-        raise AnalysisInputError(f"--dimension: {e}") from None
-    human = load_human_scores(humans, study=study, allow_one_annotator=allow_one_annotator)
-    scores = load_scores(run_dirs)
-    # Everything is computed (and every bad input refused) before anything is written.
-    result = calibrate(scores, human, method=method, judges=judge, dimensions=dims, folds=folds, n_boot=n_boot,
-                       seed=seed)
-    md = "# Judge calibration against human scores\n\n" + calibration_markdown(result)
-    typer.echo(md)
-    figures = {f"calibration_{''.join(c if c.isalnum() else '_' for c in j)}.png": j for j in result.table["judge"].unique()}
-    data = {"method": method, "folds": folds, "humans": human.source, "n_boot": n_boot,
-            "rows": _records(result.table), "reliability": _records(result.bins)}
-    paths = _write_outputs(out or join_location(run_dirs[0], "report"), "calibration", md, data,
-                           extra={name: (lambda p, j=j: reliability_figure(result, j, p)) for name, j in figures.items()})
-    if write:
-        paths["rows_written"] = write_calibrated_rows(result)
-        paths["judges_written"] = sorted(result.table["calibrated_judge"].unique())
-    _echo(paths)
+    markdown, paths = calibration_of_runs(run_dirs, humans, study=study, judges=judge, dimensions=dimension, method=method,
+                                          folds=folds, write=write, allow_one_annotator=allow_one_annotator,
+                                          n_boot=n_boot, seed=seed, out=out)
+    typer.echo(markdown)
+    emit(paths)
+
+
+# beyond the paper: cli/safety.py
+app.command("safety")(safety.safety)
+app.command("seekers")(safety.seekers)
+# The old names, hidden, for one release: `analysis compare` (two runs are `esc-eval compare`), and the
+# annotation sheets, which now live with the rest of the human evaluation under `esc-eval annotate`.
+app.command("compare", hidden=True)(renamed("analysis compare", "analysis compare-models", compare_models))
+app.command("annotate-export", hidden=True)(renamed("analysis annotate-export", "annotate sheets", annotate.sheets))
+app.command("annotate-agreement", hidden=True)(renamed("analysis annotate-agreement", "annotate agreement",
+                                                       annotate.agreement))

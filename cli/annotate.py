@@ -1,4 +1,5 @@
-"""`esc-eval annotate serve|study|list|export|import|tokens`: the paper's human evaluation in the browser.
+"""`esc-eval annotate serve|study|list|export|import|sheets|agreement|tokens`: the paper's human
+evaluation, in the browser or on CSV sheets (`sheets` writes them, `agreement` reads them back filled).
 
 The store (SQLite, WAL) lives beside the first run folder unless --store names another file.
 The CLI only parses and calls analysis/annotation_*; the one piece of glue it owns is checking an
@@ -182,6 +183,33 @@ def import_(
     index = _index(runs)
     st = _store(runs, store, create=True)
     emit(import_labelstudio(st, index, source, study_name, runs=[str(r) for r in runs]))
+
+
+@app.command("sheets")
+def sheets(
+    run_dirs: Annotated[list[str], typer.Argument(help="Run folders or storage URIs (or folders of official score JSON).")],
+    out: Annotated[Path, typer.Option("--out", "-o", callback=local_out, help="Folder for the sheets.")],
+    annotators: Annotated[int, typer.Option("--annotators", help="Number of annotators (sheets a1..aN).")] = 2,
+    seed: Annotated[int, typer.Option("--seed", help="Shuffle seed.")] = 0,
+) -> None:
+    """Annotation sheets (CSV, one per annotator) with the scoring rules of the paper's Table 16."""
+    from esc_eval.analysis.annotation.sheets import export_annotation_sheets
+    from esc_eval.analysis.results.loaders import load_dialogues
+
+    paths = export_annotation_sheets(load_dialogues(run_dirs), out, annotators=annotators, seed=seed)
+    emit({k: str(v) for k, v in paths.items()})
+
+
+@app.command("agreement")
+def agreement(
+    sheets: Annotated[list[Path], typer.Argument(help="Filled sheets, or a folder of annotate_*.csv.")],
+    out: Annotated[Optional[Path], typer.Option("--out", "-o", callback=local_out, help="Write agreement.md/.json here.")] = None,
+) -> None:
+    """Inter-annotator agreement: quadratic-weighted Cohen's kappa per pair, Krippendorff's alpha."""
+    from esc_eval.analysis.annotation.agreement import sheet_agreement
+    from esc_eval.analysis.annotation.sheets import import_annotations
+
+    typer.echo(sheet_agreement(import_annotations(sheets[0] if len(sheets) == 1 and sheets[0].is_dir() else sheets), out))
 
 
 @app.command("tokens")

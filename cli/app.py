@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import os
 import sys
+from typing import Annotated
 
 import typer
 
@@ -27,7 +28,6 @@ import esc_eval.cli.docs as docs
 import esc_eval.cli.export as export
 import esc_eval.cli.plan as plan
 import esc_eval.cli.report as report
-import esc_eval.cli.safety as safety
 import esc_eval.cli.score as score
 import esc_eval.cli.serve as serve
 import esc_eval.cli.simulate as simulate
@@ -52,16 +52,14 @@ app.add_typer(cards.app, name="cards")
 app.add_typer(serve.app, name="serve")
 app.add_typer(train.app, name="train")
 app.add_typer(bench.app, name="bench")
-analysis.app.command("safety")(safety.safety)  # beyond the paper: cli/safety.py
-analysis.app.command("seekers")(safety.seekers)
 app.add_typer(analysis.app, name="analysis")
 app.add_typer(annotate.app, name="annotate")
 app.command("docs")(docs.docs)
 
 
 @app.callback()
-def _main(debug: bool = typer.Option(False, "--debug", help="Show tracebacks."),
-          verbose: bool = typer.Option(False, "--verbose", "-v", help="Log progress details (retries, engines).")) -> None:
+def _main(debug: Annotated[bool, typer.Option("--debug", help="Show tracebacks.")] = False,
+          verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Log progress details (retries, engines).")] = False) -> None:
     STATE["debug"] = debug
     STATE["verbose"] = verbose
     logging.basicConfig(level=logging.INFO if verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s")

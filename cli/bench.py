@@ -6,7 +6,7 @@ from __future__ import annotations
 import contextlib
 import json
 from pathlib import Path
-from typing import Any, Optional
+from typing import Annotated, Any, Optional
 
 import typer
 
@@ -35,27 +35,27 @@ def _dtype(value: str) -> str:
 
 @app.command("sim")
 def bench_sim(
-    out: Optional[Path] = typer.Option(None, "--out", "-o", callback=local_out, help="Also write the JSON here."),
-    fake_dialogues: int = typer.Option(8500, help="(a) dialogues through the fixed-latency fake backend (0 = skip)."),
-    fake_latency: float = typer.Option(1.0, help="(a) seconds per fake model call."),
-    saturation_latency: float = typer.Option(0.05, help="(a) latency of a second fake run that makes the pool CPU-bound; its calls/s is `fake_calls_per_s` (0 = skip)."),
-    workers: int = typer.Option(2, help="(a, c) worker actors."),
-    memory_items: int = typer.Option(100_000, help="(c) items streamed to check driver memory (0 = skip)."),
-    embedded_dialogues: int = typer.Option(128, help="(b) dialogues in flight on the embedded model (0 = skip)."),
-    reference_dialogues: int = typer.Option(4, help="(b) dialogues through the reference loop."),
-    max_tokens: int = typer.Option(128, help="(b) max new tokens per turn, both sides (the release: 512; at 512 "
-                                   "SmolLM2 decodes to the cap and 128 dialogues outgrow a 24 GiB machine's KV cache)."),
-    concurrency: int = typer.Option(128, help="(b) dialogues in flight in our engine."),
-    shared_cards: Optional[Path] = typer.Option(None, help="(b) folder with the official card_high_en.json (default: ../shared/data/esc-eval/cards if present)."),
-    kv_cache_gb: int = typer.Option(12, help="(b) VLLM_CPU_KVCACHE_SPACE of our engines together, GiB (split between them, at least 2 each)."),
-    engines: int = typer.Option(0, help="(b) vLLM engines (worker actors), each bound to its own core; 0 = one per core."),
-    compiled: bool = typer.Option(True, "--compiled/--eager", help="(b) compiled vLLM engines (slower start, excluded from the timing; faster steps)."),
-    dtype: str = typer.Option("auto", "--dtype", help="(b) model dtype of both sides: auto (bfloat16 only with "
-                              "AVX512-BF16/AMX, else float32), float32 or bfloat16."),
-    via_driver: bool = typer.Option(False, "--via-driver", help="(a) also with every row and turn checkpoint shipped "
-                                    "through the writer actor on the driver's node (a multi-node run's path)."),
-    storage_uri: Optional[str] = typer.Option(None, "--storage-uri", help="(a) also with the run folder under this "
-                                              "storage URI (e.g. s3://bucket/prefix; credentials from the environment)."),
+    out: Annotated[Optional[Path], typer.Option("--out", "-o", callback=local_out, help="Also write the JSON here.")] = None,
+    fake_dialogues: Annotated[int, typer.Option(help="(a) dialogues through the fixed-latency fake backend (0 = skip).")] = 8500,
+    fake_latency: Annotated[float, typer.Option(help="(a) seconds per fake model call.")] = 1.0,
+    saturation_latency: Annotated[float, typer.Option(help="(a) latency of a second fake run that makes the pool CPU-bound; its calls/s is `fake_calls_per_s` (0 = skip).")] = 0.05,
+    workers: Annotated[int, typer.Option(help="(a, c) worker actors.")] = 2,
+    memory_items: Annotated[int, typer.Option(help="(c) items streamed to check driver memory (0 = skip).")] = 100_000,
+    embedded_dialogues: Annotated[int, typer.Option(help="(b) dialogues in flight on the embedded model (0 = skip).")] = 128,
+    reference_dialogues: Annotated[int, typer.Option(help="(b) dialogues through the reference loop.")] = 4,
+    max_tokens: Annotated[int, typer.Option(help="(b) max new tokens per turn, both sides (the release: 512; at 512 "
+                                   "SmolLM2 decodes to the cap and 128 dialogues outgrow a 24 GiB machine's KV cache).")] = 128,
+    concurrency: Annotated[int, typer.Option(help="(b) dialogues in flight in our engine.")] = 128,
+    shared_cards: Annotated[Optional[Path], typer.Option(help="(b) folder with the official card_high_en.json (default: ../shared/data/esc-eval/cards if present).")] = None,
+    kv_cache_gb: Annotated[int, typer.Option(help="(b) VLLM_CPU_KVCACHE_SPACE of our engines together, GiB (split between them, at least 2 each).")] = 12,
+    engines: Annotated[int, typer.Option(help="(b) vLLM engines (worker actors), each bound to its own core; 0 = one per core.")] = 0,
+    compiled: Annotated[bool, typer.Option("--compiled/--eager", help="(b) compiled vLLM engines (slower start, excluded from the timing; faster steps).")] = True,
+    dtype: Annotated[str, typer.Option("--dtype", help="(b) model dtype of both sides: auto (bfloat16 only with "
+                              "AVX512-BF16/AMX, else float32), float32 or bfloat16.")] = "auto",
+    via_driver: Annotated[bool, typer.Option("--via-driver", help="(a) also with every row and turn checkpoint shipped "
+                                    "through the writer actor on the driver's node (a multi-node run's path).")] = False,
+    storage_uri: Annotated[Optional[str], typer.Option("--storage-uri", help="(a) also with the run folder under this "
+                                              "storage URI (e.g. s3://bucket/prefix; credentials from the environment).")] = None,
 ) -> None:
     """Simulation throughput: fake backend, embedded model vs the release's loop, driver memory."""
     from esc_eval.sim.bench.simulation import run_bench_sim
@@ -65,26 +65,26 @@ def bench_sim(
 
 @app.command("score")
 def bench_score(
-    dialogues: int = typer.Option(4, "--dialogues", "-n", help="Dialogues to score (the README's figure: 4 official "
+    dialogues: Annotated[int, typer.Option("--dialogues", "-n", help="Dialogues to score (the README's figure: 4 official "
                                   "samples, 2 per engine on 2 cores). More than the source holds (e.g. 8500): scale mode, the source repeated "
-                                  "through the service's scoring path for --budget-s, dialogues/hour."),
-    out: Optional[Path] = typer.Option(None, "--out", "-o", callback=local_out, help="Also write the JSON here."),
-    source: Optional[Path] = typer.Option(None, "--source", help="Run folder or official dialogue JSON (default: ../shared samples, else runs/demo, else fake dialogues)."),
-    reference_dialogues: int = typer.Option(2, "--reference-dialogues", help="Dialogues the generating reference runs on (it decodes up to 512 tokens per call); 0 = all."),
-    max_new_tokens: int = typer.Option(512, "--max-new-tokens", help="Generation cap of the reference (the release: 512)."),
-    model: str = typer.Option("embedded", "--model", help="vLLM model folder, or 'embedded'."),
-    prompt_order: Optional[str] = typer.Option(None, "--prompt-order", help="Judge prompt order for every phase: "
+                                  "through the service's scoring path for --budget-s, dialogues/hour.")] = 4,
+    out: Annotated[Optional[Path], typer.Option("--out", "-o", callback=local_out, help="Also write the JSON here.")] = None,
+    source: Annotated[Optional[Path], typer.Option("--source", help="Run folder or official dialogue JSON (default: ../shared samples, else runs/demo, else fake dialogues).")] = None,
+    reference_dialogues: Annotated[int, typer.Option("--reference-dialogues", help="Dialogues the generating reference runs on (it decodes up to 512 tokens per call); 0 = all.")] = 2,
+    max_new_tokens: Annotated[int, typer.Option("--max-new-tokens", help="Generation cap of the reference (the release: 512).")] = 512,
+    model: Annotated[str, typer.Option("--model", help="vLLM model folder, or 'embedded'.")] = "embedded",
+    prompt_order: Annotated[Optional[str], typer.Option("--prompt-order", help="Judge prompt order for every phase: "
                                                "rubric_first (the paper's) or dialogue_first (a dialogue's prompts share "
-                                               "a prefix); default: the model's registry entry (embedded: dialogue_first)."),
-    dtype: str = typer.Option("auto", "--dtype", help="Model dtype of every engine: auto (bfloat16 only with "
-                              "AVX512-BF16/AMX, else float32), float32 or bfloat16."),
-    project_gpu: bool = typer.Option(False, "--project-gpu", help="Only count the judge's prefill tokens per dialogue "
+                                               "a prefix); default: the model's registry entry (embedded: dialogue_first).")] = None,
+    dtype: Annotated[str, typer.Option("--dtype", help="Model dtype of every engine: auto (bfloat16 only with "
+                              "AVX512-BF16/AMX, else float32), float32 or bfloat16.")] = "auto",
+    project_gpu: Annotated[bool, typer.Option("--project-gpu", help="Only count the judge's prefill tokens per dialogue "
                                      "(both prompt orders) and project 8.5K dialogues x 7 dimensions with a 7B judge on "
-                                     "one H100 and one 8xH100 node (no engine started)."),
-    budget_s: float = typer.Option(600.0, "--budget-s", help="Scale mode: seconds of scoring after engine start."),
-    gpu_prefill_rate: Optional[float] = typer.Option(None, "--gpu-prefill-rate", help="Prefill tokens/s of one H100 "
-                                                     "for the projection (default: the published figure in the JSON)."),
-    workers: int = typer.Option(0, "--workers", help="Engines (Ray worker actors) of ours and of scale mode; 0 = one per core."),
+                                     "one H100 and one 8xH100 node (no engine started).")] = False,
+    budget_s: Annotated[float, typer.Option("--budget-s", help="Scale mode: seconds of scoring after engine start.")] = 600.0,
+    gpu_prefill_rate: Annotated[Optional[float], typer.Option("--gpu-prefill-rate", help="Prefill tokens/s of one H100 "
+                                                     "for the projection (default: the published figure in the JSON).")] = None,
+    workers: Annotated[int, typer.Option("--workers", help="Engines (Ray worker actors) of ours and of scale mode; 0 = one per core.")] = 0,
 ) -> None:
     """Scoring throughput: ours (batched logprob, prefix cache) vs the official score.py loop."""
     from esc_eval.sim.bench.scoring import bench_score as run
@@ -96,17 +96,17 @@ def bench_score(
 
 @app.command("decode")
 def bench_decode(
-    contexts: str = typer.Option("64,512,1536", "--contexts", help="Prompt lengths in tokens, comma-separated (bench "
-                                 "sim (b)'s turns start between about 150 and 1,500 tokens)."),
-    streams: int = typer.Option(64, "--streams", help="Sequences decoded at once by the engine (bench sim (b): 64 per engine)."),
-    new_tokens: int = typer.Option(128, "--new-tokens", help="Tokens generated per sequence and per reference call (bench sim (b): 128)."),
-    dtype: str = typer.Option("auto", "--dtype", help="Model dtype of both sides: auto (bfloat16 only with AVX512-BF16/AMX, "
-                              "else float32), float32 or bfloat16."),
-    bind: str = typer.Option("0", "--bind", help="VLLM_CPU_OMP_THREADS_BIND of the engine (bench sim's engines: one core each)."),
-    kv_cache_gb: int = typer.Option(8, "--kv-cache-gb", help="VLLM_CPU_KVCACHE_SPACE of the engine, GiB."),
-    compiled: bool = typer.Option(True, "--compiled/--eager", help="Compiled engine, as bench sim (b) runs (slower start, not timed)."),
-    target: float = typer.Option(20.0, "--target", help="The speedup the bound is checked against (issue 13: 20x)."),
-    out: Optional[Path] = typer.Option(None, "--out", "-o", callback=local_out, help="Also write the JSON here."),
+    contexts: Annotated[str, typer.Option("--contexts", help="Prompt lengths in tokens, comma-separated (bench "
+                                 "sim (b)'s turns start between about 150 and 1,500 tokens).")] = "64,512,1536",
+    streams: Annotated[int, typer.Option("--streams", help="Sequences decoded at once by the engine (bench sim (b): 64 per engine).")] = 64,
+    new_tokens: Annotated[int, typer.Option("--new-tokens", help="Tokens generated per sequence and per reference call (bench sim (b): 128).")] = 128,
+    dtype: Annotated[str, typer.Option("--dtype", help="Model dtype of both sides: auto (bfloat16 only with AVX512-BF16/AMX, "
+                              "else float32), float32 or bfloat16.")] = "auto",
+    bind: Annotated[str, typer.Option("--bind", help="VLLM_CPU_OMP_THREADS_BIND of the engine (bench sim's engines: one core each).")] = "0",
+    kv_cache_gb: Annotated[int, typer.Option("--kv-cache-gb", help="VLLM_CPU_KVCACHE_SPACE of the engine, GiB.")] = 8,
+    compiled: Annotated[bool, typer.Option("--compiled/--eager", help="Compiled engine, as bench sim (b) runs (slower start, not timed).")] = True,
+    target: Annotated[float, typer.Option("--target", help="The speedup the bound is checked against (issue 13: 20x).")] = 20.0,
+    out: Annotated[Optional[Path], typer.Option("--out", "-o", callback=local_out, help="Also write the JSON here.")] = None,
 ) -> None:
     """The most batching can buy on this CPU: one engine's decode rate per context vs the release loop's call."""
     from esc_eval.sim.bench.decode import bench_decode as run
@@ -123,27 +123,27 @@ def bench_decode(
 
 @app.command("gpu")
 def bench_gpu(
-    judge: str = typer.Option("vllm/embedded", "--judge", "-j", help="Judge of the scoring phase (registry name or "
-                              "vLLM spec, e.g. vllm//models/j7b)."),
-    role: str = typer.Option("vllm/embedded", "--role", help="Role-play model of the simulation phase."),
-    target: str = typer.Option("vllm/embedded", "--target", "-t", help="Model under test of the simulation phase."),
-    dialogues: Optional[int] = typer.Option(None, "--dialogues", "-n", help="Distinct dialogues scored (default: 2,000 "
-                                            "on a GPU, 4 on the CPU)."),
-    sim_dialogues: Optional[int] = typer.Option(None, "--sim-dialogues", help="Distinct dialogues simulated (default: "
-                                                "256 on a GPU, 4 on the CPU)."),
-    prompt_order: str = typer.Option("rubric_first,dialogue_first", "--prompt-order", help="Judge prompt orders, "
-                                     "comma-separated: rubric_first (the paper's, `score`'s default), dialogue_first."),
-    phases: str = typer.Option("scoring,simulation", "--phases", help="scoring, simulation or both, comma-separated."),
-    source: Optional[Path] = typer.Option(None, "--source", help="Dialogues to score: run folder or official JSON "
-                                          "(default: ../shared's official samples, else runs/demo); copies are tagged distinct."),
-    cards: Optional[Path] = typer.Option(None, "--cards", help="Role cards (default: ../shared's official English cards, "
-                                         "else the shipped samples); copies are tagged distinct."),
-    max_tokens: Optional[int] = typer.Option(None, "--max-tokens", help="Max new tokens per turn of role and target "
-                                             "(default: as shipped, the registry's; a small CPU run uses fewer)."),
-    dimensions: Optional[str] = typer.Option(None, "--dimensions", help="Dimensions scored, comma-separated (default: all seven)."),
-    peak_tflops: Optional[float] = typer.Option(None, "--peak-tflops", help="Peak dense bf16 TFLOP/s for the prefill "
-                                                "bound (default: the table's for the GPU; a CPU has none)."),
-    out: Optional[Path] = typer.Option(None, "--out", "-o", callback=local_out, help="Also write the JSON here."),
+    judge: Annotated[str, typer.Option("--judge", "-j", help="Judge of the scoring phase (registry name or "
+                              "vLLM spec, e.g. vllm//models/j7b).")] = "vllm/embedded",
+    role: Annotated[str, typer.Option("--role", help="Role-play model of the simulation phase.")] = "vllm/embedded",
+    target: Annotated[str, typer.Option("--target", "-t", help="Model under test of the simulation phase.")] = "vllm/embedded",
+    dialogues: Annotated[Optional[int], typer.Option("--dialogues", "-n", help="Distinct dialogues scored (default: 2,000 "
+                                            "on a GPU, 4 on the CPU).")] = None,
+    sim_dialogues: Annotated[Optional[int], typer.Option("--sim-dialogues", help="Distinct dialogues simulated (default: "
+                                                "256 on a GPU, 4 on the CPU).")] = None,
+    prompt_order: Annotated[str, typer.Option("--prompt-order", help="Judge prompt orders, "
+                                     "comma-separated: rubric_first (the paper's, `score`'s default), dialogue_first.")] = "rubric_first,dialogue_first",
+    phases: Annotated[str, typer.Option("--phases", help="scoring, simulation or both, comma-separated.")] = "scoring,simulation",
+    source: Annotated[Optional[Path], typer.Option("--source", help="Dialogues to score: run folder or official JSON "
+                                          "(default: ../shared's official samples, else runs/demo); copies are tagged distinct.")] = None,
+    cards: Annotated[Optional[Path], typer.Option("--cards", help="Role cards (default: ../shared's official English cards, "
+                                         "else the shipped samples); copies are tagged distinct.")] = None,
+    max_tokens: Annotated[Optional[int], typer.Option("--max-tokens", help="Max new tokens per turn of role and target "
+                                             "(default: as shipped, the registry's; a small CPU run uses fewer).")] = None,
+    dimensions: Annotated[Optional[str], typer.Option("--dimensions", help="Dimensions scored, comma-separated (default: all seven).")] = None,
+    peak_tflops: Annotated[Optional[float], typer.Option("--peak-tflops", help="Peak dense bf16 TFLOP/s for the prefill "
+                                                "bound (default: the table's for the GPU; a CPU has none).")] = None,
+    out: Annotated[Optional[Path], typer.Option("--out", "-o", callback=local_out, help="Also write the JSON here.")] = None,
 ) -> None:
     """Scoring and simulation on this machine's GPU (else its CPU): ours as `score` / `simulate` run them
     against vLLM's offline generate and a bare two-engine loop on the same engines."""
@@ -186,49 +186,49 @@ def _csv(value: Optional[str], cast, option: str) -> Optional[list]:
 
 @app.command("serve")
 def bench_serve(
-    base_url: Optional[str] = typer.Option(None, "--base-url", help="OpenAI-compatible endpoint under test, e.g. "
-                                           "http://127.0.0.1:8000/v1 (esc-eval serve up, vllm serve, SGLang, TGI, an API)."),
-    model: str = typer.Option("embedded", "--model", "-m", help="Model id the endpoint serves (with --routing: the registry model to deploy)."),
-    workload: str = typer.Option("dialogues", "--workload", "-w", help="dialogues | judge | random."),
-    concurrency: str = typer.Option("4", "--concurrency", "-c", help="Units in flight per level, comma-separated for a "
-                                    "sweep (e.g. 1,4,16,64); a unit is a dialogue, a judged dialogue or a random request."),
-    rate: Optional[str] = typer.Option(None, "--rate", help="New units per second (Poisson arrivals), comma-separated for a "
-                                       "sweep (instead of --concurrency levels)."),
-    max_concurrency: Optional[int] = typer.Option(None, "--max-concurrency", help="With --rate: at most this many units in flight."),
-    num: Optional[int] = typer.Option(None, "--num", "-n", help="Units measured per level (default: 2 x concurrency, at least 4; 16 with --rate)."),
-    duration: Optional[float] = typer.Option(None, "--duration", help="Seconds per level after which no new unit starts (instead of --num)."),
-    warmup: int = typer.Option(1, "--warmup", help="Units run first at each level and left out of its figures."),
-    max_tokens: int = typer.Option(128, "--max-tokens", help="Max new tokens per measured request (random: the output length)."),
-    temperature: float = typer.Option(0.0, "--temperature", help="Sampling temperature of the measured requests."),
-    rounds: int = typer.Option(5, "--rounds", help="dialogues: rounds per dialogue."),
-    source: Optional[Path] = typer.Option(None, "--source", help="dialogues (replayed seeker) and judge: run folder or official dialogue JSON "
-                                          "(default: ../shared official samples, else runs/demo)."),
-    language: Optional[str] = typer.Option(None, "--language", help="Only dialogues / cards in this language (en or zh)."),
-    role_url: Optional[str] = typer.Option(None, "--role-url", help="dialogues: endpoint of a live role model (default: replay the source's seeker turns)."),
-    role_model: Optional[str] = typer.Option(None, "--role-model", help="dialogues: model id of the live role model."),
-    role_max_tokens: int = typer.Option(128, "--role-max-tokens", help="dialogues: max new tokens of the live role model."),
-    cards: str = typer.Option("sample", "--cards", help="dialogues with --role-url: role-card file or 'sample'."),
-    strategy: str = typer.Option("official", "--strategy", help="dialogues with --role-url: role-play prompt strategy."),
-    prompt_order: str = typer.Option("dialogue_first", "--prompt-order", help="judge: rubric_first, dialogue_first, or both "
-                                     "comma-separated (one arm each: the prefix-cache effect)."),
-    judge_method: str = typer.Option("logprob", "--judge-method", help="judge: logprob (one constrained token, esc-eval's default) or generate."),
-    input_len: int = typer.Option(256, "--input-len", help="random: prompt tokens per request."),
-    tokenizer: Optional[str] = typer.Option(None, "--tokenizer", help="random: local tokenizer folder (default for 'embedded': its own)."),
-    ignore_eos: bool = typer.Option(True, "--ignore-eos/--no-ignore-eos", help="random: decode exactly --max-tokens (vLLM's ignore_eos)."),
-    slo: Optional[list[str]] = typer.Option(None, "--slo", help="Goodput SLO METRIC:VALUE in ms (ttft, tpot, e2el; e.g. ttft:500, e2el:2s); repeatable."),
-    session_header: bool = typer.Option(True, "--session-header/--no-session-header", help="Send x-session-id (the dialogue's id) for sticky routing."),
-    session_id: Optional[str] = typer.Option(None, "--session-id", help="One x-session-id for every request (pins the run to one replica of a sticky router)."),
-    routing: Optional[str] = typer.Option(None, "--routing", help="Deploy --model as a Serve app per routing mode "
-                                          "(default, session, prefix_cache; comma-separated), fresh replicas each, and compare."),
-    replicas: int = typer.Option(2, "--replicas", help="--routing: replicas per app (at least 2)."),
-    kv_cache_gib: int = typer.Option(2, "--kv-cache-gib", help="--routing: VLLM_CPU_KVCACHE_SPACE per CPU replica, GiB."),
-    max_num_seqs: int = typer.Option(64, "--max-num-seqs", help="--routing: vLLM batch size per replica."),
-    address: Optional[str] = typer.Option(None, "--address", help="--routing: Ray cluster to deploy on (default: a local Ray for this run)."),
-    timeout: float = typer.Option(600.0, "--timeout", help="Seconds before one measured request counts as failed."),
-    seed: int = typer.Option(0, "--seed", help="Seed of random prompts and Poisson arrivals."),
-    out: Optional[Path] = typer.Option(None, "--out", "-o", callback=local_out, help="Also write the JSON here, and the plots beside it (<stem>_*.png)."),
-    save_detailed: bool = typer.Option(False, "--save-detailed", help="Also write per-request figures (ttfts, itls, e2els, lens, "
-                                       "errors, launch order) in each level, as vllm bench serve --save-detailed does."),
+    base_url: Annotated[Optional[str], typer.Option("--base-url", help="OpenAI-compatible endpoint under test, e.g. "
+                                           "http://127.0.0.1:8000/v1 (esc-eval serve up, vllm serve, SGLang, TGI, an API).")] = None,
+    model: Annotated[str, typer.Option("--model", "-m", help="Model id the endpoint serves (with --routing: the registry model to deploy).")] = "embedded",
+    workload: Annotated[str, typer.Option("--workload", "-w", help="dialogues | judge | random.")] = "dialogues",
+    concurrency: Annotated[str, typer.Option("--concurrency", "-c", help="Units in flight per level, comma-separated for a "
+                                    "sweep (e.g. 1,4,16,64); a unit is a dialogue, a judged dialogue or a random request.")] = "4",
+    rate: Annotated[Optional[str], typer.Option("--rate", help="New units per second (Poisson arrivals), comma-separated for a "
+                                       "sweep (instead of --concurrency levels).")] = None,
+    max_concurrency: Annotated[Optional[int], typer.Option("--max-concurrency", help="With --rate: at most this many units in flight.")] = None,
+    num: Annotated[Optional[int], typer.Option("--num", "-n", help="Units measured per level (default: 2 x concurrency, at least 4; 16 with --rate).")] = None,
+    duration: Annotated[Optional[float], typer.Option("--duration", help="Seconds per level after which no new unit starts (instead of --num).")] = None,
+    warmup: Annotated[int, typer.Option("--warmup", help="Units run first at each level and left out of its figures.")] = 1,
+    max_tokens: Annotated[int, typer.Option("--max-tokens", help="Max new tokens per measured request (random: the output length).")] = 128,
+    temperature: Annotated[float, typer.Option("--temperature", help="Sampling temperature of the measured requests.")] = 0.0,
+    rounds: Annotated[int, typer.Option("--rounds", help="dialogues: rounds per dialogue.")] = 5,
+    source: Annotated[Optional[Path], typer.Option("--source", help="dialogues (replayed seeker) and judge: run folder or official dialogue JSON "
+                                          "(default: ../shared official samples, else runs/demo).")] = None,
+    language: Annotated[Optional[str], typer.Option("--language", help="Only dialogues / cards in this language (en or zh).")] = None,
+    role_url: Annotated[Optional[str], typer.Option("--role-url", help="dialogues: endpoint of a live role model (default: replay the source's seeker turns).")] = None,
+    role_model: Annotated[Optional[str], typer.Option("--role-model", help="dialogues: model id of the live role model.")] = None,
+    role_max_tokens: Annotated[int, typer.Option("--role-max-tokens", help="dialogues: max new tokens of the live role model.")] = 128,
+    cards: Annotated[str, typer.Option("--cards", help="dialogues with --role-url: role-card file or 'sample'.")] = "sample",
+    strategy: Annotated[str, typer.Option("--strategy", help="dialogues with --role-url: role-play prompt strategy.")] = "official",
+    prompt_order: Annotated[str, typer.Option("--prompt-order", help="judge: rubric_first, dialogue_first, or both "
+                                     "comma-separated (one arm each: the prefix-cache effect).")] = "dialogue_first",
+    judge_method: Annotated[str, typer.Option("--judge-method", help="judge: logprob (one constrained token, esc-eval's default) or generate.")] = "logprob",
+    input_len: Annotated[int, typer.Option("--input-len", help="random: prompt tokens per request.")] = 256,
+    tokenizer: Annotated[Optional[str], typer.Option("--tokenizer", help="random: local tokenizer folder (default for 'embedded': its own).")] = None,
+    ignore_eos: Annotated[bool, typer.Option("--ignore-eos/--no-ignore-eos", help="random: decode exactly --max-tokens (vLLM's ignore_eos).")] = True,
+    slo: Annotated[Optional[list[str]], typer.Option("--slo", help="Goodput SLO METRIC:VALUE in ms (ttft, tpot, e2el; e.g. ttft:500, e2el:2s); repeatable.")] = None,
+    session_header: Annotated[bool, typer.Option("--session-header/--no-session-header", help="Send x-session-id (the dialogue's id) for sticky routing.")] = True,
+    session_id: Annotated[Optional[str], typer.Option("--session-id", help="One x-session-id for every request (pins the run to one replica of a sticky router).")] = None,
+    routing: Annotated[Optional[str], typer.Option("--routing", help="Deploy --model as a Serve app per routing mode "
+                                          "(default, session, prefix_cache; comma-separated), fresh replicas each, and compare.")] = None,
+    replicas: Annotated[int, typer.Option("--replicas", help="--routing: replicas per app (at least 2).")] = 2,
+    kv_cache_gib: Annotated[int, typer.Option("--kv-cache-gib", help="--routing: VLLM_CPU_KVCACHE_SPACE per CPU replica, GiB.")] = 2,
+    max_num_seqs: Annotated[int, typer.Option("--max-num-seqs", help="--routing: vLLM batch size per replica.")] = 64,
+    address: Annotated[Optional[str], typer.Option("--address", help="--routing: Ray cluster to deploy on (default: a local Ray for this run).")] = None,
+    timeout: Annotated[float, typer.Option("--timeout", help="Seconds before one measured request counts as failed.")] = 600.0,
+    seed: Annotated[int, typer.Option("--seed", help="Seed of random prompts and Poisson arrivals.")] = 0,
+    out: Annotated[Optional[Path], typer.Option("--out", "-o", callback=local_out, help="Also write the JSON here, and the plots beside it (<stem>_*.png).")] = None,
+    save_detailed: Annotated[bool, typer.Option("--save-detailed", help="Also write per-request figures (ttfts, itls, e2els, lens, "
+                                       "errors, launch order) in each level, as vllm bench serve --save-detailed does.")] = False,
 ) -> None:
     """Throughput of a serving stack under ESC-Eval's workloads (vLLM's metrics; sweeps; router comparisons)."""
     import logging
@@ -286,11 +286,11 @@ def _progress_printer():
 
 @app.command("view")
 def bench_view(
-    out: Optional[Path] = typer.Option(None, "--out", "-o", callback=local_out, help="Also write the JSON here."),
-    dialogues: int = typer.Option(100_000, help="Fake dialogues in the folder (7 scores each)."),
-    models: int = typer.Option(14, help="Models the dialogues are spread over."),
-    part_rows: int = typer.Option(64, help="Rows per Parquet part (the batch layer flushes every 64)."),
-    folder: Optional[Path] = typer.Option(None, help="Run folder to open (built there first if it has no dialogues)."),
+    out: Annotated[Optional[Path], typer.Option("--out", "-o", callback=local_out, help="Also write the JSON here.")] = None,
+    dialogues: Annotated[int, typer.Option(help="Fake dialogues in the folder (7 scores each).")] = 100_000,
+    models: Annotated[int, typer.Option(help="Models the dialogues are spread over.")] = 14,
+    part_rows: Annotated[int, typer.Option(help="Rows per Parquet part (the batch layer flushes every 64).")] = 64,
+    folder: Annotated[Optional[Path], typer.Option(help="Run folder to open (built there first if it has no dialogues).")] = None,
 ) -> None:
     """The viewer on a big folder of fake dialogues: time to the first page, search, peak RSS."""
     from esc_eval.analysis.bench.viewer import bench_viewer
@@ -326,11 +326,11 @@ def _fake_folder(folder: Optional[Path], dialogues: int, models: int, part_rows:
 
 @app.command("annotate")
 def bench_annotate(
-    out: Optional[Path] = typer.Option(None, "--out", "-o", callback=local_out, help="Also write the JSON here."),
-    dialogues: int = typer.Option(8_500, help="Fake dialogues in the folder (7 scores each), like the paper's 8.5K."),
-    models: int = typer.Option(14, help="Models the dialogues are spread over."),
-    annotate: int = typer.Option(50, help="Dialogues one annotator scores during the measurement."),
-    folder: Optional[Path] = typer.Option(None, help="Run folder to use (built there first if it has no dialogues)."),
+    out: Annotated[Optional[Path], typer.Option("--out", "-o", callback=local_out, help="Also write the JSON here.")] = None,
+    dialogues: Annotated[int, typer.Option(help="Fake dialogues in the folder (7 scores each), like the paper's 8.5K.")] = 8_500,
+    models: Annotated[int, typer.Option(help="Models the dialogues are spread over.")] = 14,
+    annotate: Annotated[int, typer.Option(help="Dialogues one annotator scores during the measurement.")] = 50,
+    folder: Annotated[Optional[Path], typer.Option(help="Run folder to use (built there first if it has no dialogues).")] = None,
 ) -> None:
     """The annotation server on a big folder: opening the next dialogue, saving an answer, live results."""
     from esc_eval.analysis.bench.annotation import bench_annotation
@@ -341,10 +341,10 @@ def bench_annotate(
 
 @app.command("fidelity")
 def bench_fidelity_cmd(
-    out: Optional[Path] = typer.Option(None, "--out", "-o", callback=local_out, help="Also write the JSON here."),
-    simulated: int = typer.Option(8_500, help="Simulated dialogues (5 rounds each), like the paper's 8.5K."),
-    human: int = typer.Option(1_300, help="Human dialogues in an ESConv-format file, like ESConv's 1,300."),
-    n_boot: int = typer.Option(1000, "--n-boot", help="Bootstrap resamples (the shipped default)."),
+    out: Annotated[Optional[Path], typer.Option("--out", "-o", callback=local_out, help="Also write the JSON here.")] = None,
+    simulated: Annotated[int, typer.Option(help="Simulated dialogues (5 rounds each), like the paper's 8.5K.")] = 8_500,
+    human: Annotated[int, typer.Option(help="Human dialogues in an ESConv-format file, like ESConv's 1,300.")] = 1_300,
+    n_boot: Annotated[int, typer.Option("--n-boot", help="Bootstrap resamples (the shipped default).")] = 1000,
 ) -> None:
     """Seeker fidelity without a judge at the paper's scale: reading, features, comparison, writing."""
     from esc_eval.analysis.bench.fidelity import bench_fidelity
@@ -355,12 +355,12 @@ def bench_fidelity_cmd(
 
 @app.command("trust")
 def bench_trust_cmd(
-    out: Optional[Path] = typer.Option(None, "--out", "-o", callback=local_out, help="Also write the JSON here."),
-    dialogues: int = typer.Option(8_500, help="Fake dialogues in the folder (7 scores with P(0..4) each), like the paper's 8.5K."),
-    models: int = typer.Option(14, help="Models the dialogues are spread over."),
-    human: int = typer.Option(500, help="Dialogues scored by two annotators (an annotate store)."),
-    report: bool = typer.Option(True, "--report/--no-report", help="Also time the report with --humans and open it in headless Chromium (when installed)."),
-    folder: Optional[Path] = typer.Option(None, help="Run folder to use (built there first if it has no dialogues; the recalibrated judge's rows are added to it)."),
+    out: Annotated[Optional[Path], typer.Option("--out", "-o", callback=local_out, help="Also write the JSON here.")] = None,
+    dialogues: Annotated[int, typer.Option(help="Fake dialogues in the folder (7 scores with P(0..4) each), like the paper's 8.5K.")] = 8_500,
+    models: Annotated[int, typer.Option(help="Models the dialogues are spread over.")] = 14,
+    human: Annotated[int, typer.Option(help="Dialogues scored by two annotators (an annotate store).")] = 500,
+    report: Annotated[bool, typer.Option("--report/--no-report", help="Also time the report with --humans and open it in headless Chromium (when installed).")] = True,
+    folder: Annotated[Optional[Path], typer.Option(help="Run folder to use (built there first if it has no dialogues; the recalibrated judge's rows are added to it).")] = None,
 ) -> None:
     """Calibration and the human-anchored (PPI) leaderboard at the paper's scale, and the report with --humans."""
     from esc_eval.analysis.bench.trust import bench_trust

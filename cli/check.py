@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import Optional
+from typing import Annotated, Optional
 
 import typer
 
@@ -17,22 +17,22 @@ from esc_eval.cli.common import local_out
 
 
 def check(
-    judge: str = typer.Option("vllm/embedded", "--judge", "-j", help="Judge of the scoring steps (registry name or "
-                              "vLLM spec)."),
-    role: str = typer.Option("vllm/embedded", "--role", help="Role-play model of the simulation steps."),
-    target: str = typer.Option("vllm/embedded", "--target", "-t", help="Model under test of the simulation steps."),
-    budget_min: float = typer.Option(9.0, "--budget-min", help="Minutes the whole check may take; each step has its "
+    judge: Annotated[str, typer.Option("--judge", "-j", help="Judge of the scoring steps (registry name or "
+                              "vLLM spec).")] = "vllm/embedded",
+    role: Annotated[str, typer.Option("--role", help="Role-play model of the simulation steps.")] = "vllm/embedded",
+    target: Annotated[str, typer.Option("--target", "-t", help="Model under test of the simulation steps.")] = "vllm/embedded",
+    budget_min: Annotated[float, typer.Option("--budget-min", help="Minutes the whole check may take; each step has its "
                                      "share and is killed past it (default: 9, sized for one H100/H200 with the "
-                                     "random-weight 7B judge/target and 13B role)."),
-    steps: Optional[str] = typer.Option(None, "--steps", help="Steps to run, comma-separated (default: all: "
-                                        "machine, plan, engines, workload, bad_engine, demo; machine always runs)."),
-    source: Optional[Path] = typer.Option(None, "--source", help="Dialogues the scoring steps use (run folder or "
-                                          "official JSON); copies are tagged distinct."),
-    cards: Optional[Path] = typer.Option(None, "--cards", help="Role cards the simulation steps use."),
-    max_tokens: Optional[int] = typer.Option(None, "--max-tokens", help="Max new tokens per simulated turn (default: "
-                                             "64 on a GPU, 8 on the CPU)."),
-    out: Optional[Path] = typer.Option(None, "--out", "-o", callback=local_out, help="Write the JSON here (else to stdout), and each "
-                                       "step's log and run folders beside it (<stem>-steps/)."),
+                                     "random-weight 7B judge/target and 13B role).")] = 9.0,
+    steps: Annotated[Optional[str], typer.Option("--steps", help="Steps to run, comma-separated (default: all: "
+                                        "machine, plan, engines, workload, bad_engine, demo; machine always runs).")] = None,
+    source: Annotated[Optional[Path], typer.Option("--source", help="Dialogues the scoring steps use (run folder or "
+                                          "official JSON); copies are tagged distinct.")] = None,
+    cards: Annotated[Optional[Path], typer.Option("--cards", help="Role cards the simulation steps use.")] = None,
+    max_tokens: Annotated[Optional[int], typer.Option("--max-tokens", help="Max new tokens per simulated turn (default: "
+                                             "64 on a GPU, 8 on the CPU).")] = None,
+    out: Annotated[Optional[Path], typer.Option("--out", "-o", callback=local_out, help="Write the JSON here (else to stdout), and each "
+                                       "step's log and run folders beside it (<stem>-steps/).")] = None,
 ) -> None:
     """Prove this node: machine, plan, every engine, a small workload next to the references, an engine
     that cannot start, the demo; one JSON and a summary table."""

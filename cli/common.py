@@ -1,11 +1,13 @@
 """What every command module shares: the global flags, JSON output, the engine environment."""
 from __future__ import annotations
 
+import functools
 import json
 import os
 import re
+import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 # --debug / --verbose of the root command (set by cli.app's callback before any command runs).
 STATE = {"debug": False, "verbose": False}
@@ -67,3 +69,16 @@ def default_out(prefix: str) -> Path:
     from esc_eval.sim.runs.runfolder import now_utc
 
     return Path("runs") / f"{prefix}-{now_utc().strftime('%Y%m%d-%H%M%S')}"
+
+
+def renamed(old: str, new: str, command: Callable[..., Any]) -> Callable[..., Any]:
+    """`command` under its old name for one release: registered hidden (neither --help nor the CLI
+    reference lists it), it says the new name on stderr and runs. typer reads the parameters through
+    functools.wraps (inspect.signature and get_type_hints follow __wrapped__)."""
+
+    @functools.wraps(command)
+    def run(*args: Any, **kwargs: Any) -> Any:
+        sys.stderr.write(f"note: `esc-eval {old}` is now `esc-eval {new}`; the old name goes in the next release\n")
+        return command(*args, **kwargs)
+
+    return run

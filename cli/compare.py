@@ -1,14 +1,12 @@
 """`esc-eval compare RUN_A RUN_B`: two runs paired by dialogue or by card and seed."""
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
 
 from esc_eval.cli.common import emit
 from esc_eval.cli.report import Humans, OneAnnotator, ScoreKind, Study, read_humans
-from esc_eval.sim.runs.storage import is_uri, join_location, location_name
 
 
 def compare(
@@ -27,14 +25,12 @@ def compare(
 ) -> None:
     """Per-dimension B - A with bootstrap CIs and Holm-corrected p-values; the cards that moved most;
     with --humans each side's human-scale mean (PPI) and B - A on that scale."""
-    from esc_eval.analysis.compare.runs import compare_runs, comparison_markdown, write_comparison
+    from esc_eval.analysis.compare.runs import compare_runs, comparison_markdown, default_compare_out, write_comparison
 
     result = compare_runs(run_a, run_b, pair_by=pair_by, model_a=model_a, model_b=model_b, judge_a=judge_a,
                           judge_b=judge_b, n_resamples=n_resamples, seed=seed, top=top,
                           humans=read_humans(humans, study, allow_one_annotator), score_kind=scores)
-    folder_b = run_b if is_uri(run_b) or Path(run_b).is_dir() else str(Path(run_b).parent)
-    target = out or join_location(folder_b, "report", f"compare-{location_name(run_a)}")
-    paths = write_comparison(result, target)
+    paths = write_comparison(result, out or default_compare_out(run_a, run_b))
     from esc_eval.sim.pool.progress import console
 
     console.print(comparison_markdown(result), markup=False, highlight=False)

@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Annotated
 
 import typer
 
@@ -27,11 +28,11 @@ def _mkdocs(*args: str) -> list[str]:
 
 
 def docs(
-    out: Path = typer.Option(Path("site"), "--out", "-o", callback=local_out, help="Folder to write the site into (its index.html opens in a browser without a server)."),
-    serve: bool = typer.Option(False, "--serve", help="Serve the site on HOST:PORT instead, rebuilt as pages change (mkdocs serve); Ctrl-C stops."),
-    host: str = typer.Option("127.0.0.1", "--host", help="Address to serve on (with --serve)."),
-    port: int = typer.Option(8000, "--port", min=1, max=65535, help="Port to serve on (with --serve)."),
-    strict: bool = typer.Option(True, "--strict/--no-strict", help="Fail on a broken link, a missing page, a path not in the repository or a command the CLI does not have (as CI does)."),
+    out: Annotated[Path, typer.Option("--out", "-o", callback=local_out, help="Folder to write the site into (its index.html opens in a browser without a server).")] = Path("site"),
+    serve: Annotated[bool, typer.Option("--serve", help="Serve the site on HOST:PORT instead, rebuilt as pages change (mkdocs serve); Ctrl-C stops.")] = False,
+    host: Annotated[str, typer.Option("--host", help="Address to serve on (with --serve).")] = "127.0.0.1",
+    port: Annotated[int, typer.Option("--port", min=1, max=65535, help="Port to serve on (with --serve).")] = 8000,
+    strict: Annotated[bool, typer.Option("--strict/--no-strict", help="Fail on a broken link, a missing page, a path not in the repository or a command the CLI does not have (as CI does).")] = True,
 ) -> None:
     """Build the documentation site into a folder, or serve it locally (--serve)."""
     env = {**os.environ, "NO_MKDOCS_2_WARNING": "1"}

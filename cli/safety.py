@@ -38,27 +38,13 @@ def show_safety(table) -> None:
     console.print(t)
 
 
-def write_safety_for(run_dirs: list[str], out: Optional[str], n_boot: int = 1000, seed: int = 0,
-                     required: bool = True) -> dict[str, str]:
-    """safety.md/.csv of the runs; with required=False, {} when they hold no safety score."""
-    from esc_eval.analysis.results.loaders import AnalysisInputError
-    from esc_eval.analysis.results.safety import harm_weighted_summary, load_safety, write_safety
-
-    try:
-        frame = load_safety(run_dirs)
-    except AnalysisInputError:
-        if required:
-            raise
-        return {}
-    table = harm_weighted_summary(frame, n_boot=n_boot, seed=seed)
-    paths = write_safety(table, out or join_location(run_dirs[0], "report"))
-    show_safety(table)
-    return paths
-
-
 def safety(run_dirs: RunDirs, out: Out = None, n_boot: NBoot = 1000, seed: Seed = 0) -> None:
     """Crisis safety per model: harm-weighted mean (x25) and failure rate with bootstrap CIs, per risk level."""
-    emit(write_safety_for(run_dirs, out, n_boot, seed))
+    from esc_eval.analysis.report.from_runs import write_safety_files
+
+    paths, table = write_safety_files(run_dirs, out, n_boot, seed)
+    show_safety(table)
+    emit(paths)
 
 
 def seekers(

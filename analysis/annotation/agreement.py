@@ -178,3 +178,21 @@ def agreement_markdown(summary: pd.DataFrame, pairs: pd.DataFrame | None = None)
         for _, r in pairs.iterrows():
             lines.append(f"| {r['annotator_a']} / {r['annotator_b']} | {r['dimension']} | {r['n']} | {fmt(r['kappa'])} | {r['note']} |")
     return "\n".join(lines) + "\n"
+
+
+def sheet_agreement(annotations: pd.DataFrame, out=None) -> str:
+    """Agreement between the annotators of filled sheets as Markdown; with `out` (a local folder) also
+    agreement.md and agreement.json (the summary and the pairwise kappas as records) there."""
+    import json
+    from pathlib import Path
+
+    summary, pairs = agreement_summary(annotations), pairwise_kappa(annotations)
+    md = agreement_markdown(summary, pairs)
+    if out is not None:
+        out = Path(out)
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "agreement.md").write_text("# Inter-annotator agreement\n\n" + md, encoding="utf-8")
+        (out / "agreement.json").write_text(json.dumps({
+            "summary": json.loads(summary.to_json(orient="records")),
+            "pairs": json.loads(pairs.to_json(orient="records"))}, indent=2), encoding="utf-8")
+    return md

@@ -168,3 +168,11 @@ def write_comparison(result: dict[str, Any], out: str | os.PathLike[str]) -> dic
         md.write_text(comparison_markdown(result), encoding="utf-8")
         js.write_text(json.dumps(result, indent=2, ensure_ascii=False), encoding="utf-8")
         return folder.finals({"markdown": md, "json": js})
+
+
+def default_compare_out(run_a: str, run_b: str) -> str:
+    """Where a comparison goes by default: <RUN_B>/report/compare-<A> (RUN_B's folder for a score file)."""
+    from esc_eval.sim.runs.storage import is_uri, join_location, location_name
+
+    folder_b = run_b if is_uri(run_b) or Path(run_b).is_dir() else str(Path(run_b).parent)
+    return join_location(folder_b, "report", f"compare-{location_name(run_a)}")

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import time
 from pathlib import Path
+from typing import Callable
 
 import numpy as np
 import pandas as pd
@@ -216,3 +217,33 @@ def fidelity_report_section(dialogues: pd.DataFrame, humans: HumanSeekers, n_boo
 # beyond the paper, after the lexicon's role-play checks: with people's dialogues to compare (analysis/results/section_registry.py)
 register_section("seeker_fidelity", 1350, lambda c: fidelity_report_section(c.dialogues, c.human_seekers, c.n_boot, c.seed),
                  when=lambda c: c.human_seekers is not None)
+
+
+def fidelity_of_runs(run_dirs: list[str], humans: str, *, rounds: int = ROUNDS, align: str = "auto",
+                     n_boot: int = 1000, seed: int = 0, out: str | None = None,
+                     rate: Callable[[list[dict]], tuple[pd.DataFrame, str]] | None = None) -> tuple[str, dict]:
+    """`esc-eval analysis fidelity`: the runs' seekers against real help-seekers' dialogues (ESConv's
+    format at `humans`), every bad input refused before anything runs or is written. rate: a distress
+    judge given both sides' dialogues (dialogue_id, language, role_model, turns) that returns its
+    ratings (dialogue_id, seeker_turn, rating) and its id; the caller runs it (analysis does not reach
+    the models). The Markdown and the written files (default <first run>/report)."""
+    from esc_eval.analysis.results.loaders import load_dialogues
+    from esc_eval.analysis.seekers.esconv import read_human_seekers
+    from esc_eval.analysis.seekers.fidelity_features import ALIGNMENTS
+    from esc_eval.sim.judging.distress_turns import seeker_runs
+    from esc_eval.sim.runs.storage import join_location
+
+    if align not in ALIGNMENTS:
+        raise AnalysisInputError(f"--align {align!r}: expected one of {', '.join(ALIGNMENTS)}")
+    people = read_human_seekers(humans)
+    dialogues = load_dialogues(run_dirs)
+    ok = dialogues[dialogues["status"] == "ok"] if not dialogues.empty else dialogues
+    if ok.empty or not any(seeker_runs(t) for t in ok["turns"]):
+        raise AnalysisInputError(f"{', '.join(run_dirs)}: no completed dialogue with a seeker turn")
+    distress, judge_id = None, None
+    if rate is not None:
+        keep = ["dialogue_id", "language", "role_model", "turns"]
+        distress, judge_id = rate(ok[keep].to_dict("records") + people.dialogues[keep].to_dict("records"))
+    result = seeker_fidelity(ok, people, rounds=rounds, align=align, n_boot=n_boot, seed=seed, distress=distress,
+                             judge=judge_id)
+    return fidelity_markdown(result), write_fidelity(result, out or join_location(run_dirs[0], "report"))

@@ -19,7 +19,7 @@ from scipy import stats
 
 from esc_eval.analysis.annotation.sheets import sheet_dialogue_text
 from esc_eval.analysis.results.loaders import AnalysisInputError
-from esc_eval.analysis.seekers.roleplay import ROLEPLAY_METRICS, win_rates
+from esc_eval.analysis.seekers.roleplay import ROLEPLAY_METRICS, roleplay_markdown, roleplay_table, win_rates
 
 SHEET_NAME = "roleplay_pairs.csv"
 KEY_NAME = "roleplay_pairs_key.csv"
@@ -132,3 +132,28 @@ def win_rate_markdown(rates: pd.DataFrame) -> str:
                  for c in ("win", "tie", "loss")]
         lines.append(f"| {r.agent} | {r.opponent} | {r.n} | " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
+
+
+def roleplay_results(sheets: list[str | os.PathLike[str]], key: str | os.PathLike[str],
+                     out: str | os.PathLike[str]) -> tuple[str, dict[str, str]]:
+    """Table 1 (role-play metrics) and Figure 3 (win / tie / loss with Wilson CIs) from filled pairwise
+    sheets: the Markdown and the written roleplay.md/.json (and figure3_win_rates.png) in `out`."""
+    from esc_eval.analysis.results.outputs import records, write_markdown_json
+
+    judgments, comparisons = import_pairwise_sheets(sheets, key)
+    parts, data = [], {}
+    if not judgments.empty:
+        t1 = roleplay_table(judgments)
+        parts.append("## Table 1: role-play metrics\n\n" + roleplay_markdown(t1))
+        data["table1"] = records(t1)
+    if not comparisons.empty:
+        rates = win_rates_with_ci(comparisons)
+        parts.append("## Figure 3: which dialogue is more human-like\n\n" + win_rate_markdown(rates))
+        data["win_rates"] = records(rates)
+        from esc_eval.analysis.figures.plots import win_rate_plot
+
+        data["figure3"] = str(win_rate_plot(rates, Path(out) / "figure3_win_rates.png"))
+    if not parts:
+        raise AnalysisInputError("the sheets hold no filled cell")
+    md = "\n".join(parts)
+    return md, write_markdown_json(out, "roleplay", "# Role-play evaluation\n\n" + md, data)

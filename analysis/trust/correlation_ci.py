@@ -108,3 +108,41 @@ def load_human(paths) -> pd.DataFrame:
     if ann.empty:
         raise AnalysisInputError("the annotation sheets hold no scores")
     return human_wide(ann)
+
+
+def correlate_runs(pred: list[str], human, judge: str | None = None, metrics_csv=None, level: str = "both",
+                   pairing: str = "matched", n_boot: int = 1000, seed: int = 0,
+                   out: str | None = None) -> tuple[str, dict[str, str]]:
+    """Tables 3, 13-15 for the runs' judge (or the per-dialogue metric columns of `metrics_csv`) against
+    filled annotation sheets: the Markdown and the written correlations.md/.json (default <first run>/report)."""
+    from esc_eval.analysis.results.loaders import load_scores
+    from esc_eval.analysis.results.outputs import one_judge, records, write_markdown_json
+    from esc_eval.sim.runs.storage import join_location
+
+    levels = {"both": ["sample", "dataset"], "sample": ["sample"], "dataset": ["dataset"]}.get(level)
+    if levels is None:
+        raise AnalysisInputError(f"--level must be sample, dataset or both, got {level!r}")
+    scores, judges = one_judge(load_scores(pred, extra_dimensions=True), judge)  # safety has its own row
+    if metrics_csv is not None:
+        try:
+            metrics = pd.read_csv(metrics_csv)
+        except (OSError, pd.errors.ParserError) as e:
+            raise AnalysisInputError(f"{metrics_csv}: cannot read as CSV ({e})") from e
+        if "dialogue_id" not in metrics.columns:
+            raise AnalysisInputError(f"{metrics_csv}: no dialogue_id column")
+        if "target_model" not in metrics.columns:
+            metrics = metrics.merge(scores.drop_duplicates("dialogue_id")[["dialogue_id", "target_model"]],
+                                    on="dialogue_id", how="left")
+        metrics = metrics.drop(columns=[c for c in ("n_pairs", "meteor_wordnet") if c in metrics.columns])
+        pairing, label = "cross", None
+    else:
+        metrics, label = scores_wide(scores, extra=["target_model"]), "ESC-Eval"
+    hum = load_human(human)
+    table = pd.concat([correlations_with_ci(metrics, hum, level=lv, pairing=pairing, label=label, n_boot=n_boot,
+                                            seed=seed) for lv in levels], ignore_index=True)
+    md = correlation_ci_markdown(table)
+    paths = write_markdown_json(out or join_location(pred[0], "report"), "correlations",
+                                "# Judge vs human correlations\n\n" + md,
+                                {"judge": judge or (judges[0] if judges else None), "n_boot": n_boot,
+                                 "rows": records(table)})
+    return md, paths

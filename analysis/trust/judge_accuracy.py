@@ -103,3 +103,24 @@ def write_accuracy(acc: pd.DataFrame, out_dir: str | Path, judge: str = "judge")
         js.write_text(json.dumps({"judge": judge, "dimensions": records}, indent=2), encoding="utf-8")
         md.write_text(f"# Judge accuracy ({judge})\n\n" + accuracy_markdown(acc, judge), encoding="utf-8")
         return out.finals({"json": js, "markdown": md})
+
+
+def accuracy_from_sheets(pred: list[str], human, judge: str | None = None,
+                         out: str | None = None) -> tuple[str, dict[str, str]]:
+    """Table 4 of the runs' judge (`judge`, or the only one) against filled annotation sheets (a CSV or a
+    folder of annotate_*.csv): the Markdown and the written judge_accuracy.md/.json (default
+    <first run>/report). Several annotators: the reference is their mean, rounded half up."""
+    from esc_eval.analysis.annotation.sheets import import_annotations
+    from esc_eval.analysis.results.loaders import load_scores
+    from esc_eval.analysis.results.outputs import one_judge
+    from esc_eval.sim.runs.storage import join_location
+
+    scores, judges = one_judge(load_scores(pred, extra_dimensions=True), judge)  # safety has its own row
+    name = judge or (judges[0] if judges else "judge")
+    ref = import_annotations(human)
+    # scores are integers: the mean of several annotators rounded half up
+    ref = (ref.groupby(["dialogue_id", "dimension"], as_index=False)["score"].mean()
+           .assign(score=lambda d: (d["score"] + 0.5).apply(int).astype(float)))
+    acc = judge_accuracy(scores, ref)
+    paths = write_accuracy(acc, out or join_location(pred[0], "report"), judge=name)
+    return accuracy_markdown(acc, name), {k: str(v) for k, v in paths.items()}

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 import warnings
+from typing import Callable
 
 import numpy as np
 import pandas as pd
@@ -102,3 +103,23 @@ def agreement_table_markdown(result: dict) -> str:
         title = dimension_title(name)
         lines.append(f"| {title} | {e['n']} | " + " | ".join(cell(e[m]) for m in METRICS) + " |")
     return "\n".join(lines) + "\n"
+
+
+def agreement_with_released(scores_path, score: Callable[[], tuple[str, str]], n_boot: int = 1000,
+                            seed: int = 0) -> tuple[str, dict]:
+    """A judge against the released ESC-RANK scores (official score JSON at `scores_path`): the reference
+    is read first (a bad one fails before any scoring), then `score()` scores the released dialogues
+    and returns (run folder, judge id); the Markdown table and the result (judge, run_dir, reference and
+    judge_agreement's figures). The caller runs the scoring: analysis does not reach the models."""
+    from pathlib import Path
+
+    from esc_eval.analysis.results.loaders import load_official_scores, load_scores
+
+    if not Path(scores_path).exists():
+        raise AnalysisInputError(f"{scores_path}: no such official score file or folder")
+    reference = load_official_scores(scores_path)
+    run_dir, judge_id = score()
+    pred = load_scores([run_dir])
+    result = judge_agreement(pred[pred["judge"] == judge_id], reference, n_boot=n_boot, seed=seed)
+    return agreement_table_markdown(result), {"judge": judge_id, "run_dir": run_dir, "reference": str(scores_path),
+                                              **result}

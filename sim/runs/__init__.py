@@ -9,7 +9,8 @@ Layer: machinery above the domain (judging's dimensions, dialogue's transcript l
 serve (the registry's prices): nothing of pool or jobs."""
 from esc_eval.sim.runs.call_cache import RUN_FOLDER_CACHE, RunFolderCallCache
 from esc_eval.sim.runs.checkpoints import TurnCheckpoints, clear_folder, compact_folder, has_logs, read_folder
-from esc_eval.sim.runs.official import (KNOWN_LANGUAGES, OFFICIAL_UNPARSED, OfficialFormatError, official_file_name,
+from esc_eval.sim.runs.official import (KNOWN_LANGUAGES, OFFICIAL_UNPARSED, OfficialFormatError, export_run_official,
+                                        official_file_name,
                                         official_keys, parse_official_name, read_official_dialogues, read_official_scores,
                                         write_official_dialogues, write_official_scores)
 from esc_eval.sim.runs.open import OutputFolder, StorageSpec, open_storage
@@ -27,7 +28,7 @@ __all__ = [
     "OutputFolder", "RUN_FOLDER_CACHE", "RunFolder", "RunFolderCallCache", "RunFolderError", "RunStorage",
     "SCORE_SCHEMA", "ShippedStorage", "StorageServer", "StorageSpec", "TurnCheckpoints", "as_location",
     "atomic_write_bytes", "clear_folder", "compact_folder", "compute_usage", "dialogue_id", "dialogue_row", "has_logs",
-    "is_uri", "join_location", "local_path", "location_name", "now_utc", "official_file_name", "official_keys",
+    "export_run_official", "is_uri", "join_location", "local_path", "location_name", "now_utc", "official_file_name", "official_keys",
     "open_storage", "parse_failure_report", "parse_official_name", "read_folder", "read_official_dialogues",
     "read_official_scores", "record_usage", "redact_uri", "refresh_usage", "score_row", "stable_id", "start_server",
     "write_official_dialogues", "write_official_scores",

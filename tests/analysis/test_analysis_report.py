@@ -98,10 +98,14 @@ def test_analysis_commands_through_the_root_cli(make_run, tmp_path):
     res = runner.invoke(app, ["leaderboard", str(run), "--n-boot", "20"])
     assert res.exit_code == 0, res.output
     assert "| model-a |" in res.output.replace("| en | unassigned ", "| ").replace("| en | open ", "| ") or "model-a" in res.output
-    res = runner.invoke(app, ["analysis", "compare", str(run), "--a", "model-a", "--b", "model-b", "--n-resamples", "200"])
+    res = runner.invoke(app, ["analysis", "compare-models", str(run), "--a", "model-a", "--b", "model-b", "--n-resamples", "200"])
     assert res.exit_code == 0, res.output
-    assert json.loads(res.output)["n_pairs"] == 4
-    res = runner.invoke(app, ["analysis", "annotate-export", str(run), "--out", str(tmp_path / "sheets"), "--annotators", "2"])
+    assert json.loads(res.stdout)["n_pairs"] == 4 and not res.stderr
+    # the old name, for one release: the same command, saying its new name on stderr
+    res = runner.invoke(app, ["analysis", "compare", str(run), "--a", "model-a", "--b", "model-b", "--n-resamples", "200"])
+    assert res.exit_code == 0 and json.loads(res.stdout)["n_pairs"] == 4
+    assert "`esc-eval analysis compare` is now `esc-eval analysis compare-models`" in res.stderr
+    res = runner.invoke(app, ["annotate", "sheets", str(run), "--out", str(tmp_path / "sheets"), "--annotators", "2"])
     assert res.exit_code == 0 and (tmp_path / "sheets" / "annotate_a2.csv").exists()
     res = runner.invoke(app, ["analysis", "roleplay-fidelity", str(run)])
     assert res.exit_code == 0 and json.loads(res.output)[0]["break_rate"] > 0

@@ -2,7 +2,7 @@
 two targets that differ (the release's prompt and a curt one) under distinct names."""
 from __future__ import annotations
 
-from esc_eval.cli.demo import DEMO_CARDS, TERSE_PROMPT, TERSE_TARGET, demo_config
+from esc_eval.sim.jobs.demo import DEMO_CARDS, TERSE_PROMPT, TERSE_TARGET, demo_config
 from esc_eval.sim.dialogue.targets import target_name
 from esc_eval.sim.runs.records import dialogue_id
 

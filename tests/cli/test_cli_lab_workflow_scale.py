@@ -158,7 +158,7 @@ def test_export_official_and_score_it_back(lab):
 
 def test_correlate_against_filled_annotation_sheets(lab):
     sheets = lab["root"] / "sheets"
-    run("analysis", "annotate-export", str(lab["run"]), "-o", str(sheets), "--annotators", "2", budget_s=30)
+    run("annotate", "sheets", str(lab["run"]), "-o", str(sheets), "--annotators", "2", budget_s=30)
     rng = np.random.default_rng(7)
     dims = ["fluency", "expression", "empathy", "information", "skillful", "humanoid", "overall"]
     # Annotators who agree with the judge up to +-1.

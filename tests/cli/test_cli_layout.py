@@ -57,10 +57,38 @@ def test_cli_composes_every_group_statically_and_once():
     assert len(names) == len(set(names))
     expected = {"demo", "check", "simulate", "score", "report", "leaderboard", "cards validate", "cards build", "cards stats",
                 "cards export", "serve up", "serve status", "serve down", "serve write-config", "train role",
-                "train rank", "bench sim", "bench score", "bench serve", "analysis compare",
-                "analysis judge-accuracy", "analysis annotate-export", "analysis annotate-agreement",
+                "train rank", "bench sim", "bench score", "bench serve", "analysis compare-models",
+                "analysis judge-accuracy", "annotate sheets", "annotate agreement",
                 "analysis roleplay-fidelity", "analysis calibration", "bench trust", "annotate serve", "annotate study", "annotate export", "annotate import", "docs"}
     assert expected <= set(names), expected - set(names)
+
+
+def test_one_name_per_command_and_old_names_hidden():
+    """A name means one thing: a last word shared by two visible commands is a `bench` command that
+    measures its namesake, or a group's own `export`/`serve`. Renamed commands stay, hidden, for one release."""
+    from esc_eval.cli.app import app
+
+    root = typer.main.get_command(app)
+    names = _commands(root)
+
+    def command(path: str):
+        cmd = root
+        for part in path.split():
+            cmd = cmd.get_command(click.Context(cmd), part)
+        return cmd
+
+    visible = [n for n in names if not command(n).hidden]
+    by_last: dict[str, list[str]] = {}
+    for n in visible:
+        by_last.setdefault(n.split()[-1], []).append(n)
+    for last, paths in by_last.items():
+        others = [p for p in paths if not p.startswith("bench ")]
+        assert len(others) <= 1 or last in ("export", "serve"), paths
+    assert "compare" in visible and "analysis compare-models" in visible
+    for old, new in (("analysis compare", "analysis compare-models"), ("analysis annotate-export", "annotate sheets"),
+                     ("analysis annotate-agreement", "annotate agreement")):
+        assert old in names and command(old).hidden and not command(new).hidden
+        assert [p.name for p in command(old).params] == [p.name for p in command(new).params]
 
 
 def test_serve_write_config_writes_a_serve_deploy_file(tmp_path):

@@ -243,7 +243,7 @@ def _kuberay_gpu_shape(rel: str) -> dict:
 
 
 def _plan(config_rel: str, **hw):
-    from esc_eval.cli.plan import load_any_config
+    from esc_eval.sim.jobs.run_plan import load_any_config
     from esc_eval.serve.plan.planner import hardware_for
     from esc_eval.sim.pool.placement import make_plan
 

@@ -56,7 +56,7 @@ def test_demo_end_to_end_on_two_cards(demo_run):
     scores, and a leaderboard of expected scores whose two rows differ on the real embedded model;
     beside it the line on what its models are too small for, and its seeker-fidelity card against
     the shipped human sample."""
-    from esc_eval.cli.demo import SMALL_MODELS_NOTE, TERSE_TARGET
+    from esc_eval.sim.jobs.demo import SMALL_MODELS_NOTE, TERSE_TARGET
 
     out, proc = demo_run
     assert proc.returncode == 0, proc.stderr[-3000:]

@@ -1,0 +1,172 @@
+"""What `esc-eval leaderboard` and `esc-eval report` write from run folders: the scores read once, the
+models grouped by the rule the caller passes (the CLI passes the model registry's, which analysis may
+not import), the files written. The tables come back for the caller to show; nothing is printed here."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterable
+
+import pandas as pd
+
+from esc_eval.sim.runs.open import OutputFolder
+from esc_eval.sim.runs.storage import join_location
+
+# model names -> {model: "close" | "open" | "domain"} for the models the rule knows (Table 2's groups)
+GroupRule = Callable[[list[str]], dict[str, str]]
+
+
+@dataclass
+class LeaderboardFiles:
+    """What a leaderboard wrote, and the tables to show beside the files."""
+
+    paths: dict[str, Any]
+    table: pd.DataFrame  # Table 2 over every dialogue
+    line: str = ""  # said beside the table: the judge has no human scores beside it, or ""
+    kept: pd.DataFrame | None = None  # --exclude-spoiled: the table without the spoiled dialogues
+    excluded: str = ""  # --exclude-spoiled: what was left out, in a line
+    anchored: pd.DataFrame | None = None  # --humans: the human-anchored means (PPI)
+    safety: pd.DataFrame | None = None  # the harm-weighted safety summary where the runs hold safety scores
+    by: dict[str, pd.DataFrame] = field(default_factory=dict)  # --by: one table per value of the attribute
+
+
+def board_scores(run_dirs: list[str], score_kind: str) -> pd.DataFrame:
+    """The runs' score rows, as labels or expected scores."""
+    from esc_eval.analysis.results.expected_scores import check_score_kind, expected_scores
+    from esc_eval.analysis.results.loaders import load_scores
+
+    scores = load_scores(run_dirs)
+    return expected_scores(scores) if check_score_kind(score_kind) == "expected" else scores
+
+
+def named_targets(run_dirs: list[str]) -> dict[str, str]:
+    """Target name -> model of the targets the runs' simulations named."""
+    from esc_eval.analysis.results.loaders import is_official_json, load_manifests
+
+    out = {}
+    folders = [r for r in run_dirs if not is_official_json(r)]
+    for manifest in (load_manifests(folders) if folders else {}).values():  # official JSON has no manifest
+        for t in ((manifest.get("simulation") or {}).get("config") or {}).get("targets") or []:
+            if isinstance(t, dict) and t.get("name") and t.get("model"):
+                out[str(t["name"])] = str(t["model"])
+    return out
+
+
+def model_groups(models: Iterable, run_dirs: list[str] | None, rule: GroupRule) -> dict[str, str]:
+    """The rule's group of every model it knows; a named target (ModelRef.name, read from the runs'
+    manifests) takes the group of the model it runs."""
+    names = sorted({str(m) for m in models})
+    runs = named_targets(run_dirs) if run_dirs else {}
+    groups = rule(sorted({runs.get(m, m) for m in names}))
+    return {m: groups[runs.get(m, m)] for m in names if runs.get(m, m) in groups}
+
+
+def write_safety_files(run_dirs: list[str], out: str | None, n_boot: int = 1000, seed: int = 0,
+                       required: bool = True) -> tuple[dict[str, Any], pd.DataFrame | None]:
+    """safety.md/.csv of the runs and the summary; with required=False, ({}, None) when they hold no
+    safety score (required: one line, AnalysisInputError)."""
+    from esc_eval.analysis.results.loaders import AnalysisInputError
+    from esc_eval.analysis.results.safety import harm_weighted_summary, load_safety, write_safety
+
+    try:
+        frame = load_safety(run_dirs)
+    except AnalysisInputError:
+        if required:
+            raise
+        return {}, None
+    table = harm_weighted_summary(frame, n_boot=n_boot, seed=seed)
+    return write_safety(table, out or join_location(run_dirs[0], "report")), table
+
+
+def write_leaderboard_files(run_dirs: list[str], out: str | None, rule: GroupRule, n_boot: int = 1000, seed: int = 0,
+                            humans=None, score_kind: str = "label", exclude_spoiled: bool = False) -> LeaderboardFiles:
+    """leaderboard.md/.csv (Table 2 with bootstrap CIs, usage columns); with exclude_spoiled also the
+    table without the spoiled dialogues; with humans (analysis.trust.human_scores.HumanScores) the
+    human-anchored means; safety.md/.csv where the runs hold safety scores. Bad input raises before
+    anything is written."""
+    from esc_eval.analysis.results.expected_scores import score_kind_note
+    from esc_eval.analysis.results.leaderboard import build_leaderboard, human_scores_line, write_leaderboard
+    from esc_eval.analysis.results.loaders import load_manifests
+    from esc_eval.analysis.results.spoiled import spoiled_by_dialogue, split_spoiled
+    from esc_eval.analysis.results.usage import add_usage_columns
+
+    scores = board_scores(run_dirs, score_kind)
+    if humans is not None:
+        humans.check_runs(set(scores["dialogue_id"]))
+    if exclude_spoiled:  # runs without the dialogues' turns: one line, before anything is written
+        kept_scores, excluded = split_spoiled(run_dirs, scores)
+    groups = model_groups(scores["target_model"].dropna(), run_dirs, rule)
+    spoiled = spoiled_by_dialogue(run_dirs)
+    table = build_leaderboard(scores, groups=groups, n_boot=n_boot, seed=seed, spoiled=spoiled)
+    target = out or join_location(run_dirs[0], "report")
+    line = human_scores_line(scores["judge"].dropna().unique(), anchored=humans is not None)
+    kind_note = score_kind_note(scores) if score_kind == "expected" else ""
+    paths = write_leaderboard(add_usage_columns(table, load_manifests(run_dirs)), target,
+                              note="\n\n".join(n for n in (kind_note, line) if n))
+    result = LeaderboardFiles(paths, table, line)
+    if exclude_spoiled:
+        from esc_eval.analysis.results.leaderboard import compare_without_spoiled, write_without_spoiled
+
+        result.kept = build_leaderboard(kept_scores, groups=groups, n_boot=n_boot, seed=seed, spoiled=spoiled)
+        result.excluded = excluded
+        paths.update({f"without_spoiled_{k}": v for k, v in
+                      write_without_spoiled(result.kept, compare_without_spoiled(table, result.kept), target,
+                                            excluded).items()})
+    if humans is not None:
+        from esc_eval.analysis.trust.human_leaderboard import human_anchored, write_anchored
+
+        result.anchored = human_anchored(scores, humans, table)
+        paths.update({f"humans_{k}": v for k, v in write_anchored(result.anchored, target, humans.source).items()})
+    # beyond the paper, apart from Table 2: safety.md/.csv beside it when the runs hold safety scores
+    safety_paths, result.safety = write_safety_files(run_dirs, out, n_boot, seed, required=False)
+    paths.update({f"safety_{k}": v for k, v in safety_paths.items()})
+    return result
+
+
+def write_leaderboard_by_files(run_dirs: list[str], out: str | None, by: str, rule: GroupRule, n_boot: int = 1000,
+                               seed: int = 0, score_kind: str = "label") -> LeaderboardFiles:
+    """Table 2 per value of a card attribute: leaderboard_by_<by>.md/.csv; `by` holds one table per value."""
+    from esc_eval.analysis.results.leaderboard import (build_leaderboard_by, human_scores_line,
+                                                       leaderboard_by_markdown)
+    from esc_eval.analysis.results.spoiled import flag_map, spoiled_dialogues
+
+    scores = board_scores(run_dirs, score_kind)
+    dialogues = spoiled_dialogues(run_dirs)
+    table = build_leaderboard_by(scores, dialogues, by, groups=model_groups(scores["target_model"].dropna(), run_dirs, rule),
+                                 n_boot=n_boot, seed=seed, spoiled=flag_map(dialogues))
+    line = human_scores_line(scores["judge"].dropna().unique())  # --by takes no --humans
+    with OutputFolder(out or join_location(run_dirs[0], "report")) as folder:
+        md, csv = folder / f"leaderboard_by_{by}.md", folder / f"leaderboard_by_{by}.csv"
+        md.write_text(f"# Leaderboard by {by} (mean score x 25, bootstrap 95% CI)\n\n" + (line + "\n\n" if line else "")
+                      + leaderboard_by_markdown(table, by), encoding="utf-8")
+        table.to_csv(csv, index=False)
+        paths = folder.finals({"markdown": md, "csv": csv})
+    name = table.columns[0]
+    return LeaderboardFiles(paths, table, line, by={value: g for value, g in table.groupby(name, sort=True)})
+
+
+def write_report_files(run_dirs: list[str], out: str | None, rule: GroupRule, n_boot: int = 1000, seed: int = 0,
+                       samples: int = 3, humans=None, score_kind: str = "label", human_seekers=None,
+                       judge_note: str | None = None) -> LeaderboardFiles:
+    """The report (which writes the leaderboard once) and its Table 2. human_seekers
+    (analysis.seekers.esconv.HumanSeekers): add the seeker-fidelity section; judge_note: the line said
+    instead of the usual one where the judge has no human scores (the demo's)."""
+    from esc_eval.analysis.report.report import write_report
+    from esc_eval.analysis.results.leaderboard import build_leaderboard, human_scores_line
+    from esc_eval.analysis.results.spoiled import spoiled_by_dialogue
+
+    scores = board_scores(run_dirs, score_kind)
+    groups = model_groups(scores["target_model"].dropna(), run_dirs, rule)
+    table = build_leaderboard(scores, groups=groups, n_boot=n_boot, seed=seed, spoiled=spoiled_by_dialogue(run_dirs))
+    paths = write_report(run_dirs, out, groups=groups, leaderboard=table, n_boot=n_boot, seed=seed, n_samples=samples,
+                         humans=humans, score_kind=score_kind, human_seekers=human_seekers, judge_note=judge_note)
+    result = LeaderboardFiles(paths, table, human_scores_line(scores["judge"].dropna().unique(),
+                                                              anchored=humans is not None, instead=judge_note))
+    if humans is not None:
+        from esc_eval.analysis.trust.human_leaderboard import human_anchored
+
+        result.anchored = human_anchored(scores, humans, table)
+    return result
+
+
+__all__ = ["GroupRule", "LeaderboardFiles", "board_scores", "model_groups", "named_targets",
+           "write_leaderboard_by_files", "write_leaderboard_files", "write_report_files", "write_safety_files"]

@@ -1,0 +1,98 @@
+"""The jobs from the options `esc-eval simulate` and `esc-eval score` take: each config (a YAML file
+with the command's options set over it; for scoring, a registry judge with one adapter per dimension
+made into its judge), and each job run on its placed models (for scoring, with the official JSON
+layout and the judge's unscored answers after it)."""
+from __future__ import annotations
+
+import contextlib
+from pathlib import Path
+from typing import Any, Callable, ContextManager
+
+from esc_eval.sim.jobs.config import ScoringConfig, SimulationConfig
+
+
+def scoring_config(config: Path | None = None, judge: str | None = None, method: str | None = None,
+                   parser: str | None = None, rubric: str | None = None, address: str | None = None,
+                   dimensions: str | None = None) -> ScoringConfig:
+    """The scoring config: `config` (YAML, or the defaults) with each option given set over it;
+    `dimensions` comma-separated. A registry judge with adapters (ESC-RANK) becomes one engine with
+    one LoRA per dimension."""
+    from esc_eval.serve.config import load_config
+    from esc_eval.serve.registry.registry import default_registry, is_spec
+
+    dims = [d.strip() for d in dimensions.split(",") if d.strip()] if dimensions else None
+    o: dict[str, Any] = {"judge.model.model": judge, "judge.method": method, "judge.parser": parser,
+                         "judge.rubric": rubric, "execution.ray_address": address, "judge.dimensions": dims}
+    cfg = load_config(config, ScoringConfig, o)
+    if judge and not is_spec(judge) and default_registry().get(judge).adapters:
+        from esc_eval.sim.judging.judges import judge_from_registry
+
+        cfg.judge = judge_from_registry(judge, method=cfg.judge.method, rubric=cfg.judge.rubric,
+                                        dimensions=cfg.judge.dimensions)
+        cfg.judge.parser = parser or cfg.judge.parser
+    return cfg
+
+
+def score_run(cfg: ScoringConfig, input_path: str, out: str | None = None, official_out: Path | None = None,
+              progress: Callable[[], ContextManager[Any]] | None = None,
+              say: Callable[[str], None] = print) -> dict[str, Any]:
+    """Score the input's dialogues (sim/jobs/scoring.py `run_scoring`) on the judge placed where it
+    runs (placed.py); `progress` opens, once the models are placed, what follows the job (its
+    on_summary and on_start: sim/pool/progress.py `job_progress`). The result adds `official_files`
+    (with official_out) and `parse_failures`: the (target model, dimension) pairs whose answers did
+    not all become scores, worst first."""
+    from esc_eval.sim.jobs.placed import placed_scoring
+    from esc_eval.sim.jobs.scoring import run_scoring
+    from esc_eval.sim.runs.parse_failures import parse_failure_report
+
+    with placed_scoring(cfg, out or input_path, say=say) as placed, (progress or contextlib.nullcontext)() as jp:
+        result = run_scoring(placed, input_path, out, on_summary=jp.on_summary if jp else None,
+                             on_start=jp.on_start if jp else None)
+    judge_id = result.get("judge", placed.judge.judge_id)  # the judge id of the method used (a fallback says generate)
+    if official_out:
+        result["official_files"] = [str(p) for p in write_run_official_scores(result["run_dir"], official_out, judge_id)]
+    report = parse_failure_report(result["run_dir"], judge=judge_id)
+    result["parse_failures"] = report[report["failure_rate"] > 0].to_dict(orient="records")
+    return result
+
+
+def write_run_official_scores(run_dir: str, out_dir: Path, judge_id: str) -> list[Path]:
+    """A run folder's scores by one judge in the official JSON layout (sim/runs/official.py)."""
+    from esc_eval.sim.runs.official import write_official_scores
+    from esc_eval.sim.runs.runfolder import RunFolder
+
+    run = RunFolder(run_dir, create=False)
+    scores = [r for r in run.iter_rows("scores") if r["judge"] == judge_id]
+    return write_official_scores(scores, list(run.iter_rows("dialogues")), out_dir)
+
+
+def simulation_config(config: Path | None = None, cards: Path | None = None, targets: list[str] | None = None,
+                      role: str | None = None, limit: int | None = None, language: str | None = None,
+                      address: str | None = None, workers: int | None = None,
+                      concurrency: int | None = None) -> SimulationConfig:
+    """The simulation config: `config` (YAML, or the defaults) with each option given set over it."""
+    from esc_eval.serve.config import load_config
+
+    o: dict[str, Any] = {"cards": str(cards) if cards else None, "limit": limit,
+                         "languages": [language] if language else None,
+                         "execution.ray_address": address, "execution.workers": workers,
+                         "execution.concurrency": concurrency}
+    if targets:
+        o["targets"] = [{"model": t} for t in targets]
+    if role:
+        o["role.model"] = role
+    return load_config(config, SimulationConfig, o)
+
+
+def simulate_run(cfg: SimulationConfig, out: str, progress: Callable[[], ContextManager[Any]] | None = None,
+                 say: Callable[[str], None] = print) -> tuple[dict[str, Any], SimulationConfig]:
+    """The simulation (sim/jobs/simulation.py `run_simulation`) on its models, placed first (in the
+    workers, or Serve deployments on GPU clusters: placed.py); `progress` as for score_run. The
+    result, and the config as placed."""
+    from esc_eval.sim.jobs.placed import placed_simulation
+    from esc_eval.sim.jobs.simulation import run_simulation
+
+    with placed_simulation(cfg, out, say=say) as placed, (progress or contextlib.nullcontext)() as jp:
+        result = run_simulation(placed, out, on_summary=jp.on_summary if jp else None,
+                                on_start=jp.on_start if jp else None)
+    return result, placed
