@@ -12,6 +12,10 @@ changes only the scope of a test: every slow test is in one scope (one worker, c
 every other test in its module's scope; the slow scope is handed out first, the `beside` scope last
 (after the fast modules, so the worker that ran them takes it while the slow one is still busy).
 
+A `beside` test waits, before it starts, until the machine has BESIDE_FREE_GIB available (MemAvailable),
+(ESC_EVAL_BESIDE_FREE_GIB sets another), at most BESIDE_WAIT_S (a wait outside the test's own times): two Serve replicas of the slow worker and a beside test's Ray held 20.6 of 24 GiB
+on the AVX2 EPYC, and a slow module's replicas live for minutes.
+
 Each worker has a Ray temporary folder of its own (RAY_TMPDIR): Ray's address file
 (ray_current_cluster), which `ray start` writes and `serve up` and ray.init(address="auto") read, and
 its session folders are then per worker, so a `ray start` on one worker is never joined from the other.
@@ -30,6 +34,8 @@ from pathlib import Path
 import pytest
 
 ENV = "ESC_EVAL_SLOW_IDS"
+BESIDE_FREE_GIB, BESIDE_WAIT_S = 8.0, 600.0
+FREE_ENV = "ESC_EVAL_BESIDE_FREE_GIB"  # another threshold (0: no wait), e.g. for this plugin's own test
 SLOW_SCOPE = "<slow tests>"
 BESIDE_SCOPE = "<slow tests beside the others>"
 
@@ -67,6 +73,34 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     tmp = f"{path}.{config.workerinput['workerid']}"
     Path(tmp).write_text(json.dumps(ids))
     os.replace(tmp, path)  # whole or not at all: every worker writes the same list
+
+
+def available_gib() -> float | None:
+    """MemAvailable from /proc/meminfo in GiB (None where there is none: not Linux)."""
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) / 2**20
+    except OSError:
+        return None
+    return None
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> None:
+    """Before a `beside` test's setup (so the wait is in none of its phases' times, which the time budget
+    reads): wait for the memory. Returns None: pytest's own protocol then runs the test."""
+    if not item.config.getoption("slow_apart") or not hasattr(item.config, "workerinput"):
+        return
+    if not item.get_closest_marker("beside"):
+        return
+    import time
+
+    need = float(os.environ.get(FREE_ENV, BESIDE_FREE_GIB))
+    deadline = time.monotonic() + BESIDE_WAIT_S
+    while (free := available_gib()) is not None and free < need and time.monotonic() < deadline:
+        time.sleep(2.0)  # the slow worker's replicas or engines hold the memory: let them finish first
 
 
 @pytest.hookimpl(optionalhook=True)

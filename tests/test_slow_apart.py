@@ -28,7 +28,8 @@ CONFTEST = ("import os, time\nimport builtins\n"
 def _run(tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
     for name, text in {**TESTS, "conftest.py": CONFTEST, "pytest.ini": "[pytest]\nmarkers =\n  slow: slow\n  beside: beside\n"}.items():
         (tmp_path / name).write_text(text)
-    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parent), "NOTES": str(tmp_path / "notes")}
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parent), "NOTES": str(tmp_path / "notes"),
+           "ESC_EVAL_BESIDE_FREE_GIB": os.environ.get("ESC_EVAL_BESIDE_FREE_GIB", "0")}
     return subprocess.run([sys.executable, "-m", "pytest", "-p", "slow_apart", "-p", "no:cacheprovider", "-q", *args],
                           cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
 
@@ -54,3 +55,30 @@ def test_without_workers_it_is_refused_in_one_line(tmp_path):
     proc = _run(tmp_path, "--slow-apart")
     assert proc.returncode == 4 and "--slow-apart needs pytest-xdist's -n (e.g. -n 2)" in proc.stderr
     assert not (tmp_path / "notes").exists()
+
+
+def test_a_beside_test_waits_for_memory_before_its_setup(monkeypatch):
+    """Below the threshold (here more memory than any machine has, and a 3 s limit) a `beside` test waits in
+    pytest_runtest_protocol, before its setup (so in none of its reported times), then runs; with no
+    threshold, or for a test not marked `beside`, nothing waits."""
+    monkeypatch.setenv("ESC_EVAL_BESIDE_FREE_GIB", "100000")
+    import slow_apart
+
+    monkeypatch.setattr(slow_apart, "BESIDE_WAIT_S", 3.0)
+    item = type("Item", (), {})()
+    item.config = type("Config", (), {"workerinput": {"workerid": "gw1"}, "getoption": lambda self, name: True})()
+    item.get_closest_marker = lambda name: object() if name == "beside" else None
+    import time
+
+    t0 = time.monotonic()
+    assert slow_apart.pytest_runtest_protocol(item, None) is None  # pytest's own protocol runs the test
+    assert 3.0 <= time.monotonic() - t0 < 6.0
+    monkeypatch.setenv("ESC_EVAL_BESIDE_FREE_GIB", "0")
+    t0 = time.monotonic()
+    slow_apart.pytest_runtest_protocol(item, None)
+    assert time.monotonic() - t0 < 0.5
+    item.get_closest_marker = lambda name: None  # not beside: never waits
+    monkeypatch.setenv("ESC_EVAL_BESIDE_FREE_GIB", "100000")
+    t0 = time.monotonic()
+    slow_apart.pytest_runtest_protocol(item, None)
+    assert time.monotonic() - t0 < 0.5

@@ -20,7 +20,8 @@ from esc_eval.sim.runs.official import read_official_dialogues, write_official_s
 from esc_eval.sim.runs.parse_failures import parse_failure_report
 from esc_eval.sim.runs.runfolder import RunFolder
 
-pytestmark = pytest.mark.slow
+# beside the other slow tests: in-process engines and a local Ray pool of its own, no timing compared
+pytestmark = [pytest.mark.slow, pytest.mark.beside]
 OFFICIAL_KEYS = set(DIMENSIONS.values())
 LOGPROB = GenerationParams(max_tokens=1, temperature=0.0, choices=list(LABELS), logprobs=len(LABELS))
 
