@@ -12,7 +12,9 @@ changes only the scope of a test: every slow test is in one scope (one worker, c
 every other test in its module's scope; the slow scope is handed out first, the `beside` scope last
 (after the fast modules, so the worker that ran them takes it while the slow one is still busy).
 
-A `beside` test waits, before it starts, until the machine has BESIDE_FREE_GIB available (MemAvailable),
+Slow tests marked `heavy` (Serve replicas or several engines held for minutes) run first on the slow
+worker, in their order, while the other worker runs the fast tests; the `beside` tests come after
+those, when the slow worker is on lighter tests. A `beside` test also waits, before it starts, until the machine has BESIDE_FREE_GIB available (MemAvailable),
 (ESC_EVAL_BESIDE_FREE_GIB sets another), at most BESIDE_WAIT_S (a wait outside the test's own times): two Serve replicas of the slow worker and a beside test's Ray held 20.6 of 24 GiB
 on the AVX2 EPYC, and a slow module's replicas live for minutes.
 
@@ -69,7 +71,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         return
     slow = [item for item in items if item.get_closest_marker("slow")]
     ids = {"slow": [i.nodeid for i in slow if not i.get_closest_marker("beside")],
-           "beside": [i.nodeid for i in slow if i.get_closest_marker("beside")]}
+           "beside": [i.nodeid for i in slow if i.get_closest_marker("beside")],
+           "heavy": [i.nodeid for i in slow if i.get_closest_marker("heavy") and not i.get_closest_marker("beside")]}
     tmp = f"{path}.{config.workerinput['workerid']}"
     Path(tmp).write_text(json.dumps(ids))
     os.replace(tmp, path)  # whole or not at all: every worker writes the same list
@@ -130,6 +133,12 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log):
                 self.ordered = True
                 if SLOW_SCOPE in self.workqueue:
                     self.workqueue.move_to_end(SLOW_SCOPE, last=False)
+                    # the heavy ones first, each in collection order (a module stays in one piece: its
+                    # module fixtures start once)
+                    unit = self.workqueue[SLOW_SCOPE]
+                    heavy = self.ids.get("heavy", set())
+                    self.workqueue[SLOW_SCOPE] = {**{k: v for k, v in unit.items() if k in heavy},
+                                                  **{k: v for k, v in unit.items() if k not in heavy}}
                 if BESIDE_SCOPE in self.workqueue:
                     self.workqueue.move_to_end(BESIDE_SCOPE)
             super()._assign_work_unit(node)

@@ -12,6 +12,8 @@ TESTS = {
     "test_b.py": "import pytest\npytestmark = pytest.mark.slow\ndef test_slow_2(): note('slow_2')\n"
                  "def test_slow_3(): note('slow_3')\n",
     "test_c.py": "def test_fast_c1(): note('fast_c1')\ndef test_fast_c2(): note('fast_c2')\n",
+    "test_d.py": "import pytest\npytestmark = [pytest.mark.slow, pytest.mark.heavy]\ndef test_slow_h1(): note('slow_h1')\n"
+                 "def test_slow_h2(): note('slow_h2')\n",
     "test_0.py": "import pytest\n@pytest.mark.slow\n@pytest.mark.beside\ndef test_beside_1(): note('beside_1')\n"
                  "@pytest.mark.slow\n@pytest.mark.beside\ndef test_beside_2(): note('beside_2')\n",
 }
@@ -26,7 +28,7 @@ CONFTEST = ("import os, time\nimport builtins\n"
 
 
 def _run(tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
-    for name, text in {**TESTS, "conftest.py": CONFTEST, "pytest.ini": "[pytest]\nmarkers =\n  slow: slow\n  beside: beside\n"}.items():
+    for name, text in {**TESTS, "conftest.py": CONFTEST, "pytest.ini": "[pytest]\nmarkers =\n  slow: slow\n  beside: beside\n  heavy: heavy\n"}.items():
         (tmp_path / name).write_text(text)
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).parent), "NOTES": str(tmp_path / "notes"),
            "ESC_EVAL_BESIDE_FREE_GIB": os.environ.get("ESC_EVAL_BESIDE_FREE_GIB", "0")}
@@ -40,7 +42,8 @@ def test_the_slow_tests_run_on_one_worker_in_order_and_the_rest_on_the_other(tmp
     notes = [line.split() for line in (tmp_path / "notes").read_text().splitlines()]
     slow = [(n, w) for n, w, _ in notes if n.startswith("slow")]
     fast = [(n, w) for n, w, _ in notes if n.startswith("fast")]
-    assert [n for n, _ in slow] == ["slow_1", "slow_2", "slow_3"]  # the order a serial run takes
+    # the heavy module first, then the order a serial run takes
+    assert [n for n, _ in slow] == ["slow_h1", "slow_h2", "slow_1", "slow_2", "slow_3"]
     assert len({w for _, w in slow}) == 1 and {w for _, w in fast} == {"gw0", "gw1"} - {slow[0][1]}
     assert sorted(n for n, _ in fast) == ["fast_a", "fast_c1", "fast_c2"]
     # the `beside` tests: on the fast tests' worker, after every fast test there, in their order

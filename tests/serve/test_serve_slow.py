@@ -19,7 +19,7 @@ import time
 
 import pytest
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.heavy]  # Serve replicas for minutes: first, beside the fast tests
 
 ray = pytest.importorskip("ray")
 serve = pytest.importorskip("ray.serve")

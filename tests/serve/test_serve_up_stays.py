@@ -37,6 +37,7 @@ def free_port() -> int:
 
 
 @pytest.mark.slow
+@pytest.mark.heavy
 def test_serve_up_leaves_a_running_app_for_other_processes(tmp_path):
     env = {k: v for k, v in os.environ.items() if k not in ("RAY_AUTH_MODE", "RAY_ADDRESS")}
     env["VLLM_CPU_KVCACHE_SPACE"] = "2"

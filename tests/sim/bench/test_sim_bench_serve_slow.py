@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.heavy]  # two Serve replicas for the module
 
 ray = pytest.importorskip("ray")
 serve = pytest.importorskip("ray.serve")

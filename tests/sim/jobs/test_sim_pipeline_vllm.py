@@ -17,7 +17,7 @@ from esc_eval.sim.dialogue.prompts import opener, roleplay_system_prompt, target
 from esc_eval.sim.jobs.scoring import score_dialogue
 from esc_eval.sim.judging.config import JudgeConfig
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.heavy]  # the demo: a Ray of its own and two engines
 REPO = Path(__file__).resolve().parents[3]
 
 

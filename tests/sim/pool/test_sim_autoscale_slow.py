@@ -19,7 +19,7 @@ from datetime import datetime
 
 import pytest
 
-pytestmark = [pytest.mark.slow, pytest.mark.filterwarnings("ignore:The `metrics_interval_s`:DeprecationWarning")]
+pytestmark = [pytest.mark.slow, pytest.mark.heavy, pytest.mark.filterwarnings("ignore:The `metrics_interval_s`:DeprecationWarning")]
 
 ray = pytest.importorskip("ray")
 serve = pytest.importorskip("ray.serve")
