@@ -15,32 +15,15 @@ from esc_eval.train.config import (
     RoleDataConfig, RoleJobConfig, SplitConfig, TrainConfig, load_rank_config, load_role_config,
 )
 from esc_eval.train.errors import TrainConfigError, TrainInputError
-from esc_eval.train.data import (
-    IGNORE_INDEX, Annotation, JudgeExample, RolePlayExample, SourceDialogue, TokenizedExample, adapter_name,
-    aggregate_annotations, build_roleplay_examples, fit_judge_example, join_annotations, load_annotations,
-    load_dialogues, load_esconv_dialogues, load_official_dialogues, load_official_scores, load_run_dialogues,
-    roleplay_messages, split_annotations, split_keys, tokenize_chat, tokenize_judge, tokenize_roleplay, validate_rows,
-)
-from esc_eval.train.jobs import (
-    JudgePrediction, PreparedData, RankData, TrainRunResult, accuracy_metrics, build_deepspeed_config,
-    check_resources, digit_probs, evaluate_judges, global_batch_size, preflight, prepare_rank_data,
-    prepare_role_data, ray_session, run_rank_job, run_role_job, run_training, scaling_config_kwargs, score_examples,
-    strict_parse, table4_markdown, torch_backend, total_steps, write_evaluation,
-)
+# Every name of the rooms, as when they were modules of this package.
+from esc_eval.train import data, jobs
+from esc_eval.train.data import *  # noqa: F403
+from esc_eval.train.jobs import *  # noqa: F403
 
 __all__ = [
-    "PreparedData", "RankData", "TrainRunResult", "evaluate_judges", "preflight", "prepare_rank_data",
-    "prepare_role_data", "ray_session", "run_rank_job", "run_role_job", "run_training",
-    "AdapterRegistryEntry", "Annotation", "AnnotationSourceConfig", "DialogueSourceConfig", "EvalConfig",
-    "IGNORE_INDEX", "JudgeExample", "JudgePrediction", "LoraSettings", "RankDataConfig", "RankJobConfig",
-    "RoleDataConfig", "RoleJobConfig", "RolePlayExample", "SourceDialogue", "SplitConfig", "TokenizedExample",
-    "TrainConfig", "TrainConfigError", "TrainInputError", "accuracy_metrics", "adapter_name",
-    "aggregate_annotations", "build_deepspeed_config", "fit_judge_example", "build_roleplay_examples", "check_resources", "digit_probs",
-    "global_batch_size", "join_annotations", "load_annotations", "load_dialogues", "load_esconv_dialogues",
-    "load_official_dialogues", "load_official_scores", "load_rank_config", "load_registry_entry",
-    "load_role_config", "load_run_dialogues", "roleplay_messages", "scaling_config_kwargs", "score_examples",
-    "split_annotations", "split_keys", "strict_parse", "table4_markdown", "tokenize_chat", "tokenize_judge",
-    "tokenize_roleplay", "torch_backend", "total_steps", "validate_rows",
-    "write_evaluation", "write_registry_entry",
+    "AdapterRegistryEntry", "AnnotationSourceConfig", "DialogueSourceConfig", "EvalConfig", "LoraSettings",
+    "RankDataConfig", "RankJobConfig", "RoleDataConfig", "RoleJobConfig", "SplitConfig", "TrainConfig",
+    "TrainConfigError", "TrainInputError", "load_rank_config", "load_registry_entry", "load_role_config",
+    "write_registry_entry",
+    *data.__all__, *jobs.__all__,
 ]
-
