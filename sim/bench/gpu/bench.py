@@ -285,7 +285,7 @@ def run_bench_gpu(cfg: GpuBenchConfig, say: Callable[[str], None] = print,
     `on_part` gets each side's raw figures as soon as they are measured (what a caller keeps when it
     has to stop the benchmark before its end: `esc-eval check`'s deadline)."""
     from esc_eval.serve.registry.registry import resolve
-    from esc_eval.sim.bench.gpu import reference
+    import esc_eval.sim.bench.gpu.reference as reference
     from esc_eval.sim.bench.gpu.hardware import machine, versions
 
     for m in (cfg.judge, cfg.role, cfg.target):

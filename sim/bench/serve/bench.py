@@ -130,7 +130,7 @@ class Workload:
     """The workload's input, loaded once before any load; `units(arm)` starts a fresh stream."""
 
     def __init__(self, cfg: ServeBenchConfig):
-        from esc_eval.sim.bench.serve import workloads as w
+        import esc_eval.sim.bench.serve.workloads as w
 
         self.cfg = cfg
         self.info: dict[str, Any] = {}
@@ -163,7 +163,7 @@ class Workload:
                          "kind": ("replayed_seeker:" if cfg.workload == "dialogues" else "judge:") + info["kind"]}
 
     def units(self, arm: Arm) -> Iterator[Unit]:
-        from esc_eval.sim.bench.serve import workloads as w
+        import esc_eval.sim.bench.serve.workloads as w
 
         cfg = self.cfg
         if cfg.workload == "random":
