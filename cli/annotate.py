@@ -145,7 +145,7 @@ def export(
     st = _store(runs, store, create=False)
     st.study(study_name)
     if fmt == "table":
-        from esc_eval.train.annotations import load_annotations
+        from esc_eval.train.data.annotations import load_annotations
         from esc_eval.train.errors import TrainInputError
 
         table = annotation_table(st, study_name, _index(runs))

@@ -58,7 +58,7 @@ def bench_sim(
                                               "storage URI (e.g. s3://bucket/prefix; credentials from the environment).")] = None,
 ) -> None:
     """Simulation throughput: fake backend, embedded model vs the release's loop, driver memory."""
-    from esc_eval.sim.bench.simulation import run_bench_sim
+    from esc_eval.sim.bench.loops.simulation import run_bench_sim
 
     _write(run_bench_sim(fake_dialogues=fake_dialogues, fake_latency=fake_latency, saturation_latency=saturation_latency, workers=workers, memory_items=memory_items, embedded_dialogues=embedded_dialogues, reference_dialogues=reference_dialogues, max_tokens=max_tokens, concurrency=concurrency, shared_cards=shared_cards, kv_cache_gb=kv_cache_gb, engines=engines, compiled=compiled, dtype=_dtype(dtype), via_driver=via_driver, storage_uri=storage_uri), out)
 
@@ -87,7 +87,7 @@ def bench_score(
     workers: Annotated[int, typer.Option("--workers", help="Engines (Ray worker actors) of ours and of scale mode; 0 = one per core.")] = 0,
 ) -> None:
     """Scoring throughput: ours (batched logprob, prefix cache) vs the official score.py loop."""
-    from esc_eval.sim.bench.scoring import bench_score as run
+    from esc_eval.sim.bench.loops.scoring import bench_score as run
 
     run(dialogues=dialogues, out=out, source=source, reference_dialogues=reference_dialogues, max_new_tokens=max_new_tokens,
         model=model, prompt_order=prompt_order, dtype=_dtype(dtype), project_gpu=project_gpu, budget_s=budget_s,
@@ -109,7 +109,7 @@ def bench_decode(
     out: Annotated[Optional[Path], typer.Option("--out", "-o", callback=local_out, help="Also write the JSON here.")] = None,
 ) -> None:
     """The most batching can buy on this CPU: one engine's decode rate per context vs the release loop's call."""
-    from esc_eval.sim.bench.decode import bench_decode as run
+    from esc_eval.sim.bench.loops.decode import bench_decode as run
 
     try:
         ctx = tuple(int(c) for c in contexts.split(",") if c.strip())
@@ -150,7 +150,7 @@ def bench_gpu(
     import sys
 
     from esc_eval.serve.config import ConfigError, validate_config
-    from esc_eval.sim.bench.gpu import GpuBenchConfig, run_bench_gpu
+    from esc_eval.sim.bench.gpu.bench import GpuBenchConfig, run_bench_gpu
 
     data = {"judge": judge, "role": role, "target": target, "dialogues": dialogues, "sim_dialogues": sim_dialogues,
             "prompt_orders": _csv(prompt_order, str, "--prompt-order"), "phases": _csv(phases, str, "--phases"),
@@ -164,7 +164,7 @@ def bench_gpu(
         sys.stderr.write(line + "\n")
         sys.stderr.flush()
 
-    from esc_eval.sim.bench.gpu import failed_phases
+    from esc_eval.sim.bench.gpu.bench import failed_phases
 
     result = run_bench_gpu(cfg, say)
     _write(result, out)
@@ -236,11 +236,11 @@ def bench_serve(
 
     from esc_eval.cli.common import STATE
     from esc_eval.serve.config import validate_config
-    from esc_eval.sim.bench.serve_bench import ServeBenchConfig, bench_serve as run
+    from esc_eval.sim.bench.serve.bench import ServeBenchConfig, bench_serve as run
 
     if not STATE["verbose"]:  # one log line per measured request (httpx at INFO, once Ray set the root up) is noise
         logging.getLogger("httpx").setLevel(logging.WARNING)
-    from esc_eval.sim.bench.serve_client import BenchInputError
+    from esc_eval.sim.bench.serve.client import BenchInputError
 
     data = {"base_url": base_url, "model": model, "workload": workload, "concurrency": _csv(concurrency, int, "--concurrency"),
             "rate": _csv(rate, float, "--rate"), "max_concurrency": max_concurrency, "num": num, "duration_s": duration, "warmup": warmup,

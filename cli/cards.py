@@ -40,7 +40,7 @@ def cards_build(
     """Build role cards from source datasets (extract, filter, dedup, classify, annotation sheets); resumable."""
     from esc_eval.sim.cardbuild.config import CardBuildConfigError, load_build_config
     from esc_eval.sim.cardbuild.pipeline import build_cards
-    from esc_eval.sim.cardbuild.stats import stage_table
+    from esc_eval.sim.cardbuild.review.stats import stage_table
 
     try:
         cfg = load_build_config(config)
@@ -66,7 +66,7 @@ def cards_stats(
     assume_quality: Annotated[Optional[str], typer.Option("--assume-quality", help="Tier for cards without one (default: high for the release's card_high_*.json, else none).")] = None,
 ) -> None:
     """Card statistics: stage counts (Table 6), categories x tier (Table 9), distribution chart (Figure 5)."""
-    from esc_eval.sim.cardbuild.stats import write_stats
+    from esc_eval.sim.cardbuild.review.stats import write_stats
 
     paths = [paths] if isinstance(paths, Path) else list(paths)  # callable as a function with one path too
     path = paths[0]
@@ -107,7 +107,7 @@ def cards_export(
     fmt: Annotated[str, typer.Option("--fmt", help="official (the ESC-Eval release's JSON) or esc-eval.")] = "official",
 ) -> None:
     """Write cards in the official ESC-Eval JSON format (or ours)."""
-    from esc_eval.sim.cardbuild.stats import resolve_cards_path
+    from esc_eval.sim.cardbuild.review.stats import resolve_cards_path
 
     if fmt not in ("official", "esc-eval"):
         console.print(f"[red]unknown format {fmt!r} (official | esc-eval)")

@@ -1,5 +1,5 @@
 """`esc-eval check`: prove a node (GPU or CPU) in one command within a time budget. The steps live in
-sim/bench/node_check.py and node_steps.py; this command only parses, calls and prints.
+sim/bench/node/check.py and steps.py; this command only parses, calls and prints.
 
     esc-eval check                                   # the embedded model, 9 minutes at most
     esc-eval check --role esc-role --target qwen1.5-7b-chat --judge qwen1.5-7b-chat -o check.json
@@ -40,7 +40,7 @@ def check(
     from rich.table import Table
 
     from esc_eval.serve.config import validate_config
-    from esc_eval.sim.bench.node_check import CheckInputError, NodeCheckConfig, run_node_check, summary_rows
+    from esc_eval.sim.bench.node.check import CheckInputError, NodeCheckConfig, run_node_check, summary_rows
 
     data = {"judge": judge, "role": role, "target": target, "budget_min": budget_min, "max_tokens": max_tokens,
             "steps": [s.strip() for s in steps.split(",") if s.strip()] if steps else None,

@@ -53,7 +53,7 @@ def _summary(title: str, summary: dict[str, Any]) -> None:
 @app.command("role")
 def train_role(config: ConfigOption) -> None:
     """Train ESC-Role (LoRA on the role-play dialogues; loss on the seeker's turns)."""
-    from esc_eval.train.role_job import run_role_job
+    from esc_eval.train.jobs.role import run_role_job
 
     try:
         cfg = load_role_config(config)
@@ -78,7 +78,7 @@ def train_role(config: ConfigOption) -> None:
 @app.command("rank")
 def train_rank(config: ConfigOption) -> None:
     """Train ESC-RANK (LoRA judges from annotations) and report Table 4 on the test split."""
-    from esc_eval.train.rank_job import run_rank_job
+    from esc_eval.train.jobs.rank import run_rank_job
 
     try:
         cfg = load_rank_config(config)
@@ -89,7 +89,7 @@ def train_rank(config: ConfigOption) -> None:
         scoring: list = []
 
         def prepared(data) -> None:
-            from esc_eval.train.deepspeed_config import total_steps
+            from esc_eval.train.jobs.deepspeed_config import total_steps
 
             for name, (train, _) in data.groups.items():
                 tasks[name] = progress.add_task(name, total=total_steps(cfg.train, len(train)), info="waiting")

@@ -101,7 +101,7 @@ class TrainConfig(_Strict):
 
 
 class DialogueSourceConfig(_Strict):
-    """One dialogue source (see train.dialogue_sources)."""
+    """One dialogue source (see train.data.dialogue_sources)."""
 
     path: Path = Field(description="Run folder, official dialogue JSON or ESConv JSON.")
     kind: Literal["auto", "run", "official", "esconv"] = Field("auto", description="Source format; auto detects it.")
@@ -122,7 +122,7 @@ class RoleDataConfig(_Strict):
 class AnnotationSourceConfig(_Strict):
     """One annotation table."""
 
-    path: Path = Field(description="CSV/Parquet/JSON/JSONL table (train.annotations) or an official score JSON.")
+    path: Path = Field(description="CSV/Parquet/JSON/JSONL table (train.data.annotations) or an official score JSON.")
     format: Literal["table", "official_scores"] = Field("table", description="Table rows or the release's score JSON.")
     annotator: str = Field("official", description="Annotator name for official score files.")
 

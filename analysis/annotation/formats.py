@@ -1,7 +1,7 @@
 """A study's answers in other formats: the annotation table `train rank` reads, and Label Studio's
 JSON (export and import) for labs that already annotate there.
 
-Annotation table (train/annotations.py reads it; the CLI checks every export with that reader):
+Annotation table (train/data/annotations.py reads it; the CLI checks every export with that reader):
 one row per answer, columns dialogue_id, dimension (paper name), score (0-4), annotator,
 target_model, plus language, seconds, rubric_version, answered_at, study and source for the
 lab's own analyses. CSV, Parquet, JSON (a list of rows) or JSONL by the file's suffix.

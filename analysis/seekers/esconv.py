@@ -4,7 +4,7 @@ fidelity features (fidelity_features.py) read people and the simulator the same 
 ESConv (Liu et al., 2021) is a JSON list of dialogues: `dialog` turns with `speaker` (seeker /
 supporter in ESConv.json; speaker / listener in FailedESConv.json; usr / sys in the HF splits)
 and `content`, and `survey_score.seeker` with the seeker's own emotion intensity before and
-after the conversation (1-5). The record reader is the card builder's (sim/cardbuild/sources.py
+after the conversation (1-5). The record reader is the card builder's (sim/cardbuild/sources/readers.py
 `read_esconv`), so both read one format by one rule; the survey scores are taken from the same
 record here (the card builder has no use for them).
 
@@ -24,7 +24,7 @@ import pandas as pd
 
 from esc_eval.analysis.results.loaders import AnalysisInputError
 from esc_eval.analysis.textmetrics.metrics import detect_language
-from esc_eval.sim.cardbuild.sources import SourceFormatError, detect_dataset, load_records, read_esconv
+from esc_eval.sim.cardbuild.sources.readers import SourceFormatError, detect_dataset, load_records, read_esconv
 
 PEOPLE = "people"
 HUMAN_COLUMNS = ["dialogue_id", "run_id", "card_id", "language", "role_model", "strategy", "target_model", "turns",

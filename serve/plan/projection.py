@@ -94,7 +94,7 @@ def _num(x: Any) -> float | None:
 
 
 def rates_from_bench(data: Any, where: str = "rates") -> Rates:
-    """Per-GPU rates from a bench gpu result (sim/bench/gpu.py): `simulation.ours` generated tokens/s
+    """Per-GPU rates from a bench gpu result (sim/bench/gpu/bench.py): `simulation.ours` generated tokens/s
     and `scoring[order].ours.dialogues_per_s`, over the machine's GPUs, with the models' parameters
     from each section's `prefill_bound.parameters`."""
     from esc_eval.serve.devices.gpus import accelerator_type

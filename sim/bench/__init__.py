@@ -1,6 +1,16 @@
-"""sim.bench: the benchmarks behind `esc-eval bench sim|score|decode|serve` and the reference loops they
-measure against (reference_loop.py: the release's one-dialogue-at-a-time HF `generate` loop).
+"""sim.bench: the benchmarks behind `esc-eval bench sim|score|decode|gpu|serve` and `esc-eval check`, one
+room a benchmark family:
 
-Layer: the top of sim: may import every sub-package of sim and serve; only the CLI imports it."""
+- loops/: `bench sim|score|decode`: our dialogue and scoring loops against the release's (the
+  one-dialogue-at-a-time HF `generate` loop in loops/reference_loop.py, score.py's loop), and the
+  scoring scale mode;
+- gpu/: `bench gpu`: scoring and simulation through the pool against a minimal vLLM reference on
+  the same engines, with vLLM's own token counts and the card's prefill bound;
+- serve/: `bench serve`: ESC-Eval's workloads against any OpenAI-compatible endpoint;
+- node/: `esc-eval check`: a new node's steps, each in its own process;
+- dialogues.py: the dialogues a benchmark scores or replays (loops, gpu and serve share it).
 
-__all__: list[str] = []  # the benchmarks are called by module from cli/bench.py
+Layer: the top of sim: may import every sub-package of sim and serve; only the CLI imports it.
+Inside: node > gpu > loops | serve > dialogues."""
+
+__all__: list[str] = []  # the benchmarks are called by module from cli/bench.py and cli/check.py

@@ -12,7 +12,7 @@ from pydantic import Field, field_validator
 
 from esc_eval.serve.config import ConfigModel, read_yaml_mapping, validate_config
 
-from esc_eval.sim.cardbuild.items import canonical_dataset
+from esc_eval.sim.cardbuild.sources.items import canonical_dataset
 
 
 class CardBuildConfigError(ValueError):
@@ -63,7 +63,7 @@ class ClassifyConfig(_Model):
 
 
 class RiskConfig(_Model):
-    enabled: bool = Field(False, description="Label each card's crisis-risk level (none, passive_ideation, active_ideation_plan, harm_to_others) from its source with an LLM prompt (beyond the paper; sim/cardbuild/risk.py).")
+    enabled: bool = Field(False, description="Label each card's crisis-risk level (none, passive_ideation, active_ideation_plan, harm_to_others) from its source with an LLM prompt (beyond the paper; sim/cardbuild/stages/risk.py).")
     constrained: bool = Field(True, description="Constrain the answer to the prompt's four labels (structured output).")
     max_tokens: int = Field(16, ge=1, description="Max new tokens of a risk reply.")
 

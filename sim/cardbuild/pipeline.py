@@ -36,19 +36,19 @@ from typing import Any
 from esc_eval.serve.chat.interface import ChatModel, GenerationParams
 from esc_eval.serve.registry.registry import build_chat_model
 from esc_eval.serve.calls.retry import RetryingChatModel, RetryPolicy
-import esc_eval.sim.cardbuild.annotation as ann
+import esc_eval.sim.cardbuild.review.annotation as ann
 from esc_eval.sim.cardbuild.checkpoint import StageLog, atomic_write_text, read_jsonl, write_jsonl
-from esc_eval.sim.cardbuild.classify import (classification_messages, classify_reply, keyword_category, leaf_label,
+from esc_eval.sim.cardbuild.stages.classify import (classification_messages, classify_reply, keyword_category, leaf_label,
                                              leaves_for)
 from esc_eval.sim.cardbuild.config import CardBuildConfig
-from esc_eval.sim.cardbuild.dedup import find_near_duplicates
-from esc_eval.sim.cardbuild.extraction import extraction_messages
-from esc_eval.sim.cardbuild.fields import CardFieldsError, parse_card_fields
-from esc_eval.sim.cardbuild.filtering import filter_choices, filter_messages, parse_filter_reply, render_card
-from esc_eval.sim.cardbuild.items import Rejection, SourceItem
-from esc_eval.sim.cardbuild.risk import parse_risk_reply, risk_choices, risk_messages
+from esc_eval.sim.cardbuild.stages.dedup import find_near_duplicates
+from esc_eval.sim.cardbuild.stages.extraction import extraction_messages
+from esc_eval.sim.cardbuild.stages.fields import CardFieldsError, parse_card_fields
+from esc_eval.sim.cardbuild.stages.filtering import filter_choices, filter_messages, parse_filter_reply, render_card
+from esc_eval.sim.cardbuild.sources.items import Rejection, SourceItem
+from esc_eval.sim.cardbuild.stages.risk import parse_risk_reply, risk_choices, risk_messages
 from esc_eval.sim.cardbuild.runner import call_model, run_stage
-from esc_eval.sim.cardbuild.sources import ReadResult, read_source
+from esc_eval.sim.cardbuild.sources.readers import ReadResult, read_source
 from esc_eval.sim.cards.card import RoleCard, write_cards
 from esc_eval.sim.cards.risk import RISK_LEVELS
 from esc_eval.sim.cards.taxonomy import load_taxonomy

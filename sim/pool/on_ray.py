@@ -4,6 +4,7 @@ Items are pulled lazily from an iterator and sent in chunks (one Ray call per ch
 a few chunks in flight per worker: backpressure, and flat driver memory for any item count. A
 worker that dies (its process, or its whole node) has its chunks re-sent to the live workers, and
 Ray restarts it where there is room (a chunk carries the job, so a new actor can take it up).
+`ChunkScheduler` holds one job's run, a method a step; `run_on_ray` runs one.
 """
 from __future__ import annotations
 
@@ -86,9 +87,226 @@ class WorkersLostError(RuntimeError):
 MAX_CHUNK_RESENDS = 3
 
 
+Chunk = list[dict[str, Any]]
+
+
+class ChunkScheduler:
+    """One job's run on the pool's workers, one method a step: `start` (the workers take the job and
+    set up their engines), `fill` (hand out chunks, least-loaded worker first), `chunk_done` (a chunk's
+    summaries, or its worker lost, or the run stopping), `probe_answered` (a lost worker back or gone),
+    `check_all_lost`, `poll_live` (live progress), `finish` (every live worker flushes).
+
+    The state is the run's: what each worker holds, the chunks to re-send, the lost and dead workers.
+    `ray_api` is the ray module (a stand-in in the unit tests)."""
+
+    def __init__(self, workers: list[Any], job_id: str, job: Any, execution: ExecutionConfig, note: Callable,
+                 stats: PoolStats, sent: Callable[[Chunk, int], None] | None = None, ray_api: Any = None):
+        if ray_api is None:
+            import ray as ray_api
+        self.ray = ray_api
+        self.workers, self.job_id, self.job, self.execution = workers, job_id, job, execution
+        self.note, self.stats, self.sent = note, stats, sent
+        self.spec: Any = None  # (job, run folder, execution), once in the object store
+        self.chunks: Any = iter(())
+        self.caps: list[int] = []
+        self.load = [0] * len(workers)
+        self.in_flight: dict[Any, tuple[int, Chunk, int]] = {}  # ref -> (worker, chunk, resends)
+        self.resend: list[tuple[Chunk, int]] = []  # chunks of lost workers, sent first
+        self.probes: dict[Any, int] = {}  # ref of a lost worker's readiness probe -> worker
+        self.lost: set[int] = set()  # lost, not back (yet)
+        self.dead: set[int] = set()  # lost for good (Ray gave up restarting it)
+        self.exhausted = False
+        self.stopping: RunStopError | None = None  # the run stopped: nothing new is sent, what runs finishes
+        self.all_lost_since: float | None = None
+        self.polls: dict[int, Any] = {}  # worker -> its pending live-progress call (one at a time)
+        self.live_parts: dict[int, dict[str, int]] = {}  # worker -> its last answer
+        self.last_poll = time.monotonic()
+
+    def start(self, items, run_dir, labels: list[str]) -> None:
+        """The workers take the job and set up (their engines start now, before any item is sent)."""
+        from ray.exceptions import RayTaskError
+
+        ray, ex, workers = self.ray, self.execution, self.workers
+        ways = ray.get([w.start_job.remote(self.job_id, self.job, run_dir, ex) for w in workers])
+        self.spec = ray.put((self.job, run_dir, ex))  # once in the object store, not once per chunk
+        setups = [w.setup.remote(self.job_id) for w in workers]
+        ready, not_ready = ray.wait(setups, num_returns=len(setups), timeout=ex.worker_start_timeout_s)
+        if not_ready:
+            raise TimeoutError(
+                f"{len(not_ready)} of {len(workers)} workers did not set up their models within "
+                f"{ex.worker_start_timeout_s:g} s (engine not starting? see the Ray logs)"
+            )
+        # Setup errors (a model that cannot start: its engine's cause; a bad model name) surface here.
+        reports = _get_all(setups, RayTaskError, ray)
+        labels[:] = [f"{r['where']} ({way})" for r, way in zip(reports, ways)]
+        self.stats.workers = reports
+        self.note(SETUP)
+        for i, (label, r) in enumerate(zip(labels, reports)):
+            log.info("worker %d: %s; %s", i, label, r["concurrency"]["reason"])
+        self.chunks = chunked(items, ex.chunk_size)
+        # Each worker holds at most its `concurrency` running items plus one chunk queued behind them, so
+        # it never idles between chunks; a new chunk goes to the least-loaded worker. Items sent beyond a
+        # worker's concurrency wait there for a whole dialogue, so the fill must be balanced.
+        self.caps = [max(r["concurrency"]["value"] + ex.chunk_size, 2 * ex.chunk_size) for r in reports]
+        self.last_poll = time.monotonic()  # live progress is first asked for LIVE_PROGRESS_S after setup
+
+    def running(self) -> bool:
+        return bool(self.in_flight) or (self.stopping is None and (bool(self.resend) or not self.exhausted))
+
+    def next_chunk(self) -> tuple[Chunk, int] | None:
+        """A lost worker's chunk first, else the next fresh one (with how often it was re-sent)."""
+        if self.resend:
+            return self.resend.pop(0)
+        chunk = None if self.exhausted else next(self.chunks, None)
+        if chunk is None:
+            self.exhausted = True
+            return None
+        return chunk, 0
+
+    def fill(self) -> None:
+        """Send chunks to the least-loaded live workers until each is full or nothing is left."""
+        size = self.execution.chunk_size
+        live = [w for w in range(len(self.workers)) if w not in self.lost]
+        while live and self.stopping is None:
+            w = min(live, key=lambda i: self.load[i] / self.caps[i])
+            if self.load[w] + size > self.caps[w] and self.load[w] > 0:
+                return
+            nxt = self.next_chunk()
+            if nxt is None:
+                return
+            chunk, resends = nxt
+            ref = self.workers[w].run_chunk.remote(self.job_id, chunk, self.spec, resends > 0)
+            self.in_flight[ref] = (w, chunk, resends)
+            if self.sent is not None:
+                self.sent(chunk, w)
+            self.load[w] += len(chunk)
+
+    def lose(self, w: int, why: BaseException) -> None:
+        """Take worker w out of the fill and probe it: the probe resolves once Ray has restarted it."""
+        if w in self.lost:
+            return
+        self.lost.add(w)
+        log.warning("worker %d lost (%s); its chunks go to the other workers", w, str(why).splitlines()[0][:200])
+        self.probes[self.workers[w].__ray_ready__.remote()] = w
+
+    def probe_answered(self, ref: Any) -> None:
+        from ray.exceptions import ActorDiedError, RayActorError
+
+        w = self.probes.pop(ref)
+        try:
+            self.ray.get(ref)
+            self.lost.discard(w)  # restarted (its job state rebuilds from the chunk's spec)
+            log.warning("worker %d is back", w)
+        except ActorDiedError:
+            self.dead.add(w)  # restarts used up, or its node is gone for good
+        except RayActorError:
+            self.probes[self.workers[w].__ray_ready__.remote()] = w  # unavailable for now: ask again
+
+    def stop(self, cause: RunStopError) -> None:
+        """The first stop of the run: every live worker stops starting items (what runs finishes)."""
+        self.stopping = cause
+        log.warning("stopping the job: %s", cause)
+        for x in range(len(self.workers)):
+            if x not in self.lost:
+                self.workers[x].stop_job.remote(self.job_id, str(cause))
+
+    def chunk_done(self, ref: Any) -> None:
+        """A chunk answered: its summaries noted; or the run stopping; or its worker lost (the chunk is
+        re-sent, at most MAX_CHUNK_RESENDS times)."""
+        from ray.exceptions import RayActorError, RayTaskError
+
+        w, chunk, resends = self.in_flight.pop(ref)
+        self.load[w] -= len(chunk)
+        try:
+            summaries = self.ray.get(ref)
+        except RayTaskError as e:
+            if not isinstance(e.cause, RunStopError):
+                raise
+            if self.stopping is None:
+                self.stop(e.cause)
+            return
+        except RayActorError as e:
+            if self.stopping is not None:
+                return  # its items have checkpoints; a resume runs them
+            if resends >= MAX_CHUNK_RESENDS:
+                raise WorkersLostError(
+                    f"a chunk of {len(chunk)} items lost its worker {resends + 1} times (last: {e}); "
+                    f"the run folder is resumable") from e
+            self.lose(w, e)
+            self.resend.append((chunk, resends + 1))
+            return
+        for summary in summaries:
+            self.note(summary)
+
+    def check_all_lost(self) -> None:
+        """Every worker lost while work is left: wait for one to come back, up to the start timeout."""
+        n, timeout = len(self.workers), self.execution.worker_start_timeout_s
+        if self.stopping is None and len(self.lost) == n and (self.in_flight or self.resend or not self.exhausted):
+            self.all_lost_since = self.all_lost_since or time.monotonic()
+            if len(self.dead) == n or time.monotonic() - self.all_lost_since > timeout:
+                raise WorkersLostError(
+                    f"all {n} workers were lost and none came back within {timeout:g} s "
+                    f"(nodes gone? no room to restart them); the run folder is resumable")
+        else:
+            self.all_lost_since = None
+
+    def poll_live(self) -> None:
+        """Live progress, polled per worker: one that is lost or restarting does not hold up the others."""
+        from ray.exceptions import RayActorError
+
+        if self.polls:
+            answered = set(self.ray.wait(list(self.polls.values()), num_returns=len(self.polls), timeout=0)[0])
+            for w in [w for w, ref in self.polls.items() if ref in answered]:
+                try:
+                    self.live_parts[w] = self.ray.get(self.polls.pop(w))
+                except RayActorError:
+                    pass
+            if answered:
+                add_live(self.stats, self.job.kind, self.live_parts.values())
+                self.note(LIVE)
+        if time.monotonic() - self.last_poll >= LIVE_PROGRESS_S:
+            self.last_poll = time.monotonic()
+            for w in range(len(self.workers)):
+                if w not in self.lost and w not in self.polls:
+                    self.polls[w] = self.workers[w].progress.remote(self.job_id)
+
+    def step(self) -> None:
+        """One round: what answered within a second, the all-lost check, a refill, live progress."""
+        refs = [*self.in_flight, *self.probes]
+        ready = self.ray.wait(refs, num_returns=1, timeout=1.0)[0] if refs else time.sleep(1.0) or []
+        for ref in ready:
+            if ref in self.probes:
+                self.probe_answered(ref)
+            else:
+                self.chunk_done(ref)
+        self.check_all_lost()
+        self.fill()
+        self.poll_live()
+
+    def finish(self) -> None:
+        """Every live worker flushes what it finished (a lost one has nothing left to flush)."""
+        live = [self.workers[w] for w in range(len(self.workers)) if w not in self.lost]
+        try:
+            self.ray.get([w.finish_job.remote(self.job_id) for w in live], timeout=120)
+        except Exception as e:  # noqa: BLE001 - a dead worker has nothing left to flush
+            log.warning("flushing workers: %s", e)
+
+    def run(self, items, run_dir, labels: list[str]) -> set[int]:
+        self.start(items, run_dir, labels)
+        try:
+            self.fill()
+            while self.running():
+                self.step()
+        finally:
+            self.finish()
+        if self.stopping is not None:
+            raise self.stopping  # after every worker flushed what finished
+        return self.lost
+
+
 def run_on_ray(workers, job_id, job, items, run_dir, execution: ExecutionConfig, note, stats: PoolStats,
-               labels: list[str], sent: Callable[[list[dict[str, Any]], int], None] | None = None) -> set[int]:
-    """Run the job's items on the workers. Returns the indices of workers lost on the way.
+               labels: list[str], sent: Callable[[Chunk, int], None] | None = None) -> set[int]:
+    """Run the job's items on the workers (a ChunkScheduler). Returns the indices of workers lost on the way.
 
     labels: filled with each worker's "node:pid" and how it reaches the run folder; sent(chunk, w)
     is told which worker each chunk went to (last one wins for a re-sent chunk).
@@ -98,162 +316,12 @@ def run_on_ray(workers, job_id, job, items, run_dir, execution: ExecutionConfig,
     (Ray's own task retries are off: they would wait for the lost actor to be restarted, forever
     when its node is gone and no other node has room for it). A lost worker is probed; when Ray has
     restarted it (elsewhere) it takes chunks again."""
-    import ray
-    from ray.exceptions import ActorDiedError, RayActorError, RayTaskError
-
-    ways = ray.get([w.start_job.remote(job_id, job, run_dir, execution) for w in workers])
-    spec = ray.put((job, run_dir, execution))  # once in the object store, not once per chunk
-    # The workers set up: their engines start now, before any item is sent.
-    setups = [w.setup.remote(job_id) for w in workers]
-    ready, not_ready = ray.wait(setups, num_returns=len(setups), timeout=execution.worker_start_timeout_s)
-    if not_ready:
-        raise TimeoutError(
-            f"{len(not_ready)} of {len(workers)} workers did not set up their models within "
-            f"{execution.worker_start_timeout_s:g} s (engine not starting? see the Ray logs)"
-        )
-    # Setup errors (a model that cannot start: its engine's cause; a bad model name) surface here.
-    reports = _get_all(setups, RayTaskError)
-    labels[:] = [f"{r['where']} ({way})" for r, way in zip(reports, ways)]
-    stats.workers = reports
-    note(SETUP)
-    for i, (label, r) in enumerate(zip(labels, reports)):
-        log.info("worker %d: %s; %s", i, label, r["concurrency"]["reason"])
-    chunks = chunked(items, execution.chunk_size)
-    # Each worker holds at most its `concurrency` running items plus one chunk queued behind them, so
-    # it never idles between chunks; a new chunk goes to the least-loaded worker. Items sent beyond a
-    # worker's concurrency wait there for a whole dialogue, so the fill must be balanced.
-    caps = [max(r["concurrency"]["value"] + execution.chunk_size, 2 * execution.chunk_size) for r in reports]
-    load = [0] * len(workers)
-    in_flight: dict[Any, tuple[int, list[dict[str, Any]], int]] = {}  # ref -> (worker, chunk, resends)
-    resend: list[tuple[list[dict[str, Any]], int]] = []  # chunks of lost workers, sent first
-    probes: dict[Any, int] = {}  # ref of a lost worker's readiness probe -> worker
-    lost: set[int] = set()  # lost, not back (yet)
-    dead: set[int] = set()  # lost for good (Ray gave up restarting it)
-    exhausted = False
-    stopping: RunStopError | None = None  # the run stopped: nothing new is sent, what runs finishes
-    all_lost_since: float | None = None
-    polls: dict[int, Any] = {}  # worker -> its pending live-progress call (one at a time)
-    live_parts: dict[int, dict[str, int]] = {}  # worker -> its last answer
-    last_poll = time.monotonic()
-
-    def next_chunk() -> tuple[list[dict[str, Any]], int] | None:
-        nonlocal exhausted
-        if resend:
-            return resend.pop(0)
-        chunk = None if exhausted else next(chunks, None)
-        if chunk is None:
-            exhausted = True
-            return None
-        return chunk, 0
-
-    def fill() -> None:
-        live = [w for w in range(len(workers)) if w not in lost]
-        while live and stopping is None:
-            w = min(live, key=lambda i: load[i] / caps[i])
-            if load[w] + execution.chunk_size > caps[w] and load[w] > 0:
-                return
-            nxt = next_chunk()
-            if nxt is None:
-                return
-            chunk, resends = nxt
-            ref = workers[w].run_chunk.remote(job_id, chunk, spec, resends > 0)
-            in_flight[ref] = (w, chunk, resends)
-            if sent is not None:
-                sent(chunk, w)
-            load[w] += len(chunk)
-
-    def lose(w: int, why: BaseException) -> None:
-        if w in lost:
-            return
-        lost.add(w)
-        log.warning("worker %d lost (%s); its chunks go to the other workers", w, str(why).splitlines()[0][:200])
-        probes[workers[w].__ray_ready__.remote()] = w  # resolves once Ray has restarted it
-
-    try:
-        fill()
-        while in_flight or (stopping is None and (resend or not exhausted)):
-            refs = [*in_flight, *probes]
-            ready = ray.wait(refs, num_returns=1, timeout=1.0)[0] if refs else time.sleep(1.0) or []
-            for ref in ready:
-                if ref in probes:
-                    w = probes.pop(ref)
-                    try:
-                        ray.get(ref)
-                        lost.discard(w)  # restarted (its job state rebuilds from the chunk's spec)
-                        log.warning("worker %d is back", w)
-                    except ActorDiedError:
-                        dead.add(w)  # restarts used up, or its node is gone for good
-                    except RayActorError:
-                        probes[workers[w].__ray_ready__.remote()] = w  # unavailable for now: ask again
-                    continue
-                w, chunk, resends = in_flight.pop(ref)
-                load[w] -= len(chunk)
-                try:
-                    summaries = ray.get(ref)
-                except RayTaskError as e:
-                    if not isinstance(e.cause, RunStopError):
-                        raise
-                    if stopping is None:  # the first: every worker stops starting items
-                        stopping = e.cause
-                        log.warning("stopping the job: %s", stopping)
-                        for x in range(len(workers)):
-                            if x not in lost:
-                                workers[x].stop_job.remote(job_id, str(stopping))
-                    continue
-                except RayActorError as e:
-                    if stopping is not None:
-                        continue  # its items have checkpoints; a resume runs them
-                    if resends >= MAX_CHUNK_RESENDS:
-                        raise WorkersLostError(
-                            f"a chunk of {len(chunk)} items lost its worker {resends + 1} times (last: {e}); "
-                            f"the run folder is resumable") from e
-                    lose(w, e)
-                    resend.append((chunk, resends + 1))
-                    continue
-                for summary in summaries:
-                    note(summary)
-            if stopping is None and len(lost) == len(workers) and (in_flight or resend or not exhausted):
-                all_lost_since = all_lost_since or time.monotonic()
-                if len(dead) == len(workers) or time.monotonic() - all_lost_since > execution.worker_start_timeout_s:
-                    raise WorkersLostError(
-                        f"all {len(workers)} workers were lost and none came back within "
-                        f"{execution.worker_start_timeout_s:g} s (nodes gone? no room to restart them); "
-                        f"the run folder is resumable")
-            else:
-                all_lost_since = None
-            fill()
-            # Live progress, polled per worker: one that is lost or restarting does not hold up the others.
-            if polls:
-                answered = set(ray.wait(list(polls.values()), num_returns=len(polls), timeout=0)[0])
-                for w in [w for w, ref in polls.items() if ref in answered]:
-                    try:
-                        live_parts[w] = ray.get(polls.pop(w))
-                    except RayActorError:
-                        pass
-                if answered:
-                    add_live(stats, job.kind, live_parts.values())
-                    note(LIVE)
-            if time.monotonic() - last_poll >= LIVE_PROGRESS_S:
-                last_poll = time.monotonic()
-                for w in range(len(workers)):
-                    if w not in lost and w not in polls:
-                        polls[w] = workers[w].progress.remote(job_id)
-    finally:
-        live = [workers[w] for w in range(len(workers)) if w not in lost]
-        try:
-            ray.get([w.finish_job.remote(job_id) for w in live], timeout=120)
-        except Exception as e:  # noqa: BLE001 - a dead worker has nothing left to flush
-            log.warning("flushing workers: %s", e)
-    if stopping is not None:
-        raise stopping  # after every worker flushed what finished
-    return lost
+    return ChunkScheduler(workers, job_id, job, execution, note, stats, sent).run(items, run_dir, labels)
 
 
-def _get_all(refs: list[Any], task_error: type) -> list[Any]:
+def _get_all(refs: list[Any], task_error: type, ray: Any) -> list[Any]:
     """ray.get of every ref (so none is left as an unhandled error), then the first failure raised:
     a RunStopError as itself (one line, the engine's cause), anything else as Ray raised it."""
-    import ray
-
     out, errors = [], []
     for ref in refs:
         try:

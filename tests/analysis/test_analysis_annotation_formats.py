@@ -33,9 +33,9 @@ def answered(tmp_path):
 
 
 def test_table_reads_back_with_trains_reader_and_joins_the_run(answered, tmp_path):
-    from esc_eval.train.annotations import load_annotations
+    from esc_eval.train.data.annotations import load_annotations
     from esc_eval.train.config import AnnotationSourceConfig, DialogueSourceConfig, RankDataConfig, RankJobConfig
-    from esc_eval.train.rank_job import judge_examples
+    from esc_eval.train.jobs.rank import judge_examples
 
     run, service = answered
     for suffix in (".csv", ".parquet", ".json", ".jsonl"):

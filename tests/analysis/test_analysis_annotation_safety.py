@@ -114,7 +114,7 @@ def test_sheets_label_studio_and_train_table_carry_safety(tmp_path):
     made = import_labelstudio(store, index, file, "c2")
     assert made["created"] and made["answers"] == 8 and store.dimensions("c2") == ALL
     table = write_table(annotation_table(store, "c", index), tmp_path / "table.csv")
-    from esc_eval.train.annotations import load_annotations
+    from esc_eval.train.data.annotations import load_annotations
 
     rows = load_annotations(table)  # what `train rank` reads: the seven; safety has no adapter to train
     assert sorted(r.dimension for r in rows) == sorted(DIMENSION_NAMES)

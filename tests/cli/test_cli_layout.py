@@ -39,6 +39,35 @@ def test_every_python_folder_is_a_mapped_package():
     assert set(cfg["packages"]) == set(cfg["package-dir"])
 
 
+def test_every_room_is_a_layer_of_its_package():
+    """A package with rooms (sub-packages) says in a layers contract how they stand to each other: a
+    new room left out of it would be free to import anything of its siblings."""
+    cfg = tomllib.loads((REPO / "pyproject.toml").read_text())
+    packages = set(cfg["tool"]["setuptools"]["packages"])
+    layered: dict[str, set[str]] = {}
+    for contract in cfg["tool"]["importlinter"]["contracts"]:
+        if contract["type"] == "layers":
+            for container in contract["containers"]:
+                layered.setdefault(container, set()).update(
+                    name.strip() for layer in contract["layers"] for name in layer.split("|"))
+    for package in sorted(packages):
+        rooms = {p.rsplit(".", 1)[1] for p in packages if p.rsplit(".", 1)[0] == package}
+        if rooms:
+            assert package in layered, f"{package} has rooms {sorted(rooms)} but no layers contract"
+            assert rooms <= layered[package], f"{package}'s layers contract leaves out {sorted(rooms - layered[package])}"
+
+
+def test_the_tests_mirror_the_packages():
+    """tests/<folder> holds the tests of the package in <folder> (tests/docs: the docs hooks), and no two
+    test modules share a name (the suite imports them by base name: no __init__.py under tests/)."""
+    folders = set(tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]["package-dir"].values())
+    modules = list((REPO / "tests").glob("**/test_*.py"))
+    test_folders = {str(p.parent.relative_to(REPO / "tests")) for p in modules} - {".", "docs"}
+    assert test_folders <= folders, f"test folders with no package: {sorted(test_folders - folders)}"
+    names = [p.name for p in modules]
+    assert len(names) == len(set(names)), sorted({n for n in names if names.count(n) > 1})
+
+
 def _commands(group, prefix: str = "") -> list[str]:
     ctx = type(group).context_class(group) if hasattr(group, "context_class") else click.Context(group)
     out = []

@@ -7,7 +7,7 @@ import pytest
 import yaml
 
 from esc_eval.train.config import RankJobConfig, RoleJobConfig, TrainConfig, load_rank_config, load_role_config
-from esc_eval.train.deepspeed_config import (
+from esc_eval.train.jobs.deepspeed_config import (
     build_deepspeed_config, check_resources, global_batch_size, scaling_config_kwargs, torch_backend, total_steps,
 )
 from esc_eval.train.errors import TrainConfigError
@@ -114,7 +114,7 @@ def test_gpu_job_on_this_machine_fails_before_ray_starts(tmp_path):
     """The whole job refuses a GPU config on a CPU-only machine before any worker starts."""
     import ray
 
-    from esc_eval.train.job import ray_session
+    from esc_eval.train.jobs.run import ray_session
 
     _skip_with_gpus()
     cfg = TrainConfig(use_gpu=True, model=str(tmp_path))
@@ -157,7 +157,7 @@ def test_gpu_role_job_fails_before_data_is_read(tmp_path):
     import ray
 
     from esc_eval.train.config import DialogueSourceConfig, RoleDataConfig
-    from esc_eval.train.role_job import run_role_job
+    from esc_eval.train.jobs.role import run_role_job
 
     _skip_with_gpus()
     cfg = RoleJobConfig(train=TrainConfig(use_gpu=True, model=str(tmp_path)),

@@ -138,7 +138,7 @@ annotation_rows = st.lists(st.dictionaries(st.sampled_from(["dialogue_id", "dime
 @FUZZ
 @given(data=annotation_rows, fmt=st.sampled_from(["json", "jsonl"]))
 def test_annotation_tables_are_read_or_refused_in_one_line(data, fmt):
-    from esc_eval.train.annotations import load_annotations
+    from esc_eval.train.data.annotations import load_annotations
 
     with tempfile.TemporaryDirectory() as tmp:
         check(load_annotations, write(tmp, f"ann.{fmt}", data, fmt))

@@ -93,8 +93,8 @@ async def test_digit_probabilities_sum_to_one_and_argmax_is_the_greedy_answer(sh
 
 
 def test_bench_score_runs_on_one_short_dialogue(embedded_model, tmp_path, monkeypatch):
-    import esc_eval.sim.bench.scoring as scoring
-    from esc_eval.sim.bench.scoring import bench_score
+    import esc_eval.sim.bench.loops.scoring as scoring
+    from esc_eval.sim.bench.loops.scoring import bench_score
     from esc_eval.sim.jobs.config import SimulationConfig
     from esc_eval.sim.jobs.simulation import run_simulation
 
@@ -133,7 +133,7 @@ def test_bench_score_runs_on_one_short_dialogue(embedded_model, tmp_path, monkey
 
 
 def test_dialogue_first_order_computes_the_dialogue_once(embedded_model):
-    from esc_eval.sim.bench.scoring import _counting_model_class
+    from esc_eval.sim.bench.loops.scoring import _counting_model_class
 
     model = _counting_model_class()("embedded")
     assert model.host is embedded_model.host  # same engine kwargs: the session's engine

@@ -93,7 +93,7 @@ def _phase(calls, lo, hi):
 
 
 def test_second_replica_starts_under_load_and_goes_after(tmp_path):
-    from esc_eval.sim.bench.simulation import synthetic_cards
+    from esc_eval.sim.bench.loops.simulation import synthetic_cards
     from esc_eval.sim.cards.card import write_cards
     from esc_eval.sim.pool.config import ExecutionConfig
     from esc_eval.serve.registry.ref import ModelRef

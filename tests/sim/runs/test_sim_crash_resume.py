@@ -20,7 +20,7 @@ role: {{model: "fake/seeker?latency=0.02"}}
 targets: [{{model: "fake/echo?latency=0.02"}}]
 execution: {{executor: {executor}, workers: 1, concurrency: 16, chunk_size: 4, flush_rows: 8, flush_seconds: 0.5}}
 """)
-    from esc_eval.sim.bench.simulation import synthetic_cards
+    from esc_eval.sim.bench.loops.simulation import synthetic_cards
     from esc_eval.sim.cards.card import write_cards
 
     write_cards(synthetic_cards(120), tmp_path / "cards.json")

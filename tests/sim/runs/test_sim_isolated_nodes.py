@@ -83,7 +83,7 @@ def cluster(tmp_path_factory):
 
 
 def _config(tmp_path: Path, address: str, workers: int = 2, latency: float = 0.2) -> Path:
-    from esc_eval.sim.bench.simulation import synthetic_cards
+    from esc_eval.sim.bench.loops.simulation import synthetic_cards
     from esc_eval.sim.cards.card import write_cards
 
     write_cards(synthetic_cards(DIALOGUES), tmp_path / "cards.json")

@@ -41,7 +41,7 @@ def _in_flight(store, uri: str) -> int:
 @pytest.mark.beside
 @pytest.mark.timeout(600)
 def test_simulate_kill_resume_score_report_view_export_on_s3(s3_env, s3_uri, tmp_path):
-    from esc_eval.sim.bench.simulation import synthetic_cards
+    from esc_eval.sim.bench.loops.simulation import synthetic_cards
     from esc_eval.sim.cards.card import write_cards
 
     write_cards(synthetic_cards(CARDS), tmp_path / "cards.json")

@@ -19,7 +19,7 @@ TOTAL_TURNS = 11
 
 
 def test_kill_driver_mid_dialogue_then_resume_continues_at_the_checkpointed_turn(tmp_path):
-    from esc_eval.sim.bench.simulation import synthetic_cards
+    from esc_eval.sim.bench.loops.simulation import synthetic_cards
     from esc_eval.sim.cards.card import write_cards
 
     write_cards(synthetic_cards(6), tmp_path / "cards.json")
