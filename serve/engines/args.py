@@ -1,6 +1,6 @@
 """The vLLM engine arguments a device gets: what an in-process engine (serve/backends/vllm_engine.py) and a
 Serve replica (serve/app/application.py) start with. Pure: the device is described, not probed, so the
-GPU arguments are built and checked on a CPU machine (tests/serve/test_engine_args.py).
+GPU arguments are built and checked on a CPU machine (tests/serve/engines/test_engine_args.py).
 
 CPU, as measured on the 2-core machines (notes/cpu-stack.md): eager (a compiled start took 78-90 s
 and vLLM's compile cache does not reload), the CPU's fast dtype (serve/devices/cpu.py), 32-token KV blocks

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 CLI = [sys.executable, "-m", "esc_eval.cli"]
 
 CLIENT = r"""

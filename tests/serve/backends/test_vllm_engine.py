@@ -76,7 +76,7 @@ def test_a_process_using_the_engine_exits_cleanly(tmp_path):
         "    print('done')\n")
     env = {**os.environ, "PYTHONFAULTHANDLER": "1"}
     proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300, env=env,
-                          cwd=os.path.dirname(os.path.dirname(os.path.dirname(__file__))))
+                          cwd=os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(__file__)))))
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "done" in proc.stdout
     assert "Task was destroyed but it is pending" not in proc.stderr, proc.stderr[-3000:]

@@ -11,7 +11,7 @@ from esc_eval.serve.plan.planner import EnginePlan, Hardware, Plan, hardware_for
 from esc_eval.serve.plan.projection import (ENGINE_START_S, H100_RATES, Rates, RatesError, Workload, load_rates, project,
                                       rates_from_bench)
 
-BENCH = Path(__file__).parent / "fixtures" / "bench_gpu_2xh100.json"
+BENCH = Path(__file__).resolve().parents[1] / "fixtures" / "bench_gpu_2xh100.json"  # shared with tests/cli
 H100 = hardware_for(8, None, 8, "H100")
 RATES = Rates(decode_tokens_per_s=2000.0, decode_params=10e9, judge_dialogues_per_s={"rubric_first": 4.0,
               "dialogue_first": 12.0}, judge_params=8e9, gpu="H100", batch=64, source="test rates")

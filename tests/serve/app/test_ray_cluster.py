@@ -10,7 +10,7 @@ import pytest
 from esc_eval.serve.app import ray_cluster
 from esc_eval.serve.app.ray_cluster import StaleRayAddressError
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 
 
 @pytest.fixture
