@@ -52,7 +52,8 @@ def load_config_for_plan(path: Path, cards: int | None = None) -> PlanInputs:
         return PlanInputs([ModelUse(m.name, {}, "served") for m in serve_cfg.models],
                           ExecutionConfig(placement=placement, env={"VLLM_CPU_KVCACHE_SPACE": str(serve_cfg.kv_cache_gib)}),
                           dict)
-    from esc_eval.sim.jobs import scoring, simulation_items as simulation
+    import esc_eval.sim.jobs.scoring as scoring
+    import esc_eval.sim.jobs.simulation_items as simulation
 
     if "simulation" in data or "scoring" in data:
         cfg = load_config(path, PipelineConfig)
