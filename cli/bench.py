@@ -3,7 +3,6 @@
 The measurements live in sim/bench/; these commands only parse options and call them."""
 from __future__ import annotations
 
-import contextlib
 import json
 from pathlib import Path
 from typing import Annotated, Any, Optional
@@ -294,34 +293,10 @@ def bench_view(
 ) -> None:
     """The viewer on a big folder of fake dialogues: time to the first page, search, peak RSS."""
     from esc_eval.analysis.bench.viewer import bench_viewer
+    from esc_eval.analysis.results.fake_runs import fake_run_folder
 
-    with _fake_folder(folder, dialogues, models, part_rows, "view") as (path, build_s):
+    with fake_run_folder(folder, dialogues, models, part_rows, "view") as (path, build_s):
         _write({"folder": str(path), "build_s": build_s, **bench_viewer([path])}, out)
-
-
-@contextlib.contextmanager
-def _fake_folder(folder: Optional[Path], dialogues: int, models: int, part_rows: int, what: str):
-    """(the run folder, seconds it took to build or None): `folder` as given, built with fake
-    dialogues if it holds none, or a temporary one removed afterwards."""
-    import tempfile
-    import time
-
-    from esc_eval.analysis.results.fake_runs import write_fake_run
-
-    tmp = None
-    if folder is None:
-        tmp = tempfile.TemporaryDirectory(prefix=f"esc-eval-{what}-bench-")
-        folder = Path(tmp.name) / "run"
-    try:
-        build_s = None
-        if not list((folder / "dialogues").glob("part-*.parquet")):
-            t0 = time.perf_counter()
-            write_fake_run(folder, dialogues, [f"model-{i:02d}" for i in range(models)], part_rows=part_rows)
-            build_s = round(time.perf_counter() - t0, 1)
-        yield folder, build_s
-    finally:
-        if tmp is not None:
-            tmp.cleanup()
 
 
 @app.command("annotate")
@@ -334,8 +309,9 @@ def bench_annotate(
 ) -> None:
     """The annotation server on a big folder: opening the next dialogue, saving an answer, live results."""
     from esc_eval.analysis.bench.annotation import bench_annotation
+    from esc_eval.analysis.results.fake_runs import fake_run_folder
 
-    with _fake_folder(folder, dialogues, models, 64, "annotate") as (path, build_s):
+    with fake_run_folder(folder, dialogues, models, 64, "annotate") as (path, build_s):
         _write({"folder": str(path), "build_s": build_s, **bench_annotation([path], dialogues=annotate)}, out)
 
 
@@ -364,8 +340,9 @@ def bench_trust_cmd(
 ) -> None:
     """Calibration and the human-anchored (PPI) leaderboard at the paper's scale, and the report with --humans."""
     from esc_eval.analysis.bench.trust import bench_trust
+    from esc_eval.analysis.results.fake_runs import fake_run_folder
     from esc_eval.serve.devices.cpu import runtime_summary
 
-    with _fake_folder(folder, dialogues, models, 64, "trust") as (path, build_s):
+    with fake_run_folder(folder, dialogues, models, 64, "trust") as (path, build_s):
         _write({"folder": str(path), "build_s": build_s, "machine": runtime_summary(),
                 **bench_trust(path, n_human=human, report=report)}, out)

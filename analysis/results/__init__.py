@@ -9,7 +9,7 @@ and fake run folders for benchmarks (`fake_runs.py`).
 Layer: the floor of analysis; imports sim's data definitions (dimensions, schemas, run folders)
 and no other room."""
 from esc_eval.analysis.results.expected_scores import expected_scores
-from esc_eval.analysis.results.fake_runs import write_fake_run
+from esc_eval.analysis.results.fake_runs import fake_run_folder, write_fake_run
 from esc_eval.analysis.results.leaderboard import (build_leaderboard, build_leaderboard_by, format_cell,
                                                    leaderboard_by_markdown, leaderboard_markdown, seed_spread,
                                                    write_leaderboard)
@@ -25,5 +25,5 @@ __all__ = ["AnalysisInputError", "HARM_WEIGHTS", "add_usage_columns", "build_lea
            "expected_scores", "format_cell", "harm_weighted_summary", "is_official_json", "leaderboard_by_markdown",
            "leaderboard_markdown", "load_dialogues", "load_manifests", "load_official_dialogues", "load_official_scores",
            "load_safety", "load_scores", "official_kind", "safety_frame", "safety_markdown", "seed_spread", "usage_rows",
-           "write_fake_run", "write_leaderboard", "write_safety", "one_judge", "records", "write_markdown_json",
+           "fake_run_folder", "write_fake_run", "write_leaderboard", "write_safety", "one_judge", "records", "write_markdown_json",
            "exclude_spoiled", "spoiled_dialogues", "spoiled_flags", "with_spoiled"]

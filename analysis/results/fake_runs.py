@@ -6,6 +6,7 @@ with a P(0..4) vector, drawn from a per-model level so that models differ.
 """
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import os
 from pathlib import Path
@@ -77,3 +78,27 @@ def write_fake_run(path: str | os.PathLike[str], n_dialogues: int, models: list[
     folder.write_part("scores", scores)
     folder.update_manifest(run_id=run_id, kind="fake", n_dialogues=n_dialogues)
     return folder.path if not is_uri(path) else str(path)  # a storage URI has no local path
+
+
+@contextlib.contextmanager
+def fake_run_folder(folder: Path | None, dialogues: int, models: int, part_rows: int = 64, what: str = "bench"):
+    """(the run folder, seconds it took to build or None): `folder` as given, built with fake dialogues
+    if it holds none, or a temporary one removed afterwards (the benchmarks of the viewer, the
+    annotation server and the trust analyses run on it)."""
+    import tempfile
+    import time
+
+    tmp = None
+    if folder is None:
+        tmp = tempfile.TemporaryDirectory(prefix=f"esc-eval-{what}-bench-")
+        folder = Path(tmp.name) / "run"
+    try:
+        build_s = None
+        if not list((Path(folder) / "dialogues").glob("part-*.parquet")):
+            t0 = time.perf_counter()
+            write_fake_run(folder, dialogues, [f"model-{i:02d}" for i in range(models)], part_rows=part_rows)
+            build_s = round(time.perf_counter() - t0, 1)
+        yield Path(folder), build_s
+    finally:
+        if tmp is not None:
+            tmp.cleanup()
