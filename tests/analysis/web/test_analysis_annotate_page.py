@@ -18,8 +18,7 @@ def _chromium() -> str | None:
     return shutil.which("chromium") or shutil.which("chromium-browser")
 
 
-@pytest.mark.slow  # a real browser start
-@pytest.mark.beside
+@pytest.mark.slow  # a real browser start; not beside: it bounds the next dialogue's opening at 100 ms
 @pytest.mark.skipif(_chromium() is None, reason="chromium is not installed (apt-get install chromium)")
 def test_two_annotators_score_with_the_keyboard_and_the_agreement_panel_shows_it(tmp_path):
     sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is not installed (pip install playwright)")
