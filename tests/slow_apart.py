@@ -9,8 +9,9 @@ the fast tests (about 10 minutes serially, mostly processes starting and waiting
 test. xdist's own modes cannot say this: `loadscope` groups by module only, and `loadgroup` (the
 xdist_group marker) does not group on pytest 9.2. This subclass of xdist's LoadScopeScheduling
 changes only the scope of a test: every slow test is in one scope (one worker, collection order),
-every other test in its module's scope; the slow scope is handed out first, the `beside` scope last
-(after the fast modules, so the worker that ran them takes it while the slow one is still busy).
+every other test in its module's scope; the slow scope is handed out first, the `beside` tests' scopes
+(one per module) last: the worker that ran the fast modules takes them while the slow one is busy, and
+the slow worker, once done, takes what is left.
 
 Slow tests marked `heavy` (Serve replicas or several engines held for minutes) run first on the slow
 worker, in their order, while the other worker runs the fast tests; the `beside` tests come after
@@ -114,7 +115,7 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log):
 
     class SlowApartScheduling(LoadScopeScheduling):
         """LoadScopeScheduling whose scopes are: the slow tests together (handed out first), the `beside`
-        ones together (last), else the test's module."""
+        ones by module (last), else the test's module."""
 
         ids: dict[str, set[str]] | None = None
         ordered = False
@@ -125,7 +126,9 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log):
                 self.ids = {k: set(v) for k, v in (json.loads(text) if text else {}).items()}
             if nodeid in self.ids.get("slow", ()):
                 return SLOW_SCOPE
-            return BESIDE_SCOPE if nodeid in self.ids.get("beside", ()) else nodeid.split("::", 1)[0]
+            module = nodeid.split("::", 1)[0]
+            # one scope per module: the worker done first (either) takes the next beside module
+            return f"{BESIDE_SCOPE} {module}" if nodeid in self.ids.get("beside", ()) else module
 
         def _assign_work_unit(self, node) -> None:
             # The queue is whole when the first unit is handed out (schedule() fills it, then assigns).
@@ -139,8 +142,8 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log):
                     heavy = self.ids.get("heavy", set())
                     self.workqueue[SLOW_SCOPE] = {**{k: v for k, v in unit.items() if k in heavy},
                                                   **{k: v for k, v in unit.items() if k not in heavy}}
-                if BESIDE_SCOPE in self.workqueue:
-                    self.workqueue.move_to_end(BESIDE_SCOPE)
+                for scope in [k for k in self.workqueue if k.startswith(BESIDE_SCOPE)]:
+                    self.workqueue.move_to_end(scope)  # after every other, in collection order
             super()._assign_work_unit(node)
 
     return SlowApartScheduling(config, log)
