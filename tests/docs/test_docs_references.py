@@ -89,6 +89,17 @@ def test_every_command_and_option_of_the_cli_is_in_the_reference():
                 assert cell(param.help) in section, (path, param.name)
 
 
+def test_the_reference_shows_one_name_per_command():
+    """Renamed commands are in the reference under their new names only (the old ones are hidden aliases)."""
+    from esc_eval.cli.app import app
+
+    page = docgen_cli.render_cli(app)
+    for new in ("esc-eval analysis compare-models {", "esc-eval annotate sheets {", "esc-eval annotate agreement {"):
+        assert page.count(new) == 1, new
+    for old in ("esc-eval analysis compare {", "esc-eval analysis annotate-export", "esc-eval analysis annotate-agreement"):
+        assert old not in page, old
+
+
 def test_the_command_checks_follow_the_cli():
     from esc_eval.cli.app import app
 
