@@ -9,6 +9,8 @@
 #   check-steps/     each step's log, context and result, its run folders (the demo's report among them)
 #   ray-logs/        the worker logs of the Ray sessions the check started (vLLM's INFO lines: KV cache
 #                    size, CUDA graphs; an engine's own cause when it fails)
+#   ray-errors.txt   every traceback and error line of those logs, with context, in one file
+#   ray-logs.tar.gz  ray-logs/ as one file (for a machine that hands back a few files near $OUT's top)
 #   nvidia-smi.txt   the card, driver and CUDA as the driver reports them
 # Models: the random-weight j7b (judge and target) and r14b (role) of ../shared/tools/gpu/mkmodels.py,
 # built under $MODELS once (about 50 s on an H100), named through ESC_EVAL_MODEL_PATHS as the tools'
@@ -49,5 +51,17 @@ for session in "$RAY_TMP"/session_2*; do  # the sessions the check's steps start
     cp -r "$session/logs" "$OUT/ray-logs/$(basename "$session")"
   fi
 done
+# Flat copies beside check.json, for a machine that hands back only a few files near the top of $OUT
+# (a lent GPU machine): every engine's errors in one text file (an engine's own cause is in the worker
+# logs only), and the logs as one archive.
+if ls "$OUT/ray-logs"/*/ >/dev/null 2>&1; then
+  for f in "$OUT"/ray-logs/*/worker-*.err "$OUT"/ray-logs/*/serve/*.log "$OUT"/ray-logs/*/raylet.err; do
+    [ -s "$f" ] || continue
+    grep -q -E "Traceback|Error|ERROR" "$f" || continue
+    echo "=== ${f#"$OUT"/ray-logs/}"
+    grep -n -E -B3 -A15 "Traceback|Error|ERROR" "$f" | cut -c1-600 | head -n 400
+  done > "$OUT/ray-errors.txt" 2>/dev/null
+  tar czf "$OUT/ray-logs.tar.gz" -C "$OUT" ray-logs 2>/dev/null || true
+fi
 echo "[node-check] exit $rc; results in $OUT" >&2
 exit "$rc"

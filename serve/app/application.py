@@ -33,6 +33,7 @@ from pydantic import Field, model_validator
 from esc_eval.serve.config.base import ConfigModel, load_config_file
 
 from esc_eval.serve.engines.args import CPU, EngineConfigError, device_engine_kwargs, gpus
+from esc_eval.serve.app.gpu_share import PER_WORKER_GPUS_ENV
 from esc_eval.serve.engines.kv_budget import EXPECTED_KV_ENV, KV_FLOOR_ENV
 from esc_eval.serve.registry.entry import ModelEntry
 from esc_eval.serve.registry.registry import Registry, load_registry
@@ -247,8 +248,10 @@ def build_llm_config(m: ServeModelConfig, cfg: ServeConfig, registry: Registry) 
         bundle["CPU"] = m.replica_cpus
     if m.gpu_fraction is not None:
         # ray.serve.llm's fractional GPU serving: the engine's one bundle holds part of a GPU (Ray puts
-        # it where it fits best) and vLLM's workers get VLLM_RAY_PER_WORKER_GPUS from it
+        # it where it fits best). The replica's env names the fraction for vLLM's Ray worker (gpu_share.py:
+        # on an H200 the worker asked a whole GPU of a 0.79 bundle and never started); a user's value is kept.
         bundle["GPU"] = m.gpu_fraction
+        env.setdefault(PER_WORKER_GPUS_ENV, f"{m.gpu_fraction:g}")
     if bundle:
         out["placement_group_config"] = {"bundles": [bundle]}
     if m.accelerator == "cpu":

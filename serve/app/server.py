@@ -15,8 +15,9 @@ stat logger added when the engine started, so a replica that autoscaled in mid-r
 its requests), the KV cache vLLM allocated, dtype, device, and optionally its prefix cache emptied
 first (ray.serve.llm's own LLMServer.reset_prefix_cache does the same for one replica).
 
-A GPU replica compares the KV cache its engine sized with the plan's figure (serve/engines/kv_budget.py):
-one sharing a GPU whose cache came out short fails its start, after a random wait of up to
+Replicas sharing a GPU start their engines one at a time (serve/app/gpu_share.py). A GPU replica
+compares the KV cache its engine sized with the plan's figure (serve/engines/kv_budget.py): one
+sharing a GPU whose cache came out short fails its start, after a random wait of up to
 RETRY_SPREAD_S so that Serve's retries of neighbours that failed together profile apart.
 """
 from __future__ import annotations
@@ -27,6 +28,7 @@ import os
 import random
 from typing import Any
 
+from esc_eval.serve.app.gpu_share import one_start_at_a_time
 from esc_eval.serve.chat.interface import EngineStartError
 from esc_eval.serve.engines.kv_budget import EXPECTED_KV_ENV, KV_FLOOR_ENV, RETRY_SPREAD_S, check_kv
 from esc_eval.serve.engines.output import ChildOutput, cause_of
@@ -45,19 +47,20 @@ class LLMServer(_base()):  # type: ignore[misc]
 
     async def start(self):
         output = ChildOutput()
-        try:
-            with output.capture():  # the engine's processes inherit the teed stdout/stderr
-                await super().start()
-        except Exception as e:
-            model = self._llm_config.model_id
-            raise EngineStartError(f"the vLLM engine for {model} did not start: {cause_of(e, output)}",
-                                   model=model, detail=output.tail()) from e
-        client = _engine_client(self)
-        if client is not None:
-            from esc_eval.serve.engines.vllm_compat import token_counter
+        model = self._llm_config.model_id
+        async with one_start_at_a_time(model):  # replicas sharing a GPU profile its memory one at a time
+            try:
+                with output.capture():  # the engine's processes inherit the teed stdout/stderr
+                    await super().start()
+            except Exception as e:
+                raise EngineStartError(f"the vLLM engine for {model} did not start: {cause_of(e, output)}",
+                                       model=model, detail=output.tail()) from e
+            client = _engine_client(self)
+            if client is not None:
+                from esc_eval.serve.engines.vllm_compat import token_counter
 
-            token_counter(client)  # counts from the start: every request this replica serves
-        await self._check_kv_cache(client)
+                token_counter(client)  # counts from the start: every request this replica serves
+            await self._check_kv_cache(client)
 
     async def _check_kv_cache(self, client: Any) -> None:
         """The engine's KV cache against the plan's figure (EXPECTED_KV_ENV: set on GPU replicas only)."""

@@ -40,6 +40,9 @@ _PREFIX = re.compile(r"^(?:\x1b\[[\d;]*m)*(?:\([^()]*? pid=\d+\)(?:\x1b\[[\d;]*m
 _POINTERS = ("see root cause above", "see stack trace for root cause", "failed core proc")
 # vLLM's own words when the cause is in a child process's output, not in the exception
 _POINTER_WORDS = ("root cause", "failed core proc", "background process")
+# Teardown after a failed start, not its cause: vLLM's Ray executor kills its workers at exit from a Ray job
+# that is already gone (vllm-project/vllm#45318, #45328); on an H200 this buried the engine's own error.
+_TEARDOWN = ("actorhandlenotfounderror",)
 # pydantic's header: "1 validation error for ModelConfig" (after "pydantic_core._pydantic_core.ValidationError: ")
 _VALIDATION = re.compile(r"^(?:(?:[\w.]+\.)?(\w+): )?(\d+) validation errors? for ([\w.\[\], ]+?)\s*$")
 _LIST = re.compile(r"dict_keys\(\[([^\]]*)\]\)|\[((?:'[^']*', ){8,}'[^']*')\]")
@@ -206,7 +209,7 @@ def root_cause(lines: Iterable[str]) -> str | None:
                 current.append(line)
     causes = [c for c in (_exception_of(b) for b in blocks) if c]
     for cause in reversed(causes):
-        if not any(p in cause.lower() for p in _POINTERS):
+        if not any(p in cause.lower() for p in (*_POINTERS, *_TEARDOWN)):
             return cause
     return causes[-1] if causes else None
 

@@ -124,8 +124,6 @@ class ChunkScheduler:
 
     def start(self, items, run_dir, labels: list[str]) -> None:
         """The workers take the job and set up (their engines start now, before any item is sent)."""
-        from ray.exceptions import RayTaskError
-
         ray, ex, workers = self.ray, self.execution, self.workers
         ways = ray.get([w.start_job.remote(self.job_id, self.job, run_dir, ex) for w in workers])
         self.spec = ray.put((self.job, run_dir, ex))  # once in the object store, not once per chunk
@@ -136,18 +134,44 @@ class ChunkScheduler:
                 f"{len(not_ready)} of {len(workers)} workers did not set up their models within "
                 f"{ex.worker_start_timeout_s:g} s (engine not starting? see the Ray logs)"
             )
-        # Setup errors (a model that cannot start: its engine's cause; a bad model name) surface here.
-        reports = _get_all(setups, RayTaskError, ray)
-        labels[:] = [f"{r['where']} ({way})" for r, way in zip(reports, ways)]
-        self.stats.workers = reports
+        reports = self.setup_reports(setups)
+        labels[:] = [f"{r['where']} ({way})" if r else f"lost in setup ({way})" for r, way in zip(reports, ways)]
+        self.stats.workers = [r for r in reports if r]
         self.note(SETUP)
         for i, (label, r) in enumerate(zip(labels, reports)):
-            log.info("worker %d: %s; %s", i, label, r["concurrency"]["reason"])
+            log.info("worker %d: %s; %s", i, label, r["concurrency"]["reason"] if r else "set up again when back")
         self.chunks = chunked(items, ex.chunk_size)
         # Each worker holds at most its `concurrency` running items plus one chunk queued behind them, so
         # it never idles between chunks; a new chunk goes to the least-loaded worker. Items sent beyond a
-        # worker's concurrency wait there for a whole dialogue, so the fill must be balanced.
-        self.caps = [max(r["concurrency"]["value"] + ex.chunk_size, 2 * ex.chunk_size) for r in reports]
+        # worker's concurrency wait there for a whole dialogue, so the fill must be balanced. A worker lost
+        # in setup is given the others' concurrency (its own is known once it is back).
+        known = [r["concurrency"]["value"] for r in reports if r]
+        fallback = max(known) if known else (ex.concurrency or ex.chunk_size)
+        self.caps = [max((r["concurrency"]["value"] if r else fallback) + ex.chunk_size, 2 * ex.chunk_size)
+                     for r in reports]
+
+    def setup_reports(self, setups: list[Any]) -> list[dict[str, Any] | None]:
+        """Each worker's setup report; None for a worker lost while it set up (killed for memory while
+        its engines started, its node gone): it is probed like a worker lost mid-run, and once Ray has
+        restarted it its first chunk sets it up again from the job's spec, while the others go on (all
+        lost: check_all_lost waits for one, up to the start timeout). Setup errors (a model that cannot
+        start: its engine's cause; a bad model name) are raised: a restart would meet them again."""
+        from ray.exceptions import RayActorError, RayTaskError
+
+        reports: list[dict[str, Any] | None] = []
+        errors: list[BaseException] = []
+        for w, ref in enumerate(setups):
+            try:
+                reports.append(self.ray.get(ref))
+            except RayTaskError as e:  # noqa: PERF203 - one per worker
+                reports.append(None)
+                errors.append(e.cause if isinstance(e.cause, RunStopError) else e)
+            except RayActorError as e:
+                reports.append(None)
+                self.lose(w, e)
+        if errors:
+            raise next((e for e in errors if isinstance(e, RunStopError)), errors[0])
+        return reports
         self.last_poll = time.monotonic()  # live progress is first asked for LIVE_PROGRESS_S after setup
 
     def running(self) -> bool:
@@ -317,20 +341,6 @@ def run_on_ray(workers, job_id, job, items, run_dir, execution: ExecutionConfig,
     when its node is gone and no other node has room for it). A lost worker is probed; when Ray has
     restarted it (elsewhere) it takes chunks again."""
     return ChunkScheduler(workers, job_id, job, execution, note, stats, sent).run(items, run_dir, labels)
-
-
-def _get_all(refs: list[Any], task_error: type, ray: Any) -> list[Any]:
-    """ray.get of every ref (so none is left as an unhandled error), then the first failure raised:
-    a RunStopError as itself (one line, the engine's cause), anything else as Ray raised it."""
-    out, errors = [], []
-    for ref in refs:
-        try:
-            out.append(ray.get(ref))
-        except task_error as e:  # noqa: PERF203 - one per worker
-            errors.append(e.cause if isinstance(e.cause, RunStopError) else e)
-    if errors:
-        raise next((e for e in errors if isinstance(e, RunStopError)), errors[0])
-    return out
 
 
 def start_workers(ex: ExecutionConfig) -> list[Any]:

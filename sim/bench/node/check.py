@@ -46,9 +46,9 @@ TITLES: dict[str, str] = {
 }
 STEPS: tuple[str, ...] = tuple(TITLES)
 FIXED_S = {"machine": 30.0, "plan": 30.0}
-# engines first: its share must hold its starts (on one GPU the random-weight 13B role and 7B target, then
-# the 7B judge: ~182 s of a 9-minute check); the workload keeps what its share measured
-WEIGHTS = {"engines": 0.40, "workload": 0.37, "bad_engine": 0.05, "demo": 0.18}
+# engines first: its share must hold its starts (on one GPU the random-weight 13B role and 7B target one after
+# the other, then the 7B judge: ~170 s of a 9-minute check's 240); the workload keeps what its share measured
+WEIGHTS = {"engines": 0.50, "workload": 0.31, "bad_engine": 0.04, "demo": 0.15}
 NEEDS = {"plan": "machine", "engines": "plan", "workload": "engines", "bad_engine": "machine", "demo": "machine"}
 # What the small workload is on each device: a GPU measures in seconds; the CPU proves the path.
 SIZES = {"gpu": {"dialogues": 64, "sim_dialogues": 16, "max_tokens": 64, "dimensions": None, "demo_cards": 2},
@@ -82,10 +82,11 @@ class NodeCheckConfig(BaseModel):
 
 def engine_start_s(params: float | None, device: str) -> float:
     """A rough time for one engine start (load, profile, KV cache, compile and CUDA graphs on a GPU):
-    the floor the budget must leave the engines step. From the one GPU run (a 13.1B in 67 s on an H100,
-    ../shared/notes/gpu-h100.md) and this CPU (the 135M embedded model in 23-45 s, eager)."""
+    the floor the budget must leave the engines step. Fitted to the one GPU start timed alone (a 13.1B,
+    26.2 GB in bf16, in 67 s on an H100, ../shared/notes/gpu-h100.md) and this CPU (the 135M embedded
+    model in 23-45 s, eager)."""
     gb = 2 * (params or 1e9) / 1e9  # bf16 weights
-    return 40.0 + 2.5 * gb if device == "gpu" else 30.0 + 20.0 * gb
+    return 30.0 + 1.4 * gb if device == "gpu" else 30.0 + 20.0 * gb
 
 
 def planned_ends(budget_s: float, steps: list[str]) -> dict[str, float]:
@@ -101,20 +102,20 @@ def planned_ends(budget_s: float, steps: list[str]) -> dict[str, float]:
     return ends
 
 
-def engine_starts(models: dict[str, str]) -> dict[str, list[tuple[str, list[str], bool]]]:
+def engine_starts(models: dict[str, str]) -> dict[str, list[tuple[str, list[str]]]]:
     """The engines each step starts, in the order it starts them: (part, distinct models started for
-    it, whether they start together). engines: the simulation's role and target, then the judge;
-    workload (`bench gpu`): ours' simulation, ours' judge once per prompt order (as `score` deploys
-    it), the references' simulation engines (one after another) and their offline judge; demo: the
-    embedded model; bad_engine stops before its engine. Ours' engines of a part start together on a
-    GPU (Serve deploys the replicas at once); on a CPU every start is counted one after another."""
+    it). engines: the simulation's role and target, then the judge; workload (`bench gpu`): ours'
+    simulation, ours' judge once per prompt order (as `score` deploys it), the references' simulation
+    engines and their offline judge; demo: the embedded model; bad_engine stops before its engine.
+    Every start is counted one after another: on one GPU the replicas sharing it take turns
+    (serve/app/gpu_share.py), and on a CPU the engines share its cores."""
     sim = sorted({models["role"], models["target"]})
     judge = [models["judge"]]
-    return {"engines": [("simulation", sim, True), ("scoring", judge, True)],
-            "workload": [("simulation.ours", sim, True), ("scoring.rubric_first.ours", judge, True),
-                         ("scoring.dialogue_first.ours", judge, True), ("simulation.reference", sim, False),
-                         ("scoring.reference", judge, False)],
-            "demo": [("demo", ["vllm/embedded"], False)]}
+    return {"engines": [("simulation", sim), ("scoring", judge)],
+            "workload": [("simulation.ours", sim), ("scoring.rubric_first.ours", judge),
+                         ("scoring.dialogue_first.ours", judge), ("simulation.reference", sim),
+                         ("scoring.reference", judge)],
+            "demo": [("demo", ["vllm/embedded"])]}
 
 
 def _min_budget(step: str, need: float, steps: list[str]) -> float:
@@ -131,7 +132,7 @@ def check_budget(budget_s: float, steps: list[str], models: dict[str, str], devi
     from esc_eval.sim.bench.gpu.hardware import model_params
 
     starts = {s: parts for s, parts in engine_starts(models).items() if s in steps}
-    sizes = {m: model_params(m) for parts in starts.values() for _, ms, _ in parts for m in ms}
+    sizes = {m: model_params(m) for parts in starts.values() for _, ms in parts for m in ms}
     est = {m: round(engine_start_s(sizes[m], device)) for m in sizes}
     ends = planned_ends(budget_s, steps)
     shares, before = {}, 0.0
@@ -140,9 +141,9 @@ def check_budget(budget_s: float, steps: list[str], models: dict[str, str], devi
     plan: dict[str, Any] = {}
     must: dict[str, int] = {}  # parts a step's share must hold: the engines step all, the others their first
     for s, parts in starts.items():
-        needs = [(max if together and device == "gpu" else sum)(est[m] for m in ms) for _, ms, together in parts]
+        needs = [sum(est[m] for m in ms) for _, ms in parts]
         held = next((i for i in range(len(needs)) if sum(needs[:i + 1]) > shares[s]), len(needs))
-        plan[s] = {"parts": [{"part": p, "models": ms, "start_s": n} for (p, ms, _), n in zip(parts, needs)],
+        plan[s] = {"parts": [{"part": p, "models": ms, "start_s": n} for (p, ms), n in zip(parts, needs)],
                    "start_s": sum(needs), "share_s": shares[s], "parts_held": held}
         must[s] = len(parts) if s == "engines" else 1
     every = max((_min_budget(s, p["start_s"], steps) for s, p in plan.items()), default=budget_s)

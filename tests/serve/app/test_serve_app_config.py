@@ -242,3 +242,19 @@ def test_fractional_bundle_carries_the_replica_cpus_too():
     lc = llm.LLMConfig.model_validate(c)
     assert lc.placement_group_config["bundles"] == [{"CPU": 2, "GPU": 0.4}]
     assert lc.deployment_config["ray_actor_options"] == {"num_cpus": 0}
+
+
+def test_fractional_replica_tells_vllms_ray_worker_its_fraction():
+    # on an H200 vLLM's Ray executor asked a whole GPU (its default) inside a 0.79 bundle and no engine started
+    cfg = ServeConfig(models=[ServeModelConfig(name="qwen1.5-7b-chat", accelerator="gpu", gpu_fraction=0.2141,
+                                               gpu_memory_utilization=0.2)])
+    (c,) = build_llm_configs(cfg)
+    lc = llm.LLMConfig.model_validate(c)
+    assert lc.runtime_env["env_vars"]["VLLM_RAY_PER_WORKER_GPUS"] == "0.2141"
+    assert lc.placement_group_config["bundles"] == [{"GPU": 0.2141}]
+    whole = build_llm_configs(ServeConfig(models=[ServeModelConfig(name="qwen1.5-7b-chat", accelerator="gpu")]))[0]
+    assert "VLLM_RAY_PER_WORKER_GPUS" not in (whole.get("runtime_env") or {}).get("env_vars", {})
+    mine = ServeConfig(env_vars={"VLLM_RAY_PER_WORKER_GPUS": "0.1"},
+                       models=[ServeModelConfig(name="qwen1.5-7b-chat", accelerator="gpu", gpu_fraction=0.5,
+                                                gpu_memory_utilization=0.45)])
+    assert build_llm_configs(mine)[0]["runtime_env"]["env_vars"]["VLLM_RAY_PER_WORKER_GPUS"] == "0.1"

@@ -200,3 +200,15 @@ def test_the_tail_reaches_back_to_where_the_last_traceback_began():
     assert len(tail) == 62  # the traceback whole, not the 40 lines after its head
     out._keep([f"line {i}".encode() for i in range(200)])
     assert out.tail(40) == [f"line {i}" for i in range(160, 200)]  # a traceback long gone: the last 40 lines
+
+
+def test_the_root_cause_skips_the_ray_executors_teardown_after_a_failed_start():
+    # on an H200: the engine's error, then vLLM's Ray executor failing to kill its workers at exit
+    lines = ["(EngineCore pid=2644) Traceback (most recent call last):", '(EngineCore pid=2644)   File "gpu_worker.py"',
+             "(EngineCore pid=2644) ValueError: No available memory for the cache blocks.",
+             "(EngineCore pid=2644) ERROR [ray_executor_v2.py:516] Failed to kill actor rank=0",
+             "(EngineCore pid=2644) Traceback (most recent call last):", '(EngineCore pid=2644)   File "worker.py"',
+             "(EngineCore pid=2644) ray.exceptions.ActorHandleNotFoundError: ActorHandle objects are not valid "
+             "across Ray sessions. The actor handle was created in job 03000000, but the current job is 04000000."]
+    assert root_cause(lines) == "ValueError: No available memory for the cache blocks."
+    assert root_cause(lines[3:]).startswith("ray.exceptions.ActorHandleNotFoundError")  # nothing else: said as is

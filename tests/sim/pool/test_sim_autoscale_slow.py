@@ -37,6 +37,9 @@ DIALOGUES, ROUNDS, MAX_TOKENS = 8, 3, 16
 # replica in each gap and started it again: 11 short runs, never up), and all runs share one worker (a new worker
 # for each run took up to 22 s beside other jobs' load, longer than DOWNSCALE_S: the same drop, never up).
 MORE_ROUNDS, MORE_LOAD_S, DOWNSCALE_S, DECIDE_S = 1, 300, 10, 60
+# After the load: DOWNSCALE_S, then the controller stops the replica. Seen within 40 s alone; beside another
+# test's engine start on the same 2 cores (a CI run) not within 40 s. The wait ends when it goes.
+GONE_WAIT_S = 120
 
 
 class ReplicaWatch(threading.Thread):
@@ -146,7 +149,7 @@ def test_second_replica_starts_under_load_and_goes_after(tmp_path):
                 assert run_simulation(more, tmp_path / f"more-{extra}", pool=pool)["items"] == DIALOGUES
             t_done = time.monotonic()
             pool.close()  # the worker (and its handle's load report) goes with the load, as a run's own pool does
-            while time.monotonic() - t_done < 40 and watch.samples[-1][1:] != (1, 0):
+            while time.monotonic() - t_done < GONE_WAIT_S and watch.samples[-1][1:] != (1, 0):
                 time.sleep(0.25)  # the load is over: the second replica should go
             t_down = time.monotonic()
         watch.halt.set()
@@ -182,6 +185,7 @@ def test_second_replica_starts_under_load_and_goes_after(tmp_path):
         # the load's longest pause (the gaps between runs among them): DOWNSCALE_S must be longer
         "longest_wait_between_call_ends_s": round(max((b - a for a, b in zip(ends, ends[1:])), default=0), 1),
         "downscale_wait_s": round(t_down - t_done, 1),
+        "replicas_running_starting_at_end": list(watch.samples[-1][1:]) if watch.samples else None,
         "turns_with_one_replica_before_upscale": _phase(calls, t_load, decided),
         "turns_while_second_replica_started": _phase(calls, decided, up or t_done + 1),
         "turns_with_two_replicas": _phase(calls, up, t_done + 1) if up else None,

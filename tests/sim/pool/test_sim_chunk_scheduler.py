@@ -268,3 +268,31 @@ def test_run_raises_the_stop_after_the_workers_flushed():
     with pytest.raises(RunStopError, match="budget spent"):
         s.run(items(4), "run", [])
     assert [len(w.sent("finish_job")) for w in workers] == [1, 1]
+
+
+def test_a_worker_lost_while_it_sets_up_is_probed_and_the_others_go_on():
+    # seen in CI: the one worker's engine start was killed (memory) and Ray restarted the actor
+    s, workers, notes = scheduler(chunk_size=2, concurrency=3)
+    workers[0].answers["setup"]["error"] = RayActorError()
+    labels: list[str] = []
+    s.start(items(4), "run", labels)
+    assert labels == ["lost in setup (direct)", "node:1 (direct)"] and notes == [SETUP]
+    assert s.lost == {0} and len(workers[0].sent("__ray_ready__")) == 1
+    assert s.caps == [5, 5] and len(s.stats.workers) == 1  # the others' concurrency until it is back
+    s.fill()
+    assert not workers[0].sent("run_chunk") and len(workers[1].sent("run_chunk")) == 2
+    probe = workers[0].sent("__ray_ready__")[0]
+    s.probe_answered(probe)  # restarted: its first chunk carries the job's spec, so it sets up again
+    assert s.lost == set()
+
+
+def test_a_lone_worker_lost_in_setup_is_waited_for_and_a_setup_error_still_fails_the_start():
+    s, workers, _ = scheduler(n_workers=1, chunk_size=2, concurrency=2)
+    workers[0].answers["setup"]["error"] = RayActorError()
+    s.start(items(2), "run", [])
+    s.check_all_lost()  # within the start timeout: waits, does not raise
+    assert s.lost == {0} and s.all_lost_since is not None
+    s2, workers2, _ = scheduler(n_workers=2)
+    workers2[1].answers["setup"]["error"] = RayTaskError("setup", "tb", ValueError("no such model"))
+    with pytest.raises(RayTaskError):
+        s2.start(items(2), "run", [])

@@ -40,6 +40,18 @@ class DieOnceJob(SimulationJob):
         return await super().run(item)
 
 
+class DieInSetupOnceJob(SimulationJob):
+    """A simulation job whose worker process dies (os._exit) the first time it sets up, as one killed
+    for memory while its engines start."""
+
+    async def setup(self, models):
+        marker = Path(self.run_dir) / "died-in-setup"
+        if not marker.exists():
+            marker.write_text("x")
+            os._exit(1)
+        await super().setup(models)
+
+
 def cfg(**ex):
     ex = {"num_cpus_per_worker": 1, "workers": 1, "concurrency": 8, "chunk_size": 8, **ex}
     execution = ExecutionConfig(executor="ray", flush_rows=1, log_to_driver=False, **ex)
@@ -116,3 +128,14 @@ def test_workers_that_cannot_be_placed_say_so_within_seconds(ray_local, tmp_path
         run_simulation(cfg(placement_timeout_s=3), tmp_path)
     assert time.monotonic() - t < 15
     ray.kill(hog)
+
+
+@pytest.mark.slow
+def test_a_worker_killed_while_it_sets_up_is_restarted_and_the_run_completes(ray_local, tmp_path):
+    c = cfg()
+    items = list(iter_items(c, select_cards(c), set()))
+    stats = run_pool(DieInSetupOnceJob(c, str(tmp_path), "run-x"), items, str(tmp_path), c.execution)
+    assert (tmp_path / "died-in-setup").exists(), "the worker should have died in setup once"
+    rows = [r for p in sorted((tmp_path / "dialogues").glob("part-*.parquet")) for r in pq.read_table(p).to_pylist()]
+    assert sorted(r["dialogue_id"] for r in rows) == sorted(i["dialogue_id"] for i in items)
+    assert all(r["status"] == "ok" for r in rows) and stats.done == len(items)

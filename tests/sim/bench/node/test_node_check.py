@@ -121,34 +121,34 @@ def test_a_budget_too_small_for_one_engine_start_is_one_line_before_anything_sta
     assert str(res.exception).startswith("--budget-min 1.5: too small: the engines step needs ~70 s of engine starts "
                                          "on the cpu (simulation ~35 s, scoring ~35 s) and would get ")
     assert not (tmp_path / "sub").exists()  # nothing written
-    with pytest.raises(CheckInputError, match=r"give at least --budget-min 4.2 \(every step's engine starts: 8.9\)"):
+    with pytest.raises(CheckInputError, match=r"give at least --budget-min 4.9 \(every step's engine starts: 10.4\)"):
         node_check.check_budget(90, list(node_check.STEPS), dict.fromkeys(("judge", "role", "target"), "vllm/embedded"), "cpu")
 
 
 def test_the_budget_counts_every_engine_start_of_every_step(monkeypatch):
-    # one GPU, the tools' random-weight models: a 13.1B role, a 7.4B target and judge (105 s and 77 s a start)
+    # one GPU, the tools' random-weight models: a 13.1B role, a 7.4B target and judge (67 s and 51 s a start)
     import esc_eval.sim.bench.gpu.hardware as hardware
 
     monkeypatch.setattr(hardware, "model_params", {"r14b": 13.1e9, "j7b": 7.4e9, "vllm/embedded": 0.135e9}.get)
     models = {"role": "r14b", "target": "j7b", "judge": "j7b"}
     plan = node_check.check_budget(540, list(node_check.STEPS), models, "gpu")
     starts = plan["engine_starts"]
-    # role and target deployed together (the longer start), then the judge
-    assert [(p["part"], p["start_s"]) for p in starts["engines"]["parts"]] == [("simulation", 106), ("scoring", 77)]
-    assert starts["engines"]["parts_held"] == 2 and starts["engines"]["share_s"] >= 183
+    # role and target, taking turns on the GPU, then the judge
+    assert [(p["part"], p["start_s"]) for p in starts["engines"]["parts"]] == [("simulation", 118), ("scoring", 51)]
+    assert starts["engines"]["parts_held"] == 2 and starts["engines"]["share_s"] >= 169
     # bench gpu: ours' simulation, the judge once per prompt order, the references' simulation and judge
     assert [p["part"] for p in starts["workload"]["parts"]] == [
         "simulation.ours", "scoring.rubric_first.ours", "scoring.dialogue_first.ours", "simulation.reference",
         "scoring.reference"]
-    # the references start their two simulation engines one after the other
-    assert starts["workload"]["start_s"] == 106 + 77 + 77 + (106 + 77) + 77 and starts["workload"]["parts_held"] == 1
-    assert plan["notes"] == ["the workload step's 178 s hold 1 of its 5 engine-starting parts (~520 s of starts); the "
-                             "rest is cut at its deadline", "--budget-min 24.4 holds every step's engine starts"]
+    assert starts["workload"]["start_s"] == 118 + 51 + 51 + 118 + 51 and starts["workload"]["parts_held"] == 1
+    assert plan["notes"] == ["the workload step's 149 s hold 1 of its 5 engine-starting parts (~389 s of starts); the "
+                             "rest is cut at its deadline", "--budget-min 21.9 holds every step's engine starts"]
     with pytest.raises(CheckInputError) as e:  # a budget whose engines share cannot hold them: which step needs what
         node_check.check_budget(360, list(node_check.STEPS), models, "gpu")
-    assert str(e.value).startswith("--budget-min 6: too small: the engines step needs ~183 s of engine starts on the "
-                                   "gpu (simulation ~106 s, scoring ~77 s) and would get 120 s; give at least --budget-min 8.6 "
-                                   "(every step's engine starts: 24.4)")
+    assert str(e.value).startswith("--budget-min 6: too small: the engines step needs ~169 s of engine starts on the "
+                                   "gpu (simulation ~118 s, scoring ~51 s) and would get 150 s; the workload step needs "
+                                   "~118 s of engine starts on the gpu (simulation.ours ~118 s) and would get 93 s; give "
+                                   "at least --budget-min 7.3 (every step's engine starts: 21.9)")
 
 
 @pytest.mark.parametrize("knobs, words", [
