@@ -7,6 +7,7 @@ round is one seeker turn and one assistant turn: 1 + 2 x rounds messages in all.
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Awaitable, Callable
 
@@ -48,6 +49,22 @@ class DialogueSetup:
     opener: str
     rounds: int = 5
     session_id: str | None = None  # sticky routing key: every turn of a dialogue hits one replica
+    end_at_sentence: bool = False  # a reply cut at its token cap is cut back to its last full sentence
+
+
+# A sentence's end: a Latin mark and any closing quotes or brackets before a space (not "3.5" or "e.g.x"),
+# or a CJK mark and its closing quotes (no space follows in Chinese).
+_SENTENCE_END = re.compile(r"[.!?\u2026][\"'\u201d\u2019)\]]*(?=\s)|[\u3002\uff01\uff1f][\u201d\u300d\u300f\uff09]*")
+SENTENCE = "sentence"  # the finish reason of a reply cut back to its last full sentence
+
+
+def cut_to_sentence(text: str) -> str | None:
+    """`text` up to the end of its last full sentence; None when it has none (or nothing follows
+    the last one: the reply was not cut inside a sentence)."""
+    ends = [m.end() for m in _SENTENCE_END.finditer(text)]
+    if not ends or not text[ends[-1]:].strip():
+        return None
+    return text[:ends[-1]].rstrip()
 
 
 def role_view(turns: list[Turn], system_prompt: str) -> list[ChatMessage]:
@@ -93,11 +110,15 @@ async def run_dialogue(
         seeker_next = turns[-1].speaker == "assistant"
         part, messages, sid = (role, role_msgs, role_sid) if seeker_next else (target, target_msgs, target_sid)
         result = await part.model.chat(list(messages), part.params, adapter=part.adapter, session_id=sid)
-        text = result.text.strip()
+        text, finish = result.text.strip(), result.finish_reason
+        if setup.end_at_sentence and finish == "length":
+            cut = cut_to_sentence(text)
+            if cut:  # what the next turn sees too: a sentence, not half of one
+                text, finish = cut, SENTENCE
         turns.append(Turn(
             index=len(turns), speaker="seeker" if seeker_next else "assistant", text=text,
             prompt_tokens=result.prompt_tokens, completion_tokens=result.completion_tokens,
-            latency_s=result.latency_s, finish_reason=result.finish_reason,
+            latency_s=result.latency_s, finish_reason=finish,
         ))
         role_msgs.append(ChatMessage(role="assistant" if seeker_next else "user", content=text))
         target_msgs.append(ChatMessage(role="user" if seeker_next else "assistant", content=text))

@@ -11,7 +11,9 @@ Reasons, each a rule anyone can recompute (the lexicons are seeker_lexicon.py's)
   repeats_itself        a seeker turn of 5+ words (8+ characters in Chinese) near-identical
                         (difflib ratio >= 0.9 over words; characters in Chinese) to an earlier
                         seeker turn, or to the assistant turn right before it
-  empty_or_truncated    a seeker turn with no text, or cut by the token limit (finish reason "length")
+  empty_or_truncated    a seeker turn with no text, or cut by the token limit (finish reason "length";
+                        not "sentence": a reply cut back to its last full sentence by the run's
+                        end_at_sentence reads whole)
   resolves_in_first_round  in its opening turn or its reply to the supporter's first answer, the
                         seeker says goodbye with thanks, or says its distress is gone ("I feel
                         better now", "好多了") with no negative word of the lexicon in that turn

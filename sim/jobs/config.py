@@ -27,13 +27,16 @@ class SimulationConfig(ConfigModel):
     limit: int | None = Field(None, ge=1, description="Use at most this many cards (after filtering).")
     targets: list[ModelRef] = Field(default_factory=lambda: [ModelRef(model="vllm/embedded")], description="Models under test.")
     role: ModelRef = Field(default_factory=_default_role, description="The role-play model (ESC-Role).")
-    strategies: list[str] = Field(default_factory=lambda: ["official"], description="Role-play prompt strategies: the paper's cooperative seekers (official, zero_shot, cot, icl, cot_icl) and the worst-case ones (resistant, low_engagement, volatile).")
+    strategies: list[str] = Field(default_factory=lambda: ["official"], description="Role-play prompt strategies: the paper's cooperative seekers (official, zero_shot, cot, icl, cot_icl), plain (short plain words a small model can follow: the demo's) and the worst-case ones (resistant, low_engagement, volatile).")
     seeds: list[int] = Field(default_factory=lambda: [0], description="Seeds; each adds one dialogue per card, target and strategy, and reaches every sampled call (role and target). More than one needs sampling (temperature > 0 somewhere).")
     profile: Literal["release", "greedy"] = Field(
         "greedy", description="Generation defaults under the config's own params: 'greedy' = temperature 0 for every "
         "call (the paper's wording); 'release' = what the released code ran (the registry's caps, plus the model "
         "folder's generation_config.json sampling where it samples). Recorded in the manifest and the report.")
     rounds: int = Field(5, ge=1, le=50, description="Seeker/assistant rounds after the opener (the paper: 5).")
+    end_at_sentence: bool = Field(False, description="A reply (seeker's or target's) that reaches its max_tokens is cut back "
+                                  "to its last full sentence, finish reason 'sentence' (none found: kept as cut, 'length'). "
+                                  "Off in the paper's protocol; on in the demo, whose small model writes to any cap.")
     execution: ExecutionConfig = Field(default_factory=ExecutionConfig, description="Pool shape, retries and checkpoints.")
     prices: dict[str, TokenPrice] = Field(default_factory=dict, description="Per-token prices by model name or spec, overriding the registry's `price` (manifest `usage`).")
 

@@ -19,6 +19,22 @@ SMALL_MODELS_NOTE = (
     "difference between its two rows is no finding; the demo shows that the pipeline runs end to end.")
 
 
+# How the embedded 135M model is kept from looping (greedy, the paper's decoding, as everywhere else): a
+# repetition penalty, the plain-worded role prompt, the seeker's reply ended at its first line, and every
+# reply cut at its cap cut back to its last full sentence. Measured on the demo's 8 cards x 2 targets
+# (docs/guides/first-run.md): with the paper's prompt and no penalty all 16 were spoiled and every seeker
+# repeated one sentence; sampling (0.7, penalty 1.15) stopped the loops, but every dialogue had turns cut
+# at the cap, and the seeker still played the supporter.
+DEMO_STRATEGY = "plain"
+DEMO_REPETITION_PENALTY = 1.2
+
+
+def _demo_params(max_tokens: int, stop: list[str] | None = None):
+    from esc_eval.serve.chat.interface import GenerationParams
+
+    return GenerationParams(max_tokens=max_tokens, repetition_penalty=DEMO_REPETITION_PENALTY, stop=stop)
+
+
 def demo_config(n_cards: int = DEMO_CARDS):
     """The demo's defaults, from what the benchmarks found on 2-core CPUs (README Performance):
     one engine per core (2 workers, each engine bound to its own core), the CPU's best dtype
@@ -33,7 +49,6 @@ def demo_config(n_cards: int = DEMO_CARDS):
     an engine on GPU 0 (Ray leaves them every GPU) at vLLM's 0.92 memory share, and the second fails."""
     import os
 
-    from esc_eval.serve.chat.interface import GenerationParams
     from esc_eval.serve.devices.accelerator import decide_accelerator
     from esc_eval.sim.pool.config import ExecutionConfig
     from esc_eval.sim.judging.config import JudgeConfig
@@ -53,10 +68,11 @@ def demo_config(n_cards: int = DEMO_CARDS):
     sim_cfg = SimulationConfig(
         cards="sample", languages=["en"], limit=n_cards,
         # a dialogue is 10 sequential turns: its wall time is the sum of their decode times
-        role=ModelRef(model="vllm/embedded", params=GenerationParams(max_tokens=48)),
-        targets=[ModelRef(model="vllm/embedded", params=GenerationParams(max_tokens=72)),
+        role=ModelRef(model="vllm/embedded", params=_demo_params(48, stop=["\n"])),
+        targets=[ModelRef(model="vllm/embedded", params=_demo_params(72)),
                  ModelRef(model="vllm/embedded", name=TERSE_TARGET, system_prompt=TERSE_PROMPT,
-                          params=GenerationParams(max_tokens=24))],
+                          params=_demo_params(24))],
+        strategies=[DEMO_STRATEGY], end_at_sentence=True,
         execution=ExecutionConfig(concurrency=max(8, per_worker), chunk_size=per_worker, **execution),
     )
     scoring = ScoringConfig(judge=JudgeConfig(model=ModelRef(model="vllm/embedded"), prompt_order="dialogue_first"),

@@ -104,7 +104,9 @@ def simulation_inputs(cfg: SimulationConfig, target_systems: dict[str, str | Non
     """The inputs of a simulation (card file sha256, prompt files, models), for the manifest.
     target_systems: target name -> the system prompt it is given (None = the language default)."""
     cards = card_file(cfg)
+    # end_at_sentence only when on: runs made before it existed keep their fingerprint
     return {
+        **({"end_at_sentence": True} if cfg.end_at_sentence else {}),
         "profile": cfg.profile,
         "rounds": cfg.rounds,
         "cards": {"path": str(cards), "sha256": sha256_file(cards)},
@@ -121,6 +123,8 @@ def fingerprint(inputs: dict[str, Any]) -> dict[str, str]:
            "prompts": digest(inputs["prompts"]), "role": digest(inputs["role"])}
     for name, t in inputs["targets"].items():
         out[f"target[{name}]"] = digest(t)
+    if inputs.get("end_at_sentence"):
+        out["end_at_sentence"] = "true"
     return out
 
 

@@ -165,6 +165,7 @@ class SimulationJob(Job):
         setup = DialogueSetup(
             role_system_prompt=roleplay_system_prompt(card.text, card.language, item["strategy"]),
             opener=opener(card.language, item["strategy"]), rounds=cfg.rounds, session_id=did,
+            end_at_sentence=cfg.end_at_sentence,
         )
         t_index = item["target_index"]
         role_params, target_params = self.role_params, self.target_params[t_index]

@@ -63,3 +63,31 @@ def test_views_are_pure_functions_of_turns():
     assert role_view(turns, "S") == [ChatMessage(role="system", content="S"), ChatMessage(role="user", content="hi"),
                                      ChatMessage(role="assistant", content="sad")]
     assert target_view(turns, None) == [ChatMessage(role="user", content="sad")]
+
+
+class CutAtCap(ChatModel):
+    """Answers with a text cut at its token cap (finish reason 'length')."""
+
+    def __init__(self, text):
+        self.text, self.seen = text, []
+
+    async def chat(self, messages, params=None, *, adapter=None, session_id=None):
+        self.seen.append(list(messages))
+        return ChatResult(text=self.text, completion_tokens=48, finish_reason="length")
+
+
+@pytest.mark.parametrize("text, kept, finish", [
+    ("I lost my job. I keep thinking about it and", "I lost my job.", "sentence"),
+    ('She said "go." Then I', 'She said "go."', "sentence"),
+    ("他走了。我每天都", "他走了。", "sentence"),
+    ("I paid 3.5k and the man never came back and", "I paid 3.5k and the man never came back and", "length"),
+])
+async def test_end_at_sentence_cuts_a_capped_reply_back_to_its_last_sentence(text, kept, finish):
+    role, target = CutAtCap(text), CutAtCap(text)
+    s = DialogueSetup(role_system_prompt="R", opener="O", rounds=1, end_at_sentence=True)
+    turns = await run_dialogue(s, Participant(role), Participant(target))
+    assert [(t.text, t.finish_reason) for t in turns[1:]] == [(kept, finish)] * 2
+    assert target.seen[0][-1].content == kept  # the next speaker is shown the cut text
+    plain = await run_dialogue(DialogueSetup(role_system_prompt="R", opener="O", rounds=1),
+                               Participant(CutAtCap(text)), Participant(CutAtCap(text)))
+    assert [(t.text, t.finish_reason) for t in plain[1:]] == [(text, "length")] * 2  # off: the paper's protocol

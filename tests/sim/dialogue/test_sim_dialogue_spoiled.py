@@ -178,3 +178,14 @@ def test_people_in_esconv_are_not_flagged_for_what_only_a_simulator_does():
             for r in reasons:
                 found[r] = found.get(r, 0) + 1
         assert set(found) <= {"ignores_card"} and flagged <= 0.02 * len(people), found
+
+
+def test_a_reply_cut_back_to_its_last_sentence_is_not_truncated():
+    from esc_eval.sim.dialogue.spoiled import spoiled_reasons
+
+    turns = [{"speaker": "assistant", "text": "Hi, what is on your mind?"},
+             {"speaker": "seeker", "text": "My boss yells at me every day and I dread going in.", "finish_reason": "sentence"},
+             {"speaker": "assistant", "text": "That sounds hard."}]
+    assert "empty_or_truncated" not in spoiled_reasons(turns)
+    turns[1]["finish_reason"] = "length"
+    assert "empty_or_truncated" in spoiled_reasons(turns)

