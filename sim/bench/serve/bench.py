@@ -211,6 +211,7 @@ def _level_summary(run: LevelRun, slos: dict[str, float], seen: set[int], interr
 async def _run_arm(arm: Arm, cfg: ServeBenchConfig, workload: Workload, levels: list[LoadShape], slos: dict[str, float],
                    state: dict[str, Any], on_progress: Callable[[str, LevelRun], None] | None) -> None:
     units = workload.units(arm)
+    _stop_on_sigint(state)
     client = StreamingClient(arm.base_url or "", cfg.model, timeout_s=cfg.timeout_s, session_header=arm.session_header,
                              ignore_eos=cfg.ignore_eos and cfg.workload == "random", fixed_session=cfg.session_id)
     try:
@@ -228,6 +229,27 @@ async def _run_arm(arm: Arm, cfg: ServeBenchConfig, workload: Workload, levels: 
         await client.close()
         if workload.role is not None:
             await workload.role.close()
+
+
+def _stop_on_sigint(state: dict[str, Any]) -> None:
+    """Ctrl-C stops the arm: the level starts no more units and this task is cancelled. Not left to
+    asyncio.run's own handler, which only cancels the task: under load a run went on for a minute
+    after Ctrl-C (a unit that swallowed the cancel kept its slot starting units)."""
+    import signal
+
+    loop, main = asyncio.get_running_loop(), asyncio.current_task()
+
+    def stop() -> None:
+        state["interrupted"] = True
+        if state["current"] is not None:
+            state["current"].stop = True
+        if main is not None:
+            main.cancel()
+
+    try:
+        loop.add_signal_handler(signal.SIGINT, stop)
+    except (NotImplementedError, RuntimeError, ValueError):
+        pass  # not the main thread (a caller's own loop): Ctrl-C is the caller's
 
 
 def bench_serve(cfg: ServeBenchConfig, arms: list[Arm] | None = None,
@@ -266,7 +288,13 @@ def bench_serve(cfg: ServeBenchConfig, arms: list[Arm] | None = None,
                 if arm.before is not None:
                     arm.before()
                 entry["base_url"] = arm.base_url
-                asyncio.run(_run_arm(arm, cfg, workload, levels, slos, state, on_progress))
+                try:
+                    asyncio.run(_run_arm(arm, cfg, workload, levels, slos, state, on_progress))
+                except asyncio.CancelledError:
+                    if not state.get("interrupted"):
+                        raise
+                if state.get("interrupted"):
+                    raise KeyboardInterrupt
             except KeyboardInterrupt:
                 result["interrupted"] = True
                 if state["current"] is not None:

@@ -55,6 +55,7 @@ class LevelRun:
     source_indices: list[int] = field(default_factory=list)
     warmup_indices: list[int] = field(default_factory=list)
     warmup_failed: int = 0
+    stop: bool = False  # set on Ctrl-C: no unit is started after it, whatever a running one does with the cancel
 
     @property
     def duration_s(self) -> float:
@@ -105,7 +106,7 @@ async def run_level(units: Iterator[Unit], client: StreamingClient, run: LevelRu
     count = shape.count
 
     def more() -> bool:
-        if count is not None and run.launched >= count:
+        if run.stop or (count is not None and run.launched >= count):
             return False
         return deadline is None or time.perf_counter() < deadline
 

@@ -4,6 +4,7 @@ simulation's own dialogue and judge code, arms and ratios, plots, bad input, Ctr
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 import signal
 import subprocess
@@ -167,6 +168,36 @@ def _level(shape, seconds=0.02):
     run = LevelRun(shape)
     asyncio.run(run_level(c.units(seconds), StreamingClient("http://unused", "m"), run))
     return c, run
+
+
+class _Deaf:
+    """A unit that swallows a cancel (as a client that catches too much would)."""
+
+    def __init__(self, i):
+        self.name, self.source_index = f"u{i}", i
+
+    async def run(self, model):
+        try:
+            await asyncio.sleep(0.05)
+        except asyncio.CancelledError:
+            pass
+
+
+def test_a_stopped_level_starts_no_more_units_whatever_a_unit_does_with_the_cancel():
+    run = LevelRun(LoadShape(concurrency=2, count=1000))
+
+    async def go():
+        level = asyncio.create_task(run_level((_Deaf(i) for i in itertools.count()), StreamingClient("http://x", "m"), run))
+        await asyncio.sleep(0.3)
+        run.stop = True  # what Ctrl-C sets (bench.py _stop_on_sigint), with the cancel
+        level.cancel()
+        await asyncio.wait_for(asyncio.shield(level), 5)  # the deaf units finish; no new one starts
+
+    try:
+        asyncio.run(go())
+    except asyncio.CancelledError:
+        pass
+    assert 2 <= run.launched < 40
 
 
 def test_fixed_concurrency_holds_the_level_and_excludes_warmup():
