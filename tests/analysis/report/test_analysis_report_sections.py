@@ -27,10 +27,18 @@ def _ids(paths) -> list[str]:
     return json.loads(paths["json"].read_text())["sections"]
 
 
+# Three reports, one test each: each writes a whole report with its figures (about 4 s alone on the
+# AVX2 EPYC, and up to four times that beside a slow test's engine).
 def test_the_sections_and_their_order_are_the_reports_of_before(run, tmp_path):
     assert _ids(write_report([run], tmp_path / "plain", n_boot=0)) == PAPER
+
+
+def test_human_seekers_add_the_fidelity_section_after_the_role_play_checks(run, tmp_path):
     with_people = _ids(write_report([run], tmp_path / "people", n_boot=0, human_seekers=read_human_seekers(sample_file())))
     assert with_people == PAPER[:13] + ["seeker_fidelity"] + PAPER[13:]  # right after the role-play checks
+
+
+def test_human_scores_add_the_anchored_sections_after_table_2(run, tmp_path):
     scores = load_scores([run])
     some = scores[scores["dialogue_id"].isin(sorted(scores["dialogue_id"].unique())[:12])]
     sheet = tmp_path / "humans.csv"
