@@ -6,7 +6,9 @@ from typing import Any, Callable, ContextManager
 
 from esc_eval.sim.jobs.config import PipelineConfig
 
-DEMO_CARDS = 8
+# 4 cards x 2 targets: the demo within 3 minutes on the 2-core AVX2 EPYC (2:45 measured; 8 cards took
+# 4:20 on the same layout): its scoring is bound by the judge's prefill, proportional to the dialogues.
+DEMO_CARDS = 4
 # The demo's second target: the embedded model told to be of no help, so the table has two rows
 # that differ for a reason (the first keeps the release's "You are a helpful assistant!").
 TERSE_TARGET = "vllm/embedded+terse"
@@ -24,7 +26,8 @@ SMALL_MODELS_NOTE = (
 # reply cut at its cap cut back to its last full sentence. Measured on the demo's 8 cards x 2 targets
 # (docs/guides/first-run.md): with the paper's prompt and no penalty all 16 were spoiled and every seeker
 # repeated one sentence; sampling (0.7, penalty 1.15) stopped the loops, but every dialogue had turns cut
-# at the cap, and the seeker still played the supporter.
+# at the cap, and the seeker still played the supporter. With 4 cards and the caps below: 1 of 8 spoiled
+# (a seeker capped at 32 tokens had one turn with no full sentence in it, so 40).
 DEMO_STRATEGY = "plain"
 DEMO_REPETITION_PENALTY = 1.2
 
@@ -37,10 +40,11 @@ def _demo_params(max_tokens: int, stop: list[str] | None = None):
 
 def demo_config(n_cards: int = DEMO_CARDS):
     """The demo's defaults, from what the benchmarks found on 2-core CPUs (README Performance):
-    one engine per core (2 workers, each engine bound to its own core), the CPU's best dtype
+    one engine on every core (one worker, `cpu_bind: all`), the CPU's best dtype
     (`auto`: float32 on AVX2, where bf16 is emulated 4-6x slower), the dialogue-first judge prompt
     so a dialogue's seven judge prompts share one cached prefix, and shorter replies than the
-    paper's 512 tokens so it runs in minutes on CPU. Two targets: the embedded model with the
+    paper's 512 tokens (40 for the seeker, 48 for the target: a dialogue's ten turns are decoded one
+    after another, so its wall time is the sum of their caps) so it runs in minutes on CPU. Two targets: the embedded model with the
     release's system prompt and the same model told to be curt and of no help (TERSE_PROMPT, 24
     tokens), whose leaderboard rows differ for a reason; the leaderboard reads expected scores
     (the embedded judge's most likely label is 1 for everything). On a GPU node (the shared
@@ -56,10 +60,13 @@ def demo_config(n_cards: int = DEMO_CARDS):
     from esc_eval.sim.jobs.config import PipelineConfig, ScoringConfig, SimulationConfig
 
     cores = os.cpu_count() or 1
-    workers = max(1, min(cores, 2))  # one engine per core; more engines than dialogues buys nothing here
-    execution = dict(workers=workers, num_cpus_per_worker=1.0 if cores >= workers else cores / workers,
-                     cpu_bind="per_worker" if workers > 1 else "auto", dtype="auto",
-                     env={"VLLM_CPU_KVCACHE_SPACE": "3"})
+    # One engine on every core: the demo's dialogues are few, so its time is their turns' latency and the
+    # engines' start. On the 2-core AVX2 EPYC (8 cards, float32, same texts): one engine on both cores
+    # started in 38 s (two, one core each: 50 s), and played the dialogues in 100 s (115) and scored
+    # them in 97 s (108); 4:20 in all against 4:53.
+    workers = 1
+    execution = dict(workers=1, num_cpus_per_worker=float(cores), cpu_bind="all" if cores > 1 else "auto",
+                     dtype="auto", env={"VLLM_CPU_KVCACHE_SPACE": "3"})
     if decide_accelerator().kind == "cuda":
         workers = 1
         execution = dict(workers=1, num_cpus_per_worker=1.0, num_gpus_per_worker=1.0, cpu_bind="auto", dtype="auto")
@@ -68,8 +75,8 @@ def demo_config(n_cards: int = DEMO_CARDS):
     sim_cfg = SimulationConfig(
         cards="sample", languages=["en"], limit=n_cards,
         # a dialogue is 10 sequential turns: its wall time is the sum of their decode times
-        role=ModelRef(model="vllm/embedded", params=_demo_params(48, stop=["\n"])),
-        targets=[ModelRef(model="vllm/embedded", params=_demo_params(72)),
+        role=ModelRef(model="vllm/embedded", params=_demo_params(40, stop=["\n"])),
+        targets=[ModelRef(model="vllm/embedded", params=_demo_params(48)),
                  ModelRef(model="vllm/embedded", name=TERSE_TARGET, system_prompt=TERSE_PROMPT,
                           params=_demo_params(24))],
         strategies=[DEMO_STRATEGY], end_at_sentence=True,

@@ -40,10 +40,12 @@ class ExecutionConfig(ConfigModel):
     placement_timeout_s: float = Field(20.0, gt=0, description="Fail (saying what is needed and what the cluster has) if the worker actors cannot be placed on the cluster in this time.")
     log_to_driver: bool = Field(True, description="Show worker logs (engines, retries) on the driver's console.")
     env: dict[str, str] = Field(default_factory=lambda: {"VLLM_CPU_KVCACHE_SPACE": "2"}, description="Environment of the worker actors (Ray runtime_env env_vars).")
-    cpu_bind: Literal["auto", "per_worker"] = Field(
+    cpu_bind: Literal["auto", "per_worker", "all"] = Field(
         "auto", description="vLLM-CPU thread binding of the workers' engines: 'auto' = vLLM's default (every engine on "
         "the first core); 'per_worker' = worker i's engine on core i (mod the cores): several CPU engines on one "
-        "machine use all its cores. Ignored by GPU engines.")
+        "machine use all its cores; 'all' = each worker's engine on every core the driver may use, one thread per "
+        "core (one worker per machine: latency-bound work such as a few dialogues, where one engine on both cores "
+        "of a 2-core CPU started sooner and decoded faster than two on one core each). Ignored by GPU engines.")
     worker_writes: Literal["auto", "direct", "via_driver"] = Field(
         "auto", description="How Ray workers reach a run folder on the driver's disk (a local path; URIs such as "
         "s3:// are written by every worker directly): 'auto' = directly when the worker sees the folder (same node, "

@@ -24,13 +24,30 @@ log = logging.getLogger("esc_eval.pool")
 
 def worker_env(execution: ExecutionConfig, index: int) -> dict[str, str]:
     """Environment of worker `index`: the configured env, plus its core binding under cpu_bind=per_worker
-    (vLLM-CPU pins every engine to the first core by default; the front-ends mostly wait)."""
+    or all (vLLM-CPU pins every engine to the first core by default; the front-ends mostly wait)."""
     env = dict(execution.env)
     if execution.dtype != "auto":  # read by the vLLM backend when a model's options leave dtype at auto
         env.setdefault(DTYPE_ENV, execution.dtype)
     if execution.cpu_bind == "per_worker":
         env.setdefault("VLLM_CPU_OMP_THREADS_BIND", str(index % (os.cpu_count() or 1)))
+    elif execution.cpu_bind == "all":
+        env.setdefault("VLLM_CPU_OMP_THREADS_BIND", core_ranges(_driver_cores()))
     return env
+
+
+def _driver_cores() -> set[int]:
+    try:
+        return os.sched_getaffinity(0)
+    except (AttributeError, OSError):  # not Linux
+        return set(range(os.cpu_count() or 1))
+
+
+def core_ranges(cores: set[int]) -> str:
+    """Cores as vLLM's binding writes them: {0, 1, 2, 5} -> "0-2,5"."""
+    import itertools
+
+    runs = [[c for _, c in g] for _, g in itertools.groupby(enumerate(sorted(cores)), lambda ic: ic[1] - ic[0])]
+    return ",".join(f"{r[0]}-{r[-1]}" if len(r) > 1 else str(r[0]) for r in runs)
 
 
 class PlacementError(RuntimeError):

@@ -7,17 +7,17 @@ from esc_eval.sim.dialogue.targets import target_name
 from esc_eval.sim.runs.records import dialogue_id
 
 
-def test_demo_uses_one_engine_per_core_and_the_shared_prefix_judge(monkeypatch):
+def test_demo_uses_one_engine_on_every_core_and_the_shared_prefix_judge(monkeypatch):
     monkeypatch.setattr("os.cpu_count", lambda: 2)
     cfg = demo_config()
     sim, score = cfg.simulation, cfg.scoring
-    assert DEMO_CARDS == 8 and sim.limit == 8 and sim.cards == "sample"
+    assert DEMO_CARDS == 4 and sim.limit == 4 and sim.cards == "sample"
     for ex in (sim.execution, score.execution):
-        assert ex.workers == 2 and ex.cpu_bind == "per_worker" and ex.dtype == "auto" and ex.num_cpus_per_worker == 1.0
-        # every dialogue in flight at once: 8 cards x 2 targets, one chunk of 8 per worker, room for all of them
+        assert ex.workers == 1 and ex.cpu_bind == "all" and ex.dtype == "auto" and ex.num_cpus_per_worker == 2.0
+        # every dialogue in flight at once: 4 cards x 2 targets in one chunk, room for all of them
         assert ex.chunk_size == 8 and ex.concurrency >= 8
     assert score.judge.prompt_order == "dialogue_first" and score.judge.method == "logprob"
-    assert sim.role.params.max_tokens == 48 and sim.targets[0].params.max_tokens == 72  # 4.5 min on 2 AVX2 cores
+    assert sim.role.params.max_tokens == 40 and sim.targets[0].params.max_tokens == 48  # 2:45 on 2 AVX2 cores
 
 
 def test_demo_on_one_core_keeps_vllms_binding(monkeypatch):
@@ -46,13 +46,14 @@ def test_demo_on_a_gpu_node_runs_one_engine_on_one_gpu_in_bf16(fake_gpus, monkey
     cfg = demo_config()
     for ex in (cfg.simulation.execution, cfg.scoring.execution):
         assert (ex.workers, ex.num_gpus_per_worker, ex.dtype) == (1, 1.0, "auto")
-        assert ex.chunk_size == 16 and ex.concurrency >= 16  # every dialogue of the one worker in flight
+        assert ex.chunk_size == 8 and ex.concurrency >= 8  # every dialogue of the one worker in flight
     device = detect_device()  # what the worker's engine starts on
     assert device.gpu and device.name == "NVIDIA H100 80GB HBM3"
     assert engine_kwargs({}, device)["dtype"] == "bfloat16"
 
 
-def test_demo_on_a_gpu_node_whose_torch_is_a_cpu_build_stays_on_two_cpu_workers(fake_gpus, monkeypatch):
+def test_demo_on_a_gpu_node_whose_torch_is_a_cpu_build_stays_on_the_cpu(fake_gpus, monkeypatch):
     fake_gpus(("NVIDIA H100 80GB HBM3", 81559), torch_cuda=None)  # the demo stops on it (preflight) before starting
     monkeypatch.setattr("os.cpu_count", lambda: 2)
-    assert demo_config().simulation.execution.num_gpus_per_worker == 0 and demo_config().simulation.execution.workers == 2
+    ex = demo_config().simulation.execution
+    assert ex.num_gpus_per_worker == 0 and (ex.workers, ex.cpu_bind) == (1, "all")

@@ -188,6 +188,17 @@ def test_per_worker_cpu_binding_gives_each_engine_its_own_core(monkeypatch):
     assert worker_env(explicit, 1)["VLLM_CPU_OMP_THREADS_BIND"] == "nobind"  # the user's setting wins
 
 
+def test_cpu_bind_all_binds_the_engine_to_every_core_the_driver_may_use(monkeypatch):
+    from esc_eval.sim.pool.on_ray import core_ranges, worker_env
+
+    monkeypatch.setattr("os.sched_getaffinity", lambda pid: {0, 1, 2, 5})
+    assert worker_env(ExecutionConfig(cpu_bind="all"), 0)["VLLM_CPU_OMP_THREADS_BIND"] == "0-2,5"
+    assert worker_env(ExecutionConfig(cpu_bind="all", env={"VLLM_CPU_OMP_THREADS_BIND": "3"}), 0)[
+        "VLLM_CPU_OMP_THREADS_BIND"] == "3"  # the user's own binding wins
+    assert "VLLM_CPU_OMP_THREADS_BIND" not in worker_env(ExecutionConfig(), 0)
+    assert core_ranges({1, 3, 4, 5, 7}) == "1,3-5,7" and core_ranges({0}) == "0"
+
+
 def test_one_model_under_two_names_gets_two_sets_of_dialogues(tmp_path):
     """Two targets of one model with different system prompts: distinct names in the rows and
     distinct dialogue ids; two targets that would share a name are refused at the door."""
