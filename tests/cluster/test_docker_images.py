@@ -159,3 +159,12 @@ def test_entry_points_exist_in_the_image():
 def test_dockerignore_keeps_local_state_out():
     ignore = (ROOT / ".dockerignore").read_text().split()
     assert {".git", ".venv", "runs"} <= set(ignore)
+
+
+@pytest.mark.parametrize("package", ["transformers", "gguf"])
+def test_what_the_bootstraps_early_conversion_installs_is_pyprojects_pin(package):
+    """The bootstrap installs these before the project, for the embedded model's conversion beside the
+    project's install: at another version the project's install would replace them under it."""
+    want = _pin(rf'"{re.escape(package)}==([^"]+)"', BOOTSTRAP)
+    deps = {re.split(r"[=<>\[]", dep)[0]: dep for dep in PYPROJECT["project"]["dependencies"]}
+    assert deps[package] == f"{package}=={want}", f"pyproject pins {deps[package]}, bootstrap {want}"
