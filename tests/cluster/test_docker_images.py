@@ -161,7 +161,7 @@ def test_dockerignore_keeps_local_state_out():
     assert {".git", ".venv", "runs"} <= set(ignore)
 
 
-@pytest.mark.parametrize("package", ["transformers", "gguf"])
+@pytest.mark.parametrize("package", ["transformers", "gguf", "accelerate"])
 def test_what_the_bootstraps_early_conversion_installs_is_pyprojects_pin(package):
     """The bootstrap installs these before the project, for the embedded model's conversion beside the
     project's install: at another version the project's install would replace them under it."""
