@@ -38,6 +38,8 @@ from esc_eval.sim.pool.config import ExecutionConfig
 from esc_eval.sim.pool.env import temporary_env
 from esc_eval.sim.pool.on_ray import ensure_ray, run_on_ray, start_workers
 from esc_eval.sim.pool.stats import LIVE, LIVE_PROGRESS_S, SETUP, PoolStats, add_live
+
+GONE_WAIT_S = 60.0  # how long close() waits for its killed actors to be dead
 from esc_eval.sim.pool.job import Job, check_job
 from esc_eval.sim.pool.worker import Worker
 from esc_eval.sim.runs.open import StorageSpec
@@ -191,9 +193,39 @@ class WorkerPool:
                 ray.get([w.close.remote() for w in self.workers], timeout=120)
             except Exception as e:  # noqa: BLE001 - a dead worker has nothing left to close
                 log.warning("closing workers: %s", e)
-            for w in [*self.workers, *([self._writer] if self._writer is not None else [])]:
+            actors = [*self.workers, *([self._writer] if self._writer is not None else [])]
+            for w in actors:
                 ray.kill(w)
+            wait_gone(actors)
             self.workers, self._writer = [], None
+
+
+def wait_gone(actors: list[Any], timeout_s: float = GONE_WAIT_S) -> list[Any]:
+    """Wait until Ray has every killed actor dead, so the resources they held are back for the next
+    job (ray.kill only asks: on a busy 2-core machine a bench's next pool found one of the last one's
+    workers still holding its CPU 20 s later, and could not be placed). Returns those still not gone
+    after timeout_s (the caller goes on: a placement that finds no room says so itself)."""
+    import ray
+    from ray.exceptions import GetTimeoutError, RayActorError
+
+    deadline = time.monotonic() + timeout_s
+    left = []
+    for a in actors:
+        while True:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                left.append(a)
+                break
+            try:  # a call on a killed actor fails once Ray has it dead; until then it may still answer
+                ray.get(a.__ray_ready__.remote(), timeout=min(remaining, 5.0))
+            except RayActorError:
+                break
+            except GetTimeoutError:
+                continue
+            time.sleep(0.05)
+    if left:
+        log.warning("%d killed worker actor(s) not gone after %.0f s", len(left), timeout_s)
+    return left
 
 
 def run_pool(job: Job, items: Iterable[dict[str, Any]], run_dir: str, execution: ExecutionConfig,

@@ -1,6 +1,6 @@
 """Faults on a real local Ray (slow; run under `flock /tmp/esc-eval-heavy.lock`): a worker actor
 killed mid-chunk is replaced and its chunk re-run without duplicates; workers that cannot be
-placed say so within seconds."""
+placed say so within seconds, and a closed pool's workers are gone before the next one is placed."""
 import os
 import sys
 import time
@@ -128,6 +128,20 @@ def test_workers_that_cannot_be_placed_say_so_within_seconds(ray_local, tmp_path
         run_simulation(cfg(placement_timeout_s=3), tmp_path)
     assert time.monotonic() - t < 15
     ray.kill(hog)
+    # ray.kill only asks: wait_gone returns once Ray has the actor dead (a CI run's bench placed its next pool
+    # while one of the last pool's workers still held its CPU 20 s after the kill)
+    from ray.exceptions import RayActorError
+
+    from esc_eval.sim.pool.pool import wait_gone
+
+    assert wait_gone([hog], timeout_s=30) == []
+    with pytest.raises(RayActorError):  # dead when wait_gone returned, not only asked to die
+        ray.get(hog.__ray_ready__.remote(), timeout=1)
+    # a pool's close waits so: pool after pool, each takes 1.8 of the 2 CPUs and is placed within 5 s
+    for _ in range(2):
+        pool = WorkerPool(cfg(workers=2, num_cpus_per_worker=0.9, placement_timeout_s=5).execution)
+        pool._ensure_workers()
+        pool.close()
 
 
 @pytest.mark.slow
