@@ -32,7 +32,10 @@ import pytest
 # after. Each budget leaves that machine's run-to-run spread (10-15 % seen): they hold the suite where
 # it is; issue 40's goal is 40 minutes.
 SLOW_BUDGET_S = 400.0
-FAST_BUDGET_S = 60.0
+# A test that is not slow runs beside the slow worker's engines (--slow-apart), which took tests to 3-4x
+# their time alone there (a 14 s one to 48 s, a 31 s one to 56 s, on a machine whose factor read 0.90): 60
+# failed a CI-like run on a passing test; 90 still names a test that belongs with the slow ones.
+FAST_BUDGET_S = 90.0
 SUITE_BUDGET_S = 80 * 60.0
 # The fastest CPU kind we run on took 0.43x the AVX2 EPYC's time on the suite (30-34 min against 74); a
 # reference workload that flatters a machine more than that must not shrink its budgets below this.

@@ -32,6 +32,10 @@ atexit.register(_report)
 """
 
 
+# A process importing vLLM's CLI: 31 s alone on the AVX2 EPYC, 56 s beside a slow test's engine (over the
+# 60 s budget of a fast test scaled to the machine): slow, and beside (light; on the other worker).
+@pytest.mark.slow
+@pytest.mark.beside
 def test_vllm_client_on_an_avx2_cpu_loads_the_avx2_kernels_not_vllm_C():
     from esc_eval.sim.bench.serve.vllm_cli import vllm_cli
 
