@@ -31,7 +31,9 @@ import pytest
 # that starts Ray is marked slow since), the suite 74 min before issue 40's first changes and about 69
 # after. Each budget leaves that machine's run-to-run spread (10-15 % seen): they hold the suite where
 # it is; issue 40's goal is 40 minutes.
-SLOW_BUDGET_S = 400.0
+# The slowest test (`bench score`: five engines) took 234-394 s in four full runs on the AVX2 EPYC, as the
+# tests beside it varied; 400 failed a CI-like run whose tests all passed.
+SLOW_BUDGET_S = 500.0
 # A test that is not slow runs beside the slow worker's engines (--slow-apart), which took tests to 3-4x
 # their time alone there (a 14 s one to 48 s, a 31 s one to 56 s, on a machine whose factor read 0.90): 60
 # failed a CI-like run on a passing test; 90 still names a test that belongs with the slow ones.
