@@ -67,8 +67,7 @@ def demo_config(n_cards: int = DEMO_CARDS):
     workers = 1
     execution = dict(workers=1, num_cpus_per_worker=float(cores), cpu_bind="all" if cores > 1 else "auto",
                      dtype="auto", env={"VLLM_CPU_KVCACHE_SPACE": "3"})
-    if decide_accelerator().kind == "cuda":
-        workers = 1
+    if decide_accelerator().kind == "cuda":  # one worker either way: only where its engine runs changes
         execution = dict(workers=1, num_cpus_per_worker=1.0, num_gpus_per_worker=1.0, cpu_bind="auto", dtype="auto")
     # each worker gets its share of the dialogues (cards x the two targets) in one chunk
     per_worker = max(1, -(-2 * n_cards // workers))
