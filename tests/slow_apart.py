@@ -15,9 +15,14 @@ the slow worker, once done, takes what is left.
 
 Slow tests marked `heavy` (Serve replicas or several engines held for minutes) run first on the slow
 worker, in their order, while the other worker runs the fast tests; the `beside` tests come after
-those, when the slow worker is on lighter tests. A `beside` test also waits, before it starts, until the machine has BESIDE_FREE_GIB available (MemAvailable),
-(ESC_EVAL_BESIDE_FREE_GIB sets another), at most BESIDE_WAIT_S (a wait outside the test's own times): two Serve replicas of the slow worker and a beside test's Ray held 20.6 of 24 GiB
-on the AVX2 EPYC, and a slow module's replicas live for minutes.
+those. A `beside` test also waits, before it starts (a wait outside the test's own times):
+- until the slow worker has finished its heavy tests (it writes a file when the last one's teardown is
+  done), at most HEAVY_WAIT_S: on CI's AVX2 EPYC the autoscale test's second replica started while
+  the judge bench (a beside test, which had found 8 GiB free) held its engines, and Ray's memory
+  monitor killed both;
+- then until the machine has BESIDE_FREE_GIB available (MemAvailable; ESC_EVAL_BESIDE_FREE_GIB sets
+  another), at most BESIDE_WAIT_S: two Serve replicas of the slow worker and a beside test's Ray held
+  20.6 of 24 GiB on the AVX2 EPYC.
 
 Each worker has a Ray temporary folder of its own (RAY_TMPDIR): Ray's address file
 (ray_current_cluster), which `ray start` writes and `serve up` and ray.init(address="auto") read, and
@@ -38,6 +43,7 @@ import pytest
 
 ENV = "ESC_EVAL_SLOW_IDS"
 BESIDE_FREE_GIB, BESIDE_WAIT_S = 8.0, 600.0
+HEAVY_WAIT_S = 1800.0  # the heavy tests took 1,352 s together on the AVX2 EPYC; the fast tests beside them ~900
 FREE_ENV = "ESC_EVAL_BESIDE_FREE_GIB"  # another threshold (0: no wait), e.g. for this plugin's own test
 SLOW_SCOPE = "<slow tests>"
 BESIDE_SCOPE = "<slow tests beside the others>"
@@ -63,7 +69,15 @@ def pytest_configure(config: pytest.Config) -> None:
     fd, path = tempfile.mkstemp(prefix="esc-eval-slow-ids-", suffix=".json")
     os.close(fd)
     os.environ[ENV] = path  # the workers, started after this, inherit it
-    config.add_cleanup(lambda: Path(path).unlink(missing_ok=True))
+    config.add_cleanup(lambda: [p.unlink(missing_ok=True) for p in (Path(path), heavy_done_file(path))])
+
+
+def heavy_done_file(ids_path: str) -> Path:
+    """Written by the slow worker once its heavy tests (and their fixtures' teardown) are over."""
+    return Path(f"{ids_path}.heavy-done")
+
+
+HEAVY: set[str] = set()  # this worker's collected heavy tests (every worker collects all of them)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -74,6 +88,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     ids = {"slow": [i.nodeid for i in slow if not i.get_closest_marker("beside")],
            "beside": [i.nodeid for i in slow if i.get_closest_marker("beside")],
            "heavy": [i.nodeid for i in slow if i.get_closest_marker("heavy") and not i.get_closest_marker("beside")]}
+    HEAVY.update(ids["heavy"])
     tmp = f"{path}.{config.workerinput['workerid']}"
     Path(tmp).write_text(json.dumps(ids))
     os.replace(tmp, path)  # whole or not at all: every worker writes the same list
@@ -91,20 +106,39 @@ def available_gib() -> float | None:
     return None
 
 
+def _wait(done, limit_s: float) -> None:
+    import time
+
+    deadline = time.monotonic() + limit_s
+    while not done() and time.monotonic() < deadline:
+        time.sleep(2.0)
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> None:
     """Before a `beside` test's setup (so the wait is in none of its phases' times, which the time budget
-    reads): wait for the memory. Returns None: pytest's own protocol then runs the test."""
+    reads): wait for the heavy tests to end, then for the memory. Returns None: pytest's own protocol
+    then runs the test."""
     if not item.config.getoption("slow_apart") or not hasattr(item.config, "workerinput"):
         return
     if not item.get_closest_marker("beside"):
         return
-    import time
-
+    path = os.environ.get(ENV)
+    if HEAVY and path:
+        _wait(lambda: heavy_done_file(path).exists(), HEAVY_WAIT_S)
     need = float(os.environ.get(FREE_ENV, BESIDE_FREE_GIB))
-    deadline = time.monotonic() + BESIDE_WAIT_S
-    while (free := available_gib()) is not None and free < need and time.monotonic() < deadline:
-        time.sleep(2.0)  # the slow worker's replicas or engines hold the memory: let them finish first
+    # the slow worker's replicas or engines hold the memory: let them finish first
+    _wait(lambda: (free := available_gib()) is None or free >= need, BESIDE_WAIT_S)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None):
+    """After the last heavy test's teardown (its module's fixtures are torn down with it when the next
+    test is not heavy, or there is none): say so to the other worker's `beside` tests."""
+    yield
+    path = os.environ.get(ENV)
+    if path and item.nodeid in HEAVY and (nextitem is None or nextitem.nodeid not in HEAVY):
+        heavy_done_file(path).touch()
 
 
 @pytest.hookimpl(optionalhook=True)

@@ -23,7 +23,7 @@ CONFTEST = ("import os, time\nimport builtins\n"
             "        f.write(f\"{name} {os.environ['PYTEST_XDIST_WORKER']} {os.environ['RAY_TMPDIR']}\\n\")\n"
             # a slow test longer than the fast ones, as in the suite: the slow worker then asks for more work
             # (xdist does so with two tests left) only after the other has taken the `beside` scope
-            "    time.sleep(1.0 if name.startswith('slow') else 0.3)\n"
+            "    time.sleep(2.0 if name.startswith('slow_h') else 1.0 if name.startswith('slow') else 0.3)\n"
             "builtins.note = note\n")
 
 
@@ -49,6 +49,9 @@ def test_the_slow_tests_run_on_one_worker_in_order_and_the_rest_on_the_other(tmp
     # the `beside` tests: on the fast tests' worker, after every fast test there, in their order
     on_fast = [n for n, w, _ in notes if w == fast[0][1]]
     assert on_fast[-2:] == ["beside_1", "beside_2"] and len(on_fast) == 5
+    # ... and after the heavy ones ended (the fast tests end long before): never beside a heavy test
+    order = [n for n, _, _ in notes]
+    assert order.index("beside_1") > order.index("slow_h2")
     # a Ray folder per worker: a `ray start` on one is not joined from the other
     folders = {w: d for _, w, d in notes}
     assert len(set(folders.values())) == 2 and all(d.endswith(f"esc-eval-{w}") for w, d in folders.items())
