@@ -43,7 +43,13 @@ def _base():
 
 
 class LLMServer(_base()):  # type: ignore[misc]
-    """ray.serve.llm.LLMServer; a failed engine start raises EngineStartError naming its cause."""
+    """ray.serve.llm.LLMServer; a failed engine start raises EngineStartError naming its cause; a CPU
+    engine starts in our two-process layout (serve/app/cpu_engine.py)."""
+
+    def _get_default_engine_class(self):
+        from esc_eval.serve.app.cpu_engine import layout_engine_class
+
+        return layout_engine_class(super()._get_default_engine_class())
 
     async def start(self):
         output = ChildOutput()
@@ -82,7 +88,8 @@ class LLMServer(_base()):  # type: ignore[misc]
         client = _engine_client(self)
         cfg = self._llm_config
         out = await report_engine(client, reset_prefix_cache=reset_prefix_cache) if client is not None else {
-            "counts": None, "kv_cache": None, "dtype": None, "device": None, "tensor_parallel_size": None}
+            "counts": None, "kv_cache": None, "dtype": None, "device": None, "tensor_parallel_size": None,
+            "executor": None}
         out.update(model=cfg.model_loading_config.model_source, model_id=cfg.model_id, id=_replica_id(),
                    where="serve replica", engine_kwargs={k: repr(v) for k, v in sorted(cfg.engine_kwargs.items())
                                                          if k != "chat_template"})
@@ -116,7 +123,14 @@ async def report_engine(client: Any, *, reset_prefix_cache: bool = False) -> dic
     vllm_config = getattr(client, "vllm_config", None)
     device = getattr(getattr(vllm_config, "device_config", None), "device_type", None)
     dtype = getattr(model_config, "dtype", None)
+    parallel = getattr(vllm_config, "parallel_config", None)
     return {"counts": counter.snapshot() if counter is not None else None, "kv_cache": kv_cache_blocks(client),
             "dtype": str(dtype).removeprefix("torch.") if dtype is not None else None,
             "device": str(device) if device is not None else None,
-            "tensor_parallel_size": getattr(getattr(vllm_config, "parallel_config", None), "tensor_parallel_size", None)}
+            "tensor_parallel_size": getattr(parallel, "tensor_parallel_size", None),
+            "executor": _executor_name(getattr(parallel, "distributed_executor_backend", None))}
+
+
+def _executor_name(backend: Any) -> str | None:
+    """vLLM's executor: "uni" (the model in EngineCore), "mp", "ray", or an Executor class's name."""
+    return backend if backend is None or isinstance(backend, str) else getattr(backend, "__name__", str(backend))

@@ -10,15 +10,16 @@ answers): one engine starts in 37 s instead of 50 and decodes 16 sequences at 86
 
 So a CPU engine starts with VLLM_ENABLE_V1_MULTIPROCESSING=0 (vLLM then keeps the executor inside
 EngineCore; AsyncLLM still runs EngineCore in a process of its own) and:
-- no binding asked for (VLLM_CPU_OMP_THREADS_BIND unset or `auto`): OMP_NUM_THREADS = usable cores
-  - 1, the count vLLM's auto binding gives its worker;
+- no binding asked for (VLLM_CPU_OMP_THREADS_BIND unset, `auto` or `nobind`): OMP_NUM_THREADS =
+  usable cores - 1, the count vLLM's auto binding gives its worker (vLLM 0.32 binds OpenMP only in
+  the worker its multiprocessing executor spawns, so in EngineCore `auto` and `nobind` are alike);
 - a binding to a list of cores ("0", "2-3", "0,2"; `cpu_bind: per_worker` sets one per worker): the
   process the engine starts in is confined to those cores (the start thread's CPU affinity, which
   a spawned process inherits) and OMP_NUM_THREADS = their number;
-- anything else (`nobind`, one list per rank "0-3|4-7", or VLLM_ENABLE_V1_MULTIPROCESSING set by the
-  user): vLLM's own layout. An OMP_NUM_THREADS the user set is kept.
-Ray Serve LLM's replicas keep vLLM's layout: Ray Serve LLM asks for the multiprocessing executor on
-the CPU, which this variable does not change.
+- anything else (one list per rank "0-3|4-7", or VLLM_ENABLE_V1_MULTIPROCESSING set by the user):
+  vLLM's own layout. An OMP_NUM_THREADS the user set is kept.
+Ray Serve LLM asks for the multiprocessing executor on the CPU, which this variable does not change;
+a one-rank CPU replica gets this layout through serve/app/cpu_engine.py.
 
 The two variables are read while the engine starts (vLLM's CPU platform reads the first when it
 builds the config, EngineCore's torch the second when the process is spawned), so they are the
@@ -69,8 +70,9 @@ def cpu_layout(environ: Mapping[str, str] | None = None, cores: int | None = Non
     """How a CPU engine starts, given `environ` (default: this process's) and the usable cores."""
     environ = os.environ if environ is None else environ
     bind = environ.get(BIND_ENV, "auto")
-    pinned = None if bind == "auto" else bound_cores(bind)
-    if MULTIPROCESSING_ENV in environ or (bind != "auto" and pinned is None):
+    unbound = bind in ("auto", "nobind")
+    pinned = None if unbound else bound_cores(bind)
+    if MULTIPROCESSING_ENV in environ or (not unbound and pinned is None):
         return CpuLayout()  # the user's layout, or a binding only vLLM's layout can honour
     env = {MULTIPROCESSING_ENV: "0"}
     if THREADS_ENV not in environ:

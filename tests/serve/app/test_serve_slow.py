@@ -255,6 +255,7 @@ def _replica_reports_its_engine_and_empties_its_prefix_cache():
     assert first["model"] == str(embedded_model_path()) and first["where"] == "serve replica"
     assert first["id"].startswith("SERVE_REPLICA::esc-eval#LLMServer:embedded#")
     assert first["device"] == "cpu" and first["dtype"] == resolve_dtype("auto") and first["tensor_parallel_size"] == 1
+    assert first["executor"] == "uni"  # the model runs in EngineCore: no third process (serve/app/cpu_engine.py)
     assert first["kv_cache"]["tokens"] > 0 and first["counts"]["requests"] >= 3  # the three answered calls above
     assert first["engine_kwargs"]["max_num_seqs"] and first["engine_kwargs"]["enforce_eager"] == "True"
 

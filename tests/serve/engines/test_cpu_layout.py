@@ -21,7 +21,9 @@ OURS = {MULTIPROCESSING_ENV: "0"}
     ({THREADS_ENV: "4"}, 8, CpuLayout(OURS)),  # the user's thread count stays
     ({BIND_ENV: "1"}, 8, CpuLayout({**OURS, THREADS_ENV: "1"}, frozenset({1}))),  # cpu_bind: per_worker
     ({BIND_ENV: "0,2-4"}, 8, CpuLayout({**OURS, THREADS_ENV: "4"}, frozenset({0, 2, 3, 4}))),
-    ({BIND_ENV: "nobind"}, 8, CpuLayout()),  # only vLLM's layout knows these
+    ({BIND_ENV: "nobind"}, 8, CpuLayout({**OURS, THREADS_ENV: "7"})),  # no binding: nothing to pin
+    ({BIND_ENV: "nobind", THREADS_ENV: "1"}, 8, CpuLayout(OURS)),  # the routing bench's and autoscale's replicas
+    # only vLLM's layout knows these
     ({BIND_ENV: "0-3|4-7"}, 8, CpuLayout()),
     ({BIND_ENV: "0-x"}, 8, CpuLayout()),
     ({MULTIPROCESSING_ENV: "1"}, 8, CpuLayout()),  # the user chose vLLM's layout
