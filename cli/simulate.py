@@ -21,13 +21,16 @@ def simulate(
     address: Annotated[Optional[str], typer.Option("--address", help="Join an existing Ray cluster.")] = None,
     workers: Annotated[Optional[int], typer.Option("--workers", help="Worker actors.")] = None,
     concurrency: Annotated[Optional[int], typer.Option("--concurrency", help="Dialogues in flight per worker.")] = None,
+    rounds: Annotated[Optional[int], typer.Option("--rounds", help="Seeker/assistant rounds after the opener, 1-50 (the paper: 5).")] = None,
+    seeker_stop: Annotated[Optional[bool], typer.Option("--seeker-stop/--no-seeker-stop", help="The seeker may end the conversation itself (its stop signal; off in the paper's protocol).")] = None,
     keep_serving: Annotated[bool, typer.Option("--keep-serving", help="Leave the run's Serve deployments up after it (GPU clusters).")] = False,
 ) -> None:
     """Run 5-round dialogues between ESC-Role and the target models into a run folder."""
     from esc_eval.sim.jobs.options import simulate_run, simulation_config
     from esc_eval.sim.pool.progress import console, job_progress
 
-    cfg = simulation_config(config, cards, target, role, limit, language, address, workers, concurrency)
+    cfg = simulation_config(config, cards, target, role, limit, language, address, workers, concurrency, rounds,
+                            seeker_stop)
     console_env(cfg.execution)
     cfg.execution.placement.keep_serving |= keep_serving
     out = out or str(default_out("sim"))

@@ -23,6 +23,7 @@ from esc_eval.analysis.results.spoiled import card_contents, flag_map, spoiled_f
 # The modules that register the report's sections (each adds its own: analysis/results/section_registry.py).
 import esc_eval.analysis.report.sections  # noqa: F401,E402 - the paper's
 import esc_eval.analysis.results.safety  # noqa: F401,E402
+import esc_eval.analysis.seekers.endings  # noqa: F401,E402
 import esc_eval.analysis.seekers.fidelity_report  # noqa: F401,E402
 import esc_eval.analysis.seekers.seeker_kinds  # noqa: F401,E402
 import esc_eval.analysis.seekers.simulators  # noqa: F401,E402

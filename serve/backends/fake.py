@@ -3,7 +3,8 @@ orchestration benchmarks run the same code path as production.
 
 Scripts:
   echo     repeats the last user message ("echo: ...")
-  seeker   a distressed seeker's canned lines, cycling
+  seeker   a distressed seeker's canned lines, cycling; with `ends=N` (and `end=resolved|gave_up`)
+           its Nth line carries the stop mark, when its system prompt defines one (seeker_stop)
   judge    a score digit, deterministic in the prompt (or `score=N`); honours choices/logprobs
   fixed    always `reply=...`
 Options (keyword arguments, or a query string: `fake/judge?score=3&latency=0.01`):
@@ -62,6 +63,8 @@ class FakeChatModel(ChatModel):
         reply: str = "I hear you.",
         score: int | None = None,
         replies: list[str] | None = None,
+        ends: int | None = None,
+        end: str = "resolved",
         adapters: dict[str, str] | None = None,
         max_loras: int | None = None,
         max_lora_rank: int | None = None,
@@ -85,6 +88,7 @@ class FakeChatModel(ChatModel):
         self.reply = reply
         self.score = None if score is None else int(score)
         self.replies = replies
+        self.ends, self.end = (None if ends is None else int(ends)), end
         self.adapters = dict(adapters) if adapters is not None else None
         self.start_error, self.dies_after = start_error, dies_after
         self._capacity = (EngineCapacity(self.name, "gpu" if device == "gpu" else "cpu", int(kv_tokens),
@@ -149,7 +153,11 @@ class FakeChatModel(ChatModel):
         if self.script == "seeker":
             lines = self.replies or SEEKER_LINES
             turn = sum(1 for m in messages if m.role == "assistant")
-            return lines[turn % len(lines)], []
+            line = lines[turn % len(lines)]
+            told = any(m.role == "system" and "<END:" in m.content for m in messages)
+            if self.ends is not None and turn + 1 == self.ends and told:
+                line = f"{line} <END:{self.end}>"
+            return line, []
         # judge: a score, deterministic in the prompt unless pinned
         labels = params.choices or ["0", "1", "2", "3", "4"]
         best = self.score if self.score is not None else key % len(labels)
@@ -169,7 +177,7 @@ def make_fake_model(name: str, **options: Any) -> FakeChatModel:
     script, _, query = name.partition("?")
     parsed: dict[str, Any] = {}
     for k, v in parse_qsl(query):
-        parsed[k] = v if k in ("reply",) else float(v) if "." in v else int(v)
+        parsed[k] = v if k in ("reply", "end") else float(v) if "." in v else int(v)
     parsed.update(options)
     return FakeChatModel(script, **parsed)
 

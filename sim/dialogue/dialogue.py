@@ -3,7 +3,9 @@
 Role mapping of the paper's release (evaluate.py): the role model (ESC-Role) gets the role-play
 system prompt and sees the assistant side as "user", starting with the opener; the model under
 test sees the seeker as "user". The opener, spoken by the assistant side, is turn 0; then each
-round is one seeker turn and one assistant turn: 1 + 2 x rounds messages in all.
+round is one seeker turn and one assistant turn: 1 + 2 x rounds messages in all, or fewer when
+the seeker ends the conversation itself (setup.seeker_stop; sim/dialogue/seeker_stop.py): the
+dialogue then ends after that seeker turn.
 """
 from __future__ import annotations
 
@@ -12,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Awaitable, Callable
 
 from esc_eval.serve.chat.interface import ChatMessage, ChatModel, GenerationParams
+from esc_eval.sim.dialogue.seeker_stop import end_finish_reason, find_end, seeker_end
 
 
 @dataclass
@@ -50,6 +53,7 @@ class DialogueSetup:
     rounds: int = 5
     session_id: str | None = None  # sticky routing key: every turn of a dialogue hits one replica
     end_at_sentence: bool = False  # a reply cut at its token cap is cut back to its last full sentence
+    seeker_stop: bool = False  # the seeker may end the dialogue with its stop mark (sim/dialogue/seeker_stop.py)
 
 
 # A sentence's end: a Latin mark and any closing quotes or brackets before a space (not "3.5" or "e.g.x"),
@@ -91,7 +95,7 @@ async def run_dialogue(
     resume_from: list[Turn] | None = None,
     on_turn: Callable[[list[Turn]], Awaitable[None] | None] | None = None,
 ) -> list[Turn]:
-    """Run the opener and `setup.rounds` rounds; return all turns.
+    """Run the opener and `setup.rounds` rounds (fewer when the seeker ends it); return all turns.
 
     resume_from: turns already done (a turn-level checkpoint); the dialogue continues after them.
     on_turn: called with the turns so far after each new turn (the batch layer checkpoints here).
@@ -101,6 +105,8 @@ async def run_dialogue(
     if not turns:
         turns.append(Turn(index=0, speaker="assistant", text=setup.opener))
     total = 1 + 2 * setup.rounds
+    if setup.seeker_stop and seeker_end(turns):
+        return turns  # resumed after the seeker's last word: nothing more to say
     # Both views are built once and then grown by one message per turn (not rebuilt per call).
     role_msgs = role_view(turns, setup.role_system_prompt)
     target_msgs = target_view(turns, target.system_prompt)
@@ -115,6 +121,11 @@ async def run_dialogue(
             cut = cut_to_sentence(text)
             if cut:  # what the next turn sees too: a sentence, not half of one
                 text, finish = cut, SENTENCE
+        ended = None
+        if setup.seeker_stop and seeker_next:
+            text, ended = find_end(text)
+            if ended:
+                finish = end_finish_reason(ended)
         turns.append(Turn(
             index=len(turns), speaker="seeker" if seeker_next else "assistant", text=text,
             prompt_tokens=result.prompt_tokens, completion_tokens=result.completion_tokens,
@@ -126,4 +137,6 @@ async def run_dialogue(
             maybe = on_turn(turns)
             if maybe is not None:
                 await maybe
+        if ended:
+            break
     return turns

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Literal
 
+from esc_eval.sim.dialogue.seeker_stop import stop_instruction
 from esc_eval.sim.prompt_files import load_prompt_file as _load
 
 def strategies() -> list[str]:
@@ -32,13 +33,18 @@ def _strategy(strategy: str, language: str) -> dict[str, str]:
     return table[strategy][language]
 
 
-def roleplay_system_prompt(card_text: str, language: str, strategy: str = "official", example: str | None = None) -> str:
-    """The system prompt of the role model: the strategy's instructions around the card."""
+def roleplay_system_prompt(card_text: str, language: str, strategy: str = "official", example: str | None = None,
+                           seeker_stop: bool = False) -> str:
+    """The system prompt of the role model: the strategy's instructions around the card; with
+    seeker_stop, the stop signal's instruction after them (sim/dialogue/seeker_stop.py)."""
     template = _strategy(strategy, language)["system"]
     if "{example}" in template:
         example = example if example is not None else _load("roleplay")["examples"][language]
         template = template.replace("{example}", example.strip())
-    return template.replace("{card}", card_text)
+    prompt = template.replace("{card}", card_text)
+    if seeker_stop:
+        prompt = f"{prompt.rstrip()}\n{stop_instruction(language)}"
+    return prompt
 
 
 def opener(language: str, strategy: str = "official") -> str:

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 
 from esc_eval.serve.chat.interface import GenerationParams
 from esc_eval.serve.config import ConfigModel
 from esc_eval.serve.registry.entry import TokenPrice
 from esc_eval.serve.registry.ref import ModelRef
+from esc_eval.sim.dialogue.seeker_stop import stop_instruction
 from esc_eval.sim.judging.config import JudgeConfig
 from esc_eval.sim.pool.config import ExecutionConfig
 
@@ -37,6 +38,10 @@ class SimulationConfig(ConfigModel):
     end_at_sentence: bool = Field(False, description="A reply (seeker's or target's) that reaches its max_tokens is cut back "
                                   "to its last full sentence, finish reason 'sentence' (none found: kept as cut, 'length'). "
                                   "Off in the paper's protocol; on in the demo, whose small model writes to any cap.")
+    seeker_stop: bool = Field(False, description="The seeker may end the conversation itself: its role prompt gets the "
+                              "stop signal (<END:resolved> when helped, <END:gave_up> to leave; en and zh), and a dialogue "
+                              "ends after the seeker turn carrying one (termination_reason 'seeker_ended'; `end_reason` and "
+                              "`end_round` in the row). Off in the paper's protocol; for long runs (rounds > 5).")
     execution: ExecutionConfig = Field(default_factory=ExecutionConfig, description="Pool shape, retries and checkpoints.")
     prices: dict[str, TokenPrice] = Field(default_factory=dict, description="Per-token prices by model name or spec, overriding the registry's `price` (manifest `usage`).")
 
@@ -60,6 +65,13 @@ class SimulationConfig(ConfigModel):
         if bad:
             raise ValueError(f"unknown strategy {bad[0]!r}; known: {', '.join(known)}")
         return v
+
+    @model_validator(mode="after")
+    def _stop_signal_in_every_language(self) -> "SimulationConfig":
+        if self.seeker_stop:
+            for language in self.languages or ("en", "zh"):
+                stop_instruction(language)  # ValueError naming the language without one
+        return self
 
 
 class ScoringConfig(ConfigModel):

@@ -29,6 +29,8 @@ from esc_eval.sim.prompt_files import PROMPTS, data_file
 
 SMALL_FILE = 4 << 20  # files up to 4 MiB (configs, tokenizers) are hashed in full
 PROMPT_FILES = ("roleplay.yaml",)  # the simulation's prompt texts (rubrics are the judge's)
+# Settings recorded only when on; off is their absence, so turning one on or off for a folder is a change.
+FLAGS = ("end_at_sentence", "seeker_stop")
 
 
 class StaleRunError(ValueError):
@@ -104,9 +106,9 @@ def simulation_inputs(cfg: SimulationConfig, target_systems: dict[str, str | Non
     """The inputs of a simulation (card file sha256, prompt files, models), for the manifest.
     target_systems: target name -> the system prompt it is given (None = the language default)."""
     cards = card_file(cfg)
-    # end_at_sentence only when on: runs made before it existed keep their fingerprint
+    # the flags only when on: runs made before they existed keep their fingerprint
     return {
-        **({"end_at_sentence": True} if cfg.end_at_sentence else {}),
+        **{flag: True for flag in FLAGS if getattr(cfg, flag)},
         "profile": cfg.profile,
         "rounds": cfg.rounds,
         "cards": {"path": str(cards), "sha256": sha256_file(cards)},
@@ -123,8 +125,9 @@ def fingerprint(inputs: dict[str, Any]) -> dict[str, str]:
            "prompts": digest(inputs["prompts"]), "role": digest(inputs["role"])}
     for name, t in inputs["targets"].items():
         out[f"target[{name}]"] = digest(t)
-    if inputs.get("end_at_sentence"):
-        out["end_at_sentence"] = "true"
+    for flag in FLAGS:
+        if inputs.get(flag):
+            out[flag] = "true"
     return out
 
 
@@ -151,7 +154,10 @@ def check_resume(run_dir: str | Path, old: dict[str, Any] | None, new_inputs: di
     old_fp = (old or {}).get("fingerprint")
     if not old_fp:
         return
-    new_fp = fingerprint(new_inputs)
+    new_fp, old_fp = fingerprint(new_inputs), dict(old_fp)
+    for flag in FLAGS:  # absent = off (not new work, as a new target is)
+        old_fp.setdefault(flag, "false")
+        new_fp.setdefault(flag, "false")
     for key, value in new_fp.items():
         if key in old_fp and old_fp[key] != value:
             where = _leaf_diff(_inputs_of(key, old.get("inputs") or {}), _inputs_of(key, new_inputs), key) or key

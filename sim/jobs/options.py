@@ -69,11 +69,12 @@ def write_run_official_scores(run_dir: str, out_dir: Path, judge_id: str) -> lis
 def simulation_config(config: Path | None = None, cards: Path | None = None, targets: list[str] | None = None,
                       role: str | None = None, limit: int | None = None, language: str | None = None,
                       address: str | None = None, workers: int | None = None,
-                      concurrency: int | None = None) -> SimulationConfig:
+                      concurrency: int | None = None, rounds: int | None = None,
+                      seeker_stop: bool | None = None) -> SimulationConfig:
     """The simulation config: `config` (YAML, or the defaults) with each option given set over it."""
     from esc_eval.serve.config import load_config
 
-    o: dict[str, Any] = {"cards": str(cards) if cards else None, "limit": limit,
+    o: dict[str, Any] = {"cards": str(cards) if cards else None, "limit": limit, "rounds": rounds, "seeker_stop": seeker_stop,
                          "languages": [language] if language else None,
                          "execution.ray_address": address, "execution.workers": workers,
                          "execution.concurrency": concurrency}

@@ -21,6 +21,7 @@ from esc_eval.sim.cards.card import RoleCard
 from esc_eval.sim.dialogue.dialogue import DialogueSetup, Participant, Turn, run_dialogue
 from esc_eval.sim.dialogue.generation import effective_adapter, effective_params, samples
 from esc_eval.sim.dialogue.prompts import opener, roleplay_system_prompt
+from esc_eval.sim.dialogue.seeker_stop import AT_CAP, seeker_end
 from esc_eval.sim.dialogue.spoiled import card_content, spoiled_columns
 from esc_eval.sim.dialogue.targets import configured_system_prompt, target_name, target_system
 from esc_eval.sim.jobs.config import SimulationConfig
@@ -163,9 +164,9 @@ class SimulationJob(Job):
         target_ref = cfg.targets[item["target_index"]]
         did = item["dialogue_id"]
         setup = DialogueSetup(
-            role_system_prompt=roleplay_system_prompt(card.text, card.language, item["strategy"]),
+            role_system_prompt=roleplay_system_prompt(card.text, card.language, item["strategy"], seeker_stop=cfg.seeker_stop),
             opener=opener(card.language, item["strategy"]), rounds=cfg.rounds, session_id=did,
-            end_at_sentence=cfg.end_at_sentence,
+            end_at_sentence=cfg.end_at_sentence, seeker_stop=cfg.seeker_stop,
         )
         t_index = item["target_index"]
         role_params, target_params = self.role_params, self.target_params[t_index]
@@ -207,6 +208,9 @@ class SimulationJob(Job):
             log.warning("dialogue %s failed after %d turns: %s", did, len(turns), error)
             if not isinstance(e, ChatModelError):
                 log.debug("%s", traceback.format_exc())
+        ended = seeker_end(turns) if status == "ok" else None
+        if ended:
+            reason = "seeker_ended"
         row = dialogue_row({
             "run_id": self.run_id, "dialogue_id": did, "card_id": card.id, "language": card.language,
             "category_1": card.category_1, "category_2": card.category_2, "category_3": card.category_3,
@@ -219,6 +223,8 @@ class SimulationJob(Job):
             "termination_reason": reason, "error": error, "attempts": cfg.execution.max_attempts if status != "ok" else 1,
             "prompt_tokens": sum(t.prompt_tokens for t in turns), "completion_tokens": sum(t.completion_tokens for t in turns),
             "started_at": started, "finished_at": now_utc(),
+            "end_reason": (ended or AT_CAP) if status == "ok" else None,
+            "end_round": len(turns) // 2 if status == "ok" else None,  # the opener, then two turns a round
         })
         # stored with the run: whether the simulated seeker spoiled this dialogue, and why
         row["spoiled"], row["spoiled_reasons"] = spoiled_columns(row["turns"], status,

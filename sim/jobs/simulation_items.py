@@ -107,7 +107,8 @@ def planned_models(cfg: SimulationConfig, cards: list[RoleCard]) -> list[Planned
     to check a tokens-per-minute limit against."""
     card = cards[0]
     strategy = cfg.strategies[0]
-    role_first = [ChatMessage(role="system", content=roleplay_system_prompt(card.text, card.language, strategy)),
+    role_first = [ChatMessage(role="system", content=roleplay_system_prompt(card.text, card.language, strategy,
+                                                                            seeker_stop=cfg.seeker_stop)),
                   ChatMessage(role="user", content=opener(card.language, strategy))]
     out = [PlannedModel(cfg.role, effective_params(cfg.role, cfg.profile), role_first)]
     for t in cfg.targets:
@@ -122,7 +123,8 @@ def dialogue_demand(cfg: SimulationConfig, cards: list[RoleCard]) -> tuple[Deman
     """What a dialogue holds on the role's and on each target's engine (sim/pool/capacity.py): the role's
     system prompt averaged over the cards, the opener, the targets' system prompts, the max_tokens caps."""
     strategy, sample = cfg.strategies[0], cards[:200]
-    role_system = sum(estimate_tokens(roleplay_system_prompt(c.text, c.language, strategy)) for c in sample) // len(sample)
+    role_system = sum(estimate_tokens(roleplay_system_prompt(c.text, c.language, strategy, seeker_stop=cfg.seeker_stop))
+                      for c in sample) // len(sample)
     systems = []
     for t in cfg.targets:
         systems.append(estimate_tokens(target_system(configured_system_prompt(t), sample[0].language)))

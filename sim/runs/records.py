@@ -52,6 +52,10 @@ DIALOGUE_SCHEMA = pa.schema(
         ("risk_level", pa.string()),  # the card's crisis-risk level (sim/cards/risk.py); null = not assessed
         ("spoiled", pa.bool_()),  # the simulated seeker spoiled it (sim/dialogue/spoiled.py); null: failed, or older run
         ("spoiled_reasons", pa.list_(pa.string())),  # why (sim.dialogue.spoiled.REASONS); [] when not spoiled
+        # how it ended (sim/dialogue/seeker_stop.py): resolved | gave_up (the seeker ended it) | still_going (the
+        # round cap); null: failed, or an older run
+        ("end_reason", pa.string()),
+        ("end_round", pa.int32()),  # the round it ended in (the round cap when the seeker did not end it)
     ]
 )
 
