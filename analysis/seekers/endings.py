@@ -1,8 +1,10 @@
 """How the dialogues ended, per target (the report's section, beyond the paper): the seeker ended it
-helped (resolved) or gave up, or it was still going at the round cap, with the round it ended in.
+helped (resolved) or gave up, it was still going at the round cap, or it outgrew a model's context,
+with the round it ended in.
 
-Only runs made with `seeker_stop` can end any other way than at the cap (sim/dialogue/seeker_stop.py),
-so the section appears when a run was made with it or a dialogue was ended by its seeker.
+A dialogue ends before its cap only when its seeker ends it (runs made with `seeker_stop`,
+sim/dialogue/seeker_stop.py) or its context is full (long runs), so the section appears when a run
+was made with `seeker_stop` or a dialogue ended either way.
 """
 from __future__ import annotations
 
@@ -12,10 +14,11 @@ import pandas as pd
 
 from esc_eval.analysis.results.blocks import pct, section, table, text
 from esc_eval.analysis.results.section_registry import ReportContext, register_section
-from esc_eval.sim.dialogue.seeker_stop import AT_CAP, END_REASONS
+from esc_eval.sim.dialogue.ending import AT_CAP, CONTEXT_FULL
+from esc_eval.sim.dialogue.seeker_stop import END_REASONS
 
-REASONS = (*END_REASONS, AT_CAP)
-TITLES = {"resolved": "Resolved", "gave_up": "Gave up", AT_CAP: "Still going at the cap"}
+REASONS = (*END_REASONS, AT_CAP, CONTEXT_FULL)
+TITLES = {"resolved": "Resolved", "gave_up": "Gave up", AT_CAP: "Still going at the cap", CONTEXT_FULL: "Context full"}
 COLUMNS = ["language", "target_model", "n_dialogues", *REASONS, "resolved_share", "gave_up_share", "median_end_round",
            "round_cap"]
 
@@ -43,7 +46,8 @@ def endings_section(dialogues: pd.DataFrame) -> dict:
     s["blocks"].append(text("With `seeker_stop`, the simulated seeker may end the conversation itself: with "
                             "<END:resolved> when it feels helped, <END:gave_up> when it wants to leave "
                             "(sim/dialogue/seeker_stop.py). A dialogue it did not end was still going at the run's "
-                            "round cap. Completed dialogues only."))
+                            "round cap, or ended when its next call would not fit a model's context (context full). "
+                            "Completed dialogues only."))
     if counts.empty:
         s["blocks"].append(text("No completed dialogue records how it ended (runs made before esc-eval recorded it)."))
         return s
@@ -58,10 +62,10 @@ def endings_section(dialogues: pd.DataFrame) -> dict:
 
 
 def has_endings(ctx: ReportContext) -> bool:
-    """A run made with seeker_stop, or a dialogue its seeker ended."""
+    """A run made with seeker_stop, or a dialogue its seeker ended or that outgrew the context."""
     made_with = any(((m or {}).get("simulation") or {}).get("inputs", {}).get("seeker_stop") for m in ctx.manifests.values())
     d = ctx.dialogues
-    ended = not d.empty and "end_reason" in d.columns and d["end_reason"].isin(END_REASONS).any()
+    ended = not d.empty and "end_reason" in d.columns and d["end_reason"].isin((*END_REASONS, CONTEXT_FULL)).any()
     return bool(made_with or ended)
 
 

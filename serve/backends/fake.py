@@ -12,6 +12,8 @@ Options (keyword arguments, or a query string: `fake/judge?score=3&latency=0.01`
   error_rate  probability of a transient ChatModelError
   timeout_rate probability of a ChatModelError(kind="timeout") after `timeout` seconds
   seed        seeds the fault injection (deterministic per call content and attempt)
+  context      the model's context in (estimated) tokens: a prompt leaving no room for an answer raises
+               ContextOverflowError, as vLLM's max_model_len does
 An engine's life, for the run-level paths (keyword options):
   start_error  start() raises EngineStartError with this cause (a model that cannot start)
   dies_after   after this many calls every call raises RunStopError (an engine dead for good)
@@ -28,7 +30,8 @@ import time
 from typing import Any
 from urllib.parse import parse_qsl
 
-from esc_eval.serve.chat.interface import (Backend, Capabilities, ChatMessage, ChatModel, ChatModelError, ChatResult, EngineStartError,
+from esc_eval.serve.chat.interface import (Backend, Capabilities, ChatMessage, ChatModel, ChatModelError, ChatResult,
+                                           ContextOverflowError, EngineStartError,
                                  GenerationParams, RunStopError)
 from esc_eval.serve.engines.args import EngineCapacity
 
@@ -73,6 +76,7 @@ class FakeChatModel(ChatModel):
         kv_tokens: int | None = None,
         max_num_seqs: int | None = None,
         device: str = "cpu",
+        context: int | None = None,
     ):
         """adapters / max_loras / max_lora_rank: what a multi-LoRA vLLM engine takes; a fake given
         adapters refuses a call naming another one, as the engine does (the limits are unused)."""
@@ -93,6 +97,7 @@ class FakeChatModel(ChatModel):
         self.start_error, self.dies_after = start_error, dies_after
         self._capacity = (EngineCapacity(self.name, "gpu" if device == "gpu" else "cpu", int(kv_tokens),
                                          int(max_num_seqs) if max_num_seqs else None) if kv_tokens else None)
+        self.context = None if context is None else int(context)
         self.calls = 0
         self._attempts: dict[int, int] = {}
         self._cycle = itertools.count()
@@ -134,11 +139,13 @@ class FakeChatModel(ChatModel):
                 raise ChatModelError(f"{self.name}: injected transient error", kind="transient")
         if self.latency:
             await asyncio.sleep(self.latency)
+        prompt_tokens = sum(_tokens(m.content) for m in messages)
+        if self.context is not None and prompt_tokens >= self.context:
+            raise ContextOverflowError(f"prompt of {prompt_tokens} tokens leaves no room in the context of {self.context}")
         text, top = self._answer(messages, params, key)
         finish = "stop"
         if len(text) // 4 + 1 > params.max_tokens:
             text, finish = text[: 4 * params.max_tokens], "length"
-        prompt_tokens = sum(_tokens(m.content) for m in messages)
         return ChatResult(
             text=text, prompt_tokens=prompt_tokens, completion_tokens=_tokens(text) if text else 0,
             finish_reason=finish, latency_s=time.perf_counter() - started, top_logprobs=top, model=self.name,

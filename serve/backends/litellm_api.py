@@ -22,7 +22,8 @@ import os
 import time
 from typing import Any
 
-from esc_eval.serve.chat.interface import Backend, Capabilities, ChatModel, ChatModelError, ChatResult, GenerationParams, as_messages
+from esc_eval.serve.chat.interface import (Backend, Capabilities, ChatModel, ChatModelError, ChatResult, ContextOverflowError,
+                                           GenerationParams, as_messages)
 from esc_eval.serve.backends.openai_http import parse_retry_after
 
 log = logging.getLogger("esc_eval.serve.litellm")
@@ -76,7 +77,7 @@ def classify(exc: BaseException) -> ChatModelError:
             retry_after = None
     name = type(exc).__name__
     if name == "ContextWindowExceededError":
-        return ChatModelError(f"context_overflow: {text}", kind="fatal")
+        return ContextOverflowError(f"context_overflow: {text}")
     if status == 429 or name == "RateLimitError":
         return ChatModelError(text, kind="rate_limit", retry_after=retry_after)
     if name in ("Timeout", "APITimeoutError") or status == 408:

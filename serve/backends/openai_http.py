@@ -23,7 +23,8 @@ import os
 import time
 from typing import Any, Literal
 
-from esc_eval.serve.chat.interface import (Backend, Capabilities, ChatMessage, ChatModel, ChatModelError, ChatResult, GenerationParams,
+from esc_eval.serve.chat.interface import (Backend, Capabilities, ChatMessage, ChatModel, ChatModelError, ChatResult,
+                                           ContextOverflowError, GenerationParams,
                                  as_messages)
 
 log = logging.getLogger("esc_eval.serve.backends.openai_http")
@@ -41,6 +42,8 @@ OPENAI_DIGIT_TOKEN_IDS = {str(d): 15 + d for d in range(10)}
 OPENAI_MODEL_PREFIXES = ("gpt-", "chatgpt-", "o1", "o3", "o4", "text-davinci", "davinci", "babbage")
 # 5xx answers that will never succeed on retry (ray.serve.llm reports LoRA misuse as HTTP 500)
 PERMANENT_5XX = ("no adapter found", "lora config is not set", "must setup lora config")
+# vLLM's server and OpenAI word a prompt too long for the context so ("This model's maximum context length is ...")
+CONTEXT_400 = ("maximum context length", "context length", "context_length_exceeded")
 
 
 def _httpx():
@@ -242,6 +245,8 @@ class OpenAIChatModel(ChatModel):
         if resp.status_code == 429:
             raise ChatModelError(f"HTTP 429 rate limited: {detail}", kind="rate_limit",
                                  retry_after=parse_retry_after(resp.headers.get("retry-after")))
+        if resp.status_code == 400 and any(p in detail.lower() for p in CONTEXT_400):
+            raise ContextOverflowError(f"HTTP 400 from {self.base_url} for model {body['model']!r}: {detail}")
         if resp.status_code >= 500 and any(p in detail.lower() for p in PERMANENT_5XX):
             raise ChatModelError(f"HTTP {resp.status_code} from {self.base_url} for model {body['model']!r}: {detail}", kind="fatal")
         if resp.status_code >= 500 or resp.status_code in (408, 409):

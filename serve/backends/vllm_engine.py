@@ -17,7 +17,8 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from esc_eval.serve.chat.interface import (Backend, Capabilities, ChatMessage, ChatModel, ChatModelError, ChatResult, GenerationParams,
+from esc_eval.serve.chat.interface import (Backend, Capabilities, ChatMessage, ChatModel, ChatModelError, ChatResult,
+                                           ContextOverflowError, GenerationParams,
                                  as_messages)
 from esc_eval.serve.engines.args import CPU_ENGINE, EngineCapacity
 from esc_eval.serve.backends.engine_host import (INSTALL_HINT, _HOSTS, _EngineHost, _host_for, engine_dtype,  # noqa: F401 - re-exported
@@ -158,10 +159,8 @@ class VLLMChatModel(ChatModel):
         host = self._host
         room = host.max_model_len - prompt_len
         if room < 1:
-            raise ChatModelError(
-                f"context_overflow: prompt of {prompt_len} tokens leaves no room in max_model_len {host.max_model_len}",
-                kind="fatal",
-            )
+            raise ContextOverflowError(
+                f"context_overflow: prompt of {prompt_len} tokens leaves no room in max_model_len {host.max_model_len}")
         # FINAL_ONLY: chat() returns whole answers, so the front end need not build a cumulative
         # output per request per step (quadratic in answer length, on the cores the engine uses)
         kw: dict[str, Any] = dict(temperature=params.temperature, top_p=params.top_p, max_tokens=min(params.max_tokens, room),

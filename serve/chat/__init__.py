@@ -7,10 +7,11 @@ name, so no backend is imported until used.
 
 Layer: above config; imports no other room of serve (the backends are named by strings)."""
 from esc_eval.serve.chat.interface import (BACKENDS, Backend, Capabilities, ChatMessage, ChatModel, ChatModelError,
+                                           ContextOverflowError,
                                            ChatResult, EngineStartError, GenerationParams, RunStopError, UnknownModelError,
                                            WrapperChatModel, as_messages, get_chat_model, is_api_spec, parse_spec,
                                            register_backend)
 
 __all__ = ["BACKENDS", "Backend", "Capabilities", "ChatMessage", "ChatModel", "ChatModelError", "ChatResult",
-           "EngineStartError", "GenerationParams", "RunStopError", "UnknownModelError", "WrapperChatModel", "as_messages",
+           "ContextOverflowError", "EngineStartError", "GenerationParams", "RunStopError", "UnknownModelError", "WrapperChatModel", "as_messages",
            "get_chat_model", "is_api_spec", "parse_spec", "register_backend"]

@@ -107,6 +107,15 @@ class ChatModelError(Exception):
         return (type(self), (str(self), self.kind), {"retry_after": self.retry_after, "attempts": self.attempts})
 
 
+class ContextOverflowError(ChatModelError):
+    """The prompt leaves no room for an answer in the model's context (vLLM's max_model_len, an API's
+    context window). Never retried; a dialogue that outgrows its models' context ends on it
+    (sim/dialogue/dialogue.py), it is not a failed call of a working model."""
+
+    def __init__(self, message: str, kind: Literal["rate_limit", "transient", "fatal", "timeout"] = "fatal", **kw: Any):
+        super().__init__(message if message.startswith("context_overflow") else f"context_overflow: {message}", "fatal", **kw)
+
+
 class RunStopError(Exception):
     """A failure of the run, not of one item: a model that cannot start, an engine that died for
     good. Never retried, never written as a failed row: the job stops feeding work, keeps what

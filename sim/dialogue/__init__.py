@@ -2,13 +2,15 @@
 One dialogue as a pure async function of its inputs (dialogue.py), the role-play prompts and
 strategies (prompts.py), the official line format of a transcript (transcript.py), what each
 participant is called with (generation.py: registry defaults, profiles) and the target's name and
-system prompt (targets.py); the dialogues the simulated seeker spoiled, a pure function of the
+system prompt (targets.py); the seeker's stop signal (seeker_stop.py) and how a dialogue ended (ending.py); the dialogues the simulated seeker spoiled, a pure function of the
 turns and the card (spoiled.py), with the seeker lexicons it shares with analysis
 (seeker_lexicon.py). The simulation job that runs many of them is sim/jobs/simulation.py.
 
 Layer: the domain, beside cards/; imports serve (the chat-model seam, the registry) and
 sim/prompt_files.py only: nothing of cards, judging, runs, pool or jobs."""
 from esc_eval.sim.dialogue.dialogue import DialogueSetup, Participant, Turn, role_view, run_dialogue, target_view
+from esc_eval.sim.dialogue.ending import AT_CAP, COMPLETED, CONTEXT_FULL, SEEKER_ENDED, dialogue_ending, end_reason
+from esc_eval.sim.dialogue.seeker_stop import END_REASONS, find_end, seeker_end, stop_instruction
 from esc_eval.sim.dialogue.generation import PROFILES, effective_adapter, effective_params, samples
 from esc_eval.sim.dialogue.seeker_lexicon import BREAK_PATTERNS, negativity
 from esc_eval.sim.dialogue.spoiled import REASON_TITLES, REASONS, card_content, spoiled_columns, spoiled_reasons
@@ -19,6 +21,8 @@ from esc_eval.sim.dialogue.transcript import (ASSISTANT_PREFIX, SEEKER_PREFIX, o
                                               turns_as_lines)
 
 __all__ = [
+    "AT_CAP", "COMPLETED", "CONTEXT_FULL", "END_REASONS", "SEEKER_ENDED", "dialogue_ending", "end_reason", "find_end", "seeker_end",
+    "stop_instruction",
     "ASSISTANT_PREFIX", "BREAK_PATTERNS", "REASONS", "REASON_TITLES", "card_content", "negativity", "spoiled_columns",
     "spoiled_reasons", "DialogueSetup", "configured_system_prompt", "PROFILES", "Participant", "SEEKER_PREFIX", "Turn", "effective_adapter",
     "effective_params", "official_lines", "opener", "parse_official_line", "registry_system_prompt", "role_view",

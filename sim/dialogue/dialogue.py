@@ -5,7 +5,10 @@ system prompt and sees the assistant side as "user", starting with the opener; t
 test sees the seeker as "user". The opener, spoken by the assistant side, is turn 0; then each
 round is one seeker turn and one assistant turn: 1 + 2 x rounds messages in all, or fewer when
 the seeker ends the conversation itself (setup.seeker_stop; sim/dialogue/seeker_stop.py): the
-dialogue then ends after that seeker turn.
+dialogue then ends after that seeker turn; or when it outgrows a model's context: a call whose
+prompt leaves no room for an answer (ContextOverflowError) ends the dialogue after its last turn,
+once at least one round is done (before that the models cannot hold the dialogue at all, and the
+error propagates). ending.py's `dialogue_ending` says which of the three ended it.
 """
 from __future__ import annotations
 
@@ -13,7 +16,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Awaitable, Callable
 
-from esc_eval.serve.chat.interface import ChatMessage, ChatModel, GenerationParams
+from esc_eval.serve.chat.interface import ChatMessage, ChatModel, ContextOverflowError, GenerationParams
 from esc_eval.sim.dialogue.seeker_stop import end_finish_reason, find_end, seeker_end
 
 
@@ -115,7 +118,12 @@ async def run_dialogue(
     while len(turns) < total:
         seeker_next = turns[-1].speaker == "assistant"
         part, messages, sid = (role, role_msgs, role_sid) if seeker_next else (target, target_msgs, target_sid)
-        result = await part.model.chat(list(messages), part.params, adapter=part.adapter, session_id=sid)
+        try:
+            result = await part.model.chat(list(messages), part.params, adapter=part.adapter, session_id=sid)
+        except ContextOverflowError:
+            if len(turns) < 3:
+                raise  # not one round fits: not a dialogue that outgrew the context
+            break  # the dialogue outgrew a model's context: it ends here (dialogue_ending: context_full)
         text, finish = result.text.strip(), result.finish_reason
         if setup.end_at_sentence and finish == "length":
             cut = cut_to_sentence(text)

@@ -17,7 +17,6 @@ from esc_eval.sim.prompt_files import load_prompt_file
 
 EndReason = Literal["resolved", "gave_up"]
 END_REASONS: tuple[EndReason, ...] = ("resolved", "gave_up")
-AT_CAP = "still_going"  # a dialogue the seeker did not end: it reached the round cap
 FINISH_PREFIX = "seeker_end:"  # a seeker turn's finish reason when it ended the dialogue
 # The marks as small models write them: any case, spaces inside, full-width brackets or colon (zh), "gave up".
 _MARK = re.compile(r"[<\uff1c]\s*END\s*[:\uff1a]\s*(resolved|gave[\s_-]?up)\s*[>\uff1e]", re.IGNORECASE)

@@ -19,9 +19,9 @@ from esc_eval.serve.calls.limits import BudgetExceededError
 from esc_eval.serve.registry.ref import ModelRef
 from esc_eval.sim.cards.card import RoleCard
 from esc_eval.sim.dialogue.dialogue import DialogueSetup, Participant, Turn, run_dialogue
+from esc_eval.sim.dialogue.ending import dialogue_ending, end_reason
 from esc_eval.sim.dialogue.generation import effective_adapter, effective_params, samples
 from esc_eval.sim.dialogue.prompts import opener, roleplay_system_prompt
-from esc_eval.sim.dialogue.seeker_stop import AT_CAP, seeker_end
 from esc_eval.sim.dialogue.spoiled import card_content, spoiled_columns
 from esc_eval.sim.dialogue.targets import configured_system_prompt, target_name, target_system
 from esc_eval.sim.jobs.config import SimulationConfig
@@ -208,9 +208,8 @@ class SimulationJob(Job):
             log.warning("dialogue %s failed after %d turns: %s", did, len(turns), error)
             if not isinstance(e, ChatModelError):
                 log.debug("%s", traceback.format_exc())
-        ended = seeker_end(turns) if status == "ok" else None
-        if ended:
-            reason = "seeker_ended"
+        if status == "ok":
+            reason = dialogue_ending(turns, cfg.rounds)  # completed | seeker_ended | context_full
         row = dialogue_row({
             "run_id": self.run_id, "dialogue_id": did, "card_id": card.id, "language": card.language,
             "category_1": card.category_1, "category_2": card.category_2, "category_3": card.category_3,
@@ -223,7 +222,7 @@ class SimulationJob(Job):
             "termination_reason": reason, "error": error, "attempts": cfg.execution.max_attempts if status != "ok" else 1,
             "prompt_tokens": sum(t.prompt_tokens for t in turns), "completion_tokens": sum(t.completion_tokens for t in turns),
             "started_at": started, "finished_at": now_utc(),
-            "end_reason": (ended or AT_CAP) if status == "ok" else None,
+            "end_reason": end_reason(turns, cfg.rounds) if status == "ok" else None,
             "end_round": len(turns) // 2 if status == "ok" else None,  # the opener, then two turns a round
         })
         # stored with the run: whether the simulated seeker spoiled this dialogue, and why

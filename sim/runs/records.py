@@ -38,7 +38,7 @@ DIALOGUE_SCHEMA = pa.schema(
         ("turns", pa.list_(TURN_TYPE)),
         ("n_turns", pa.int32()),
         ("status", pa.string()),  # ok | failed
-        ("termination_reason", pa.string()),  # completed | error | timeout | context_overflow | ...
+        ("termination_reason", pa.string()),  # completed | seeker_ended | context_full | error | timeout | context_overflow | ...
         ("error", pa.string()),
         ("attempts", pa.int32()),
         ("prompt_tokens", pa.int64()),
@@ -53,7 +53,7 @@ DIALOGUE_SCHEMA = pa.schema(
         ("spoiled", pa.bool_()),  # the simulated seeker spoiled it (sim/dialogue/spoiled.py); null: failed, or older run
         ("spoiled_reasons", pa.list_(pa.string())),  # why (sim.dialogue.spoiled.REASONS); [] when not spoiled
         # how it ended (sim/dialogue/seeker_stop.py): resolved | gave_up (the seeker ended it) | still_going (the
-        # round cap); null: failed, or an older run
+        # round cap) | context_full (the next call would not fit a model's context); null: failed, or an older run
         ("end_reason", pa.string()),
         ("end_round", pa.int32()),  # the round it ended in (the round cap when the seeker did not end it)
     ]

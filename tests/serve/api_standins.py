@@ -74,6 +74,7 @@ class _Base:
         self.bodies: Counter[str] = Counter()  # request content -> times seen
         self.times: list[float] = []  # monotonic time of each answered (200) request
         self.level = 1.0  # token bucket of one second's worth (rpm / 60), full at start
+        self.context: int | None = None  # the model's context window (prompt + max_tokens), as OpenAI refuses past it
         self.last = time.monotonic()
         self.loop: asyncio.AbstractEventLoop | None = None
         self.base_url = ""
@@ -172,6 +173,15 @@ class StrictOpenAI(_Base):
         for k, v in bias.items():
             if not str(k).isdigit() or not -100 <= v <= 100:
                 return self.error(400, f"Invalid 'logit_bias': {k}: {v}", param="logit_bias")
+        prompt = sum(_tokens(m["content"] if isinstance(m["content"], str) else json.dumps(m["content"]))
+                     for m in body["messages"])
+        max_tokens = int(body.get("max_tokens") or body.get("max_completion_tokens") or 16)
+        if self.context is not None and prompt + max_tokens > self.context:
+            return web.json_response({"error": {
+                "message": f"This model's maximum context length is {self.context} tokens. However, you requested "
+                           f"{prompt + max_tokens} tokens ({prompt} in the messages, {max_tokens} in the completion). "
+                           "Please reduce the length of the messages or completion.",
+                "type": "invalid_request_error", "param": "messages", "code": "context_length_exceeded"}}, status=400)
         wait = self._should_429()
         if wait is not None:
             self.refused_429 += 1
@@ -179,7 +189,6 @@ class StrictOpenAI(_Base):
         self.bodies[json.dumps({k: body[k] for k in sorted(body)}, sort_keys=True)] += 1
         self.ok += 1
         self.times.append(time.monotonic())
-        max_tokens = int(body.get("max_tokens") or body.get("max_completion_tokens") or 16)
         forced = [DIGIT_IDS[int(k)] for k, v in bias.items() if v >= 100 and int(k) in DIGIT_IDS]
         text = reply_for(body["messages"], max_tokens)
         if forced:
@@ -188,8 +197,6 @@ class StrictOpenAI(_Base):
                   "finish_reason": "stop", "logprobs": None}
         if body.get("logprobs"):
             choice["logprobs"] = {"content": self._logprobs(text, top or 0, forced), "refusal": None}
-        prompt = sum(_tokens(m["content"] if isinstance(m["content"], str) else json.dumps(m["content"]))
-                     for m in body["messages"])
         return web.json_response({
             "id": f"chatcmpl-{self.requests}", "object": "chat.completion", "created": int(time.time()),
             "model": body["model"], "choices": [choice], "system_fingerprint": "fp_standin",
@@ -242,6 +249,15 @@ class StrictAnthropic(_Base):
             return self.error(400, "invalid_request_error", f"messages: roles must alternate from user, got {roles}")
         if "temperature" in body and not 0 <= body["temperature"] <= 1:
             return self.error(400, "invalid_request_error", "temperature: must be between 0 and 1")
+        prompt = sum(_tokens(m["content"] if isinstance(m["content"], str) else json.dumps(m["content"]))
+                     for m in body["messages"])
+        max_tokens = int(body.get("max_tokens") or body.get("max_completion_tokens") or 16)
+        if self.context is not None and prompt + max_tokens > self.context:
+            return web.json_response({"error": {
+                "message": f"This model's maximum context length is {self.context} tokens. However, you requested "
+                           f"{prompt + max_tokens} tokens ({prompt} in the messages, {max_tokens} in the completion). "
+                           "Please reduce the length of the messages or completion.",
+                "type": "invalid_request_error", "param": "messages", "code": "context_length_exceeded"}}, status=400)
         wait = self._should_429()
         if wait is not None:
             self.refused_429 += 1

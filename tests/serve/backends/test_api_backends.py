@@ -103,6 +103,25 @@ async def test_litellm_openai_protocol_with_logprobs_bias_and_429(openai_server,
     assert openai_server.requests - start == 3  # LiteLLM's own retries are off: 3 attempts, ours
 
 
+@pytest.mark.parametrize("spec, where", [("openai/gpt-4", "base_url"), ("litellm/openai/gpt-4", "api_base")])
+async def test_a_prompt_past_the_context_window_is_a_context_overflow_not_retried(openai_server, monkeypatch, spec, where):
+    """What ends a long dialogue that outgrew the model's context (sim/dialogue/dialogue.py): both API
+    backends say ContextOverflowError for OpenAI's context_length_exceeded, and the retry policy does not retry it."""
+    from esc_eval.serve.chat.interface import ContextOverflowError
+
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-local")
+    m = retrying(get_chat_model(spec, **{where: openai_server.base_url + "/v1"}))
+    openai_server.context, ok = 40, openai_server.ok
+    try:
+        assert (await m.chat(CHAT, GenerationParams(max_tokens=8))).text  # fits
+        with pytest.raises(ContextOverflowError, match="context_overflow") as ei:
+            await m.chat([*CHAT, ChatMessage(role="user", content="word " * 200)], GenerationParams(max_tokens=8))
+    finally:
+        openai_server.context = None
+        await m.close()
+    assert ei.value.kind == "fatal" and ei.value.attempts == 1 and openai_server.ok - ok == 1
+
+
 async def test_litellm_anthropic_messages_protocol(anthropic_server, monkeypatch):
     monkeypatch.setenv("ANTHROPIC_API_KEY", "ak-local")
     spec = "litellm/anthropic/claude-3-5-sonnet-20240620"

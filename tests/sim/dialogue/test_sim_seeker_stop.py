@@ -72,3 +72,22 @@ async def test_a_resume_after_the_seekers_last_word_asks_nothing():
     seeker, target = make_fake_model("seeker"), make_fake_model("echo")
     turns = await run_dialogue(_setup(30, True), Participant(seeker), Participant(target), resume_from=done)
     assert turns == done and seeker.calls == 0 and target.calls == 0
+
+
+async def test_a_dialogue_that_outgrows_a_context_ends_there_and_says_so():
+    from esc_eval.serve.chat.interface import ContextOverflowError
+    from esc_eval.sim.dialogue.ending import CONTEXT_FULL, dialogue_ending, end_reason
+
+    # each echo answer repeats the seeker's line: the target's history grows ~30 tokens a round
+    target = make_fake_model("echo", context=120)
+    turns = await run_dialogue(_setup(30, False), Participant(make_fake_model("seeker")), Participant(target))
+    assert 3 <= len(turns) < 61 and turns[-1].speaker == "seeker"  # the target could not answer it
+    assert dialogue_ending(turns, 30) == CONTEXT_FULL and end_reason(turns, 30) == CONTEXT_FULL
+    # the same dialogue resumed from its turns ends again at once, with nothing added
+    again = await run_dialogue(_setup(30, False), Participant(make_fake_model("seeker")), Participant(target),
+                               resume_from=turns)
+    assert again == turns
+    # not even the first round fits: the models cannot hold the dialogue, an error for the caller
+    with pytest.raises(ContextOverflowError):
+        await run_dialogue(_setup(30, False), Participant(make_fake_model("seeker")),
+                           Participant(make_fake_model("echo", context=5)))

@@ -90,3 +90,11 @@ def test_the_section_is_in_a_report_of_a_run_made_with_the_setting_only(tmp_path
                               dialogues=load_dialogues([run]))
         assert has_endings(ctx) is on
     assert not has_endings(SimpleNamespace(manifests={}, dialogues=pd.DataFrame()))
+
+
+def test_a_dialogue_that_outgrows_its_targets_context_is_a_row_that_says_so_not_an_error(tmp_path):
+    run_simulation(config("fake/seeker", False, targets=("fake/echo?context=200",)), tmp_path / "run")
+    for r in rows(tmp_path / "run"):
+        assert r["status"] == "ok" and r["error"] is None
+        assert r["termination_reason"] == "context_full" and r["end_reason"] == "context_full"
+        assert 1 <= r["end_round"] < 30 and r["end_round"] == r["n_turns"] // 2
