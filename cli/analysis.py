@@ -244,6 +244,21 @@ def calibration_cmd(
 
 
 # beyond the paper: cli/safety.py
+@app.command("rounds")
+def rounds_cmd(
+    run_dirs: RunDirs, out: Out = None,
+    n_boot: Annotated[int, typer.Option("--n-boot", help="Bootstrap resamples for the CIs (0 = none).")] = 1000,
+    seed: Annotated[int, typer.Option("--seed", help="Seed of the bootstrap.")] = 0,
+) -> None:
+    """Scores by round (a folder from `score --by-round`): each target's score after each round and the
+    change from the first round to the whole dialogue, with bootstrap CIs over cards."""
+    from esc_eval.analysis.results.by_round import write_rounds
+
+    paths, markdown = write_rounds(run_dirs, out or join_location(run_dirs[0], "report"), n_boot, seed)
+    typer.echo(markdown, err=True)
+    emit(paths)
+
+
 app.command("safety")(safety.safety)
 app.command("seekers")(safety.seekers)
 # The old names, hidden, for one release: `analysis compare` (two runs are `esc-eval compare`), and the

@@ -122,7 +122,8 @@ def write_report_for(run_dirs: list[str], out: Optional[str], n_boot: int = 1000
 def leaderboard(
     run_dirs: RunDirs, out: Out = None, n_boot: NBoot = 1000, seed: Seed = 0,
     by: Annotated[Optional[str], typer.Option(
-        "--by", help="Split by a card attribute: category (Table 9's top level), category_2, category_3, language.")] = None,
+        "--by", help="Split by a card attribute: category (Table 9's top level), category_2, category_3, language; or "
+        "round (a folder from `score --by-round`).")] = None,
     humans: Humans = None, study: Study = None, allow_one_annotator: OneAnnotator = False, scores: ScoreKind = "label",
     exclude_spoiled: Annotated[bool, typer.Option(
         "--exclude-spoiled", help="Also the table without the dialogues the simulator spoiled, next to the one with "

@@ -38,15 +38,25 @@ def score(
     address: Annotated[Optional[str], typer.Option("--address", help="Join an existing Ray cluster.")] = None,
     dimensions: Annotated[Optional[str], typer.Option("--dimensions", help="Comma-separated dimensions to score (default: the "
                                              "seven); 'safety' scores the crisis-safety rubric, reported apart.")] = None,
+    by_round: Annotated[bool, typer.Option("--by-round", help="Score each dialogue as it stood after each round (the "
+                                           "dialogue so far, ending with the target's reply) into --out; then "
+                                           "`leaderboard --by round` and `analysis rounds`.")] = False,
+    every: Annotated[int, typer.Option("--every", min=1, help="With --by-round: every N-th round (and always the last).")] = 1,
 ) -> None:
     """Score dialogues on the 7 dimensions (or --dimensions, e.g. safety) with a judge; resumable."""
-    from esc_eval.sim.jobs.options import score_run, scoring_config
+    from esc_eval.sim.jobs.options import score_by_round_run, score_run, scoring_config
     from esc_eval.sim.pool.progress import console, job_progress
 
     cfg = scoring_config(config, judge, method, parser, rubric, address, dimensions)
     console_env(cfg.execution)
-    result = score_run(cfg, input, out, official_out, progress=lambda: job_progress("score", unit="dialogues"),
-                       say=console.print)
+    if by_round:
+        if official_out:
+            raise typer.BadParameter("--official-out takes whole dialogues, not --by-round prefixes")
+        result = score_by_round_run(cfg, input, out, every, progress=lambda: job_progress("score", unit="dialogues"),
+                                    say=console.print)
+    else:
+        result = score_run(cfg, input, out, official_out, progress=lambda: job_progress("score", unit="dialogues"),
+                           say=console.print)
     show_parse_failures(result["parse_failures"], result.get("judge", cfg.judge.judge_id))
     emit(result)
     exit_for_outcome(result, "scores", cfg.execution.max_failure_rate)

@@ -22,6 +22,7 @@ from esc_eval.analysis.results.section_registry import ReportContext, build_sect
 from esc_eval.analysis.results.spoiled import card_contents, flag_map, spoiled_flags
 # The modules that register the report's sections (each adds its own: analysis/results/section_registry.py).
 import esc_eval.analysis.report.sections  # noqa: F401,E402 - the paper's
+import esc_eval.analysis.results.by_round  # noqa: F401,E402
 import esc_eval.analysis.results.safety  # noqa: F401,E402
 import esc_eval.analysis.seekers.endings  # noqa: F401,E402
 import esc_eval.analysis.seekers.fidelity_report  # noqa: F401,E402

@@ -280,7 +280,8 @@ def write_leaderboard(df: pd.DataFrame, out_dir: str | Path, note: str = "") -> 
 
 
 BY_COLUMNS = {"category": "category_1", "category_1": "category_1", "category_2": "category_2",
-              "category_3": "category_3", "language": "language"}
+              "category_3": "category_3", "language": "language",
+              "round": "end_round"}  # a by-round run folder's prefixes (sim/runs/by_round.py)
 
 
 def build_leaderboard_by(
@@ -289,7 +290,8 @@ def build_leaderboard_by(
     spoiled: Mapping[str, bool | None] | None = None,
 ) -> pd.DataFrame:
     """Table 2 within each value of a card attribute: 'category' (= category_1, the three top
-    categories of Table 9), 'category_2', 'category_3' (our cards' finer levels) or 'language'.
+    categories of Table 9), 'category_2', 'category_3' (our cards' finer levels), 'language', or
+    'round' (a by-round run folder: each dialogue as it stood after each round).
     Every row is a build_leaderboard row (still per language) with the value in column `by`;
     dialogues without the attribute are grouped under 'unknown'."""
     column = BY_COLUMNS.get(by)
@@ -306,6 +308,8 @@ def build_leaderboard_by(
     if column not in dialogues.columns:
         raise AnalysisInputError(f"dialogue rows lack {column!r}: cannot split the leaderboard by {by}")
     attr = dialogues.drop_duplicates("dialogue_id").set_index("dialogue_id")[column]
+    if column == "end_round":  # "03" sorts before "10"; a dialogue that is not a prefix has none
+        attr = attr.map(lambda k: f"{int(k):02d}" if pd.notna(k) else None)
     keyed = scores.assign(**{name: scores["dialogue_id"].map(attr).fillna("unknown")})
     tables = [build_leaderboard(g.drop(columns=[name]), groups=groups, n_boot=n_boot, seed=seed, confidence=confidence,
                                 spoiled=spoiled).assign(**{name: value}) for value, g in keyed.groupby(name, sort=True)]

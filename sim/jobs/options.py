@@ -56,6 +56,22 @@ def score_run(cfg: ScoringConfig, input_path: str, out: str | None = None, offic
     return result
 
 
+def score_by_round_run(cfg: ScoringConfig, input_path: str, out: str | None, every: int = 1,
+                       progress: Callable[[], ContextManager[Any]] | None = None,
+                       say: Callable[[str], None] = print) -> dict[str, Any]:
+    """Scores by round (sim/runs/by_round.py): the input run's dialogues cut after each round into the
+    run folder `out`, then scored there as score_run scores any run folder. The result adds `by_round`."""
+    from esc_eval.sim.runs.by_round import write_round_prefixes
+    from esc_eval.sim.runs.runfolder import RunFolder
+
+    if not out:
+        raise ValueError("--by-round: give --out, a run folder for the dialogues cut by round and their scores")
+    prefixes = write_round_prefixes(RunFolder(input_path, create=False), RunFolder(out), every)
+    say(f"by round: {prefixes['prefixes']} prefixes of {prefixes['dialogues']} dialogues in {out} "
+        f"({prefixes['written']} new), {len(cfg.judge.dimensions)} judge calls each")
+    return {**score_run(cfg, out, None, None, progress=progress, say=say), "by_round": prefixes}
+
+
 def write_run_official_scores(run_dir: str, out_dir: Path, judge_id: str) -> list[Path]:
     """A run folder's scores by one judge in the official JSON layout (sim/runs/official.py)."""
     from esc_eval.sim.runs.official import write_official_scores
