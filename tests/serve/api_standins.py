@@ -249,15 +249,6 @@ class StrictAnthropic(_Base):
             return self.error(400, "invalid_request_error", f"messages: roles must alternate from user, got {roles}")
         if "temperature" in body and not 0 <= body["temperature"] <= 1:
             return self.error(400, "invalid_request_error", "temperature: must be between 0 and 1")
-        prompt = sum(_tokens(m["content"] if isinstance(m["content"], str) else json.dumps(m["content"]))
-                     for m in body["messages"])
-        max_tokens = int(body.get("max_tokens") or body.get("max_completion_tokens") or 16)
-        if self.context is not None and prompt + max_tokens > self.context:
-            return web.json_response({"error": {
-                "message": f"This model's maximum context length is {self.context} tokens. However, you requested "
-                           f"{prompt + max_tokens} tokens ({prompt} in the messages, {max_tokens} in the completion). "
-                           "Please reduce the length of the messages or completion.",
-                "type": "invalid_request_error", "param": "messages", "code": "context_length_exceeded"}}, status=400)
         wait = self._should_429()
         if wait is not None:
             self.refused_429 += 1
