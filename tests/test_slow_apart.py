@@ -71,6 +71,8 @@ def test_a_beside_test_waits_for_memory_before_its_setup(monkeypatch):
     import slow_apart
 
     monkeypatch.setattr(slow_apart, "BESIDE_WAIT_S", 3.0)
+    # run by an xdist worker of the suite, this process has collected the suite's heavy tests: not this test's
+    monkeypatch.setattr(slow_apart, "HEAVY", set())
     item = type("Item", (), {})()
     item.config = type("Config", (), {"workerinput": {"workerid": "gw1"}, "getoption": lambda self, name: True})()
     item.get_closest_marker = lambda name: object() if name == "beside" else None
@@ -85,6 +87,37 @@ def test_a_beside_test_waits_for_memory_before_its_setup(monkeypatch):
     assert time.monotonic() - t0 < 0.5
     item.get_closest_marker = lambda name: None  # not beside: never waits
     monkeypatch.setenv("ESC_EVAL_BESIDE_FREE_GIB", "100000")
+    t0 = time.monotonic()
+    slow_apart.pytest_runtest_protocol(item, None)
+    assert time.monotonic() - t0 < 0.5
+
+
+def test_a_beside_test_waits_for_the_heavy_tests_to_end(monkeypatch, tmp_path):
+    """While the slow worker's heavy tests run (no flag file yet) a `beside` test waits, at most
+    HEAVY_WAIT_S; once the last heavy test's teardown wrote the flag, it does not."""
+    import slow_apart
+
+    ids = tmp_path / "ids.json"
+    monkeypatch.setenv(slow_apart.ENV, str(ids))
+    monkeypatch.setenv("ESC_EVAL_BESIDE_FREE_GIB", "0")
+    monkeypatch.setattr(slow_apart, "HEAVY", {"tests/x.py::test_heavy"})
+    monkeypatch.setattr(slow_apart, "HEAVY_WAIT_S", 3.0)
+    item = type("Item", (), {})()
+    item.config = type("Config", (), {"workerinput": {"workerid": "gw1"}, "getoption": lambda self, name: True})()
+    item.get_closest_marker = lambda name: object() if name == "beside" else None
+    import time
+
+    t0 = time.monotonic()
+    slow_apart.pytest_runtest_protocol(item, None)
+    assert 3.0 <= time.monotonic() - t0 < 6.0
+    heavy = type("Item", (), {"nodeid": "tests/x.py::test_heavy"})()
+    hook = slow_apart.pytest_runtest_teardown(heavy, None)  # the last heavy test's teardown: the flag
+    next(hook)
+    try:
+        next(hook)
+    except StopIteration:
+        pass
+    assert slow_apart.heavy_done_file(str(ids)).exists()
     t0 = time.monotonic()
     slow_apart.pytest_runtest_protocol(item, None)
     assert time.monotonic() - t0 < 0.5
