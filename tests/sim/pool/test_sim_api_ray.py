@@ -57,7 +57,9 @@ def test_requests_per_minute_hold_for_the_whole_cluster(ray2, server, tmp_path):
     rows = list(RunFolder(tmp_path / "run").iter_rows("dialogues"))
     assert rows and all(r["status"] == "ok" for r in rows)
     assert server.ok == 2 * len(rows) >= 140
-    assert server.refused_429 <= 0.01 * server.requests, (server.refused_429, server.requests)
+    # A limiter per worker (not shared) would send twice the rate: about half refused. On a loaded 2-core
+    # machine a few paced requests can still reach the server together (CI: 2 of 170); 2% allows that.
+    assert server.refused_429 <= 0.02 * server.requests, (server.refused_429, server.requests)
     rate = (server.ok - 1) / (server.times[-1] - server.times[0])
     print(f"limit {RPM}/min: {server.refused_429} of {server.requests} answered 429, {rate:.2f} requests/s "
           f"({rate / (RPM / 60):.1%} of the limit)")
