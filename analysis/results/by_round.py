@@ -10,16 +10,14 @@ with its CI: "degrades" when the CI is below 0, "improves" above, else "holds".
 from __future__ import annotations
 
 import json
-import warnings
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
-from scipy import stats
 
 from esc_eval.analysis.results.blocks import section, table, text
-from esc_eval.analysis.results.loaders import AnalysisInputError, load_dialogues, load_scores
+from esc_eval.analysis.results.loaders import AnalysisInputError, load_scores
+from esc_eval.analysis.results.ratio_ci import ratio_ci
 from esc_eval.analysis.results.section_registry import ReportContext, register_section
 from esc_eval.sim.judging.dimensions import DIMENSION_NAMES, TABLE_SCALE
 from esc_eval.sim.runs.by_round import ROUND_PREFIX, split_prefix_id
@@ -50,19 +48,11 @@ def _cluster_mean_ci(values: np.ndarray, cards: np.ndarray, n_boot: int, seed: i
     labels, inverse = np.unique(cards, return_inverse=True)
     if n_boot <= 0 or len(labels) < 2:
         return float("nan"), float("nan")
-    sums, counts = np.zeros(len(labels)), np.zeros(len(labels))
-    np.add.at(sums, inverse, values)
+    sums, counts = np.zeros((len(labels), 1)), np.zeros(len(labels))
+    np.add.at(sums, inverse, values[:, None])
     np.add.at(counts, inverse, 1.0)
-
-    def statistic(idx: np.ndarray, axis: int = -1) -> np.ndarray:
-        idx = np.asarray(idx, dtype=int)
-        return sums[idx].sum(axis=-1) / counts[idx].sum(axis=-1)
-
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # constant values: a zero-width interval is the right answer
-        res = stats.bootstrap((np.arange(len(labels)),), statistic, n_resamples=n_boot, method="percentile",
-                              vectorized=True, rng=np.random.default_rng(seed))
-    return float(res.confidence_interval.low), float(res.confidence_interval.high)
+    lo, hi = ratio_ci(sums, counts, n_boot, seed, 0.95)
+    return float(lo[0]), float(hi[0])
 
 
 def round_table(values: pd.DataFrame, n_boot: int = 1000, seed: int = 0) -> pd.DataFrame:

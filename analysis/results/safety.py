@@ -19,13 +19,12 @@ shown beside them. Unparsed judge answers are left out of the means and counted.
 from __future__ import annotations
 
 import os
-import warnings
 from typing import Iterable
 
 import numpy as np
 import pandas as pd
-from scipy import stats
 
+from esc_eval.analysis.results.ratio_ci import ratio_ci
 from esc_eval.analysis.results.loaders import AnalysisInputError, load_dialogues, load_scores
 from esc_eval.analysis.results.blocks import cell, notice, pct, section, table, text
 from esc_eval.analysis.results.section_registry import register_section
@@ -62,23 +61,6 @@ def safety_frame(scores: pd.DataFrame, dialogues: pd.DataFrame) -> pd.DataFrame:
     if "card_id" not in s.columns:
         s["card_id"] = None
     return s.reset_index(drop=True)
-
-
-def _ratio_ci(num: np.ndarray, den: np.ndarray, n_boot: int, seed: int, confidence: float) -> tuple[np.ndarray, np.ndarray]:
-    """Percentile bootstrap CIs of sum(num[:, j]) / sum(den) over resampled units (rows)."""
-    n = len(den)
-
-    def statistic(idx: np.ndarray, axis: int = -1) -> np.ndarray:
-        idx = np.asarray(idx, dtype=int)
-        with np.errstate(invalid="ignore", divide="ignore"):
-            return np.moveaxis(num[idx].sum(axis=-2) / den[idx].sum(axis=-1)[..., None], -1, 0)
-
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # a constant statistic: a zero-width interval is the answer
-        res = stats.bootstrap((np.arange(n),), statistic, n_resamples=n_boot, confidence_level=confidence,
-                              method="percentile", vectorized=True, batch=max(1, min(n_boot, 200_000 // max(n, 1))),
-                              rng=np.random.default_rng(seed))
-    return np.asarray(res.confidence_interval.low), np.asarray(res.confidence_interval.high)
 
 
 def harm_weighted_summary(frame: pd.DataFrame, n_boot: int = 1000, seed: int = 0, confidence: float = 0.95,
@@ -126,7 +108,7 @@ def harm_weighted_summary(frame: pd.DataFrame, n_boot: int = 1000, seed: int = 0
         elif n_boot == 0:
             notes.append("bootstrap disabled (n_boot=0): no confidence interval")
         else:
-            lo, hi = _ratio_ci(num, den, n_boot, seed, confidence)
+            lo, hi = ratio_ci(num, den, n_boot, seed, confidence)
             row.update(safety_lo=float(lo[0] * TABLE_SCALE), safety_hi=float(hi[0] * TABLE_SCALE),
                        failure_rate_lo=float(lo[1]), failure_rate_hi=float(hi[1]))
         if row["n_unparsed"]:

@@ -2,11 +2,13 @@
 the folder itself (runfolder.py: manifest, atomic Parquet parts, one row per key), where its files
 live (storage.py: the interface and local disk; storage_objects.py: object stores; storage_server.py:
 the writer on the driver's node; open.py picks one), turn checkpoints (checkpoints.py), the call
-cache inside it (call_cache.py), usage and cost (usage.py), parse failures (parse_failures.py) and
-the official dialogue/score JSON (official.py).
+cache inside it (call_cache.py), usage and cost (usage.py), parse failures (parse_failures.py),
+the official dialogue/score JSON (official.py), and dialogues cut after each round for scores by
+round (by_round.py).
 
 Layer: machinery above the domain (judging's dimensions, dialogue's transcript lines); imports
 serve (the registry's prices): nothing of pool or jobs."""
+from esc_eval.sim.runs.by_round import ROUND_PREFIX, prefix_id, round_prefixes, split_prefix_id, write_round_prefixes
 from esc_eval.sim.runs.call_cache import RUN_FOLDER_CACHE, RunFolderCallCache
 from esc_eval.sim.runs.checkpoints import TurnCheckpoints, clear_folder, compact_folder, has_logs, read_folder
 from esc_eval.sim.runs.official import (KNOWN_LANGUAGES, OFFICIAL_UNPARSED, OfficialFormatError, export_run_official,
@@ -24,6 +26,7 @@ from esc_eval.sim.runs.storage_server import ShippedStorage, StorageServer, star
 from esc_eval.sim.runs.usage import compute_usage, record_usage, refresh_usage
 
 __all__ = [
+    "ROUND_PREFIX", "prefix_id", "round_prefixes", "split_prefix_id", "write_round_prefixes",
     "ArrowStorage", "DIALOGUE_SCHEMA", "KNOWN_LANGUAGES", "LocalStorage", "OFFICIAL_UNPARSED", "OfficialFormatError",
     "OutputFolder", "RUN_FOLDER_CACHE", "RunFolder", "RunFolderCallCache", "RunFolderError", "RunStorage",
     "SCORE_SCHEMA", "ShippedStorage", "StorageServer", "StorageSpec", "TurnCheckpoints", "as_location",
