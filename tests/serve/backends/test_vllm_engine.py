@@ -50,8 +50,10 @@ async def test_digit_probabilities_sum_to_one_and_argmax_is_the_greedy_answer(em
 
 
 async def test_context_overflow_is_a_fatal_error(embedded_model):
+    from esc_eval.serve.chat.interface import ContextOverflowError
+
     long = "word " * 9000
-    with pytest.raises(ChatModelError) as e:
+    with pytest.raises(ContextOverflowError) as e:  # what ends a dialogue that outgrew the context (context_full)
         await embedded_model.chat([ChatMessage(role="user", content=long)], GenerationParams(max_tokens=4))
     assert e.value.kind == "fatal" and "context_overflow" in str(e.value)
 
