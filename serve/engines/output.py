@@ -110,16 +110,23 @@ class ChildOutput:
             self.lines.extend(lines)
 
     def tail(self, n: int = 40) -> list[str]:
-        """The last n lines, reaching back to the start of the last traceback when it began earlier (up
-        to 3n lines): an engine whose model runs inside EngineCore (serve/engines/cpu_layout.py) fails
-        with a traceback of 60-odd lines, whose head says where it began."""
+        """The last n lines, reaching back to the start of the last traceback when it began earlier:
+        an engine whose model runs inside EngineCore (serve/engines/cpu_layout.py) fails with a
+        traceback of 60 to 150 lines (vLLM's tracing wraps each frame), whose head says where it
+        began. At most 3n lines: a longer traceback keeps its first lines, then says how many are
+        left out, then its end; one that began more than 6n lines back is not this failure's."""
         with self._lock:
             lines = list(self.lines)
         last = lines[-n:]
         if any(_TRACEBACK in line for line in last):
             return last
         start = next((i for i in range(len(lines) - 1, -1, -1) if _TRACEBACK in lines[i]), None)
-        return lines[start:] if start is not None and len(lines) - start <= 3 * n else last
+        if start is None or len(lines) - start > 6 * n:
+            return last
+        if len(lines) - start <= 3 * n:
+            return lines[start:]
+        head, end = lines[start:start + 3], lines[len(lines) - (3 * n - 4):]
+        return [*head, f"... ({len(lines) - start - len(head) - len(end)} lines left out)", *end]
 
     def root_cause(self) -> str | None:
         with self._lock:

@@ -198,6 +198,12 @@ def test_the_tail_reaches_back_to_where_the_last_traceback_began():
     tail = out.tail(40)
     assert "Traceback (most recent call last)" in tail[0] and tail[-1].endswith("exceeds dimension size")
     assert len(tail) == 62  # the traceback whole, not the 40 lines after its head
+    longer = ChildOutput()  # 150 frames (vLLM's tracing wraps each): its head, a count, its end; 120 lines
+    longer._keep([b"Traceback (most recent call last):", *[f"  frame {i}".encode() for i in range(150)],
+                  b"RuntimeError: start (0) exceeds dimension size"])
+    tail = longer.tail(40)
+    assert len(tail) == 120 and tail[0] == "Traceback (most recent call last):" and tail[2] == "  frame 1"
+    assert tail[3] == "... (33 lines left out)" and tail[4] == "  frame 35" and tail[-1].endswith("dimension size")
     out._keep([f"line {i}".encode() for i in range(200)])
     assert out.tail(40) == [f"line {i}" for i in range(160, 200)]  # a traceback long gone: the last 40 lines
 
