@@ -19,7 +19,10 @@ those. A `beside` test also waits, before it starts (a wait outside the test's o
 - until the slow worker has finished its heavy tests (it writes a file when the last one's teardown is
   done), at most HEAVY_WAIT_S: on CI's AVX2 EPYC the autoscale test's second replica started while
   the judge bench (a beside test, which had found 8 GiB free) held its engines, and Ray's memory
-  monitor killed both;
+  monitor killed both. A `beside` test also marked `light` (no model engine, no Ray: a browser, one
+  CLI process) does not wait for them, and its module is handed out before the other `beside`
+  modules: on the AVX2 EPYC the fast tests ended about 200 s before the heavy ones, a wait the
+  light tests now fill;
 - then until the machine has BESIDE_FREE_GIB available (MemAvailable; ESC_EVAL_BESIDE_FREE_GIB sets
   another), at most BESIDE_WAIT_S: two Serve replicas of the slow worker and a beside test's Ray held
   20.6 of 24 GiB on the AVX2 EPYC.
@@ -87,6 +90,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     slow = [item for item in items if item.get_closest_marker("slow")]
     ids = {"slow": [i.nodeid for i in slow if not i.get_closest_marker("beside")],
            "beside": [i.nodeid for i in slow if i.get_closest_marker("beside")],
+           "light": [i.nodeid for i in slow if i.get_closest_marker("beside") and i.get_closest_marker("light")],
            "heavy": [i.nodeid for i in slow if i.get_closest_marker("heavy") and not i.get_closest_marker("beside")]}
     HEAVY.update(ids["heavy"])
     tmp = f"{path}.{config.workerinput['workerid']}"
@@ -124,7 +128,7 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
     if not item.get_closest_marker("beside"):
         return
     path = os.environ.get(ENV)
-    if HEAVY and path:
+    if HEAVY and path and not item.get_closest_marker("light"):
         _wait(lambda: heavy_done_file(path).exists(), HEAVY_WAIT_S)
     need = float(os.environ.get(FREE_ENV, BESIDE_FREE_GIB))
     # the slow worker's replicas or engines hold the memory: let them finish first
@@ -176,8 +180,11 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log):
                     heavy = self.ids.get("heavy", set())
                     self.workqueue[SLOW_SCOPE] = {**{k: v for k, v in unit.items() if k in heavy},
                                                   **{k: v for k, v in unit.items() if k not in heavy}}
-                for scope in [k for k in self.workqueue if k.startswith(BESIDE_SCOPE)]:
-                    self.workqueue.move_to_end(scope)  # after every other, in collection order
+                beside = [k for k in self.workqueue if k.startswith(BESIDE_SCOPE)]
+                light = self.ids.get("light", set())
+                # after every other, in collection order, those whose tests are all light first
+                for scope in sorted(beside, key=lambda k: not set(self.workqueue[k]) <= light):
+                    self.workqueue.move_to_end(scope)
             super()._assign_work_unit(node)
 
     return SlowApartScheduling(config, log)

@@ -16,6 +16,8 @@ TESTS = {
                  "def test_slow_h2(): note('slow_h2')\n",
     "test_0.py": "import pytest\n@pytest.mark.slow\n@pytest.mark.beside\ndef test_beside_1(): note('beside_1')\n"
                  "@pytest.mark.slow\n@pytest.mark.beside\ndef test_beside_2(): note('beside_2')\n",
+    "test_e.py": "import pytest\n@pytest.mark.slow\n@pytest.mark.beside\n@pytest.mark.light\n"
+                 "def test_beside_light(): note('beside_light')\n",
 }
 CONFTEST = ("import os, time\nimport builtins\n"
             "def note(name):\n"
@@ -28,7 +30,7 @@ CONFTEST = ("import os, time\nimport builtins\n"
 
 
 def _run(tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
-    for name, text in {**TESTS, "conftest.py": CONFTEST, "pytest.ini": "[pytest]\nmarkers =\n  slow: slow\n  beside: beside\n  heavy: heavy\n"}.items():
+    for name, text in {**TESTS, "conftest.py": CONFTEST, "pytest.ini": "[pytest]\nmarkers =\n  slow: slow\n  beside: beside\n  heavy: heavy\n  light: light\n"}.items():
         (tmp_path / name).write_text(text)
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).parent), "NOTES": str(tmp_path / "notes"),
            "ESC_EVAL_BESIDE_FREE_GIB": os.environ.get("ESC_EVAL_BESIDE_FREE_GIB", "0")}
@@ -46,12 +48,13 @@ def test_the_slow_tests_run_on_one_worker_in_order_and_the_rest_on_the_other(tmp
     assert [n for n, _ in slow] == ["slow_h1", "slow_h2", "slow_1", "slow_2", "slow_3"]
     assert len({w for _, w in slow}) == 1 and {w for _, w in fast} == {"gw0", "gw1"} - {slow[0][1]}
     assert sorted(n for n, _ in fast) == ["fast_a", "fast_c1", "fast_c2"]
-    # the `beside` tests: on the fast tests' worker, after every fast test there, in their order
+    # the `beside` tests: on the fast tests' worker, after every fast test there, the light one first
     on_fast = [n for n, w, _ in notes if w == fast[0][1]]
-    assert on_fast[-2:] == ["beside_1", "beside_2"] and len(on_fast) == 5
-    # ... and after the heavy ones ended (the fast tests end long before): never beside a heavy test
+    assert on_fast[-3:] == ["beside_light", "beside_1", "beside_2"] and len(on_fast) == 6
+    # ... the others after the heavy ones ended (the fast tests end long before): never beside a heavy
+    # test; the light one did not wait for them (the heavy module takes 4 s, the fast tests 1 s)
     order = [n for n, _, _ in notes]
-    assert order.index("beside_1") > order.index("slow_h2")
+    assert order.index("beside_1") > order.index("slow_h2") and order.index("beside_light") < order.index("slow_1")
     # a Ray folder per worker: a `ray start` on one is not joined from the other
     folders = {w: d for _, w, d in notes}
     assert len(set(folders.values())) == 2 and all(d.endswith(f"esc-eval-{w}") for w, d in folders.items())

@@ -117,6 +117,7 @@ def _chromium() -> str | None:
 
 @pytest.mark.slow
 @pytest.mark.beside
+@pytest.mark.light  # no engine, no Ray: starts while the heavy tests run (tests/slow_apart.py)
 @pytest.mark.skipif(_chromium() is None, reason="chromium is not installed (apt-get install chromium)")
 def test_report_renders_in_headless_chromium(make_run, tmp_path):
     run = build_run(make_run, "browser")

@@ -153,6 +153,7 @@ def _chromium() -> str | None:
 
 @pytest.mark.slow  # about 9 s: a real browser start
 @pytest.mark.beside
+@pytest.mark.light  # no engine, no Ray: starts while the heavy tests run (tests/slow_apart.py)
 @pytest.mark.skipif(_chromium() is None, reason="chromium is not installed (apt-get install chromium)")
 def test_viewer_in_headless_chromium(server):
     sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is not installed (pip install playwright)")
@@ -221,6 +222,7 @@ def test_index_cache_follows_the_parts(two_runs):
 
 @pytest.mark.slow  # a fresh `esc-eval` process: 5-7 s of imports on the CI machine
 @pytest.mark.beside
+@pytest.mark.light  # no engine, no Ray: starts while the heavy tests run (tests/slow_apart.py)
 def test_view_command_serves_until_stopped(two_runs):
     """`esc-eval view RUN RUN --port 0` prints its URL and answers; a signal stops it."""
     import re

@@ -36,6 +36,7 @@ atexit.register(_report)
 # 60 s budget of a fast test scaled to the machine): slow, and beside (light; on the other worker).
 @pytest.mark.slow
 @pytest.mark.beside
+@pytest.mark.light  # no engine, no Ray: starts while the heavy tests run (tests/slow_apart.py)
 def test_vllm_client_on_an_avx2_cpu_loads_the_avx2_kernels_not_vllm_C():
     from esc_eval.sim.bench.serve.vllm_cli import vllm_cli
 
