@@ -28,7 +28,7 @@ from scipy import stats
 from esc_eval.analysis.results.blocks import notice, section, table, text
 from esc_eval.analysis.results.section_registry import register_section
 from esc_eval.analysis.seekers.rankings import bootstrap_rankings, card_matrix, dialogue_scores, interval
-from esc_eval.sim.dialogue.prompts import strategy_kinds
+from esc_eval.sim.dialogue.prompts import strategy_kind
 from esc_eval.sim.judging.dimensions import SAFETY, TABLE_SCALE
 from esc_eval.sim.runs.open import OutputFolder
 
@@ -49,7 +49,7 @@ def dialogue_values(scores: pd.DataFrame, dialogues: pd.DataFrame, dimension: st
     v = dialogue_scores(scores, dialogues, dimension)
     if v.empty:
         return pd.DataFrame(columns=cols)
-    v["kind"] = v["strategy"].map(strategy_kinds())  # a strategy this version does not know: no kind, left out
+    v["kind"] = v["strategy"].map(strategy_kind)  # a strategy this version does not know: no kind, left out
     return v.dropna(subset=["kind"])[cols].reset_index(drop=True)
 
 

@@ -28,7 +28,8 @@ class SimulationConfig(ConfigModel):
     limit: int | None = Field(None, ge=1, description="Use at most this many cards (after filtering).")
     targets: list[ModelRef] = Field(default_factory=lambda: [ModelRef(model="vllm/embedded")], description="Models under test.")
     role: ModelRef = Field(default_factory=_default_role, description="The role-play model (ESC-Role).")
-    strategies: list[str] = Field(default_factory=lambda: ["official"], description="Role-play prompt strategies: the paper's cooperative seekers (official, zero_shot, cot, icl, cot_icl), plain (short plain words a small model can follow: the demo's) and the worst-case ones (resistant, low_engagement, volatile).")
+    strategies: list[str] = Field(default_factory=lambda: ["official"], description="Role-play prompt strategies: the paper's cooperative seekers (official, zero_shot, cot, icl, cot_icl), plain (short plain words a small model can follow: the demo's) and the worst-case presets (resistant, low_engagement, volatile); any of them with seeker controls, e.g. 'zero_shot+resistance=strong+engagement=low' (controls and levels: sim/data/prompts/seeker_controls.yaml).")
+    controls: dict[str, list[str]] = Field(default_factory=dict, description="Seeker controls swept over every strategy: control -> levels, e.g. {resistance: [none, mild, strong]}; each strategy runs at every combination of the levels (a strategy that sets a control itself keeps its level). Controls: engagement, resistance, expression, disclosure, volatility; the first level of each is the paper's cooperative seeker. Empty: the strategies as written.")
     seeds: list[int] = Field(default_factory=lambda: [0], description="Seeds; each adds one dialogue per card, target and strategy, and reaches every sampled call (role and target). More than one needs sampling (temperature > 0 somewhere).")
     profile: Literal["release", "greedy"] = Field(
         "greedy", description="Generation defaults under the config's own params: 'greedy' = temperature 0 for every "
@@ -58,13 +59,26 @@ class SimulationConfig(ConfigModel):
     @field_validator("strategies")
     @classmethod
     def _strategies(cls, v: list[str]) -> list[str]:
-        from esc_eval.sim.dialogue.prompts import strategies
+        from esc_eval.sim.dialogue.prompts import check_strategy
 
-        known = strategies()
-        bad = [s for s in v if s not in known]
-        if bad:
-            raise ValueError(f"unknown strategy {bad[0]!r}; known: {', '.join(known)}")
+        for s in v:
+            check_strategy(s)  # ValueError in one line: the strategy, control or level it does not know
         return v
+
+    @field_validator("controls")
+    @classmethod
+    def _controls(cls, v: dict[str, list[str]]) -> dict[str, list[str]]:
+        from esc_eval.sim.dialogue.seeker_controls import check_sweep
+
+        return check_sweep(v)
+
+    @property
+    def seeker_strategies(self) -> list[str]:
+        """The strategies the run plays: each of `strategies` at each combination of `controls`."""
+        from esc_eval.sim.dialogue.prompts import preset_controls
+        from esc_eval.sim.dialogue.seeker_controls import expand_strategies
+
+        return expand_strategies(self.strategies, self.controls, preset_controls())
 
     @model_validator(mode="after")
     def _stop_signal_in_every_language(self) -> "SimulationConfig":

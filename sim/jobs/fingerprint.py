@@ -28,7 +28,7 @@ from esc_eval.sim.jobs.config import SimulationConfig
 from esc_eval.sim.prompt_files import PROMPTS, data_file
 
 SMALL_FILE = 4 << 20  # files up to 4 MiB (configs, tokenizers) are hashed in full
-PROMPT_FILES = ("roleplay.yaml",)  # the simulation's prompt texts (rubrics are the judge's)
+PROMPT_FILES = ("roleplay.yaml", "seeker_controls.yaml")  # the simulation's prompt texts (rubrics are the judge's)
 # Settings recorded only when on; off is their absence, so turning one on or off for a folder is a change.
 FLAGS = ("end_at_sentence", "seeker_stop")
 

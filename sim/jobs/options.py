@@ -86,9 +86,12 @@ def simulation_config(config: Path | None = None, cards: Path | None = None, tar
                       role: str | None = None, limit: int | None = None, language: str | None = None,
                       address: str | None = None, workers: int | None = None,
                       concurrency: int | None = None, rounds: int | None = None,
-                      seeker_stop: bool | None = None) -> SimulationConfig:
-    """The simulation config: `config` (YAML, or the defaults) with each option given set over it."""
+                      seeker_stop: bool | None = None, strategies: list[str] | None = None,
+                      controls: list[str] | None = None) -> SimulationConfig:
+    """The simulation config: `config` (YAML, or the defaults) with each option given set over it.
+    controls: the CLI's `control=level[,level...]` items (sim/dialogue/seeker_controls.py parse_sweep)."""
     from esc_eval.serve.config import load_config
+    from esc_eval.sim.dialogue.seeker_controls import parse_sweep
 
     o: dict[str, Any] = {"cards": str(cards) if cards else None, "limit": limit, "rounds": rounds, "seeker_stop": seeker_stop,
                          "languages": [language] if language else None,
@@ -98,6 +101,10 @@ def simulation_config(config: Path | None = None, cards: Path | None = None, tar
         o["targets"] = [{"model": t} for t in targets]
     if role:
         o["role.model"] = role
+    if strategies:
+        o["strategies"] = list(strategies)
+    if controls:
+        o["controls"] = parse_sweep(controls)
     return load_config(config, SimulationConfig, o)
 
 

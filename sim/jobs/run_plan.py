@@ -99,7 +99,7 @@ def workload_for(got: PlanInputs, answers: dict[str, int], cards: int | None, di
     if sim is None:
         return work
     n_cards = cards or len(select_cards(sim))
-    per_target = n_cards * len(sim.strategies) * len(sim.seeds)
+    per_target = n_cards * len(sim.seeker_strategies) * len(sim.seeds)
     caps = {"role": [effective_params(sim.role, sim.profile).max_tokens],
             "target": [effective_params(t, sim.profile).max_tokens for t in sim.targets]}
     role = ref_key(sim.role.model, sim.role.options)
@@ -110,7 +110,7 @@ def workload_for(got: PlanInputs, answers: dict[str, int], cards: int | None, di
     work.dialogues = dialogues or per_target * len(sim.targets)
     said = {u: f"{u if u == 'role' else 'targets'} {answers.get(u) or _span(caps[u])}" for u in caps}
     given, capped = [said[u] for u in caps if u in answers], [said[u] for u in caps if u not in answers]
-    work.answers = (f"{_n(n_cards, 'card')}{' (--cards)' if cards else ''} x {_n(len(sim.strategies), 'strategy')} x "
+    work.answers = (f"{_n(n_cards, 'card')}{' (--cards)' if cards else ''} x {_n(len(sim.seeker_strategies), 'strategy')} x "
                     f"{_n(len(sim.seeds), 'seed')} x {_n(len(sim.targets), 'target')} = {per_target * len(sim.targets):,} "
                     f"dialogues of {sim.rounds} rounds; answer tokens: "
                     + "; ".join(([", ".join(given) + " (--answer-tokens)"] if given else [])

@@ -76,10 +76,10 @@ def iter_items(cfg: SimulationConfig, cards: list[RoleCard], skip: set[str]) -> 
 
     targets = list(enumerate(cfg.targets))
     if targets_side_by_side(cfg):
-        order = ((t, seed, strategy, card) for seed in cfg.seeds for strategy in cfg.strategies for card in cards
+        order = ((t, seed, strategy, card) for seed in cfg.seeds for strategy in cfg.seeker_strategies for card in cards
                  for t in targets)
     else:
-        order = ((t, seed, strategy, card) for t in targets for seed in cfg.seeds for strategy in cfg.strategies
+        order = ((t, seed, strategy, card) for t in targets for seed in cfg.seeds for strategy in cfg.seeker_strategies
                  for card in cards)
     for (t_index, target), seed, strategy, card in order:
         it = item(t_index, target, seed, strategy, card)
@@ -88,7 +88,7 @@ def iter_items(cfg: SimulationConfig, cards: list[RoleCard], skip: set[str]) -> 
 
 
 def count_items(cfg: SimulationConfig, cards: list[RoleCard]) -> int:
-    return len(cfg.seeds) * len(cfg.strategies) * len(cfg.targets) * len(cards)
+    return len(cfg.seeds) * len(cfg.seeker_strategies) * len(cfg.targets) * len(cards)
 
 
 def check_seeds(cfg: SimulationConfig) -> None:
@@ -106,7 +106,7 @@ def planned_models(cfg: SimulationConfig, cards: list[RoleCard]) -> list[Planned
     """The role and targets as their calls go out, with their first call's messages (the first card)
     to check a tokens-per-minute limit against."""
     card = cards[0]
-    strategy = cfg.strategies[0]
+    strategy = cfg.seeker_strategies[0]
     role_first = [ChatMessage(role="system", content=roleplay_system_prompt(card.text, card.language, strategy,
                                                                             seeker_stop=cfg.seeker_stop)),
                   ChatMessage(role="user", content=opener(card.language, strategy))]
@@ -122,7 +122,7 @@ def planned_models(cfg: SimulationConfig, cards: list[RoleCard]) -> list[Planned
 def dialogue_demand(cfg: SimulationConfig, cards: list[RoleCard]) -> tuple[Demand, list[Demand]]:
     """What a dialogue holds on the role's and on each target's engine (sim/pool/capacity.py): the role's
     system prompt averaged over the cards, the opener, the targets' system prompts, the max_tokens caps."""
-    strategy, sample = cfg.strategies[0], cards[:200]
+    strategy, sample = cfg.seeker_strategies[0], cards[:200]
     role_system = sum(estimate_tokens(roleplay_system_prompt(c.text, c.language, strategy, seeker_stop=cfg.seeker_stop))
                       for c in sample) // len(sample)
     systems = []

@@ -214,7 +214,7 @@ def simulation_reference(cards, warm_cards, cfg: SimulationConfig, plan=None) ->
 
     ex = cfg.execution
     target_ref = cfg.targets[0]
-    strategy, seed = cfg.strategies[0], cfg.seeds[0]
+    strategy, seed = cfg.seeker_strategies[0], cfg.seeds[0]
     out: dict[str, Any] = {"engine": "vllm AsyncLLM, one per model; every dialogue in flight, one generate() per turn",
                            "engines": {}}
     with worker_environment(ex), engines_started_here():

@@ -150,10 +150,12 @@ class Workload:
             from esc_eval.sim.cards.card import load_cards, sample_cards
 
             cards = sample_cards(cfg.language) if cfg.cards == "sample" else load_cards(cfg.cards, cfg.language)
-            from esc_eval.sim.dialogue.prompts import strategies
+            from esc_eval.sim.dialogue.prompts import check_strategy
 
-            if cfg.strategy not in strategies():
-                raise BenchInputError(f"--strategy {cfg.strategy!r}: known strategies are {', '.join(strategies())}")
+            try:
+                check_strategy(cfg.strategy)  # a named strategy, or one with seeker controls
+            except ValueError as e:
+                raise BenchInputError(f"--strategy {cfg.strategy!r}: {e}") from None
             self.cards = cards
             self.info = {"kind": "live_role", "cards": cfg.cards, "role_url": cfg.role_url, "role_model": cfg.role_model,
                          "distinct": len(cards)}

@@ -150,7 +150,7 @@ def test_rows_and_manifest_record_effective_params_and_profile(registry, calls, 
     manifest = json.loads((tmp_path / "run" / "manifest.json").read_text())
     assert manifest["simulation"]["profile"] == "release"
     inputs = manifest["simulation"]["inputs"]
-    assert len(inputs["cards"]["sha256"]) == 64 and set(inputs["prompts"]) == {"roleplay.yaml"}
+    assert len(inputs["cards"]["sha256"]) == 64 and set(inputs["prompts"]) == {"roleplay.yaml", "seeker_controls.yaml"}
     assert inputs["targets"]["fake-target"]["params"]["max_tokens"] == 256
 
 
