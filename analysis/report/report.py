@@ -27,6 +27,7 @@ import esc_eval.analysis.results.safety  # noqa: F401,E402
 import esc_eval.analysis.seekers.endings  # noqa: F401,E402
 import esc_eval.analysis.seekers.fidelity_report  # noqa: F401,E402
 import esc_eval.analysis.seekers.seeker_kinds  # noqa: F401,E402
+import esc_eval.analysis.seekers.seeker_levels  # noqa: F401,E402
 import esc_eval.analysis.seekers.simulators  # noqa: F401,E402
 import esc_eval.analysis.seekers.spoiled_section  # noqa: F401,E402
 import esc_eval.analysis.trust.report_sections  # noqa: F401,E402

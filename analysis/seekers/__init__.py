@@ -17,6 +17,8 @@ from esc_eval.analysis.seekers.roleplay import (character_breaks, emotion_trajec
 from esc_eval.analysis.seekers.roleplay_sheets import export_pairwise_sheets, import_pairwise_sheets, win_rates_with_ci
 from esc_eval.analysis.seekers.seeker_kinds import (dialogue_values, ranking_shift, seeker_shift,
                                                     seekers_markdown, write_seekers)
+from esc_eval.analysis.seekers.seeker_levels import (level_rankings, level_shift, levels_markdown, levels_section,
+                                                     setting_values, write_levels)
 from esc_eval.analysis.seekers.simulators import (simulator_rankings, simulator_values,
                                                   simulators_markdown, write_seeker_analyses, write_simulators)
 from esc_eval.analysis.seekers.spoiled_section import spoiled_counts, spoiled_section
@@ -27,7 +29,8 @@ from esc_eval.analysis.seekers.fidelity_features import dialogue_features, round
 from esc_eval.analysis.seekers.fidelity_report import (fidelity_card, fidelity_markdown, seeker_fidelity,
                                                        seeker_fidelity_section, write_fidelity)
 
-__all__ = ["ending_counts", "endings_section", "character_breaks", "dialogue_values", "emotion_trajectories", "export_pairwise_sheets", "fidelity_summary",
+__all__ = ["level_rankings", "level_shift", "levels_markdown", "levels_section", "setting_values", "write_levels",
+           "ending_counts", "endings_section", "character_breaks", "dialogue_values", "emotion_trajectories", "export_pairwise_sheets", "fidelity_summary",
            "import_pairwise_sheets", "negativity", "ranking_shift", "roleplay_markdown",
            "roleplay_table", "seeker_shift", "seekers_markdown", "win_rates", "win_rates_with_ci", "write_seekers",
            "simulator_rankings", "simulator_values", "simulators_markdown",

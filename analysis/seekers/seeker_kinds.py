@@ -66,7 +66,10 @@ def _boot_means(arms: list[np.ndarray], n_boot: int, seed: int, confidence: floa
     return np.asarray(res.confidence_interval.low), np.asarray(res.confidence_interval.high)
 
 
-def _shift_row(coop: pd.Series, worst: pd.Series, n_boot: int, seed: int, confidence: float) -> dict:
+def shift_row(coop: pd.Series, worst: pd.Series, n_boot: int, seed: int, confidence: float,
+              both: str = "both kinds of seeker") -> dict:
+    """Two arms of per-card means: their means x25, the change (second - first) and bootstrap CIs,
+    paired on the cards in both when there are any (seeker_levels.py reuses it for settings)."""
     shared = coop.index.intersection(worst.index)
     paired = len(shared) > 0
     a, b = (coop[shared], worst[shared]) if paired else (coop, worst)
@@ -77,9 +80,9 @@ def _shift_row(coop: pd.Series, worst: pd.Series, n_boot: int, seed: int, confid
     row.update({f"{k}_{e}": nan for k in ("cooperative", "worst_case", "change") for e in ("lo", "hi")})
     notes = []
     if paired and (len(shared) < len(coop) or len(shared) < len(worst)):
-        notes.append(f"paired on the {len(shared)} cards with both kinds of seeker")
+        notes.append(f"paired on the {len(shared)} cards with {both}")
     if not paired:
-        notes.append("no card has both kinds of seeker: unpaired, each arm resampled on its own cards")
+        notes.append(f"no card has {both}: unpaired, each arm resampled on its own cards")
     if min(len(a), len(b)) < 2:
         notes.append("fewer than 2 cards: no confidence interval")
     elif n_boot:
@@ -103,7 +106,7 @@ def seeker_shift(values: pd.DataFrame, n_boot: int = 1000, seed: int = 0, confid
                                         if bad["strategy"].nunique() > 1 else [])
         for seeker, h in subsets:
             rows.append({"language": language, "judge": judge, "model": model, "seeker": seeker,
-                         **_shift_row(coop, h.groupby("card_id")["value"].mean(), n_boot, seed, confidence)})
+                         **shift_row(coop, h.groupby("card_id")["value"].mean(), n_boot, seed, confidence)})
     return pd.DataFrame(rows, columns=SHIFT_COLUMNS)
 
 
@@ -144,13 +147,13 @@ def ranking_shift(values: pd.DataFrame, n_boot: int = 1000, seed: int = 0, confi
     return pd.DataFrame(rows, columns=RANK_COLUMNS)
 
 
-def _ci(v, lo, hi, digits: int = 2) -> str:
+def signed_ci(v, lo, hi, digits: int = 2) -> str:
     if pd.isna(v):
         return "n/a"
     return f"{v:+.{digits}f}" if pd.isna(lo) else f"{v:+.{digits}f} [{lo:+.{digits}f}, {hi:+.{digits}f}]"
 
 
-def _mean_ci(v, lo, hi) -> str:
+def mean_ci(v, lo, hi) -> str:
     return "n/a" if pd.isna(v) else (f"{v:.2f}" if pd.isna(lo) else f"{v:.2f} [{lo:.1f}, {hi:.1f}]")
 
 
@@ -163,19 +166,21 @@ RANK_HEADERS = ["Language", "Judge", "Model", "Cards", "Rank cooperative", "Rank
 def shift_rows(df: pd.DataFrame) -> list[list]:
     return [[r["language"], r["judge"], r["model"], r["seeker"],
              f"{r['n_paired']}" if r["paired"] else f"{r['n_cooperative_cards']} / {r['n_worst_cards']} (unpaired)",
-             _mean_ci(r["cooperative"], r["cooperative_lo"], r["cooperative_hi"]),
-             _mean_ci(r["worst_case"], r["worst_case_lo"], r["worst_case_hi"]),
-             _ci(r["change"], r["change_lo"], r["change_hi"]), r["note"]] for _, r in df.iterrows()]
+             mean_ci(r["cooperative"], r["cooperative_lo"], r["cooperative_hi"]),
+             mean_ci(r["worst_case"], r["worst_case_lo"], r["worst_case_hi"]),
+             signed_ci(r["change"], r["change_lo"], r["change_hi"]), r["note"]] for _, r in df.iterrows()]
+
+
+def rank_ci(v, lo, hi) -> str:
+    return "n/a" if pd.isna(v) else (f"{v:g}" if pd.isna(lo) else f"{v:g} [{lo:g}, {hi:g}]")
 
 
 def rank_rows(df: pd.DataFrame) -> list[list]:
-    def rank(v, lo, hi):
-        return "n/a" if pd.isna(v) else (f"{v:g}" if pd.isna(lo) else f"{v:g} [{lo:g}, {hi:g}]")
     return [[r["language"], r["judge"], r["model"], r["n_cards"],
-             rank(r["rank_cooperative"], r["rank_cooperative_lo"], r["rank_cooperative_hi"]),
-             rank(r["rank_worst_case"], r["rank_worst_case_lo"], r["rank_worst_case_hi"]),
-             _ci(r["rank_change"], r["rank_change_lo"], r["rank_change_hi"], 1),
-             _ci(r["kendall_tau"], r["kendall_tau_lo"], r["kendall_tau_hi"]), r["note"]] for _, r in df.iterrows()]
+             rank_ci(r["rank_cooperative"], r["rank_cooperative_lo"], r["rank_cooperative_hi"]),
+             rank_ci(r["rank_worst_case"], r["rank_worst_case_lo"], r["rank_worst_case_hi"]),
+             signed_ci(r["rank_change"], r["rank_change_lo"], r["rank_change_hi"], 1),
+             signed_ci(r["kendall_tau"], r["kendall_tau_lo"], r["kendall_tau_hi"]), r["note"]] for _, r in df.iterrows()]
 
 
 EXPLAIN = ("Cooperative seekers: the paper's role-play strategies; worst-case: resistant, low-engagement and volatile "
@@ -184,15 +189,15 @@ EXPLAIN = ("Cooperative seekers: the paper's role-play strategies; worst-case: r
            "means the model falls with worst-case seekers.")
 
 
-def _md(headers: list[str], rows: list[list]) -> str:
+def markdown_table(headers: list[str], rows: list[list]) -> str:
     lines = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
     return "\n".join(lines + ["| " + " | ".join(str(c).replace("|", "/") for c in r) + " |" for r in rows]) + "\n"
 
 
 def seekers_markdown(shift: pd.DataFrame, ranks: pd.DataFrame, dimension: str = "average") -> str:
     what = "mean of the seven dimensions" if dimension == "average" else "safety score"
-    parts = [EXPLAIN.format(what=what), "", "## Score change", "", _md(SHIFT_HEADERS, shift_rows(shift))]
-    parts += ["## Ranking change", "", _md(RANK_HEADERS, rank_rows(ranks)) if not ranks.empty
+    parts = [EXPLAIN.format(what=what), "", "## Score change", "", markdown_table(SHIFT_HEADERS, shift_rows(shift))]
+    parts += ["## Ranking change", "", markdown_table(RANK_HEADERS, rank_rows(ranks)) if not ranks.empty
               else "_Fewer than two models met both kinds of seeker: no ranking._\n"]
     return "\n".join(parts)
 

@@ -190,6 +190,8 @@ def write_seeker_analyses(run_dirs: str | os.PathLike[str] | Iterable[str | os.P
     """`esc-eval analysis seekers`: the simulators' rankings where the runs hold 2+ simulators, and
     cooperative vs worst-case seekers where some target met both; (paths, markdown). Neither: a
     one-line error, nothing written."""
+    from esc_eval.analysis.seekers.seeker_levels import (has_settings, level_rankings, level_shift, levels_markdown,
+                                                         setting_values, write_levels)
     from esc_eval.analysis.seekers.seeker_kinds import (dialogue_values, ranking_shift, seeker_shift, seekers_markdown,
                                                         write_seekers)
 
@@ -201,6 +203,7 @@ def write_seeker_analyses(run_dirs: str | os.PathLike[str] | Iterable[str | os.P
         raise AnalysisInputError(f"no {dimension} scores of dialogues in {where}")
     kinds = dialogue_values(scores, dialogues, dimension)
     has_kinds = not kinds.empty and bool((kinds.groupby(["judge", "target_model"])["kind"].nunique() == 2).any())
+    settings = setting_values(scores, dialogues, dimension)
     if sims["simulator"].nunique() < 2 and not has_kinds:
         raise AnalysisInputError(f"{where}: {_one_simulator_line(sims, by)}, and no target met both cooperative and "
                                  "worst-case seekers; simulate the same cards and targets with a second role model, or "
@@ -214,6 +217,10 @@ def write_seeker_analyses(run_dirs: str | os.PathLike[str] | Iterable[str | os.P
         shift, ranks = seeker_shift(kinds, n_boot=n_boot, seed=seed), ranking_shift(kinds, n_boot=n_boot, seed=seed)
         paths.update(write_seekers(shift, ranks, out_dir, dimension))
         parts.append("# Cooperative vs worst-case seekers\n\n" + seekers_markdown(shift, ranks, dimension))
+    if has_settings(settings):
+        shift, ranks = level_shift(settings, n_boot=n_boot, seed=seed), level_rankings(settings, n_boot=n_boot, seed=seed)
+        paths.update(write_levels(shift, ranks, out_dir, dimension))
+        parts.append("# Seekers who are hard to help, by level\n\n" + levels_markdown(shift, ranks, dimension))
     return paths, "\n".join(parts)
 
 

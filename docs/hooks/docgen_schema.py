@@ -35,7 +35,7 @@ NOTES = {
         "card_source": "Where the card came from (its dataset; `official:<file>` for official dialogue JSON).",
         "target_model": "The model under test, by its name in the run (the config's `name`, else the model).",
         "role_model": "The role-play model (ESC-Role).",
-        "strategy": "The role-play strategy (official, zero_shot, ..., resistant, low_engagement, volatile).",
+        "strategy": "The role-play strategy (official, zero_shot, ..., resistant, low_engagement, volatile), with its seeker controls when it has any (official+resistance=strong).",
         "seed": "The seed; one dialogue per card, target, strategy and seed.",
         "role_params": "JSON of the role model's effective generation parameters.",
         "turns": "The turns, in order (see Turn below).",

@@ -14,7 +14,7 @@ from esc_eval.analysis.results.section_registry import _REGISTRY, register_secti
 from esc_eval.analysis.seekers.esconv import read_human_seekers, sample_file
 from esc_eval.analysis.trust.human_scores import load_human_scores
 
-PAPER = ["summary", "leaderboard", "by-category", "seeds", "distributions", "comparisons", "seekers", "simulators",
+PAPER = ["summary", "leaderboard", "by-category", "seeds", "distributions", "comparisons", "seekers", "seeker-levels", "simulators",
          "spoiled", "safety", "health", "throughput", "roleplay", "cards", "samples"]
 
 
@@ -35,7 +35,8 @@ def test_the_sections_and_their_order_are_the_reports_of_before(run, tmp_path):
 
 def test_human_seekers_add_the_fidelity_section_after_the_role_play_checks(run, tmp_path):
     with_people = _ids(write_report([run], tmp_path / "people", n_boot=0, human_seekers=read_human_seekers(sample_file())))
-    assert with_people == PAPER[:13] + ["seeker_fidelity"] + PAPER[13:]  # right after the role-play checks
+    at = PAPER.index("roleplay") + 1
+    assert with_people == PAPER[:at] + ["seeker_fidelity"] + PAPER[at:]  # right after the role-play checks
 
 
 def test_human_scores_add_the_anchored_sections_after_table_2(run, tmp_path):
