@@ -55,11 +55,13 @@ def bench_sim(
                                     "through the writer actor on the driver's node (a multi-node run's path).")] = False,
     storage_uri: Annotated[Optional[str], typer.Option("--storage-uri", help="(a) also with the run folder under this "
                                               "storage URI (e.g. s3://bucket/prefix; credentials from the environment).")] = None,
+    rounds: Annotated[int, typer.Option("--rounds", min=1, max=50, help="(a, b) rounds per dialogue, both sides "
+                                        "(the paper: 5; long dialogues: 30 or 40); (b) also reports the prefix cache's hit rate.")] = 5,
 ) -> None:
     """Simulation throughput: fake backend, embedded model vs the release's loop, driver memory."""
     from esc_eval.sim.bench.loops.simulation import run_bench_sim
 
-    _write(run_bench_sim(fake_dialogues=fake_dialogues, fake_latency=fake_latency, saturation_latency=saturation_latency, workers=workers, memory_items=memory_items, embedded_dialogues=embedded_dialogues, reference_dialogues=reference_dialogues, max_tokens=max_tokens, concurrency=concurrency, shared_cards=shared_cards, kv_cache_gb=kv_cache_gb, engines=engines, compiled=compiled, dtype=_dtype(dtype), via_driver=via_driver, storage_uri=storage_uri), out)
+    _write(run_bench_sim(fake_dialogues=fake_dialogues, fake_latency=fake_latency, saturation_latency=saturation_latency, workers=workers, memory_items=memory_items, embedded_dialogues=embedded_dialogues, reference_dialogues=reference_dialogues, max_tokens=max_tokens, concurrency=concurrency, shared_cards=shared_cards, kv_cache_gb=kv_cache_gb, engines=engines, compiled=compiled, dtype=_dtype(dtype), via_driver=via_driver, storage_uri=storage_uri, rounds=rounds), out)
 
 
 @app.command("score")

@@ -67,7 +67,7 @@ def show_fidelity_card(out: str, seekers) -> None:
 def _engines(pool) -> list[dict]:
     """Where the demo's engines ran (device, dtype, KV cache), as the engines themselves report it
     (esc-eval check reads this: on a GPU node, cuda and bfloat16)."""
-    from esc_eval.sim.bench.gpu.engine_probe import probe_workers
+    from esc_eval.sim.bench.engine_probe import probe_workers
 
     try:
         return [{k: e.get(k) for k in ("model", "device", "dtype", "kv_cache")} for e in probe_workers(pool)]

@@ -8,8 +8,8 @@ raises EngineStartError with the cause found there: Serve's DEPLOY_FAILED messag
 line, which serve/app/deploy.py shows. Same class name as Ray's, so deployment names stay
 "LLMServer:<model>"; serve/app/lora.py's LocalLoraLLMServer builds on it.
 
-`esc_engine_report` (called on every replica through DeploymentHandle.broadcast by sim/bench/
-gpu/engine_probe.py probe_replicas) gives what `esc-eval bench gpu` and `esc-eval check` read from an
+`esc_engine_report` (called on every replica through DeploymentHandle.broadcast by
+sim/bench/engine_probe.py probe_replicas) gives what `esc-eval bench gpu` and `esc-eval check` read from an
 engine that lives in a replica, out of the measuring process's reach: vLLM's own token counts (a
 stat logger added when the engine started, so a replica that autoscaled in mid-run counts all of
 its requests), the KV cache vLLM allocated, dtype, device, and optionally its prefix cache emptied

@@ -8,9 +8,11 @@ room a benchmark family:
   the same engines, with vLLM's own token counts and the card's prefill bound;
 - serve/: `bench serve`: ESC-Eval's workloads against any OpenAI-compatible endpoint;
 - node/: `esc-eval check`: a new node's steps, each in its own process;
-- dialogues.py: the dialogues a benchmark scores or replays (loops, gpu and serve share it).
+- dialogues.py: the dialogues a benchmark scores or replays (loops, gpu and serve share it);
+- engine_probe.py: vLLM's own token counts (prefix-cache hits among them) from the engines a run
+  used, in the pool's workers or in Serve replicas (gpu, loops and serve share it).
 
 Layer: the top of sim: may import every sub-package of sim and serve; only the CLI imports it.
-Inside: node > gpu > loops | serve > dialogues."""
+Inside: node > gpu > loops | serve > dialogues | engine_probe."""
 
 __all__: list[str] = []  # the benchmarks are called by module from cli/bench.py and cli/check.py

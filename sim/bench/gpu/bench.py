@@ -14,7 +14,7 @@ Inputs are distinct (a repeated input is a prefix-cache hit, not a measurement):
 dialogues repeated, each copy opened by its own case tag (sim/bench/loops/scale.scale_dialogues, as
 ../shared/tools/gpu/mkdialogues.py does on the GPU machine); the role cards repeated, each copy's
 problem ending with its own tag. Per side: dialogues/s, the prompt tokens the prefix cache did not
-serve (vLLM's own per-request counts: sim/bench/gpu/engine_probe.py for ours) per second, generated
+serve (vLLM's own per-request counts: sim/bench/engine_probe.py for ours) per second, generated
 tokens per second, and the share of the prefill-FLOP bound (sim/bench/gpu/hardware.py) the side
 reached; ours / reference for each. vLLM's counts and the emptied prefix caches reach our engines
 wherever the plan put them: the pool's workers (in-process) or the Serve replicas (serve mode, the
@@ -117,7 +117,7 @@ class _Pools:
 def _measured(run: Callable[..., dict[str, Any]], pool, warm: Callable[[], Any], env: dict[str, str]) -> dict[str, Any]:
     """Warm-up, prefix caches emptied, then `run` timed; vLLM's counts over the timed call, from the
     engines in the pool's workers and in the Serve replicas the placement (`env`) names."""
-    from esc_eval.sim.bench.gpu.engine_probe import counts_delta, probe_engines
+    from esc_eval.sim.bench.engine_probe import counts_delta, probe_engines
 
     t0 = time.perf_counter()
     warm()

@@ -206,7 +206,7 @@ def simulation_reference(cards, warm_cards, cfg: SimulationConfig, plan=None) ->
     """Every card's dialogue at once over bare AsyncLLM engines (one per distinct model, built with
     our engine arguments; an engine this process already runs with them is used as it is)."""
     from esc_eval.serve.backends.vllm_engine import VLLMChatModel, engines_started_here
-    from esc_eval.sim.bench.gpu.engine_probe import started_kwargs
+    from esc_eval.sim.bench.engine_probe import started_kwargs
     from esc_eval.sim.dialogue.dialogue import DialogueSetup, Participant, run_dialogue
     from esc_eval.sim.dialogue.generation import effective_adapter, effective_params, samples
     from esc_eval.sim.dialogue.prompts import opener, roleplay_system_prompt

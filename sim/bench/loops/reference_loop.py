@@ -41,14 +41,15 @@ class HFReference:
         role_msgs = [{"role": "system", "content": roleplay_system_prompt(card_text, language)},
                      {"role": "user", "content": opener(language)}]
         doc_msgs = [{"role": "system", "content": target_system_prompt(language)}]
-        generated = 0
+        generated = prompt = 0
         for _ in range(rounds):
-            res, _, n = self(role_msgs)
-            generated += n
+            res, p, n = self(role_msgs)
+            generated, prompt = generated + n, prompt + p
             role_msgs.append({"role": "assistant", "content": res})
             doc_msgs.append({"role": "user", "content": res})
-            res, _, n = self(doc_msgs)
-            generated += n
+            res, p, n = self(doc_msgs)
+            generated, prompt = generated + n, prompt + p
             role_msgs.append({"role": "user", "content": res})
             doc_msgs.append({"role": "assistant", "content": res})
-        return {"seconds": time.perf_counter() - started, "generated_tokens": generated, "messages": len(role_msgs) - 1}
+        return {"seconds": time.perf_counter() - started, "generated_tokens": generated, "prompt_tokens": prompt,
+                "messages": len(role_msgs) - 1}

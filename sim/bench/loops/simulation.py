@@ -117,8 +117,9 @@ def _bench_cards(n: int, shared: Path | None) -> tuple[list[RoleCard], str]:
 
 def bench_embedded(dialogues: int, reference_dialogues: int, max_tokens: int, concurrency: int,
                    shared_cards: Path | None, kv_cache_gb: int = 8, engines: int = 1,
-                   compiled: bool = False, dtype: str = "auto") -> dict[str, Any]:
+                   compiled: bool = False, dtype: str = "auto", rounds: int = 5) -> dict[str, Any]:
     from esc_eval.serve.engines.embedded import embedded_model_path
+    from esc_eval.sim.bench.engine_probe import counts_delta, probe_workers
     from esc_eval.sim.bench.loops.reference_loop import HFReference
 
     cards, card_source = _bench_cards(max(dialogues, reference_dialogues), shared_cards)
@@ -135,7 +136,7 @@ def bench_embedded(dialogues: int, reference_dialogues: int, max_tokens: int, co
     params = GenerationParams(max_tokens=max_tokens)
     # compiled (torch.compile) engines start in ~90 s instead of ~25 s but step ~12% faster
     engine_options = {"enforce_eager": False} if compiled else {}
-    cfg = SimulationConfig(cards=str(write_cards(cards[:dialogues], tmp / "cards.json")),
+    cfg = SimulationConfig(cards=str(write_cards(cards[:dialogues], tmp / "cards.json")), rounds=rounds,
                            role=ModelRef(model="vllm/embedded", params=params, options=engine_options),
                            targets=[ModelRef(model="vllm/embedded", params=params, options=engine_options)], execution=ex)
     with WorkerPool(ex) as pool:
@@ -144,26 +145,46 @@ def bench_embedded(dialogues: int, reference_dialogues: int, max_tokens: int, co
         warm = cfg.model_copy(update={"cards": str(write_cards(cards[:engines], tmp / "warm.json")), "rounds": 1,
                                       "execution": ex.model_copy(update={"chunk_size": 1})})
         run_simulation(warm, tmp / "warm", pool=pool)
+        before = probe_workers(pool)
         t0 = time.perf_counter()
         res = run_simulation(cfg, tmp / "ours", pool=pool)
         ours_wall = time.perf_counter() - t0
+        counts = counts_delta(before, probe_workers(pool))
     ours_dph = res["items"] / ours_wall * 3600
     # reference: the release's loop, in this process, after our engine is gone
     # both sides in the same dtype (the CPU's best unless forced): the speedup is about the engine
     ref = HFReference(str(embedded_model_path()), max_new_tokens=max_tokens, threads=os.cpu_count(), dtype=dtype)
-    ref_runs = [ref.dialogue(c.text, c.language) for c in cards[:reference_dialogues]]
+    ref_runs = [ref.dialogue(c.text, c.language, rounds) for c in cards[:reference_dialogues]]
     ref_wall = sum(r["seconds"] for r in ref_runs)
     ref_dph = len(ref_runs) / ref_wall * 3600
     return {"model": "SmolLM2-135M-Instruct (embedded)", "cards": card_source, "max_new_tokens": max_tokens,
+            "rounds": rounds,
             "engines": engines, "kv_cache_gb_per_engine": per_engine_kv, "cpu_bind": ex.cpu_bind,
             "compiled": compiled, "dtype": dtype, "reference_dtype": ref.dtype,
             "ours": {"dialogues": res["items"], "failed": res["failed"], "in_flight": min(concurrency, dialogues),
                      "wall_s": round(ours_wall, 1), "dialogues_per_hour": round(ours_dph, 1),
-                     "generated_tokens_per_s": round(res["tokens"] / ours_wall, 1)},
+                     "generated_tokens_per_s": round(res["tokens"] / ours_wall, 1),
+                     "prefix_cache": prefix_cache(counts)},
             "reference": {"dialogues": len(ref_runs), "wall_s": round(ref_wall, 1), "dialogues_per_hour": round(ref_dph, 2),
                           "generated_tokens_per_s": round(sum(r["generated_tokens"] for r in ref_runs) / ref_wall, 1),
+                          "prompt_tokens": sum(r["prompt_tokens"] for r in ref_runs),
+                          "prefix_cache": "none: every generate call prefills its whole history",
                           "structure": "evaluate.py: one dialogue at a time, sequential HF generate, greedy"},
             "speedup_vs_reference": round(ours_dph / ref_dph, 2)}
+
+
+def prefix_cache(counts: dict[str, dict[str, int]] | None) -> dict[str, Any] | None:
+    """vLLM's counts over the run's engines (role and target share one per worker): prompt tokens,
+    those its prefix cache served, and the share (the hit rate); None when an engine kept no counts.
+    Each turn re-sends the dialogue's whole history: the longer the dialogue, the more of it the
+    cache serves, and the more the release's loop (which prefills every call from scratch) loses."""
+    if not counts:
+        return None
+    prompt = sum(c.get("prompt_tokens", 0) for c in counts.values())
+    cached = sum(c.get("cached_prompt_tokens", 0) for c in counts.values())
+    return {"prompt_tokens": prompt, "cached_prompt_tokens": cached, "hit_rate": round(cached / prompt, 4) if prompt else None,
+            "recomputed_prompt_tokens": sum(c.get("recomputed_prompt_tokens", 0) for c in counts.values()),
+            "preemptions": sum(c.get("preemptions", 0) for c in counts.values())}
 
 
 def run_bench_sim(
@@ -183,6 +204,7 @@ def run_bench_sim(
     dtype: str = "auto",
     via_driver: bool = False,
     storage_uri: str | None = None,
+    rounds: int = 5,
 ) -> dict[str, Any]:
     """Simulation throughput: (a) fake backend, (b) embedded model vs the release's loop, (c) driver memory.
     via_driver / storage_uri: (a) with production defaults again, rows shipped to the driver's node /
@@ -192,25 +214,25 @@ def run_bench_sim(
 
     dtype = resolve_dtype(dtype)  # once, here: the engines and the reference loop get the same one
     ensure_ray(ExecutionConfig(log_to_driver=False))
-    result: dict[str, Any] = {"machine": {"cpus": os.cpu_count(), **runtime_summary(dtype)}}
+    result: dict[str, Any] = {"machine": {"cpus": os.cpu_count(), **runtime_summary(dtype)}, "rounds": rounds}
     if fake_dialogues:
-        result["fake"] = bench_fake(fake_dialogues, fake_latency, workers)
+        result["fake"] = bench_fake(fake_dialogues, fake_latency, workers, rounds)
         result["critical_path_ratio"] = result["fake"]["critical_path_ratio"]
         result["fake_calls_per_s"] = result["fake"]["fake_calls_per_s"]
         if saturation_latency:
             # With `fake_latency` the critical path caps calls/s (dialogues x calls / critical path);
             # a short latency makes the pool CPU-bound, so this measures what the pool can carry.
-            result["fake_saturated"] = bench_fake(fake_dialogues, saturation_latency, workers)
+            result["fake_saturated"] = bench_fake(fake_dialogues, saturation_latency, workers, rounds)
             result["fake_calls_per_s"] = result["fake_saturated"]["fake_calls_per_s"]
             # The same with `simulate`'s defaults: a turn checkpoint per call, parts flushed as usual.
-            result["fake_production"] = bench_fake(fake_dialogues, saturation_latency, workers, production=True)
+            result["fake_production"] = bench_fake(fake_dialogues, saturation_latency, workers, rounds, production=True)
             result["fake_calls_per_s_production"] = result["fake_production"]["fake_calls_per_s"]
             if via_driver:  # every row and checkpoint through the writer actor on the driver's node
-                result["fake_production_via_driver"] = bench_fake(fake_dialogues, saturation_latency, workers,
+                result["fake_production_via_driver"] = bench_fake(fake_dialogues, saturation_latency, workers, rounds,
                                                                   production=True, worker_writes="via_driver")
                 result["fake_calls_per_s_via_driver"] = result["fake_production_via_driver"]["fake_calls_per_s"]
             if storage_uri:  # every worker writing the object store directly
-                result["fake_production_uri"] = bench_fake(fake_dialogues, saturation_latency, workers,
+                result["fake_production_uri"] = bench_fake(fake_dialogues, saturation_latency, workers, rounds,
                                                            production=True, folder=storage_uri)
                 result["fake_calls_per_s_uri"] = result["fake_production_uri"]["fake_calls_per_s"]
     if memory_items:
@@ -220,6 +242,7 @@ def run_bench_sim(
             guess = Path(__file__).resolve().parents[4] / "shared/data/esc-eval/cards"
             shared_cards = guess if guess.is_dir() else None
         result["embedded"] = bench_embedded(embedded_dialogues, reference_dialogues, max_tokens, concurrency, shared_cards,
-                                            kv_cache_gb, engines or (os.cpu_count() or 1), compiled, dtype)
+                                            kv_cache_gb, engines or (os.cpu_count() or 1), compiled, dtype, rounds)
         result["speedup_vs_reference"] = result["embedded"]["speedup_vs_reference"]
+        result["prefix_cache_hit_rate"] = (result["embedded"]["ours"]["prefix_cache"] or {}).get("hit_rate")
     return result

@@ -105,7 +105,7 @@ def engines_step(ctx: dict[str, Any], note: Note) -> dict[str, Any]:
     """Every engine of the config started in the default mode (the placement `simulate` and `score`
     follow) and answering: one card for one round, one dialogue on one dimension; then the engines'
     own report (device, dtype, KV cache) beside what the plan counted."""
-    from esc_eval.sim.bench.gpu.engine_probe import probe_engines
+    from esc_eval.sim.bench.engine_probe import probe_engines
     from esc_eval.sim.bench.gpu.bench import _placement, _Pools, distinct_cards, distinct_dialogues
     from esc_eval.sim.cards.card import write_cards
     from esc_eval.sim.jobs.placed import placed_scoring, placed_simulation

@@ -111,6 +111,7 @@ class Arm:
     session_header: bool = True
     prompt_order: str | None = None
     before: Callable[[], Any] | None = None
+    app: str | None = None  # the Serve app serving it, when known: its replicas' prefix-cache use is measured
 
 
 def default_arms(cfg: ServeBenchConfig) -> list[Arm]:
@@ -290,11 +291,16 @@ def bench_serve(cfg: ServeBenchConfig, arms: list[Arm] | None = None,
                 if arm.before is not None:
                     arm.before()
                 entry["base_url"] = arm.base_url
+                counts = _replica_counts(arm, cfg)
                 try:
                     asyncio.run(_run_arm(arm, cfg, workload, levels, slos, state, on_progress))
                 except asyncio.CancelledError:
                     if not state.get("interrupted"):
                         raise
+                if counts is not None:
+                    from esc_eval.sim.bench.serve.routing import prefix_cache_use
+
+                    entry["prefix_cache"] = prefix_cache_use(counts, _replica_counts(arm, cfg) or [])
                 if state.get("interrupted"):
                     raise KeyboardInterrupt
             except KeyboardInterrupt:
@@ -319,6 +325,15 @@ def _ray_serve():
     return ray_modules()
 
 
+def _replica_counts(arm: Arm, cfg: ServeBenchConfig) -> list[dict[str, Any]] | None:
+    """The token counts of the replicas serving the arm (its Serve app known), else None."""
+    if arm.app is None:
+        return None
+    from esc_eval.sim.bench.engine_probe import probe_replicas
+
+    return probe_replicas([(cfg.model, arm.app)])
+
+
 def _deploy(arm: Arm, cfg: ServeBenchConfig, deployed: dict[str, Any]) -> dict[str, Any]:
     """Serve the arm's routing mode: a fresh app, or the one already up for this mode with its
     replicas' prefix caches emptied (arms that differ only in prompt order share one deployment).
@@ -327,7 +342,7 @@ def _deploy(arm: Arm, cfg: ServeBenchConfig, deployed: dict[str, Any]) -> dict[s
                                                    routing_config)
 
     if deployed.get("mode") == arm.routing:
-        arm.base_url = deployed["url"]
+        arm.base_url, arm.app = deployed["url"], deployed["app"]
         return {"app": deployed["app"], "replicas": cfg.replicas, "deploy_s": 0.0,
                 "prefix_cache_reset": reset_prefix_cache(deployed["app"], cfg.model)}
     if deployed.get("app"):
@@ -339,6 +354,7 @@ def _deploy(arm: Arm, cfg: ServeBenchConfig, deployed: dict[str, Any]) -> dict[s
                              port=deployed["port"])
     deployed.update(app=app_cfg.app_name, mode=None)
     arm.base_url, seconds = deploy_routing_app(app_cfg, cfg.deploy_timeout_s)
+    arm.app = app_cfg.app_name
     deployed.update(mode=arm.routing, url=arm.base_url)
     check_endpoint(arm.base_url, cfg.model)
     return {"app": app_cfg.app_name, "replicas": cfg.replicas, "deploy_s": round(seconds, 1)}

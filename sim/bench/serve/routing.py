@@ -6,13 +6,15 @@ routing mode, N replicas of one registry model, the same workload against each.
   prefix_cache  ray.serve.llm's PrefixCacheAffinityRouter: routes by the longest cached prefix
   default       Serve's power-of-two-choices: the less busy of two replicas, history or not
 Each mode gets a fresh app (fresh engines, empty caches), deleted before the next one starts.
-`reset_prefix_cache` empties every replica's cache of a running app, for arms that share one.
+`reset_prefix_cache` empties every replica's cache of a running app, for arms that share one;
+`prefix_cache_use` gives each arm its replicas' prefix-cache hit rate.
 """
 from __future__ import annotations
 
 import os
 import socket
 import time
+from typing import Any
 
 from esc_eval.serve.app.application import ServeConfig, ServeModelConfig, deployment_name
 
@@ -92,6 +94,29 @@ def delete_app(name: str) -> None:
     _, serve = _serve()
     serve.delete(name)
     time.sleep(2)  # let the replicas' engine processes exit before the next arm's start
+
+
+def prefix_cache_use(before: list[dict[str, Any]], after: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """What the replicas' prefix caches served between two probes of their engines
+    (sim/bench/engine_probe.py probe_replicas: {"id", "counts"} each): prompt tokens, those
+    served from the cache and their share (the hit rate), in all and per replica; None when a
+    replica keeps no counts. Each turn of a dialogue re-sends its whole history, so the hit rate is
+    the share of that history a replica did not prefill again."""
+    if not after or any(r["counts"] is None for r in after):
+        return None
+    start = {r["id"]: r["counts"] or {} for r in before}
+    per = []
+    for r in after:
+        base = start.get(r["id"], {})
+        d = {k: r["counts"].get(k, 0) - base.get(k, 0) for k in ("requests", "prompt_tokens", "cached_prompt_tokens")}
+        per.append({"id": r["id"], **d, "hit_rate": _share(d["cached_prompt_tokens"], d["prompt_tokens"])})
+    prompt, cached = sum(r["prompt_tokens"] for r in per), sum(r["cached_prompt_tokens"] for r in per)
+    return {"prompt_tokens": prompt, "cached_prompt_tokens": cached, "hit_rate": _share(cached, prompt),
+            "replicas": per}
+
+
+def _share(part: int, whole: int) -> float | None:
+    return round(part / whole, 4) if whole else None
 
 
 def reset_prefix_cache(app_name: str, model: str) -> int:

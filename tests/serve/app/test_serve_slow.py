@@ -246,10 +246,10 @@ def test_llm_app_embedded_end_to_end(cluster):
 def _replica_reports_its_engine_and_empties_its_prefix_cache():
     """What `bench gpu` / `esc-eval check` read from engines in replicas (the GPU default): vLLM's
     counts since the replica started (the calls above), its KV cache and dtype; and the prefix cache
-    emptied on request (sim/bench/gpu/engine_probe.py probe_replicas -> LLMServer.esc_engine_report)."""
+    emptied on request (sim/bench/engine_probe.py probe_replicas -> LLMServer.esc_engine_report)."""
     from esc_eval.serve.devices.cpu import resolve_dtype
     from esc_eval.serve.engines.embedded import embedded_model_path
-    from esc_eval.sim.bench.gpu.engine_probe import probe_replicas
+    from esc_eval.sim.bench.engine_probe import probe_replicas
 
     (first,) = probe_replicas([("embedded", "esc-eval")])
     assert first["model"] == str(embedded_model_path()) and first["where"] == "serve replica"

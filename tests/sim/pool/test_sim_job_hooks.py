@@ -6,7 +6,7 @@ from esc_eval.serve.chat.interface import BACKENDS, Backend
 from esc_eval.sim.pool.job import Job
 
 JOB_MODULES = ["esc_eval.sim.jobs.simulation", "esc_eval.sim.jobs.scoring", "esc_eval.sim.jobs.distress",
-               "esc_eval.sim.bench.gpu.engine_probe", "esc_eval.sim.bench.loops.simulation"]
+               "esc_eval.sim.bench.engine_probe", "esc_eval.sim.bench.loops.simulation"]
 
 
 def _subclasses(base: type) -> set[type]:

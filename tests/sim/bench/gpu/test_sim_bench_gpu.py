@@ -9,7 +9,7 @@ import pytest
 from typer.testing import CliRunner
 
 from esc_eval.serve.engines.vllm_compat import TokenCounter, kv_cache_blocks, token_counter
-from esc_eval.sim.bench.gpu.engine_probe import counts_delta
+from esc_eval.sim.bench.engine_probe import counts_delta
 from esc_eval.sim.bench.gpu.bench import _rates, compare, distinct_cards, failed_phases
 from esc_eval.sim.bench.gpu.hardware import peak_bf16, prefill_bound_s
 
@@ -210,7 +210,7 @@ def test_the_probe_reaches_the_serve_deployments_the_placement_names(monkeypatch
     import types
 
     from esc_eval.serve.plan.model import PLACEMENT_ENV
-    from esc_eval.sim.bench.gpu import engine_probe
+    from esc_eval.sim.bench import engine_probe
 
     mapping = {"vllm/j7b|{}": {"serve": {"spec": "serve/j7b", "options": {"app_name": "esc-eval-run"}}},
                "esc-role|{}": {"serve": {"spec": "serve/esc-role", "options": {"app_name": "esc-eval-run"}}},

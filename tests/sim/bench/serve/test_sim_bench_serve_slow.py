@@ -208,10 +208,15 @@ def test_sticky_against_spread_routing_on_the_two_replicas(endpoint):
 
     cfg = ServeBenchConfig(base_url=endpoint["url"], model="embedded", workload="dialogues", concurrency=[2], num=2,
                            warmup=0, rounds=3, max_tokens=12, language="en", source=_source())
-    res = bench_serve(cfg, [Arm("sticky", endpoint["url"], session_header=True, before=reset),
-                            Arm("spread", endpoint["url"], session_header=False, before=reset)])
+    res = bench_serve(cfg, [Arm("sticky", endpoint["url"], session_header=True, before=reset, app=endpoint["app"]),
+                            Arm("spread", endpoint["url"], session_header=False, before=reset, app=endpoint["app"])])
     for i in (0, 1):
         assert _level(res, i)["completed"] == 6 and _level(res, i)["failed"] == 0
+    # vLLM's counts from both replicas: 6 requests per arm; a sticky dialogue finds its history from its
+    # second turn on, so its arm's hit rate is above a quarter and above the spread arm's
+    sticky, spread = (res["arms"][i]["prefix_cache"] for i in (0, 1))
+    assert sum(r["requests"] for r in sticky["replicas"]) == 6 and len(sticky["replicas"]) == 2
+    assert sticky["prompt_tokens"] > 0 and 0.25 < sticky["hit_rate"] <= 1 and sticky["hit_rate"] > spread["hit_rate"]
     ratio = res["ratios"]["spread"][0]
     assert set(ratio["mean_ttft_ms_by_turn"]) == {"0", "1", "2"} and ratio["mean_ttft_ms"] > 0
-    print("spread / sticky:", json.dumps(ratio))
+    print("spread / sticky:", json.dumps(ratio), "hit rates:", sticky["hit_rate"], spread["hit_rate"])
