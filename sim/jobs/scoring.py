@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
-from esc_eval.serve.chat.interface import ChatMessage, RunStopError, backend_capabilities
+from esc_eval.serve.chat.interface import ChatMessage, ContextOverflowError, RunStopError, backend_capabilities
 from esc_eval.serve.devices.cpu import execution_runtime
 from esc_eval.serve.registry.entry import default_adapter
 from esc_eval.serve.registry.registry import default_registry, is_spec, resolve
@@ -27,6 +27,7 @@ from esc_eval.sim.judging.config import JudgeConfig
 from esc_eval.sim.judging.judge_plan import JudgePlan, ask_judge, default_plan, plan_judge
 from esc_eval.sim.judging.judges import select_adapter
 from esc_eval.sim.judging.prompts import judge_messages
+from esc_eval.sim.judging.window import dialogue_rounds, late_rounds_to_try, windowed
 from esc_eval.sim.pool.calls import CallSettings, PlannedModel, check_calls, prepare_calls
 from esc_eval.sim.pool.capacity import Demand, estimate_tokens
 from esc_eval.sim.pool.job import Job
@@ -64,15 +65,25 @@ async def score_dialogue(turns: list[tuple[str, str]], language: str, judge_cfg:
     dims = dimensions or judge_cfg.dimensions
     plan = plan or default_plan(judge_cfg)
 
+    n_rounds = len(dialogue_rounds(turns)[1])
+
     async def one(dim: str) -> dict[str, Any] | None:
-        messages = judge_call_messages(dim, turns, language, judge_cfg)
         adapter = select_adapter(judge_cfg, dim, language)
-        row: dict[str, Any] = {"dimension": dim, "score": None, "probs": None, "expected": None, "raw": None,
-                               "parse_status": "error", "method": plan.method, "parser": judge_cfg.parser,
-                               "error": None, "prompt_tokens": None, "latency_s": None, "adapter": adapter,
-                               "probs_status": None}
-        return await ask_judge(model, messages, plan.params or judge_cfg.model.params, plan, judge_cfg.parser, row,
-                               adapter=adapter)
+        # the whole dialogue; on a refusal for the judge's context, windowed (sim/judging/window.py)
+        tries = [n_rounds - 1, *late_rounds_to_try(n_rounds)]
+        for i, keep_late in enumerate(tries):
+            shown, left_out = windowed(turns, keep_late, language) if i else (turns, 0)
+            row: dict[str, Any] = {"dimension": dim, "score": None, "probs": None, "expected": None, "raw": None,
+                                   "parse_status": "error", "method": plan.method, "parser": judge_cfg.parser,
+                                   "error": None, "prompt_tokens": None, "latency_s": None, "adapter": adapter,
+                                   "probs_status": None, "rounds_left_out": left_out}
+            try:
+                return await ask_judge(model, judge_call_messages(dim, shown, language, judge_cfg),
+                                       plan.params or judge_cfg.model.params, plan, judge_cfg.parser, row,
+                                       adapter=adapter, raise_overflow=i < len(tries) - 1)
+            except ContextOverflowError:
+                continue
+        return None  # not reached: the last try records its refusal as the row's error
 
     if judge_cfg.prompt_order != "dialogue_first" or len(dims) < 2:
         return [r for r in await asyncio.gather(*(one(d) for d in dims)) if r is not None]

@@ -21,7 +21,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from esc_eval.serve.calls.limits import BudgetExceededError
-from esc_eval.serve.chat.interface import Capabilities, ChatMessage, ChatResult, GenerationParams, RunStopError
+from esc_eval.serve.chat.interface import (Capabilities, ChatMessage, ChatResult, ContextOverflowError, GenerationParams,
+                                           RunStopError)
 from esc_eval.sim.judging.config import JudgeConfig
 from esc_eval.sim.judging.score_parser import LABELS, distribution, parse_score
 
@@ -107,11 +108,14 @@ def read_answer(result: ChatResult, plan: JudgePlan, parser: str) -> dict[str, A
 
 
 async def ask_judge(model: Any, messages: list[ChatMessage], params: GenerationParams, plan: JudgePlan, parser: str,
-                    row: dict[str, Any], adapter: str | None = None) -> dict[str, Any] | None:
+                    row: dict[str, Any], adapter: str | None = None,
+                    raise_overflow: bool = False) -> dict[str, Any] | None:
     """One judge call for one label, recorded into `row`: the answer, its tokens and latency and
     read_answer's fields, or the error as data (never a score). None when the spend cap refused the
     call (no failure: a resume asks again); the run's failure (RunStopError: the judge's engine is
-    gone) propagates. Shared by scoring (one call per dimension) and the seeker's distress (per turn)."""
+    gone) propagates, and so does a prompt over the judge's context with raise_overflow (the caller
+    windows the dialogue: sim/judging/window.py). Shared by scoring (one call per dimension) and the
+    seeker's distress (per turn)."""
     started = time.perf_counter()
     try:
         result = await model.chat(messages, params, adapter=adapter)
@@ -120,6 +124,8 @@ async def ask_judge(model: Any, messages: list[ChatMessage], params: GenerationP
     except RunStopError:
         raise
     except Exception as e:  # noqa: BLE001 - recorded as data
+        if raise_overflow and isinstance(e, ContextOverflowError):
+            raise
         row.update(error=f"{type(e).__name__}: {e}", latency_s=time.perf_counter() - started)
         return row
     row.update(raw=result.text, prompt_tokens=result.prompt_tokens, latency_s=result.latency_s)

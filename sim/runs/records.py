@@ -80,6 +80,8 @@ SCORE_SCHEMA = pa.schema(
         ("scored_at", pa.timestamp("ms", tz="UTC")),
         ("adapter", pa.string()),  # LoRA adapter the judge call used (null = base weights)
         ("probs_status", pa.string()),  # full | partial (a label outside the top-k: NaN, never P=0) | null
+        # null = scored before the rule (sim/judging/window.py), or not by a judge call
+        ("rounds_left_out", pa.int32()),  # rounds the judge did not read: 0 = the whole dialogue; > 0 = windowed for its context
     ]
 )
 
