@@ -202,15 +202,24 @@ def seekers_markdown(shift: pd.DataFrame, ranks: pd.DataFrame, dimension: str = 
     return "\n".join(parts)
 
 
+def write_analysis(out_dir: str | os.PathLike[str], stem: str, title: str, markdown: str,
+                   tables: dict[str, tuple[str, pd.DataFrame]]) -> dict[str, str]:
+    """<stem>.md (the title over the markdown) and one CSV per table ({key: (file name, frame)}) in a
+    folder or storage URI; the paths by key ('markdown', then the tables')."""
+    with OutputFolder(out_dir) as out:
+        files = {"markdown": out / f"{stem}.md"}
+        files["markdown"].write_text(f"# {title}\n\n{markdown}", encoding="utf-8")
+        for key, (name, frame) in tables.items():
+            files[key] = out / name
+            frame.to_csv(files[key], index=False)
+        return {k: str(v) for k, v in out.finals(files).items()}
+
+
 def write_seekers(shift: pd.DataFrame, ranks: pd.DataFrame, out_dir: str | os.PathLike[str],
                   dimension: str = "average") -> dict[str, str]:
     """seekers.md, seekers.csv (score change) and seekers_ranking.csv in out_dir."""
-    with OutputFolder(out_dir) as out:
-        md, csv, rcsv = out / "seekers.md", out / "seekers.csv", out / "seekers_ranking.csv"
-        md.write_text("# Cooperative vs worst-case seekers\n\n" + seekers_markdown(shift, ranks, dimension), encoding="utf-8")
-        shift.to_csv(csv, index=False)
-        ranks.to_csv(rcsv, index=False)
-        return {k: str(v) for k, v in out.finals({"markdown": md, "csv": csv, "ranking_csv": rcsv}).items()}
+    return write_analysis(out_dir, "seekers", "Cooperative vs worst-case seekers", seekers_markdown(shift, ranks, dimension),
+                          {"csv": ("seekers.csv", shift), "ranking_csv": ("seekers_ranking.csv", ranks)})
 
 
 def seekers_section(scores: pd.DataFrame, dialogues: pd.DataFrame, n_boot: int = 1000, seed: int = 0) -> dict:

@@ -23,11 +23,11 @@ import pandas as pd
 from esc_eval.analysis.results.blocks import notice, section, table, text
 from esc_eval.analysis.results.section_registry import register_section
 from esc_eval.analysis.seekers.rankings import bootstrap_rankings, card_matrix, dialogue_scores, interval
-from esc_eval.analysis.seekers.seeker_kinds import markdown_table, mean_ci, rank_ci, shift_row, signed_ci
+from esc_eval.analysis.seekers.seeker_kinds import (markdown_table, mean_ci, rank_ci, shift_row, signed_ci,
+                                                    write_analysis)
 from esc_eval.sim.dialogue.prompts import resolve_strategy
 from esc_eval.sim.dialogue.seeker_controls import is_hard, join_strategy
 from esc_eval.sim.judging.dimensions import SAFETY
-from esc_eval.sim.runs.open import OutputFolder
 
 LEVEL_COLUMNS = ["language", "judge", "model", "baseline", "setting", "controls", "n_baseline_cards", "n_setting_cards",
                  "n_paired", "paired", "baseline_score", "baseline_lo", "baseline_hi", "setting_score", "setting_lo",
@@ -158,13 +158,10 @@ def levels_markdown(shift: pd.DataFrame, ranks: pd.DataFrame, dimension: str = "
 def write_levels(shift: pd.DataFrame, ranks: pd.DataFrame, out_dir: str | os.PathLike[str],
                  dimension: str = "average") -> dict[str, str]:
     """seeker_levels.md, seeker_levels.csv and seeker_levels_ranking.csv in out_dir."""
-    with OutputFolder(out_dir) as out:
-        md, csv, rcsv = out / "seeker_levels.md", out / "seeker_levels.csv", out / "seeker_levels_ranking.csv"
-        md.write_text("# Seekers who are hard to help, by level\n\n" + levels_markdown(shift, ranks, dimension),
-                      encoding="utf-8")
-        shift.to_csv(csv, index=False)
-        ranks.to_csv(rcsv, index=False)
-        return {f"levels_{k}": str(v) for k, v in out.finals({"markdown": md, "csv": csv, "ranking_csv": rcsv}).items()}
+    paths = write_analysis(out_dir, "seeker_levels", "Seekers who are hard to help, by level",
+                           levels_markdown(shift, ranks, dimension),
+                           {"csv": ("seeker_levels.csv", shift), "ranking_csv": ("seeker_levels_ranking.csv", ranks)})
+    return {f"levels_{k}": v for k, v in paths.items()}
 
 
 def levels_section(scores: pd.DataFrame, dialogues: pd.DataFrame, n_boot: int = 1000, seed: int = 0) -> dict:

@@ -23,7 +23,6 @@ from esc_eval.analysis.results.loaders import AnalysisInputError, load_dialogues
 from esc_eval.analysis.results.section_registry import register_section
 from esc_eval.analysis.seekers.rankings import bootstrap_rankings, card_matrix, dialogue_scores, interval
 from esc_eval.sim.judging.dimensions import SAFETY, TABLE_SCALE
-from esc_eval.sim.runs.open import OutputFolder
 
 POOLED = "pooled"
 BY = ("auto", "role_model", "strategy")
@@ -156,13 +155,11 @@ def simulators_markdown(scores: pd.DataFrame, taus: pd.DataFrame, dimension: str
 def write_simulators(scores: pd.DataFrame, taus: pd.DataFrame, out_dir: str | os.PathLike[str],
                      dimension: str = "average") -> dict[str, str]:
     """simulators.md, simulators.csv (scores and ranks, pooled included) and simulators_tau.csv in out_dir."""
-    with OutputFolder(out_dir) as out:
-        md, csv, tcsv = out / "simulators.md", out / "simulators.csv", out / "simulators_tau.csv"
-        md.write_text("# Does the ranking depend on the simulator?\n\n" + simulators_markdown(scores, taus, dimension),
-                      encoding="utf-8")
-        scores.to_csv(csv, index=False)
-        taus.to_csv(tcsv, index=False)
-        return {k: str(v) for k, v in out.finals({"markdown": md, "csv": csv, "tau_csv": tcsv}).items()}
+    from esc_eval.analysis.seekers.seeker_kinds import write_analysis
+
+    return write_analysis(out_dir, "simulators", "Does the ranking depend on the simulator?",
+                          simulators_markdown(scores, taus, dimension),
+                          {"csv": ("simulators.csv", scores), "tau_csv": ("simulators_tau.csv", taus)})
 
 
 def simulators_section(scores: pd.DataFrame, dialogues: pd.DataFrame, n_boot: int = 1000, seed: int = 0) -> dict:

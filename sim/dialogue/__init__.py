@@ -14,8 +14,11 @@ from esc_eval.sim.dialogue.seeker_stop import END_REASONS, find_end, seeker_end,
 from esc_eval.sim.dialogue.generation import PROFILES, effective_adapter, effective_params, samples
 from esc_eval.sim.dialogue.seeker_lexicon import BREAK_PATTERNS, negativity
 from esc_eval.sim.dialogue.spoiled import REASON_TITLES, REASONS, card_content, spoiled_columns, spoiled_reasons
-from esc_eval.sim.dialogue.prompts import (opener, roleplay_system_prompt, strategies, strategy_kinds,
+from esc_eval.sim.dialogue.prompts import (check_strategy, opener, preset_controls, resolve_strategy,
+                                           roleplay_system_prompt, strategies, strategy_kind, strategy_kinds,
                                            target_system_prompt, worst_case_strategies)
+from esc_eval.sim.dialogue.seeker_controls import (SeekerControlError, control_text, controls, expand_strategies,
+                                                   join_strategy, parse_sweep, split_strategy, strategy_levels)
 from esc_eval.sim.dialogue.targets import configured_system_prompt, registry_system_prompt, target_name, target_system
 from esc_eval.sim.dialogue.transcript import (ASSISTANT_PREFIX, SEEKER_PREFIX, official_lines, parse_official_line,
                                               turns_as_lines)
@@ -28,4 +31,6 @@ __all__ = [
     "effective_params", "official_lines", "opener", "parse_official_line", "registry_system_prompt", "role_view",
     "roleplay_system_prompt", "run_dialogue", "samples", "strategies", "strategy_kinds", "target_name",
     "target_system", "target_system_prompt", "target_view", "turns_as_lines", "worst_case_strategies",
+    "SeekerControlError", "check_strategy", "control_text", "controls", "expand_strategies", "join_strategy",
+    "parse_sweep", "preset_controls", "resolve_strategy", "split_strategy", "strategy_kind", "strategy_levels",
 ]

@@ -19,6 +19,7 @@ from esc_eval.sim.judging.judges import (JudgeBuildError, judge_from_registry, m
                                          scan_adapter_folder, select_adapter)
 from esc_eval.sim.judging.prompts import judge_messages, render_dialogue
 from esc_eval.sim.judging.rubrics import human_levels, rubric_ask, rubric_text
+from esc_eval.sim.judging.window import dialogue_rounds, late_rounds_to_try, windowed
 from esc_eval.sim.judging.score_parser import LABELS, ParsedScore, distribution, parse_compat, parse_score, parse_strict
 
 __all__ = [
@@ -28,5 +29,5 @@ __all__ = [
     "read_answer", "seeker_runs", "distribution", "human_levels", "is_paper_dimension", "judge_from_registry",
     "judge_messages", "label_position", "multi_lora_judge", "official_adapter_name", "parse_compat", "parse_score",
     "parse_strict", "plan_judge", "render_dialogue", "rubric_ask", "rubric_text", "scan_adapter_folder",
-    "select_adapter", "to_dimension", "to_paper_dimension",
+    "select_adapter", "to_dimension", "to_paper_dimension", "dialogue_rounds", "late_rounds_to_try", "windowed",
 ]

@@ -452,6 +452,15 @@ def test_routing_arms_deploy_once_per_mode_and_clean_up(server, source, monkeypa
     monkeypatch.setattr(serve_routing, "deploy_routing_app", deploy)
     monkeypatch.setattr(serve_routing, "delete_app", lambda name: calls.append(("delete", name)))
     monkeypatch.setattr(serve_routing, "reset_prefix_cache", lambda app, model: calls.append(("reset", app, model)) or 3)
+    probes = []  # each arm's replicas asked for vLLM's counts before and after it: 10 more prompt tokens, 4 cached
+
+    def probe(deployments):
+        probes.append(deployments)
+        n = len(probes)
+        return [{"id": "r1", "counts": {"requests": n, "prompt_tokens": 10 * n, "cached_prompt_tokens": 4 * n}},
+                {"id": "r2", "counts": {"requests": 0, "prompt_tokens": 0, "cached_prompt_tokens": 0}}]
+
+    monkeypatch.setattr("esc_eval.sim.bench.engine_probe.probe_replicas", probe)
     shut = []
     monkeypatch.setattr("esc_eval.sim.bench.serve.bench._ray_serve", lambda: (None, type("S", (), {"shutdown": staticmethod(lambda: shut.append("serve"))})))
     monkeypatch.setattr("ray.shutdown", lambda: shut.append("ray"))
@@ -465,5 +474,10 @@ def test_routing_arms_deploy_once_per_mode_and_clean_up(server, source, monkeypa
                      ("delete", "bench-serve-default"), ("deploy", "bench-serve-session", 8123, "session", 3),
                      ("reset", "bench-serve-session", "tiny"), ("delete", "bench-serve-session")]
     assert [a.get("prefix_cache_reset") for a in res["arms"]] == [None, 3, None, 3]
+    assert probes == [[("tiny", "bench-serve-default")]] * 4 + [[("tiny", "bench-serve-session")]] * 4
+    for arm in res["arms"]:
+        assert arm["prefix_cache"] == {"prompt_tokens": 10, "cached_prompt_tokens": 4, "hit_rate": 0.4, "replicas": [
+            {"id": "r1", "requests": 1, "prompt_tokens": 10, "cached_prompt_tokens": 4, "hit_rate": 0.4},
+            {"id": "r2", "requests": 0, "prompt_tokens": 0, "cached_prompt_tokens": 0, "hit_rate": None}]}
     assert shut == ["serve", "ray"] and res["ratios_vs"] == "default/rubric_first"
     assert all(a["levels"][0]["completed"] == 7 for a in res["arms"])
