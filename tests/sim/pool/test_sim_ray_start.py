@@ -1,0 +1,53 @@
+"""A local Ray that misses Ray's fixed 30 s for its raylet to register (a busy 2-core machine) is
+started once more; any other start error, or a second timeout, is the caller's."""
+from __future__ import annotations
+
+import pytest
+
+from esc_eval.sim.pool import on_ray
+from esc_eval.sim.pool.config import ExecutionConfig
+
+TIMEOUT = Exception("The current node timed out during startup. This could happen because some of the raylet "
+                    "failed to startup or the GCS has become overloaded.")
+
+
+@pytest.fixture
+def fake_ray(monkeypatch):
+    import ray
+
+    calls = []
+    monkeypatch.setattr(ray, "is_initialized", lambda: False)
+    monkeypatch.setattr(ray, "shutdown", lambda: calls.append("shutdown"))
+    monkeypatch.setattr("esc_eval.serve.app.ray_cluster.prepare_auth", lambda address: None)
+    monkeypatch.setattr("esc_eval.serve.app.ray_cluster.forget_stale_address", lambda: None)
+
+    def script(*errors):
+        left = list(errors)
+
+        def init(**kwargs):
+            calls.append("init")
+            if left:
+                raise left.pop(0)
+
+        monkeypatch.setattr(ray, "init", init)
+        return calls
+
+    return script
+
+
+def test_a_start_timeout_is_retried_once(fake_ray):
+    calls = fake_ray(TIMEOUT)
+    on_ray.ensure_ray(ExecutionConfig())
+    assert calls == ["init", "shutdown", "init"]
+
+
+def test_a_second_timeout_or_another_error_is_raised(fake_ray):
+    calls = fake_ray(TIMEOUT, TIMEOUT)
+    with pytest.raises(Exception, match="timed out during startup"):
+        on_ray.ensure_ray(ExecutionConfig())
+    assert calls == ["init", "shutdown", "init"]
+    calls = fake_ray(RuntimeError("no space left on device"))
+    calls.clear()
+    with pytest.raises(RuntimeError, match="no space left"):
+        on_ray.ensure_ray(ExecutionConfig())
+    assert calls == ["init"]
