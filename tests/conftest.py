@@ -48,8 +48,10 @@ def ray_local():
     started = False
     if not ray.is_initialized():
         # address="local": a fresh instance, never a cluster another test left behind
-        ray.init(address="local", num_cpus=2, include_dashboard=False,
-                 runtime_env={"env_vars": {"VLLM_CPU_KVCACHE_SPACE": "2", "VLLM_LOGGING_LEVEL": "WARNING"}})
+        from esc_eval.sim.pool.ray_start import start_local_ray
+
+        start_local_ray(address="local", num_cpus=2, include_dashboard=False,  # once more after Ray's 30 s start timeout
+                        runtime_env={"env_vars": {"VLLM_CPU_KVCACHE_SPACE": "2", "VLLM_LOGGING_LEVEL": "WARNING"}})
         started = True
     yield ray
     if started:

@@ -231,8 +231,10 @@ def _run_on_ray(cfg: CardBuildConfig, items: list[SourceItem], out: Path, model:
             ray.init(address=cfg.ray.address, log_to_driver=True)
         else:
             # address="local": a fresh instance of our own, never another job's cluster found on the machine
-            ray.init(address="local", num_cpus=max(2, int(cfg.ray.num_cpus) + 1), include_dashboard=False,
-                     log_to_driver=True)
+            from esc_eval.sim.pool.ray_start import start_local_ray
+
+            start_local_ray(address="local", num_cpus=max(2, int(cfg.ray.num_cpus) + 1), include_dashboard=False,
+                            log_to_driver=True)
     env = {k: os.environ[k] for k in ("VLLM_CPU_KVCACHE_SPACE", "RAY_AUTH_MODE", "ESC_EVAL_CACHE") if k in os.environ}
     env.setdefault("VLLM_CPU_KVCACHE_SPACE", "2")
     task = ray.remote(num_cpus=cfg.ray.num_cpus, max_retries=0, runtime_env={"env_vars": env})(_run_remote)

@@ -11,6 +11,7 @@ from esc_eval.sim.pool.calls import CallSettings, ModelCalls, PlannedModel, chec
 from esc_eval.sim.pool.capacity import (Concurrency, Demand, choose_concurrency, estimate_tokens, items_in_flight,
                                         serve_capacity_fields, serve_worker_shares, size_serve_replicas, worker_cpus)
 from esc_eval.sim.pool.config import ExecutionConfig
+from esc_eval.sim.pool.ray_start import start_local_ray
 from esc_eval.sim.pool.env import temporary_env
 from esc_eval.sim.pool.job import Job, check_job
 from esc_eval.sim.pool.on_ray import (ChunkScheduler, PlacementError, WorkersLostError, check_placeable,
@@ -24,6 +25,7 @@ from esc_eval.sim.pool.stats import PoolStats
 from esc_eval.sim.pool.worker import Worker, WorkerCore
 
 __all__ = [
+    "start_local_ray",
     "CallSettings", "ChunkScheduler", "Concurrency", "Demand", "EXIT_BUDGET", "EXIT_FAILURES", "ExecutionConfig", "Job", "JobOutcome",
     "MissingRowsError", "ModelCalls", "ModelPool", "PlacementError", "PlannedModel", "PoolStats", "TargetEngines", "Worker",
     "WorkerCore", "WorkerPool", "WorkersLostError", "check_calls", "check_placeable", "choose_concurrency",

@@ -17,6 +17,7 @@ from esc_eval.serve.chat.interface import RunStopError
 from esc_eval.serve.devices.cpu import DTYPE_ENV
 from esc_eval.sim.pool.capacity import MAX_AUTO_CONCURRENCY, worker_cpus
 from esc_eval.sim.pool.config import ExecutionConfig
+from esc_eval.sim.pool.ray_start import start_local_ray
 from esc_eval.sim.pool.stats import PoolStats, add_live, chunked, LIVE, LIVE_PROGRESS_S, SETUP
 
 log = logging.getLogger("esc_eval.pool")
@@ -73,10 +74,6 @@ def check_placeable(need: dict[str, float], workers: int) -> None:
                              f"lower execution.workers or num_cpus_per_worker")
 
 
-STARTUP_TIMEOUT = "timed out during startup"  # Ray's words when its raylet did not register in time
-LOCAL_START_RETRIES = 1
-
-
 def ensure_ray(execution: ExecutionConfig) -> None:
     import ray
 
@@ -96,17 +93,7 @@ def ensure_ray(execution: ExecutionConfig) -> None:
         # CPU engines, the job's whole workload, and at 15 any other process on a laptop or a shared
         # box starves them. A local cluster we start gives them the ordinary priority.
         os.environ.setdefault("RAY_worker_niceness", "0")
-        for attempt in range(1 + LOCAL_START_RETRIES):
-            try:
-                ray.init(include_dashboard=False, **kwargs)
-                return
-            except Exception as e:  # noqa: BLE001 - only Ray's own start timeout is retried
-                if STARTUP_TIMEOUT not in str(e) or attempt == LOCAL_START_RETRIES:
-                    raise
-                # Ray waits a fixed 30 s for its raylet to register (ray/_private/node.py); on a 2-core
-                # machine busy with another cluster's start that was too short once in CI
-                log.warning("the local Ray did not start in Ray's 30 s (%s); starting it again", e)
-                ray.shutdown()
+        start_local_ray(include_dashboard=False, **kwargs)
 
 
 class WorkersLostError(RuntimeError):

@@ -71,7 +71,9 @@ def ensure_serve(address: str | None) -> tuple[bool, int]:
             # Ray's workers run at nice 15; here they hold the replicas' engines, the load under test,
             # and at 15 any other process on the machine takes their CPU (as sim/pool/pool.py does).
             os.environ.setdefault("RAY_worker_niceness", "0")
-            ray.init(namespace="serve", include_dashboard=False, log_to_driver=False)
+            from esc_eval.sim.pool.ray_start import start_local_ray
+
+            start_local_ray(namespace="serve", include_dashboard=False, log_to_driver=False)
             started = True
     serve.start(http_options={"host": "127.0.0.1", "port": free_port()})
     # A Serve instance already running on the cluster keeps its own proxy port: ask it.

@@ -1,5 +1,6 @@
 """A local Ray that misses Ray's fixed 30 s for its raylet to register (a busy 2-core machine) is
-started once more; any other start error, or a second timeout, is the caller's."""
+started once more (sim/pool/ray_start.py, through ensure_ray); any other start error, or a second
+timeout, is the caller's."""
 from __future__ import annotations
 
 import pytest
