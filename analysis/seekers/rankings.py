@@ -1,6 +1,7 @@
 """Rankings of the models under different seekers, and how sure they are: the bootstrap over cards
-that cooperative vs worst-case seekers (seeker_kinds.py) and one role model vs another
-(simulators.py) share.
+that cooperative vs worst-case seekers (seeker_kinds.py), a seeker setting vs its baseline
+(seeker_levels.py) and one role model vs another (simulators.py) share; rank_change is the
+two-arm comparison of the first two.
 
 A dialogue's value is the mean of its seven dimensions (or its safety score), 0-4. An arm (a kind
 of seeker, a role model) is a cards x models matrix of each card's mean over its dialogues; every
@@ -100,3 +101,27 @@ def bootstrap_rankings(arms: list[np.ndarray], n_boot: int = 1000, seed: int = 0
     boot_pooled = boot.mean(axis=1)
     return RankingBootstrap(means, ranks(means), pooled, ranks(pooled), boot, ranks(boot), boot_pooled,
                             ranks(boot_pooled))
+
+
+def rank_change(first: np.ndarray, second: np.ndarray, models: list[str], names: tuple[str, str], n_boot: int = 1000,
+                seed: int = 0, confidence: float = 0.95) -> list[dict[str, float]]:
+    """Per model, in order: its rank under two arms (cards x models matrices on the same cards) with
+    percentile intervals, the change (second - first; positive = falls) and Kendall's tau between the
+    two rankings, from one bootstrap of the cards. Keys: rank_<name>, rank_<name>_lo/_hi for each of
+    `names`, rank_change(_lo/_hi), kendall_tau(_lo/_hi)."""
+    alpha = (1 - confidence) / 2
+    boot = bootstrap_rankings([first, second], n_boot=n_boot, seed=seed)  # the same cards resampled in both arms
+    (r_a, r_b), (ba, bb) = boot.ranks, (boot.boot_ranks[:, 0], boot.boot_ranks[:, 1])
+    tau, taus = boot.tau(0, 1)
+    t_lo, t_hi = interval(taus, alpha)
+    a, b = names
+    rows = []
+    for i, _ in enumerate(models):
+        a_lo, a_hi = interval(ba[:, i], alpha)
+        b_lo, b_hi = interval(bb[:, i], alpha)
+        d_lo, d_hi = interval(bb[:, i] - ba[:, i], alpha)
+        rows.append({f"rank_{a}": float(r_a[i]), f"rank_{a}_lo": a_lo, f"rank_{a}_hi": a_hi,
+                     f"rank_{b}": float(r_b[i]), f"rank_{b}_lo": b_lo, f"rank_{b}_hi": b_hi,
+                     "rank_change": float(r_b[i] - r_a[i]), "rank_change_lo": d_lo, "rank_change_hi": d_hi,
+                     "kendall_tau": float(tau), "kendall_tau_lo": t_lo, "kendall_tau_hi": t_hi})
+    return rows

@@ -27,7 +27,7 @@ from scipy import stats
 
 from esc_eval.analysis.results.blocks import notice, section, table, text
 from esc_eval.analysis.results.section_registry import register_section
-from esc_eval.analysis.seekers.rankings import bootstrap_rankings, card_matrix, dialogue_scores, interval
+from esc_eval.analysis.seekers.rankings import card_matrix, dialogue_scores, rank_change
 from esc_eval.sim.dialogue.prompts import strategy_kind
 from esc_eval.sim.judging.dimensions import SAFETY, TABLE_SCALE
 from esc_eval.sim.runs.open import OutputFolder
@@ -115,7 +115,6 @@ def ranking_shift(values: pd.DataFrame, n_boot: int = 1000, seed: int = 0, confi
     cooperative and worst-case seekers, the change (worst - cooperative; positive = falls), and
     Kendall's tau between the rankings, on the cards every such model has both kinds on."""
     rows = []
-    alpha = (1 - confidence) / 2
     for (language, judge), g in values.groupby(["language", "judge"], sort=True):
         both = g.groupby("target_model")["kind"].nunique()
         models = sorted(both[both == 2].index)
@@ -131,19 +130,8 @@ def ranking_shift(values: pd.DataFrame, n_boot: int = 1000, seed: int = 0, confi
             continue
         coop = card_matrix(g[g["kind"] == COOPERATIVE], models, cards)
         worst = card_matrix(g[g["kind"] == WORST], models, cards)
-        boot = bootstrap_rankings([coop, worst], n_boot=n_boot, seed=seed)  # the same cards resampled in both arms
-        (r_coop, r_worst), (bc, bw) = boot.ranks, (boot.boot_ranks[:, 0], boot.boot_ranks[:, 1])
-        tau, taus = boot.tau(0, 1)
-        t_lo, t_hi = interval(taus, alpha)
-        for i, m in enumerate(models):
-            c_lo, c_hi = interval(bc[:, i], alpha)
-            w_lo, w_hi = interval(bw[:, i], alpha)
-            d_lo, d_hi = interval(bw[:, i] - bc[:, i], alpha)
-            rows.append({"language": language, "judge": judge, "model": m, "n_cards": len(cards),
-                         "rank_cooperative": float(r_coop[i]), "rank_cooperative_lo": c_lo, "rank_cooperative_hi": c_hi,
-                         "rank_worst_case": float(r_worst[i]), "rank_worst_case_lo": w_lo, "rank_worst_case_hi": w_hi,
-                         "rank_change": float(r_worst[i] - r_coop[i]), "rank_change_lo": d_lo, "rank_change_hi": d_hi,
-                         "kendall_tau": float(tau), "kendall_tau_lo": t_lo, "kendall_tau_hi": t_hi, "note": note})
+        for m, r in zip(models, rank_change(coop, worst, models, ("cooperative", "worst_case"), n_boot, seed, confidence)):
+            rows.append({"language": language, "judge": judge, "model": m, "n_cards": len(cards), **r, "note": note})
     return pd.DataFrame(rows, columns=RANK_COLUMNS)
 
 

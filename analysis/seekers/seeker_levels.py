@@ -22,7 +22,7 @@ import pandas as pd
 
 from esc_eval.analysis.results.blocks import notice, section, table, text
 from esc_eval.analysis.results.section_registry import register_section
-from esc_eval.analysis.seekers.rankings import bootstrap_rankings, card_matrix, dialogue_scores, interval
+from esc_eval.analysis.seekers.rankings import card_matrix, dialogue_scores, rank_change
 from esc_eval.analysis.seekers.seeker_kinds import (markdown_table, mean_ci, rank_ci, shift_row, signed_ci,
                                                     write_analysis)
 from esc_eval.sim.dialogue.prompts import resolve_strategy
@@ -87,7 +87,6 @@ def level_shift(values: pd.DataFrame, n_boot: int = 1000, seed: int = 0, confide
 def level_rankings(values: pd.DataFrame, n_boot: int = 1000, seed: int = 0, confidence: float = 0.95) -> pd.DataFrame:
     """Per (language, judge, setting) with 2+ models that met it and its baseline: RANK_COLUMNS."""
     rows = []
-    alpha = (1 - confidence) / 2
     for (language, judge, baseline), g in values.groupby(["language", "judge", "baseline"], sort=True):
         base = g[g["controls"] == ""]
         for setting, h in g[g["controls"] != ""].groupby("setting", sort=True):
@@ -102,20 +101,9 @@ def level_rankings(values: pd.DataFrame, n_boot: int = 1000, seed: int = 0, conf
                 note = f"{len(cards)} card(s) every model met both seekers on: no ranking"
                 rows += [{**head, "model": m, "note": note} for m in models]
                 continue
-            boot = bootstrap_rankings([card_matrix(base, models, cards), card_matrix(h, models, cards)],
-                                      n_boot=n_boot, seed=seed)
-            (r_base, r_set), (bb, bs) = boot.ranks, (boot.boot_ranks[:, 0], boot.boot_ranks[:, 1])
-            tau, taus = boot.tau(0, 1)
-            t_lo, t_hi = interval(taus, alpha)
-            for i, m in enumerate(models):
-                b_lo, b_hi = interval(bb[:, i], alpha)
-                s_lo, s_hi = interval(bs[:, i], alpha)
-                d_lo, d_hi = interval(bs[:, i] - bb[:, i], alpha)
-                rows.append({**head, "model": m, "rank_baseline": float(r_base[i]), "rank_baseline_lo": b_lo,
-                             "rank_baseline_hi": b_hi, "rank_setting": float(r_set[i]), "rank_setting_lo": s_lo,
-                             "rank_setting_hi": s_hi, "rank_change": float(r_set[i] - r_base[i]),
-                             "rank_change_lo": d_lo, "rank_change_hi": d_hi, "kendall_tau": float(tau),
-                             "kendall_tau_lo": t_lo, "kendall_tau_hi": t_hi, "note": ""})
+            ranked = rank_change(card_matrix(base, models, cards), card_matrix(h, models, cards), models,
+                                 ("baseline", "setting"), n_boot, seed, confidence)
+            rows += [{**head, "model": m, **r, "note": ""} for m, r in zip(models, ranked)]
     return pd.DataFrame(rows, columns=RANK_COLUMNS)
 
 

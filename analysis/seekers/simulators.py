@@ -22,6 +22,7 @@ from esc_eval.analysis.results.blocks import notice, section, table, text
 from esc_eval.analysis.results.loaders import AnalysisInputError, load_dialogues, load_scores
 from esc_eval.analysis.results.section_registry import register_section
 from esc_eval.analysis.seekers.rankings import bootstrap_rankings, card_matrix, dialogue_scores, interval
+from esc_eval.analysis.seekers.seeker_kinds import markdown_table, write_analysis
 from esc_eval.sim.judging.dimensions import SAFETY, TABLE_SCALE
 
 POOLED = "pooled"
@@ -135,11 +136,6 @@ def tau_rows(taus: pd.DataFrame) -> list[list]:
              r["note"]] for _, r in taus.iterrows()]
 
 
-def _md(headers: list[str], rows: list[list]) -> str:
-    lines = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
-    return "\n".join(lines + ["| " + " | ".join(str(c).replace("|", "/") for c in r) + " |" for r in rows]) + "\n"
-
-
 def _what(dimension: str) -> str:
     return "mean of the seven dimensions" if dimension == "average" else "safety score"
 
@@ -147,16 +143,14 @@ def _what(dimension: str) -> str:
 def simulators_markdown(scores: pd.DataFrame, taus: pd.DataFrame, dimension: str = "average") -> str:
     parts = [EXPLAIN.format(what=_what(dimension)), "", "## Scores and ranks per simulator", ""]
     for caption, headers, rows in score_tables(scores):
-        parts += [f"### {caption}", "", _md(headers, rows)]
-    parts += ["## Kendall's tau between the rankings", "", _md(TAU_HEADERS, tau_rows(taus))]
+        parts += [f"### {caption}", "", markdown_table(headers, rows)]
+    parts += ["## Kendall's tau between the rankings", "", markdown_table(TAU_HEADERS, tau_rows(taus))]
     return "\n".join(parts)
 
 
 def write_simulators(scores: pd.DataFrame, taus: pd.DataFrame, out_dir: str | os.PathLike[str],
                      dimension: str = "average") -> dict[str, str]:
     """simulators.md, simulators.csv (scores and ranks, pooled included) and simulators_tau.csv in out_dir."""
-    from esc_eval.analysis.seekers.seeker_kinds import write_analysis
-
     return write_analysis(out_dir, "simulators", "Does the ranking depend on the simulator?",
                           simulators_markdown(scores, taus, dimension),
                           {"csv": ("simulators.csv", scores), "tau_csv": ("simulators_tau.csv", taus)})
