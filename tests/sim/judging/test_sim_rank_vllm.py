@@ -220,3 +220,19 @@ async def test_scoring_routes_each_dimension_to_its_adapter(lora_judge):
         assert select_adapter(judge, d, "zh") == official_adapter_name(d)
         # same adapter, same prompt: the same distribution (up to bf16 batch-shape noise)
         assert max(abs(x - y) for x, y in zip(r["probs"], distribution(res.top_logprobs[0]))) < 0.05
+
+
+async def test_a_dialogue_over_the_real_judges_context_is_windowed(embedded_model):
+    """40 rounds of about 100 tokens a turn: over the embedded model's 8,192-token context as a whole,
+    so the engine refuses it (ContextOverflowError) and the judge reads the opener, round 1 and the
+    last 19 rounds (sim/judging/window.py); a score, and the rows say 20 rounds were left out."""
+    filler = ("I keep going over the same worries about work and my family, and every night I lie awake "
+              "thinking about what I could have done differently, what people expect of me, and whether "
+              "anything will change if I keep trying this hard. ")
+    turns = [("assistant", "Hello, I'm your personal assistant.")]
+    for k in range(1, 41):
+        turns += [("seeker", f"Round {k}. {filler * 2}"), ("assistant", f"Reply {k}. {filler * 2}")]
+    judge = JudgeConfig(model=ModelRef(model="vllm/embedded"), dimensions=["empathy"])
+    (row,) = await score_dialogue(turns, "en", judge, embedded_model)
+    assert row["error"] is None and row["parse_status"] == "ok" and row["score"] in range(5), row
+    assert row["rounds_left_out"] == 20 and 4000 < row["prompt_tokens"] < 8192
