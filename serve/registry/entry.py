@@ -97,6 +97,11 @@ class ModelEntry(ConfigModel):
         min_length=1, description="Languages the model is evaluated in (Table 2 halves: en, zh)."
     )
     paper_target: bool = Field(False, description="True for the 14 models evaluated in the paper's Table 2.")
+    family: str | None = Field(
+        None, description="The model family it was built from (its base model's lineage: 'qwen', 'llama', 'glm', "
+        "'internlm', 'gpt', ...), lower-case; a judge of a target's own family is marked for self-preference "
+        "(`analysis panel`). None: not known."
+    )
     system_prompt: str | None = Field(
         DEFAULT_SYSTEM_PROMPT, description="System prompt used for this model as a target; None = none."
     )

@@ -86,6 +86,38 @@ SCORE_SCHEMA = pa.schema(
 )
 
 
+# One pairwise verdict: a judge compares two targets' dialogues of the same card (and strategy, seed,
+# role model) on one dimension, shown in one order (sim/jobs/pairwise.py). model_a < model_b always
+# (the pair's canonical order); `order` says which was shown first; `preferred` is in canonical terms.
+PAIRWISE_SCHEMA = pa.schema(
+    [
+        ("run_id", pa.string()),
+        ("pair_id", pa.string()),  # stable_id("pair", dialogue_a, dialogue_b)
+        ("card_id", pa.string()),
+        ("language", pa.string()),
+        ("strategy", pa.string()),
+        ("seed", pa.int64()),
+        ("dialogue_a", pa.string()),
+        ("dialogue_b", pa.string()),
+        ("model_a", pa.string()),  # target_model of dialogue_a; model_a < model_b
+        ("model_b", pa.string()),
+        ("dimension", pa.string()),  # paper name: fluency, expression, empathy, ...
+        ("order", pa.string()),  # "ab": dialogue_a shown first | "ba": dialogue_b shown first
+        ("verdict", pa.string()),  # as the judge answered, by position: first | second | tie; null = no usable answer
+        ("preferred", pa.string()),  # the verdict in the pair's terms: a | b | tie; null = no usable answer
+        ("raw", pa.string()),  # the judge's raw answer
+        ("parse_status", pa.string()),  # ok | parse_failure | error
+        ("judge", pa.string()),
+        ("method", pa.string()),  # logprob | generate
+        ("probs", pa.list_(pa.float32())),  # P(first, second, tie) when the judge exposes it
+        ("error", pa.string()),
+        ("prompt_tokens", pa.int32()),
+        ("latency_s", pa.float64()),
+        ("judged_at", pa.timestamp("ms", tz="UTC")),
+    ]
+)
+
+
 def stable_id(*parts: Any, length: int = 16) -> str:
     """A stable hash of the parts (dialogue id = card, target, role model, strategy, seed)."""
     payload = json.dumps([str(p) for p in parts], ensure_ascii=False)
@@ -99,6 +131,8 @@ def dialogue_id(card_id: str, target_model: str, role_model: str, strategy: str,
 # Columns a row must carry (the rest default to null).
 DIALOGUE_REQUIRED = ("run_id", "dialogue_id", "card_id", "language", "target_model", "turns", "status")
 SCORE_REQUIRED = ("run_id", "dialogue_id", "dimension", "parse_status", "judge")
+PAIRWISE_REQUIRED = ("run_id", "pair_id", "dialogue_a", "dialogue_b", "model_a", "model_b", "dimension", "order",
+                     "parse_status", "judge")
 
 
 def _row(schema: pa.Schema, required: tuple[str, ...], kind: str, fields: dict[str, Any]) -> dict[str, Any]:
@@ -120,3 +154,8 @@ def dialogue_row(fields: dict[str, Any] | None = None, /, **kw: Any) -> dict[str
 def score_row(fields: dict[str, Any] | None = None, /, **kw: Any) -> dict[str, Any]:
     """A score row with every SCORE_SCHEMA column, in schema order (see dialogue_row)."""
     return _row(SCORE_SCHEMA, SCORE_REQUIRED, "score", {**(fields or {}), **kw})
+
+
+def pairwise_row(fields: dict[str, Any] | None = None, /, **kw: Any) -> dict[str, Any]:
+    """A pairwise verdict row with every PAIRWISE_SCHEMA column, in schema order (see dialogue_row)."""
+    return _row(PAIRWISE_SCHEMA, PAIRWISE_REQUIRED, "pairwise", {**(fields or {}), **kw})

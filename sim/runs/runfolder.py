@@ -29,14 +29,16 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from esc_eval.sim.runs.open import open_storage
-from esc_eval.sim.runs.records import DIALOGUE_SCHEMA, SCORE_SCHEMA
+from esc_eval.sim.runs.records import DIALOGUE_SCHEMA, PAIRWISE_SCHEMA, SCORE_SCHEMA
 from esc_eval.sim.runs.storage import RunFolderError, RunStorage, location_name, redact_uri
 
-SCHEMAS = {"dialogues": DIALOGUE_SCHEMA, "scores": SCORE_SCHEMA}
+SCHEMAS = {"dialogues": DIALOGUE_SCHEMA, "scores": SCORE_SCHEMA, "pairwise": PAIRWISE_SCHEMA}
 # The key of a row, and how to rank two rows of one key: (success column, value meaning success or
 # None = "anything but error", timestamp column).
-KEYS = {"dialogues": ("dialogue_id",), "scores": ("dialogue_id", "dimension", "judge")}
-_RANK = {"dialogues": ("status", "ok", "finished_at"), "scores": ("parse_status", None, "scored_at")}
+KEYS = {"dialogues": ("dialogue_id",), "scores": ("dialogue_id", "dimension", "judge"),
+        "pairwise": ("pair_id", "dimension", "order", "judge")}
+_RANK = {"dialogues": ("status", "ok", "finished_at"), "scores": ("parse_status", None, "scored_at"),
+         "pairwise": ("parse_status", None, "judged_at")}
 # Environment variable names whose values must never reach a manifest.
 _SECRET_WORDS = ("KEY", "TOKEN", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL")
 REDACTED = "***redacted***"
