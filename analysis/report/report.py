@@ -17,7 +17,7 @@ import pandas as pd
 
 from esc_eval.analysis.results.expected_scores import check_score_kind, expected_scores, score_kind_note
 from esc_eval.analysis.results.leaderboard import build_leaderboard, human_scores_line, write_leaderboard
-from esc_eval.analysis.results.loaders import AnalysisInputError, load_dialogues, load_manifests, load_scores
+from esc_eval.analysis.results.loaders import AnalysisInputError, load_dialogues, load_manifests, load_pairwise, load_scores
 from esc_eval.analysis.results.section_registry import ReportContext, build_sections
 from esc_eval.analysis.results.spoiled import card_contents, flag_map, spoiled_flags
 # The modules that register the report's sections (each adds its own: analysis/results/section_registry.py).
@@ -119,7 +119,7 @@ def _write_report(paths: list, out: Path, manifests: dict, dialogues: pd.DataFra
     ctx = ReportContext(paths=paths, out=out, manifests=manifests, dialogues=dialogues, scores=scores,
                         all_scores=all_scores, board=board, leaderboard=lb, groups=groups or {}, n_boot=n_boot, seed=seed,
                         n_samples=n_samples, n_resamples=n_resamples, score_kind=score_kind, judge_line=line,
-                        humans=humans, human_seekers=human_seekers)
+                        humans=humans, human_seekers=human_seekers, pairwise=load_pairwise(paths))
     sections = build_sections(ctx)  # every registered section that applies, in its order
     for s in sections:
         for b in s["blocks"]:

@@ -16,7 +16,8 @@ from esc_eval.analysis.results.leaderboard import (build_leaderboard, build_lead
                                                    leaderboard_by_markdown, leaderboard_markdown, seed_spread,
                                                    write_leaderboard)
 from esc_eval.analysis.results.loaders import (AnalysisInputError, is_official_json, load_dialogues, load_manifests,
-                                               load_official_dialogues, load_official_scores, load_scores, official_kind)
+                                               load_official_dialogues, load_official_scores, load_pairwise, load_scores,
+                                               official_kind)
 from esc_eval.analysis.results.ratio_ci import ratio_ci
 from esc_eval.analysis.results.outputs import one_judge, records, write_markdown_json
 from esc_eval.analysis.results.safety import (HARM_WEIGHTS, harm_weighted_summary, load_safety, safety_frame,
@@ -27,6 +28,6 @@ from esc_eval.analysis.results.usage import add_usage_columns, usage_rows
 __all__ = ["ratio_ci", "round_change", "round_table", "round_values", "write_rounds", "AnalysisInputError", "HARM_WEIGHTS", "add_usage_columns", "build_leaderboard", "build_leaderboard_by",
            "expected_scores", "format_cell", "harm_weighted_summary", "is_official_json", "leaderboard_by_markdown",
            "leaderboard_markdown", "load_dialogues", "load_manifests", "load_official_dialogues", "load_official_scores",
-           "load_safety", "load_scores", "official_kind", "safety_frame", "safety_markdown", "seed_spread", "usage_rows",
+           "load_pairwise", "load_safety", "load_scores", "official_kind", "safety_frame", "safety_markdown", "seed_spread", "usage_rows",
            "fake_run_folder", "write_fake_run", "write_leaderboard", "write_safety", "one_judge", "records", "write_markdown_json",
            "exclude_spoiled", "spoiled_dialogues", "spoiled_flags", "with_spoiled"]

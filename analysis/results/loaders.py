@@ -19,7 +19,7 @@ import pandas as pd
 from esc_eval.sim.judging.dimensions import DIMENSION_NAMES, to_dimension
 from esc_eval.sim.runs import official
 from esc_eval.sim.runs.official import (KNOWN_LANGUAGES, OFFICIAL_UNPARSED, OfficialFormatError)  # noqa: F401 - re-exported
-from esc_eval.sim.runs.records import DIALOGUE_SCHEMA, SCORE_SCHEMA
+from esc_eval.sim.runs.records import DIALOGUE_SCHEMA, PAIRWISE_SCHEMA, SCORE_SCHEMA
 from esc_eval.sim.runs.runfolder import RunFolder
 from esc_eval.sim.runs.storage import RunFolderError, as_location, is_uri
 
@@ -102,6 +102,18 @@ def load_scores(run_dirs: PathLike | Iterable[PathLike], *, extra_dimensions: bo
         return pd.concat([_finish_scores(df, [p for p in paths if not is_official_json(p)], extra_dimensions), off],
                          ignore_index=True)
     return _finish_scores(df, paths, extra_dimensions)
+
+
+def load_pairwise(run_dirs: PathLike | Iterable[PathLike]) -> pd.DataFrame:
+    """Pairwise verdict rows (sim/runs/records.py PAIRWISE_SCHEMA) of one or more run folders, one per
+    (pair, dimension, order, judge) in each folder (the latest wins, as for scores), with `run_dir`.
+    Official JSON has none; a folder without verdicts contributes no rows (an empty frame with the
+    schema's columns when no folder has any)."""
+    frames = [f for f in (_read_kind(p, "pairwise") for p in _as_paths(run_dirs) if not is_official_json(p))
+              if not f.empty]
+    if not frames:
+        return _empty(PAIRWISE_SCHEMA)
+    return pd.concat(frames, ignore_index=True).drop(columns=["_order"]).reset_index(drop=True)
 
 
 def is_official_json(path: PathLike) -> bool:

@@ -40,6 +40,7 @@ class ReportContext:
     judge_line: str = ""  # the line beside Table 2 when a judge has no human scores ("" if none)
     humans: Any = None  # analysis.trust.human_scores.HumanScores, or None
     human_seekers: Any = None  # analysis.seekers.esconv.HumanSeekers, or None
+    pairwise: pd.DataFrame | None = None  # pairwise verdict rows (analysis.results.loaders.load_pairwise), or None
 
     @property
     def fig_dir(self) -> Path:
