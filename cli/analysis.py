@@ -14,6 +14,9 @@ from typing import Annotated, Optional
 import typer
 
 import esc_eval.cli.annotate as annotate
+import esc_eval.cli.judge_bias as judge_bias
+import esc_eval.cli.pairwise_ratings as pairwise_ratings
+import esc_eval.cli.panels as panels
 import esc_eval.cli.safety as safety
 from esc_eval.cli.common import console_env, emit, local_out, renamed
 from esc_eval.sim.runs.storage import join_location
@@ -260,6 +263,9 @@ def rounds_cmd(
 
 
 app.command("safety")(safety.safety)
+app.command("panel")(panels.panel)
+app.command("pairwise-ratings")(pairwise_ratings.pairwise)
+app.command("length-bias")(judge_bias.length_bias)
 app.command("seekers")(safety.seekers)
 # The old names, hidden, for one release: `analysis compare` (two runs are `esc-eval compare`), and the
 # annotation sheets, which now live with the rest of the human evaluation under `esc-eval annotate`.

@@ -26,6 +26,7 @@ import esc_eval.cli.compare as compare
 import esc_eval.cli.demo as demo
 import esc_eval.cli.docs as docs
 import esc_eval.cli.export as export
+import esc_eval.cli.pairwise as pairwise
 import esc_eval.cli.plan as plan
 import esc_eval.cli.report as report
 import esc_eval.cli.score as score
@@ -47,6 +48,7 @@ app.command("view")(view.view)
 app.command("compare")(compare.compare)
 app.command("export")(export.export)
 app.command("plan")(plan.plan)
+app.command("pairwise")(pairwise.pairwise)
 app.command("check")(check.check)
 app.add_typer(cards.app, name="cards")
 app.add_typer(serve.app, name="serve")

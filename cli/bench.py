@@ -95,6 +95,20 @@ def bench_score(
         gpu_prefill_rate=gpu_prefill_rate, workers=workers)
 
 
+@app.command("panel")
+def bench_panel_cmd(
+    dialogues: Annotated[int, typer.Option("--dialogues", "-n", help="Fake dialogues to score (the paper's 8,500).")] = 8500,
+    judges: Annotated[int, typer.Option("--judges", help="Judges in the panel (against one judge).")] = 3,
+    latency: Annotated[float, typer.Option("--latency", help="Seconds per fake judge call.")] = 0.005,
+    workers: Annotated[int, typer.Option("--workers", help="Ray worker actors of the pool.")] = 2,
+    out: Annotated[Optional[Path], typer.Option("--out", "-o", callback=local_out, help="Also write the JSON here.")] = None,
+) -> None:
+    """A panel of judges against one judge on the scoring pool: calls (N x) and wall time per call (target <= 1.2x)."""
+    from esc_eval.sim.bench.loops.panel import bench_panel
+
+    _write(bench_panel(dialogues=dialogues, judges=judges, latency=latency, workers=workers), out)
+
+
 @app.command("decode")
 def bench_decode(
     contexts: Annotated[str, typer.Option("--contexts", help="Prompt lengths in tokens, comma-separated (bench "
@@ -329,6 +343,20 @@ def bench_fidelity_cmd(
     from esc_eval.serve.devices.cpu import runtime_summary
 
     _write({"machine": runtime_summary(), **bench_fidelity(simulated, human, n_boot)}, out)
+
+
+@app.command("pairwise")
+def bench_pairwise_cmd(
+    out: Annotated[Optional[Path], typer.Option("--out", "-o", callback=local_out, help="Also write the JSON here.")] = None,
+    cards: Annotated[int, typer.Option(help="Role cards every pair of targets meets on (the paper: 655 per language).")] = 655,
+    targets: Annotated[int, typer.Option(help="Targets (all pairs are judged: 14 targets = 91 pairs per card).")] = 14,
+    n_boot: Annotated[int, typer.Option("--n-boot", help="Bootstrap resamples of the cards (the shipped default).")] = 1000,
+) -> None:
+    """Pairwise ratings at the paper's scale on fake verdicts: reading, combining orders, position bias, bootstrap Bradley-Terry."""
+    from esc_eval.analysis.bench.pairwise import bench_pairwise
+    from esc_eval.serve.devices.cpu import runtime_summary
+
+    _write({"machine": runtime_summary(), **bench_pairwise(cards, targets, n_boot)}, out)
 
 
 @app.command("trust")

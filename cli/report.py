@@ -41,8 +41,9 @@ def registry_rule(models: list[str]) -> dict[str, str]:
     return model_groups(models)
 
 
-def show_leaderboard(table, score_kind: str = "label", title: str = "") -> None:
-    """The leaderboard as a terminal table (the CIs are in leaderboard.md)."""
+def show_leaderboard(table, score_kind: str = "label", title: str = "", rank_sets=None) -> None:
+    """The leaderboard as a terminal table (the CIs are in leaderboard.md); rank_sets: the table with
+    analysis.trust.rank_sets.with_rank_sets's columns, shown in a Rank-set column."""
     from rich.table import Table
 
     from esc_eval.analysis.results.leaderboard import spoiled_cell
@@ -52,12 +53,14 @@ def show_leaderboard(table, score_kind: str = "label", title: str = "") -> None:
     cols = [*DIMENSION_TITLES.values(), "Average"]
     what = "mean expected score" if score_kind == "expected" else "mean score"
     t = Table(title=title or f"Leaderboard: {what} x 25 (CIs in leaderboard.md)", pad_edge=False)
-    for c in ["Lang", "Group", "Model", "n", "Spoiled", *[c[:3] for c in cols], "Fail"]:
+    ranked = rank_sets is not None  # the Average's rank-set beside each row (leaderboard_rank_sets.md says how sure)
+    table = rank_sets if ranked else table
+    for c in ["Lang", "Group", "Model", "n", "Spoiled", *[c[:3] for c in cols], "Fail", *(["Rank-set"] if ranked else [])]:
         t.add_column(c, justify="right" if c not in ("Lang", "Group", "Model") else "left", overflow="fold")
     for _, r in table.iterrows():
         vals = ["-" if r[c] != r[c] else f"{r[c]:.1f}" for c in cols]  # NaN -> "-"
         t.add_row(r["language"], r["group"], r["model"], str(r["n_dialogues"]), spoiled_cell(r), *vals,
-                  f"{r['parse_failure_rate']:.0%}")
+                  f"{r['parse_failure_rate']:.0%}", *([f"{r['rank_set']} ({r['rank_anchor']})"] if ranked else []))
     console.print(t)
 
 
@@ -88,13 +91,14 @@ def show_anchored(anchored) -> None:
     console.print(t)
 
 
-def show_leaderboard_files(result, score_kind: str) -> None:
-    """A leaderboard's tables on the terminal: Table 2, the line beside it, the table without the spoiled
-    dialogues, the human-anchored means, the safety summary (each where the result holds it)."""
+def show_leaderboard_files(result, score_kind: str, rank_sets=None) -> None:
+    """A leaderboard's tables on the terminal: Table 2 (with its rank-sets when given), the line beside it,
+    the table without the spoiled dialogues, the human-anchored means, the safety summary (each where the
+    result holds it)."""
     from esc_eval.cli.safety import show_safety
     from esc_eval.sim.pool.progress import console
 
-    show_leaderboard(result.table, score_kind)
+    show_leaderboard(result.table, score_kind, rank_sets=rank_sets)
     show_line(result.line)
     if result.kept is not None:
         show_leaderboard(result.kept, score_kind, title="Leaderboard without the dialogues the simulator spoiled")
@@ -128,18 +132,25 @@ def leaderboard(
     exclude_spoiled: Annotated[bool, typer.Option(
         "--exclude-spoiled", help="Also the table without the dialogues the simulator spoiled, next to the one with "
         "them (leaderboard_without_spoiled.md/.csv).")] = False,
+    rank_sets: Annotated[bool, typer.Option(
+        "--rank-sets", help="Each model's set of plausible ranks on the Average, all holding at once with 95% "
+        "probability (leaderboard_rank_sets.md/.csv); judge-only, or anchored on --humans.")] = False,
 ) -> None:
     """The paper's Table 2: mean x 25 per dimension with bootstrap 95% CIs (leaderboard.md/.csv); with
-    --humans also each model's human-scale mean by PPI (leaderboard_humans.md/.csv)."""
+    --humans also each model's human-scale mean by PPI (leaderboard_humans.md/.csv); with --rank-sets
+    each model's rank-set (leaderboard_rank_sets.md/.csv)."""
     from esc_eval.analysis.report.from_runs import write_leaderboard_by_files, write_leaderboard_files
     from esc_eval.sim.pool.progress import console
 
     human = read_humans(humans, study, allow_one_annotator)
+    extra: dict = {}  # --rank-sets: the sets, in the JSON beside the paths
     if by:
         if human is not None:
             raise typer.BadParameter("--by does not take --humans: anchor the whole leaderboard (without --by)")
         if exclude_spoiled:
             raise typer.BadParameter("--by does not take --exclude-spoiled: compare the whole leaderboard (without --by)")
+        if rank_sets:
+            raise typer.BadParameter("--by does not take --rank-sets: rank the whole leaderboard (without --by)")
         result = write_leaderboard_by_files(run_dirs, out, by, registry_rule, n_boot, seed, scores)
         for value, table in result.by.items():
             console.print(f"[bold]{result.table.columns[0]}: {value}[/bold] ({int(table['n_dialogues'].sum())} dialogues)")
@@ -147,8 +158,19 @@ def leaderboard(
         show_line(result.line)
     else:
         result = write_leaderboard_files(run_dirs, out, registry_rule, n_boot, seed, human, scores, exclude_spoiled)
-        show_leaderboard_files(result, scores)
-    emit({k: str(v) for k, v in result.paths.items()})
+        ranked = None
+        if rank_sets:
+            from esc_eval.analysis.report.from_runs import board_scores
+            from esc_eval.analysis.results.outputs import records
+            from esc_eval.analysis.trust.rank_sets import build_rank_sets, with_rank_sets, write_rank_sets
+            from esc_eval.sim.runs.storage import join_location
+
+            sets = build_rank_sets(board_scores(run_dirs, scores), human)
+            result.paths.update({f"rank_sets_{k}": v for k, v in write_rank_sets(
+                sets, result.table, out or join_location(run_dirs[0], "report")).items()})
+            ranked, extra = with_rank_sets(result.table, sets), {"rank_sets": records(sets)}
+        show_leaderboard_files(result, scores, rank_sets=ranked)
+    emit({**{k: str(v) for k, v in result.paths.items()}, **extra})
 
 
 def report(

@@ -1,4 +1,4 @@
-"""`esc-eval score`: the 7 dimensions of every dialogue of a run folder (or official JSON) by a judge."""
+"""`esc-eval score`: the 7 dimensions of every dialogue of a run folder (or official JSON) by a judge, or a panel of judges."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -10,27 +10,30 @@ from esc_eval.cli.common import console_env, emit, exit_for_outcome
 
 
 def show_parse_failures(rows: list[dict[str, Any]], judge_id: str) -> None:
-    """The judge's unscored answers per (target model, dimension) as a table on stderr (none: nothing)."""
+    """Each judge's unscored answers per (target model, dimension) as a table on stderr (none: nothing);
+    a row's `judge` (a panel's) or `judge_id`."""
     from rich.table import Table
 
     from esc_eval.sim.pool.progress import console
 
-    if not rows:
-        return
-    t = Table(title=f"Unscored answers of {judge_id} (null scores, never zeros)", pad_edge=False)
-    for c in ("Model", "Dimension", "n", "Parse failures", "Errors", "Rate"):
-        t.add_column(c, justify="left" if c in ("Model", "Dimension") else "right")
+    by_judge: dict[str, list[dict[str, Any]]] = {}
     for r in rows:
-        t.add_row(r["target_model"], r["dimension"], str(r["n_scores"]), str(r["parse_failures"]), str(r["errors"]),
-                  f"{r['failure_rate']:.0%}")
-    console.print(t)
+        by_judge.setdefault(r.get("judge") or judge_id, []).append(r)
+    for jid, judge_rows in by_judge.items():
+        t = Table(title=f"Unscored answers of {jid} (null scores, never zeros)", pad_edge=False)
+        for c in ("Model", "Dimension", "n", "Parse failures", "Errors", "Rate"):
+            t.add_column(c, justify="left" if c in ("Model", "Dimension") else "right")
+        for r in judge_rows:
+            t.add_row(r["target_model"], r["dimension"], str(r["n_scores"]), str(r["parse_failures"]), str(r["errors"]),
+                      f"{r['failure_rate']:.0%}")
+        console.print(t)
 
 
 def score(
     input: Annotated[str, typer.Option("--input", "-i", help="A run folder or storage URI, or a folder/file of official ESC-Eval dialogue JSON.")],
     out: Annotated[Optional[str], typer.Option("--out", "-o", help="Run folder for the scores (default: the input run folder; <input>-scored for official JSON).")] = None,
     config: Annotated[Optional[Path], typer.Option("--config", "-c", help="Scoring YAML (sim.jobs.config.ScoringConfig).")] = None,
-    judge: Annotated[Optional[str], typer.Option("--judge", "-j", help="Judge model (registry name or spec).")] = None,
+    judge: Annotated[Optional[list[str]], typer.Option("--judge", "-j", help="Judge model (registry name or spec); repeat it for a panel of judges scoring in one pass, each judge's rows apart (`analysis panel` reads them).")] = None,
     method: Annotated[Optional[str], typer.Option("--method", help="logprob (one pass, P(0..4)) | generate (parse the answer).")] = None,
     parser: Annotated[Optional[str], typer.Option("--parser", help="strict | compat (official rule: the first of 0-4 in the answer).")] = None,
     rubric: Annotated[Optional[str], typer.Option("--rubric", help="official (score.py) | paper (Figures 12-19).")] = None,
@@ -43,7 +46,7 @@ def score(
                                            "`leaderboard --by round` and `analysis rounds`.")] = False,
     every: Annotated[int, typer.Option("--every", min=1, help="With --by-round: every N-th round (and always the last).")] = 1,
 ) -> None:
-    """Score dialogues on the 7 dimensions (or --dimensions, e.g. safety) with a judge; resumable."""
+    """Score dialogues on the 7 dimensions (or --dimensions, e.g. safety) with a judge, or a panel (--judge repeated); resumable."""
     from esc_eval.sim.jobs.options import score_by_round_run, score_run, scoring_config
     from esc_eval.sim.pool.progress import console, job_progress
 

@@ -30,6 +30,7 @@ import pyarrow.parquet as pq
 
 from esc_eval.analysis.results.loaders import AnalysisInputError
 from esc_eval.analysis.results.spoiled import fill_part_flags, run_cards
+from esc_eval.analysis.web.viewer_pairwise import read_pairwise, verdicts_of
 from esc_eval.analysis.web.viewer_spoiled import spoiled_statuses, status_mask
 from esc_eval.sim.judging.dimensions import ALL_DIMENSION_NAMES, DIMENSION_NAMES, to_dimension, to_paper_dimension
 from esc_eval.sim.runs.runfolder import RunFolder
@@ -122,6 +123,7 @@ class RunView:
         self.path, self.label = str(self.folder), label
         self.dialogue_parts = self.folder.parts("dialogues")
         self.score_parts = self.folder.parts("scores")
+        self._pairwise: pa.Table | None = None  # the pairwise verdicts, read when a dialogue first asks
         if not self.dialogue_parts:
             raise AnalysisInputError(f"{path}: no dialogues/part-*.parquet (not a run folder?)")
         self.manifest = self.folder.read_manifest()
@@ -199,6 +201,14 @@ class RunView:
             r["dimension"] = to_dimension(r["dimension"])
         order = {d: i for i, d in enumerate(ALL_DIMENSION_NAMES)}
         return sorted(rows, key=lambda r: (str(r["judge"]), order.get(r["dimension"], 99), str(r["scored_at"])))
+
+
+    def pairwise_rows(self, dialogue_id: str) -> list[dict[str, Any]]:
+        """The pairwise verdicts this dialogue is in (analysis/web/viewer_pairwise.py); the verdict
+        rows are read on the first request."""
+        if self._pairwise is None:
+            self._pairwise = read_pairwise(self.folder)
+        return verdicts_of(self._pairwise, dialogue_id)
 
 
 def _clean(value: Any) -> Any:
@@ -344,7 +354,8 @@ class ResultsViewer:
         return hit.iloc[0]
 
     def dialogue(self, run: str, dialogue_id: str) -> dict[str, Any]:
-        """The full dialogue row (turns included), its mean scores and every score row."""
+        """The full dialogue row (turns included), its mean scores, every score row (each judge's) and
+        every pairwise verdict it is part of."""
         entry = self._locate(run, dialogue_id)
         view = self.runs[run]
         row = view.dialogue_row(int(entry["_part"]), int(entry["_row"]))
@@ -352,6 +363,7 @@ class ResultsViewer:
         row["spoiled"], row["spoiled_reasons"] = entry["spoiled"], entry["spoiled_reasons"]  # computed if not stored
         row["mean_scores"] = {d: _clean(entry[d]) for d in [*DIMENSION_NAMES, "average"]}
         row["scores"] = view.score_rows(dialogue_id)
+        row["pairwise"] = view.pairwise_rows(dialogue_id)
         return _clean(row)
 
     def side_by_side(self, card_id: str, model_a: str, model_b: str, language: str | None = None) -> dict[str, Any]:

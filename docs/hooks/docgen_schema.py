@@ -19,6 +19,8 @@ RECORDS = "esc_eval.sim.runs.records"
 TITLES = {
     "DIALOGUE_SCHEMA": ("Dialogue rows", "`dialogues/part-*.parquet`: one row per dialogue."),
     "SCORE_SCHEMA": ("Score rows", "`scores/part-*.parquet`: one row per (dialogue, dimension, judge)."),
+    "PAIRWISE_SCHEMA": ("Pairwise verdict rows", "`pairwise/part-*.parquet`: one row per (pair of dialogues, dimension, "
+                        "order, judge), written by `esc-eval pairwise`."),
     "TURN_TYPE": ("Turn", "One turn of a dialogue row's `turns` list, in order: the opener, then seeker and assistant in turn."),
 }
 
@@ -56,6 +58,21 @@ NOTES = {
         "prompt_tokens": "Prompt tokens of the judge's call.",
         "latency_s": "Seconds the judge's call took.",
         "scored_at": "When the row was made.",
+    },
+    "PAIRWISE_SCHEMA": {
+        "run_id": "The run of the two dialogues.",
+        "card_id": "The card both targets talked about.",
+        "language": "The card's language.",
+        "strategy": "The role-play strategy both dialogues share.",
+        "seed": "The seed both dialogues share.",
+        "dialogue_a": "The dialogue of model_a.",
+        "dialogue_b": "The dialogue of model_b.",
+        "model_b": "The target model of dialogue_b.",
+        "judge": "The judge id (the judge's name, else `<model>:pairwise:<method>`).",
+        "error": "The error of a failed call.",
+        "prompt_tokens": "Prompt tokens of the judge's call.",
+        "latency_s": "Seconds the judge's call took.",
+        "judged_at": "When the row was made.",
     },
     "TURN_TYPE": {
         "index": "Position in the dialogue, from 0.",

@@ -12,6 +12,7 @@ from esc_eval.serve.registry.entry import TokenPrice
 from esc_eval.serve.registry.ref import ModelRef
 from esc_eval.sim.dialogue.seeker_stop import stop_instruction
 from esc_eval.sim.judging.config import JudgeConfig
+from esc_eval.sim.judging.panel import PanelConfig
 from esc_eval.sim.pool.config import ExecutionConfig
 
 
@@ -91,9 +92,22 @@ class SimulationConfig(ConfigModel):
 class ScoringConfig(ConfigModel):
     """A scoring job over a run folder or an official result folder."""
 
-    judge: JudgeConfig = Field(default_factory=JudgeConfig, description="The judge.")
+    judge: JudgeConfig = Field(default_factory=JudgeConfig, description="The judge (with `panel`: left unset).")
+    panel: PanelConfig | None = Field(None, description="Several judges in one pass over the dialogues, each judge's rows "
+                                      "kept apart and resumable per judge (sim/judging/panel.py); instead of `judge`.")
     execution: ExecutionConfig = Field(default_factory=lambda: ExecutionConfig(chunk_size=4), description="Pool shape and retries (concurrency auto: 8 dialogues per worker on CPUs).")
     prices: dict[str, TokenPrice] = Field(default_factory=dict, description="Per-token prices by model name or spec, overriding the registry's `price` (manifest `usage`).")
+
+    @model_validator(mode="after")
+    def _judge_or_panel(self) -> "ScoringConfig":
+        if self.panel is not None and "judge" in self.model_fields_set:
+            raise ValueError("give the judges inside `panel` (panel.judges[].judge), not `judge` beside it")
+        return self
+
+    @property
+    def judges(self) -> list[JudgeConfig]:
+        """The judges that score: the panel's, in its order, or the one judge."""
+        return [j.judge for j in self.panel.judges] if self.panel is not None else [self.judge]
 
 
 class PipelineConfig(ConfigModel):

@@ -24,7 +24,7 @@ from esc_eval.serve.config import ConfigModel
 from esc_eval.serve.registry.entry import TokenPrice
 from esc_eval.serve.registry.ref import ModelRef
 from esc_eval.serve.registry.registry import resolve
-from esc_eval.sim.jobs.scoring import judge_plan_for
+from esc_eval.sim.jobs.scoring_judges import judge_plan_for
 from esc_eval.sim.judging.config import JudgeConfig
 from esc_eval.sim.judging.distress import DEFAULT_CONTEXT, distress_messages
 from esc_eval.sim.judging.distress_turns import distress_dimension, distress_turn, seeker_runs

@@ -9,28 +9,64 @@ from pathlib import Path
 from typing import Any, Callable, ContextManager
 
 from esc_eval.sim.jobs.config import ScoringConfig, SimulationConfig
+from esc_eval.sim.judging.config import JudgeConfig
 
 
-def scoring_config(config: Path | None = None, judge: str | None = None, method: str | None = None,
+def scoring_config(config: Path | None = None, judge: str | list[str] | None = None, method: str | None = None,
                    parser: str | None = None, rubric: str | None = None, address: str | None = None,
                    dimensions: str | None = None) -> ScoringConfig:
     """The scoring config: `config` (YAML, or the defaults) with each option given set over it;
-    `dimensions` comma-separated. A registry judge with adapters (ESC-RANK) becomes one engine with
-    one LoRA per dimension."""
+    `dimensions` comma-separated. `judge`: one judge, or several (`--judge` repeated): a panel of
+    them, weight 1 each, every option set on each; a config's own panel takes the options on each
+    of its judges. A registry judge with adapters (ESC-RANK) becomes one engine with one LoRA per
+    dimension."""
     from esc_eval.serve.config import load_config
-    from esc_eval.serve.registry.registry import default_registry, is_spec
+    from esc_eval.serve.config.base import validate_config
+    from esc_eval.sim.judging.panel import PanelConfig, PanelJudge
 
+    names = [judge] if isinstance(judge, str) else list(judge or [])
     dims = [d.strip() for d in dimensions.split(",") if d.strip()] if dimensions else None
-    o: dict[str, Any] = {"judge.model.model": judge, "judge.method": method, "judge.parser": parser,
-                         "judge.rubric": rubric, "execution.ray_address": address, "judge.dimensions": dims}
+    base = load_config(config, ScoringConfig, {"execution.ray_address": address})
+    if base.panel is not None or len(names) > 1:
+        if base.panel is not None and names:
+            raise ValueError(f"{config}: its panel names the judges; give no --judge beside it")
+        members = base.panel.judges if base.panel is not None else [PanelJudge(judge=base.judge) for _ in names]
+        members = [m.model_copy(update={"judge": with_options(m.judge, names[i] if names else None, method, parser,
+                                                               rubric, dims)}) for i, m in enumerate(members)]
+        rule = base.panel.rule if base.panel is not None else "mean"
+        # validated again: each judge once, now that the options are set
+        panel = validate_config(PanelConfig, {"judges": [m.model_dump(exclude_unset=True) for m in members], "rule": rule},
+                                "--judge" if names else f"{config}: panel")
+        return base.model_copy(update={"judge": ScoringConfig().judge, "panel": panel})
+    o: dict[str, Any] = {"judge.model.model": names[0] if names else None, "judge.method": method,
+                         "judge.parser": parser, "judge.rubric": rubric, "execution.ray_address": address,
+                         "judge.dimensions": dims}
     cfg = load_config(config, ScoringConfig, o)
-    if judge and not is_spec(judge) and default_registry().get(judge).adapters:
-        from esc_eval.sim.judging.judges import judge_from_registry
-
-        cfg.judge = judge_from_registry(judge, method=cfg.judge.method, rubric=cfg.judge.rubric,
-                                        dimensions=cfg.judge.dimensions)
-        cfg.judge.parser = parser or cfg.judge.parser
+    if names:
+        cfg.judge = with_options(cfg.judge, None, None, parser, None, None, registry_adapters=names[0])
     return cfg
+
+
+def with_options(judge: JudgeConfig, name: str | None, method: str | None, parser: str | None, rubric: str | None,
+                 dims: list[str] | None, registry_adapters: str | None = None) -> JudgeConfig:
+    """A judge config with the command's options set over it (what it left unset stays unset: a
+    registry judge's generation defaults still apply); a registry judge with one adapter per
+    dimension (ESC-RANK) built as the release ran it."""
+    from esc_eval.serve.registry.registry import default_registry, is_spec
+    from esc_eval.sim.judging.judges import judge_from_registry
+
+    data = judge.model_dump(exclude_unset=True)
+    data.update({k: v for k, v in {"method": method, "parser": parser, "rubric": rubric, "dimensions": dims}.items()
+                 if v is not None})
+    if name is not None:
+        data["model"] = {**data.get("model", {}), "model": name}
+    judge = JudgeConfig.model_validate(data)
+    name = name or registry_adapters
+    if name and not is_spec(name) and default_registry().get(name).adapters:
+        built = judge_from_registry(name, method=judge.method, rubric=judge.rubric, dimensions=judge.dimensions)
+        built.parser = judge.parser
+        return built
+    return judge
 
 
 def score_run(cfg: ScoringConfig, input_path: str, out: str | None = None, official_out: Path | None = None,
@@ -45,14 +81,18 @@ def score_run(cfg: ScoringConfig, input_path: str, out: str | None = None, offic
     from esc_eval.sim.jobs.scoring import run_scoring
     from esc_eval.sim.runs.parse_failures import parse_failure_report
 
+    if official_out and cfg.panel is not None:
+        raise ValueError("--official-out writes one judge's scores in the release's layout: score with one --judge")
     with placed_scoring(cfg, out or input_path, say=say) as placed, (progress or contextlib.nullcontext)() as jp:
         result = run_scoring(placed, input_path, out, on_summary=jp.on_summary if jp else None,
                              on_start=jp.on_start if jp else None)
     judge_id = result.get("judge", placed.judge.judge_id)  # the judge id of the method used (a fallback says generate)
     if official_out:
         result["official_files"] = [str(p) for p in write_run_official_scores(result["run_dir"], official_out, judge_id)]
-    report = parse_failure_report(result["run_dir"], judge=judge_id)
-    result["parse_failures"] = report[report["failure_rate"] > 0].to_dict(orient="records")
+    result["parse_failures"] = []
+    for jid in result.get("judges") or [judge_id]:  # each of a panel's judges
+        report = parse_failure_report(result["run_dir"], judge=jid)
+        result["parse_failures"] += [{"judge": jid, **r} for r in report[report["failure_rate"] > 0].to_dict(orient="records")]
     return result
 
 
@@ -68,7 +108,7 @@ def score_by_round_run(cfg: ScoringConfig, input_path: str, out: str | None, eve
         raise ValueError("--by-round: give --out, a run folder for the dialogues cut by round and their scores")
     prefixes = write_round_prefixes(RunFolder(input_path, create=False), RunFolder(out), every)
     say(f"by round: {prefixes['prefixes']} prefixes of {prefixes['dialogues']} dialogues in {out} "
-        f"({prefixes['written']} new), {len(cfg.judge.dimensions)} judge calls each")
+        f"({prefixes['written']} new), {sum(len(j.dimensions) for j in cfg.judges)} judge calls each")
     return {**score_run(cfg, out, None, None, progress=progress, say=say), "by_round": prefixes}
 
 

@@ -133,8 +133,8 @@ def model_uses(sim: SimulationConfig | None = None, scoring: ScoringConfig | Non
         out.append(ModelUse(sim.role.model, dict(sim.role.options), "role"))
         out += [ModelUse(t.model, dict(t.options), "target") for t in sim.targets]
     if scoring is not None:
-        ref = scoring.judge.model
-        out.append(ModelUse(ref.model, dict(ref.options), "judge", "scoring"))
+        for judge in scoring.judges:  # one judge, or each of a panel's
+            out.append(ModelUse(judge.model.model, dict(judge.model.options), "judge", "scoring"))
     return out
 
 

@@ -94,7 +94,8 @@ def workload_for(got: PlanInputs, answers: dict[str, int], cards: int | None, di
 
     work = Workload(dialogues=dialogues)
     if got.scoring is not None:
-        work.dimensions, work.prompt_order = len(got.scoring.judge.dimensions), got.scoring.judge.prompt_order
+        judges = got.scoring.judges  # each of a panel's judges is its own model, projected as one judge
+        work.dimensions, work.prompt_order = max(len(j.dimensions) for j in judges), judges[0].prompt_order
     sim = got.simulation
     if sim is None:
         return work

@@ -18,13 +18,12 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
-from esc_eval.serve.chat.interface import ChatMessage, ContextOverflowError, RunStopError, backend_capabilities
+from esc_eval.serve.chat.interface import ChatMessage, ContextOverflowError, RunStopError
 from esc_eval.serve.devices.cpu import execution_runtime
-from esc_eval.serve.registry.entry import default_adapter
-from esc_eval.serve.registry.registry import default_registry, is_spec, resolve
 from esc_eval.sim.jobs.config import ScoringConfig
 from esc_eval.sim.judging.config import JudgeConfig
-from esc_eval.sim.judging.judge_plan import JudgePlan, ask_judge, default_plan, plan_judge
+from esc_eval.sim.jobs.scoring_judges import model_families, prepared_judges
+from esc_eval.sim.judging.judge_plan import JudgePlan, ask_judge, default_plan
 from esc_eval.sim.judging.judges import select_adapter
 from esc_eval.sim.judging.prompts import judge_messages
 from esc_eval.sim.judging.window import dialogue_rounds, late_rounds_to_try, windowed
@@ -104,58 +103,68 @@ async def score_dialogue(turns: list[tuple[str, str]], language: str, judge_cfg:
 
 
 class ScoringJob(Job):
+    """Scores dialogues with the config's judge, or every judge of its panel in the same pass: an item
+    is one dialogue and the (judge, dimensions) it still misses; each judge's rows carry its own id."""
+
     kind = "scores"
     default_concurrency = 8  # dialogues scored at once per worker without GPU engines, as measured on CPUs
     unit = "dialogue scored"
 
-    def __init__(self, cfg: ScoringConfig, plan: JudgePlan | None = None, calls: CallSettings | None = None,
-                 excused: set[tuple[str, str]] | None = None, demand: Demand | None = None):
-        self.demand = demand  # what a dialogue's judge calls hold in the judge's engine (sim/pool/capacity.py)
-        self.calls_per_item = len(cfg.judge.dimensions)  # one judge call per dimension
+    def __init__(self, cfg: ScoringConfig, plans: dict[str, JudgePlan] | None = None, calls: CallSettings | None = None,
+                 excused: set[tuple[str, str, str]] | None = None, demands: list[tuple[Any, Demand]] | None = None):
         self.cfg = cfg
-        self.plan = plan  # how the judge's calls are made (None: the configured method as it always ran)
+        self.judges = {j.judge_id: j for j in cfg.judges}
+        self.plans = plans or {}  # judge id -> how its calls are made (absent: the configured method as it always ran)
+        self.judge_demands = demands or []  # (judge ref, what a dialogue's calls hold in its engine: sim/pool/capacity.py)
+        self.calls_per_item = sum(len(j.dimensions) for j in cfg.judges)  # one judge call per judge and dimension
         self.calls = calls  # cache, limits, spend cap (sim/pool/calls.py)
         self.excused = excused if excused is not None else set()  # the driver's: stopped by the cap, owe no row
 
     async def setup(self, models: ModelPool) -> None:
-        models.retain([self.cfg.judge.model])  # the simulation's engines go, unless the judge shares one
-        self.judge_model = models.get(self.cfg.judge.model, self.cfg.execution, self.calls)
-        await asyncio.to_thread(models.start, self.cfg.judge.model)  # one that cannot start stops the job here
+        refs = [j.model for j in self.judges.values()]
+        models.retain(refs)  # the simulation's engines go, unless a judge shares one
+        self.judge_models = {jid: models.get(j.model, self.cfg.execution, self.calls) for jid, j in self.judges.items()}
+        for ref in refs:
+            await asyncio.to_thread(models.start, ref)  # one that cannot start stops the job here
 
     def demands(self) -> list[tuple[Any, Demand]]:
-        return [(self.cfg.judge.model, self.demand)] if self.demand is not None else []
+        return list(self.judge_demands)
 
     def after_flush(self, items) -> None:
         pass
 
-    # -- the driver's check that every (dialogue, dimension) sent has its score row -----------
-    def item_keys(self, item: dict[str, Any]) -> list[tuple[str, str]]:
-        return [(item["dialogue_id"], dim) for dim in item["dimensions"]]
+    # -- the driver's check that every (dialogue, judge, dimension) sent has its score row ----
+    def item_keys(self, item: dict[str, Any]) -> list[tuple[str, str, str]]:
+        return [(item["dialogue_id"], jid, dim) for jid, dims in item["todo"].items() for dim in dims]
 
-    def present_keys(self, run: RunFolder) -> set[tuple[str, str]]:
+    def present_keys(self, run: RunFolder) -> set[tuple[str, str, str]]:
         t = run.read("scores", columns=["dialogue_id", "dimension", "judge"])
-        judge = self.cfg.judge.judge_id
-        return {(d, dim) for d, dim, j in zip(*(t.column(c).to_pylist() for c in ("dialogue_id", "dimension", "judge")))
-                if j == judge} | self.excused
+        return {(d, j, dim) for d, dim, j in zip(*(t.column(c).to_pylist() for c in ("dialogue_id", "dimension", "judge")))
+                if j in self.judges} | self.excused
 
     async def run(self, item: dict[str, Any]) -> tuple[list[dict[str, Any]], dict[str, Any]]:
-        judge = self.cfg.judge
         turns = [(t["speaker"], t["text"]) for t in item["turns"]]
-        partial = await score_dialogue(turns, item["language"], judge, self.judge_model, item["dimensions"], self.plan)
-        rows = [score_row({"run_id": item["run_id"], "dialogue_id": item["dialogue_id"], "target_model": item["target_model"],
-                           "language": item["language"], "judge": judge.judge_id, "scored_at": now_utc(), **r})
-                for r in partial]
+
+        async def by(jid: str, dims: list[str]) -> list[dict[str, Any]]:
+            partial = await score_dialogue(turns, item["language"], self.judges[jid], self.judge_models[jid], dims,
+                                           self.plans.get(jid))
+            return [score_row({"run_id": item["run_id"], "dialogue_id": item["dialogue_id"],
+                               "target_model": item["target_model"], "language": item["language"], "judge": jid,
+                               "scored_at": now_utc(), **r}) for r in partial]
+
+        # a panel's judges score the dialogue at once: each judge's engine batches its own calls
+        rows = [r for rs in await asyncio.gather(*(by(j, d) for j, d in item["todo"].items())) for r in rs]
         ok = all(r["parse_status"] == "ok" for r in rows)
         errors = [r["error"] for r in rows if r["parse_status"] == "error"]
         summary = {"ok": ok, "calls": len(rows), "tokens": sum(r["prompt_tokens"] or 0 for r in rows),
                    "rows": len(rows), "unscored": sum(r["score"] is None for r in rows), "errors": len(errors),
                    "error": errors[0] if errors else None}
-        if len(rows) < len(item["dimensions"]):  # the spend cap refused a call: the missing dimensions wait for a resume
-            scored = {r["dimension"] for r in rows}
+        scored = {(r["judge"], r["dimension"]) for r in rows}
+        stopped = [(item["dialogue_id"], j, d) for j, dims in item["todo"].items() for d in dims if (j, d) not in scored]
+        if stopped:  # the spend cap refused a call: the missing dimensions wait for a resume
             summary["budget_stopped"] = True
-            summary["stopped_keys"] = [(item["dialogue_id"], d) for d in item["dimensions"] if d not in scored]
+            summary["stopped_keys"] = stopped
         return rows, summary
-
 
 
 def is_run_folder(path: str | Path) -> bool:
@@ -191,137 +200,141 @@ def prepare_input(input_path: str | Path, out_dir: str | Path | None) -> RunFold
     return run
 
 
-def iter_scoring_items(run: RunFolder, judge: JudgeConfig, redo_errors: bool = True) -> Iterator[dict[str, Any]]:
-    """One item per dialogue (status ok) that still misses some dimension for this judge."""
-    done: dict[str, set[str]] = {}
+def iter_scoring_items(run: RunFolder, judges: list[JudgeConfig], redo_errors: bool = True) -> Iterator[dict[str, Any]]:
+    """One item per dialogue (status ok) that still misses some dimension of some judge: its `todo`,
+    judge id -> the dimensions that judge still owes it."""
+    done: dict[tuple[str, str], set[str]] = {}
+    ids = {j.judge_id for j in judges}
     for r in run.iter_rows("scores", columns=["dialogue_id", "dimension", "judge", "parse_status"]):
-        if r["judge"] == judge.judge_id and (r["parse_status"] != "error" or not redo_errors):
-            done.setdefault(r["dialogue_id"], set()).add(r["dimension"])
+        if r["judge"] in ids and (r["parse_status"] != "error" or not redo_errors):
+            done.setdefault((r["dialogue_id"], r["judge"]), set()).add(r["dimension"])
     seen: set[str] = set()
     for d in run.iter_rows("dialogues", columns=["run_id", "dialogue_id", "target_model", "language", "turns", "status"]):
         if d["status"] != "ok" or d["dialogue_id"] in seen:
             continue
         seen.add(d["dialogue_id"])
-        missing = [dim for dim in judge.dimensions if dim not in done.get(d["dialogue_id"], set())]
-        if missing:
-            yield {**d, "dimensions": missing}
+        todo = {j.judge_id: missing for j in judges
+                if (missing := [dim for dim in j.dimensions if dim not in done.get((d["dialogue_id"], j.judge_id), set())])}
+        if todo:
+            yield {**d, "todo": todo}
 
 
-def with_registry_adapters(judge: JudgeConfig) -> JudgeConfig:
-    """A registry judge as the release ran it, without the config naming anything: its adapters
-    (one used on every call; several, as ESC-RANK's, one LoRA per dimension via
-    sim.judging.judges.judge_from_registry), its system message (ESC-RANK: InternLM2's meta instruction)
-    and its generation defaults for free answers. What the config sets is left as it is."""
-    if is_spec(judge.model.model):
-        return judge
-    entry = default_registry().get(judge.model.model)
-    update: dict[str, Any] = {}
-    if judge.system_prompt is None and entry.judge_system_prompt:
-        update["system_prompt"] = entry.judge_system_prompt
-    if not judge.model.params.model_fields_set:
-        update["model"] = judge.model.model_copy(update={"params": entry.generation})
-    if entry.adapters and not judge.adapters:
-        single = default_adapter(entry)
-        if single is not None:
-            if not judge.model.adapter:
-                update["model"] = update.get("model", judge.model).model_copy(update={"adapter": single})
-        else:
-            from esc_eval.sim.judging.judges import judge_from_registry
-
-            built = judge_from_registry(entry.name, method=judge.method, rubric=judge.rubric, dimensions=judge.dimensions)
-            model = built.model.model_copy(update={"params": update.get("model", judge.model).params})
-            # keep the id the caller knows this judge by (score rows, --official-out, parse-failure report)
-            return built.model_copy(update={**update, "model": model, "parser": judge.parser, "name": judge.judge_id})
-    return judge.model_copy(update=update) if update else judge
-
-
-def judge_plan_for(judge: JudgeConfig) -> JudgePlan:
-    """The judge's plan on its backend (without building the model), the fallback logged."""
-    spec, implied = resolve(judge.model.model)
-    plan = plan_judge(judge, backend_capabilities(spec, **{**implied, **judge.model.options}))
-    if plan.note:
-        log.warning("%s", plan.note)
-    return plan
-
-
-def expected_seq_tokens(cfg: ScoringConfig, input_path: str | Path | None) -> dict[str, int]:
-    """The judge's expected sequence length by the plan's ref key (what a Serve replica of it is
-    sized by): its prompt for the input's first completed dialogue plus its answer cap; without a
-    run folder to read, the rubric and a dialogue of JUDGE_DIALOGUE_TOKENS."""
-    from esc_eval.serve.plan.planner import ref_key
-
-    judge = cfg.judge
-    turns, language = [], "en"
+def _first_dialogue(input_path: str | Path | None) -> tuple[list[tuple[str, str]], str]:
+    """The turns and language of the input's first completed dialogue ([], "en" without one)."""
     if input_path is not None and is_run_folder(input_path):
         first = next((d for d in RunFolder(str(input_path), create=False).iter_rows(
             "dialogues", columns=["turns", "language", "status"]) if d["status"] == "ok"), None)
         if first is not None:
-            turns, language = [(t["speaker"], t["text"]) for t in first["turns"]], first["language"]
-    prompt = sum(estimate_tokens(m.content) for m in judge_messages(judge.dimensions[0], turns, language,
-                                                                     rubric=judge.rubric, rendering=judge.rendering,
-                                                                     order=judge.prompt_order))
-    extra = 0 if turns else JUDGE_DIALOGUE_TOKENS
-    answer = 1 if judge.method == "logprob" else judge.model.params.max_tokens
-    return {ref_key(judge.model.model, judge.model.options): prompt + extra + answer}
+            return [(t["speaker"], t["text"]) for t in first["turns"]], first["language"]
+    return [], "en"
+
+
+def expected_seq_tokens(cfg: ScoringConfig, input_path: str | Path | None) -> dict[str, int]:
+    """Each judge's expected sequence length by the plan's ref key (what a Serve replica of it is
+    sized by): its prompt for the input's first completed dialogue plus its answer cap; without a
+    run folder to read, the rubric and a dialogue of JUDGE_DIALOGUE_TOKENS."""
+    from esc_eval.serve.plan.planner import ref_key
+
+    turns, language = _first_dialogue(input_path)
+    out: dict[str, int] = {}
+    for judge in cfg.judges:
+        prompt = sum(estimate_tokens(m.content) for m in judge_call_messages(judge.dimensions[0], turns, language, judge))
+        extra = 0 if turns else JUDGE_DIALOGUE_TOKENS
+        answer = 1 if judge.method == "logprob" else judge.model.params.max_tokens
+        key = ref_key(judge.model.model, judge.model.options)
+        out[key] = max(out.get(key, 0), prompt + extra + answer)
+    return out
 
 
 def run_scoring(cfg: ScoringConfig, input_path: str | Path, out_dir: str | Path | None = None,
                 on_summary: Callable[[dict[str, Any], PoolStats], None] | None = None,
                 on_start: Callable[[int, int], None] | None = None, pool: WorkerPool | None = None) -> dict[str, Any]:
+    """Score the input's dialogues with the judge, or with every judge of the panel in one pass (each
+    judge's rows apart under its id, each resumable on its own); returns the job's summary."""
     from esc_eval.sim.jobs.preflight import preflight_run
 
-    preflight_run(scoring=cfg)  # the judge would start (its folder, its config as vLLM resolves it): nothing written
-    resolve(cfg.judge.model.model)  # fail on an unknown judge or a missing adapter before reading anything
-    cfg = cfg.model_copy(update={"judge": with_registry_adapters(cfg.judge)})
-    plan = judge_plan_for(cfg.judge)
-    configured_method = cfg.judge.method
-    if plan.method == "generate" and configured_method != "generate":  # the fallback: rows and judge id say so
-        cfg = cfg.model_copy(update={"judge": cfg.judge.model_copy(update={"method": "generate"})})
-    check_calls([PlannedModel(cfg.judge.model, plan.params or cfg.judge.model.params)], cfg.execution, cfg.prices)
+    preflight_run(scoring=cfg)  # every judge would start (its folder, its config as vLLM resolves it): nothing written
+    cfg, plans, methods = prepared_judges(cfg)
+    judges = cfg.judges
+    check_calls([PlannedModel(j.model, plans[j.judge_id].params or j.model.params) for j in judges], cfg.execution,
+                cfg.prices)
     run = prepare_input(input_path, out_dir)
     n_dialogues = sum(1 for d in run.iter_rows("dialogues", columns=["status"]) if d["status"] == "ok")
     if n_dialogues == 0:
         raise ValueError(f"{run}: no completed dialogues to score")
-    todo = sum(1 for _ in iter_scoring_items(run, cfg.judge))
+    todo = sum(1 for _ in iter_scoring_items(run, judges))
     ex = cfg.execution
     outcome = JobOutcome(on_summary)
-    first = next(iter_scoring_items(run, cfg.judge), None)
-    first_messages = judge_messages(cfg.judge.dimensions[0], [(t["speaker"], t["text"]) for t in first["turns"]],
-                                    first["language"], rubric=cfg.judge.rubric, rendering=cfg.judge.rendering,
-                                    order=cfg.judge.prompt_order) if first else None
-    planned = [PlannedModel(cfg.judge.model, plan.params or cfg.judge.model.params, first_messages)]
+    first = next(iter_scoring_items(run, judges), None)
+    first_turns = [(t["speaker"], t["text"]) for t in first["turns"]] if first else []
+    first_messages = {j.judge_id: judge_call_messages(j.dimensions[0], first_turns, first["language"], j) if first else None
+                      for j in judges}
+    planned = [PlannedModel(j.model, plans[j.judge_id].params or j.model.params, first_messages[j.judge_id])
+               for j in judges]
+    first_id = judges[0].judge_id
     with prepare_calls(planned, ex, cfg.prices, run.location) as calls:  # bad input stops here, before any call
-        run.update_manifest(scoring={"config": cfg.model_dump(mode="json"), "judge": cfg.judge.judge_id,
-                                     "judge_method": {"configured": configured_method, "used": plan.method,
-                                                      "note": plan.note},
-                                     "runtime": execution_runtime(ex.dtype, gpu=ex.num_gpus_per_worker > 0)})
+        run.update_manifest(scoring={"config": cfg.model_dump(mode="json"), "judge": first_id,
+                                     "judges": [j.judge_id for j in judges],
+                                     "judge_models": {j.judge_id: j.model.model for j in judges},
+                                     "judge_method": methods[first_id], "judge_methods": methods,
+                                     "panel": panel_record(cfg),
+                                     "runtime": execution_runtime(ex.dtype, gpu=ex.num_gpus_per_worker > 0)},
+                            families=merged_families(run, cfg))
         if on_start:
             on_start(n_dialogues, todo)
         started = time.time()
         run.append_event("scoring_start", todo=todo)
         stats = PoolStats()
         if todo:
-            params = plan.params or cfg.judge.model.params
-            demand = judge_demand(cfg.judge.model.model, sum(estimate_tokens(m.content) for m in first_messages),
-                                  1 if plan.reads_logprobs and params.choices else params.max_tokens,
-                                  len(first["dimensions"]))
+            demands = []
+            for j in judges:
+                params = plans[j.judge_id].params or j.model.params
+                demands.append((j.model, judge_demand(j.model.model, sum(estimate_tokens(m.content)
+                                                                         for m in first_messages[j.judge_id]),
+                                                      1 if plans[j.judge_id].reads_logprobs and params.choices
+                                                      else params.max_tokens, len(j.dimensions))))
             try:
-                stats = run_pool(ScoringJob(cfg, plan, calls, excused=outcome.stopped_keys, demand=demand),
-                                 outcome.feed(iter_scoring_items(run, cfg.judge)), run.location, cfg.execution,
+                stats = run_pool(ScoringJob(cfg, plans, calls, excused=outcome.stopped_keys, demands=demands),
+                                 outcome.feed(iter_scoring_items(run, judges)), run.location, cfg.execution,
                                  on_summary=outcome.on_summary, pool=pool)
             except RunStopError as e:  # the score rows written stay: the same command scores the rest
                 raise run_stopped(run, "scoring", e, outcome.items_done, "dialogue") from e
     result = {**stats.as_dict(), "dialogues": n_dialogues, "skipped_done": n_dialogues - todo,
-              "wall_s": round(time.time() - started, 3), "run_dir": str(run), "judge": cfg.judge.judge_id,
-              "judge_method": plan.method, "outcome": outcome.as_dict("scores"), "api_calls": calls.totals}
+              "wall_s": round(time.time() - started, 3), "run_dir": str(run), "judge": first_id,
+              "judges": [j.judge_id for j in judges], "judge_method": methods[first_id]["used"],
+              "outcome": outcome.as_dict("scores"), "api_calls": calls.totals}
     run.append_event("scoring_end", **result)
     run.update_manifest(scoring={"last": result})
     record_usage(run, cfg.prices)  # calls, tokens, engine time and dollars per model and stage
     return result
 
 
+def panel_record(cfg: ScoringConfig) -> dict[str, Any] | None:
+    """What the manifest says of a panel (analysis/panels reads it): its rule and, per judge, its id,
+    weight, family and model; None for one judge (a panel of an earlier scoring no longer holds)."""
+    if cfg.panel is None:
+        return None
+    families = model_families(cfg, [], {})["judges"]
+    return {"rule": cfg.panel.rule, "judges": [{"judge": m.judge.judge_id, "weight": m.weight,
+                                                "family": families[m.judge.judge_id], "model": m.judge.model.model}
+                                               for m in cfg.panel.judges]}
+
+
+def merged_families(run: RunFolder, cfg: ScoringConfig) -> dict[str, dict[str, str | None]]:
+    """The manifest's `families` with this scoring's targets and judges added (a run folder scored by
+    several judges, one command each, keeps every judge's family)."""
+    manifest = run.read_manifest()
+    targets = sorted({d["target_model"] for d in run.iter_rows("dialogues", columns=["target_model"]) if d["target_model"]})
+    # a named target (ModelRef.name) is the model it runs
+    named = {t["name"]: t["model"] for t in ((manifest.get("simulation") or {}).get("config") or {}).get("targets", [])
+             if isinstance(t, dict) and t.get("name")}
+    new = model_families(cfg, targets, named)
+    old = manifest.get("families") or {}
+    return {k: {**(old.get(k) or {}), **new[k]} for k in ("targets", "judges")}
+
+
 def judge_demand(judge: str, prompt_tokens: int, answer_cap: int, calls_per_item: int) -> Demand:
-    """What a dialogue to score holds on the judge's engine: its judge calls (one per dimension) are
+    """What a dialogue to score holds on a judge's engine: its judge calls (one per dimension) are
     in flight together, each holding its prompt (the rubric and the dialogue, measured on the first
     dialogue to score) plus its answer cap."""
     return Demand(judge, max(1, calls_per_item), prompt_tokens + answer_cap)

@@ -4,7 +4,8 @@ the prompts built from them (prompts.py), the judge's config (config.py), multi-
 (judges.py), how a judge's calls are made on a backend (judge_plan.py) and parsing its answers
 (score_parser.py). The scoring job is sim/jobs/scoring.py. Beyond the paper: the seeker's distress
 at one turn, 0-4 (distress.py; the seeker's turns as it counts them: distress_turns.py), rated by
-sim/jobs/distress.py.
+sim/jobs/distress.py. Beyond the paper too: which of two dialogues' AI assistants did better on a
+dimension, or a tie (pairwise_prompts.py; the job is sim/jobs/pairwise.py).
 
 Layer: the domain, above dialogue/ (a transcript's official lines); imports serve and
 sim/prompt_files.py: nothing of cards, runs, pool or jobs."""
@@ -17,6 +18,7 @@ from esc_eval.sim.judging.distress_turns import conversation, distress_dimension
 from esc_eval.sim.judging.judge_plan import JudgePlan, default_plan, label_position, plan_judge, read_answer
 from esc_eval.sim.judging.judges import (JudgeBuildError, judge_from_registry, multi_lora_judge, official_adapter_name,
                                          scan_adapter_folder, select_adapter)
+from esc_eval.sim.judging.pairwise_prompts import pairwise_messages, parse_verdict, preferred, read_verdict, verdict_probs
 from esc_eval.sim.judging.prompts import judge_messages, render_dialogue
 from esc_eval.sim.judging.rubrics import human_levels, rubric_ask, rubric_text
 from esc_eval.sim.judging.window import dialogue_rounds, late_rounds_to_try, windowed
@@ -30,4 +32,5 @@ __all__ = [
     "judge_messages", "label_position", "multi_lora_judge", "official_adapter_name", "parse_compat", "parse_score",
     "parse_strict", "plan_judge", "render_dialogue", "rubric_ask", "rubric_text", "scan_adapter_folder",
     "select_adapter", "to_dimension", "to_paper_dimension", "dialogue_rounds", "late_rounds_to_try", "windowed",
+    "pairwise_messages", "parse_verdict", "preferred", "read_verdict", "verdict_probs",
 ]

@@ -10,6 +10,8 @@ from __future__ import annotations
 import abc
 from typing import TYPE_CHECKING, Any, ClassVar, Hashable
 
+from esc_eval.sim.runs.runfolder import SCHEMAS
+
 if TYPE_CHECKING:  # annotations only: the pool's modules import this one
     from esc_eval.serve.registry.ref import ModelRef
     from esc_eval.sim.pool.capacity import Demand
@@ -23,7 +25,7 @@ class Job(abc.ABC):
     """A job's items run `concurrency` at a time in each worker; their rows go to the run folder's
     `kind` parts. A RunStopError from run() stops the job: no row for that item, no new item starts."""
 
-    kind: ClassVar[str]  # the run-folder part kind its rows go to: "dialogues" | "scores"
+    kind: ClassVar[str]  # the run-folder part kind its rows go to: "dialogues" | "scores" | "pairwise"
     unit: ClassVar[str] = "dialogue"  # what an item is, for the concurrency line
     default_concurrency: ClassVar[int] = DEFAULT_CONCURRENCY  # items in flight per worker without GPU engines
     calls_per_item: int | None = None  # model calls one item makes, for the progress line's ETA (None: unknown)
@@ -67,5 +69,5 @@ def check_job(job: Any) -> None:
     """A clear error before anything starts when `job` is not a Job or names no part kind."""
     if not isinstance(job, Job):
         raise TypeError(f"{type(job).__name__} is not a sim.pool.job.Job (subclass it: its hooks have defaults there)")
-    if getattr(type(job), "kind", None) not in ("dialogues", "scores"):
-        raise TypeError(f"{type(job).__name__}.kind must name the part kind its rows go to: 'dialogues' or 'scores'")
+    if getattr(type(job), "kind", None) not in SCHEMAS:  # every part kind a run folder has a schema for
+        raise TypeError(f"{type(job).__name__}.kind must name the part kind its rows go to: one of {sorted(SCHEMAS)}")

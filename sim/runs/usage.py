@@ -155,6 +155,7 @@ def compute_usage(run: RunFolder, prices: dict[str, TokenPrice] | None = None) -
     manifest = run.read_manifest()
     # The judge id is the judge's model string unless named otherwise (JudgeConfig.name).
     judge_model = ((manifest.get("scoring") or {}).get("config") or {}).get("judge", {}).get("model", {}).get("model")
+    judge_models = (manifest.get("scoring") or {}).get("judge_models") or {}  # judge id -> model (a panel's judges)
     # A named target (ModelRef.name) is priced and counted as the model it runs.
     named = {t["name"]: t["model"] for t in ((manifest.get("simulation") or {}).get("config") or {}).get("targets", [])
              if isinstance(t, dict) and t.get("name")}
@@ -162,7 +163,8 @@ def compute_usage(run: RunFolder, prices: dict[str, TokenPrice] | None = None) -
     hosted: dict[tuple[str, str], dict[str, Any]] = {}
     total_dollars = 0.0
     for (stage, model), row in sorted(acc.items()):
-        lookup = judge_model if stage == "judge" and judge_model and model not in prices else model
+        lookup = (judge_models.get(model) or judge_model) if stage == "judge" and (judge_model or judge_models) \
+            and model not in prices else model
         lookup = named.get(model, lookup) if stage == "target" else lookup
         spec, reg_price = _resolve(lookup)
         price = prices.get(model) or prices.get(lookup) or reg_price

@@ -96,7 +96,8 @@ def score_reference(rows: list[dict[str, Any]], warm_rows: list[dict[str, Any]],
     from esc_eval.serve.engines.args import detect_device, engine_kwargs
     from esc_eval.serve.backends.vllm_engine import render_chat, resolve_model_path
     from esc_eval.sim.judging.judges import select_adapter
-    from esc_eval.sim.jobs.scoring import judge_call_messages, with_registry_adapters
+    from esc_eval.sim.jobs.scoring import judge_call_messages
+    from esc_eval.sim.jobs.scoring_judges import with_registry_adapters
 
     judge = with_registry_adapters(judge)
     name, chat, options = model_setup(judge.model, execution, plan)

@@ -133,7 +133,7 @@ def _budgeted(items: Iterable[dict[str, Any]], deadline: float) -> Iterator[dict
 def _scoring_item(row: dict[str, Any], judge: JudgeConfig) -> dict[str, Any]:
     return {"run_id": row.get("run_id") or "bench-scale", "dialogue_id": row["dialogue_id"],
             "target_model": row.get("target_model") or "official", "language": row["language"],
-            "turns": row["turns"], "status": "ok", "dimensions": list(judge.dimensions)}
+            "turns": row["turns"], "status": "ok", "todo": {judge.judge_id: list(judge.dimensions)}}
 
 
 def _score_on_pool(rows: list[dict[str, Any]], items: Iterable[dict[str, Any]], judge: JudgeConfig, dtype: str,

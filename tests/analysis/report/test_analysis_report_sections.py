@@ -14,7 +14,7 @@ from esc_eval.analysis.results.section_registry import _REGISTRY, register_secti
 from esc_eval.analysis.seekers.esconv import read_human_seekers, sample_file
 from esc_eval.analysis.trust.human_scores import load_human_scores
 
-PAPER = ["summary", "leaderboard", "by-category", "seeds", "distributions", "comparisons", "seekers", "seeker-levels", "simulators",
+PAPER = ["summary", "leaderboard", "rank-sets", "judge-length", "by-category", "seeds", "distributions", "comparisons", "seekers", "seeker-levels", "simulators",
          "spoiled", "safety", "health", "throughput", "roleplay", "cards", "samples"]
 
 
@@ -59,7 +59,8 @@ def test_a_registered_section_goes_where_its_order_says_when_it_applies(run, tmp
 
     register_section("per-round", 650, build, when=lambda ctx: ctx.n_boot == 0)
     paths = write_report([run], tmp_path / "r", n_boot=0)
-    assert _ids(paths) == PAPER[:6] + ["per-round"] + PAPER[6:]
+    at = PAPER.index("comparisons") + 1  # order 650: after comparisons (600)
+    assert _ids(paths) == PAPER[:at] + ["per-round"] + PAPER[at:]
     assert json.loads(paths["json"].read_text())["per-round"] == {"dialogues": 40}
     assert "## Scores by round" in paths["markdown"].read_text()
     assert "per-round" not in _ids(write_report([run], tmp_path / "r2", n_boot=10))  # its condition

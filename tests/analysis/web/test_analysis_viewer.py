@@ -272,3 +272,36 @@ def test_opening_reads_no_turns(two_runs, monkeypatch):
     n = len(seen)
     v.dialogue("runA", "m1-c1")
     assert [cols for _, cols in seen[n:]] == [None]  # one part read in full, for this dialogue
+
+
+def test_a_dialogue_shows_every_judges_scores_and_its_pairwise_verdicts_in_its_own_terms(tmp_path):
+    """A dialogue's page lists each judge's score rows and every pairwise verdict it is in: both
+    orders, the verdict by position and what it means for this dialogue."""
+    from esc_eval.analysis.results.fake_runs import write_fake_run
+    from esc_eval.sim.runs.records import pairwise_row
+    from esc_eval.sim.runs.runfolder import RunFolder
+
+    run = write_fake_run(tmp_path / "run", 4, models=["model-a", "model-b"], judge="judge-1")
+    write_fake_run(tmp_path / "run", 4, models=["model-a", "model-b"], judge="judge-2")  # same dialogues, a second judge
+    folder = RunFolder(run, create=False)
+    d = {r["target_model"]: r["dialogue_id"] for r in folder.iter_rows("dialogues", columns=["dialogue_id", "target_model", "card_id"])
+         if r["card_id"] == "en-000000"}
+    common = dict(run_id="fake", pair_id="p0", card_id="en-000000", language="en", dialogue_a=d["model-a"],
+                  dialogue_b=d["model-b"], model_a="model-a", model_b="model-b", dimension="empathy", judge="pj",
+                  parse_status="ok")
+    folder.write_part("pairwise", [pairwise_row(common, order="ab", verdict="first", preferred="a", raw="1"),
+                                   pairwise_row(common, order="ba", verdict="first", preferred="b", raw="1"),
+                                   pairwise_row({**common, "dimension": "fluency", "parse_status": "parse_failure"},
+                                                order="ab", raw="maybe")])
+    v = ResultsViewer([run])
+    label = next(iter(v.runs))
+    a = v.dialogue(label, d["model-a"])
+    assert {s["judge"] for s in a["scores"]} == {"judge-1", "judge-2"} and len(a["scores"]) == 14
+    got = [(p["dimension"], p["other_model"], p["shown_first"], p["verdict"], p["result"]) for p in a["pairwise"]]
+    assert got == [("fluency", "model-b", True, None, None),  # the paper's order of dimensions: fluency first
+                   ("empathy", "model-b", True, "first", "this"), ("empathy", "model-b", False, "first", "other")]
+    b = v.dialogue(label, d["model-b"])
+    assert [(p["shown_first"], p["result"]) for p in b["pairwise"][1:]] == [(True, "this"), (False, "other")]
+    other = next(r["dialogue_id"] for r in folder.iter_rows("dialogues", columns=["dialogue_id", "card_id"])
+                 if r["card_id"] != "en-000000")
+    assert v.dialogue(label, other)["pairwise"] == []

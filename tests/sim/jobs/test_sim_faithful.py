@@ -260,7 +260,7 @@ def test_esc_rank_judge_gets_the_internlm2_meta_instruction_and_release_cap(tmp_
     assert entry.judge_system_prompt == INTERNLM2_META and entry.generation.max_tokens == 1024
     paths = ",".join(f"esc-rank:{name}={make_adapter(tmp_path / name)}" for name in entry.adapters)
     monkeypatch.setattr(registry_mod, "_DEFAULT", load_registry(env={PATHS_ENV: f"esc-rank={tmp_path / 'base'},{paths}"}))
-    from esc_eval.sim.jobs.scoring import with_registry_adapters
+    from esc_eval.sim.jobs.scoring_judges import with_registry_adapters
 
     judge = with_registry_adapters(JudgeConfig(model=ModelRef(model="esc-rank"), method="generate"))
     assert judge.system_prompt == INTERNLM2_META and judge.model.params.max_tokens == 1024
