@@ -16,11 +16,23 @@ RunDirs = Annotated[list[str], typer.Argument(help="Run folders or storage URIs 
 Out = Annotated[Optional[str], typer.Option("--out", "-o", help="Output folder or storage URI (default <first run>/report).")]
 NBoot = Annotated[int, typer.Option("--n-boot", help="Bootstrap resamples for the CIs (0 = none).")]
 Seed = Annotated[int, typer.Option("--seed", help="Bootstrap seed.")]
+Panel = Annotated[Optional[str], typer.Option("--panel", help="Add the runs' judge panel as one more judge, its score per "
+                                              "dialogue and dimension by this rule: mean | median | majority | "
+                                              "trimmed_mean (the panel: the scoring's, else every judge; `analysis panel`).")]
 Humans = Annotated[Optional[str], typer.Option("--humans", help="Human scores to anchor the means on (PPI): an annotate store (annotations.sqlite, or a run folder holding one), filled annotation sheets (a folder of annotate_*.csv or a CSV) or annotate export's table.")]
 Study = Annotated[Optional[str], typer.Option("--study", help="Only this study of the annotate store (default: every study).")]
 OneAnnotator = Annotated[bool, typer.Option("--allow-one-annotator", help="Accept human scores that all come from one annotator.")]
 HumanSeekerFile = Annotated[Optional[str], typer.Option("--human-seekers", help="Real help-seekers' dialogues in ESConv's format: adds the section 'Is the simulated seeker like a person?' (esc-eval analysis fidelity without a judge).")]
 ScoreKind = Annotated[str, typer.Option("--scores", help="label (the judge's most likely label, the paper's) | expected (sum of k x P(k) where the judge gave P(0..4)).")]
+
+
+def check_rule(panel: Optional[str]) -> Optional[str]:
+    """--panel's rule, checked at the door (None: no panel)."""
+    from esc_eval.sim.judging.panel import PANEL_RULES
+
+    if panel is not None and panel not in PANEL_RULES:
+        raise typer.BadParameter(f"--panel {panel!r}: a rule is one of {', '.join(PANEL_RULES)}")
+    return panel
 
 
 def read_humans(humans: Optional[str], study: Optional[str], allow_one: bool):
@@ -55,12 +67,15 @@ def show_leaderboard(table, score_kind: str = "label", title: str = "", rank_set
     t = Table(title=title or f"Leaderboard: {what} x 25 (CIs in leaderboard.md)", pad_edge=False)
     ranked = rank_sets is not None  # the Average's rank-set beside each row (leaderboard_rank_sets.md says how sure)
     table = rank_sets if ranked else table
-    for c in ["Lang", "Group", "Model", "n", "Spoiled", *[c[:3] for c in cols], "Fail", *(["Rank-set"] if ranked else [])]:
-        t.add_column(c, justify="right" if c not in ("Lang", "Group", "Model") else "left", overflow="fold")
+    judges = "judge" in table.columns and table["judge"].nunique() > 1  # a panel, or runs scored by several judges
+    for c in ["Lang", "Group", "Model", *(["Judge"] if judges else []), "n", "Spoiled", *[c[:3] for c in cols], "Fail",
+              *(["Rank-set"] if ranked else [])]:
+        t.add_column(c, justify="right" if c not in ("Lang", "Group", "Model", "Judge") else "left", overflow="fold")
     for _, r in table.iterrows():
         vals = ["-" if r[c] != r[c] else f"{r[c]:.1f}" for c in cols]  # NaN -> "-"
-        t.add_row(r["language"], r["group"], r["model"], str(r["n_dialogues"]), spoiled_cell(r), *vals,
-                  f"{r['parse_failure_rate']:.0%}", *([f"{r['rank_set']} ({r['rank_anchor']})"] if ranked else []))
+        t.add_row(r["language"], r["group"], r["model"], *([str(r["judge"])] if judges else []), str(r["n_dialogues"]),
+                  spoiled_cell(r), *vals, f"{r['parse_failure_rate']:.0%}",
+                  *([f"{r['rank_set']} ({r['rank_anchor']})"] if ranked else []))
     console.print(t)
 
 
@@ -110,12 +125,13 @@ def show_leaderboard_files(result, score_kind: str, rank_sets=None) -> None:
 
 
 def write_report_for(run_dirs: list[str], out: Optional[str], n_boot: int = 1000, seed: int = 0, samples: int = 3,
-                     humans=None, score_kind: str = "label", human_seekers=None, judge_note: str | None = None):
+                     humans=None, score_kind: str = "label", human_seekers=None, judge_note: str | None = None,
+                     panel: str | None = None):
     """The report's files (analysis/report/from_runs.py) and its leaderboard on the terminal; the paths."""
     from esc_eval.analysis.report.from_runs import write_report_files
 
     result = write_report_files(run_dirs, out, registry_rule, n_boot, seed, samples, humans, score_kind,
-                                human_seekers=human_seekers, judge_note=judge_note)
+                                human_seekers=human_seekers, judge_note=judge_note, panel=check_rule(panel))
     show_leaderboard(result.table, score_kind)
     show_line(result.line)
     if result.anchored is not None:
@@ -132,6 +148,7 @@ def leaderboard(
     exclude_spoiled: Annotated[bool, typer.Option(
         "--exclude-spoiled", help="Also the table without the dialogues the simulator spoiled, next to the one with "
         "them (leaderboard_without_spoiled.md/.csv).")] = False,
+    panel: Panel = None,
     rank_sets: Annotated[bool, typer.Option(
         "--rank-sets", help="Each model's set of plausible ranks on the Average, all holding at once with 95% "
         "probability (leaderboard_rank_sets.md/.csv); judge-only, or anchored on --humans.")] = False,
@@ -157,7 +174,8 @@ def leaderboard(
             show_leaderboard(table, scores)
         show_line(result.line)
     else:
-        result = write_leaderboard_files(run_dirs, out, registry_rule, n_boot, seed, human, scores, exclude_spoiled)
+        result = write_leaderboard_files(run_dirs, out, registry_rule, n_boot, seed, human, scores, exclude_spoiled,
+                                         panel=check_rule(panel))
         ranked = None
         if rank_sets:
             from esc_eval.analysis.report.from_runs import board_scores
@@ -180,7 +198,7 @@ def report(
     seed: Seed = 0,
     samples: Annotated[int, typer.Option("--samples", help="Sample dialogues shown in the report.")] = 3,
     humans: Humans = None, study: Study = None, allow_one_annotator: OneAnnotator = False, scores: ScoreKind = "label",
-    human_seekers: HumanSeekerFile = None,
+    human_seekers: HumanSeekerFile = None, panel: Panel = None,
 ) -> None:
     """Leaderboard with CIs, plots, failures, throughput, samples: report.html + report.md; with
     --humans also the human-anchored leaderboard (PPI) and each judge's calibration; with
@@ -192,4 +210,4 @@ def report(
 
         seekers = read_human_seekers(human_seekers)
     emit({k: str(v) for k, v in write_report_for(run_dirs, out, n_boot, seed, samples, human, scores,
-                                                 human_seekers=seekers).items()})
+                                                 human_seekers=seekers, panel=panel).items()})

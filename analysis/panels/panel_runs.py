@@ -8,6 +8,8 @@ import json
 from pathlib import Path
 from typing import Mapping
 
+import pandas as pd
+
 from esc_eval.analysis.panels.panel_tables import PanelAnalysis, analyse_panel, panel_data, panel_markdown
 from esc_eval.analysis.results.loaders import AnalysisInputError, load_manifests, load_scores
 from esc_eval.analysis.results.outputs import write_markdown_json
@@ -33,3 +35,18 @@ def panel_of_runs(run_dirs: list, out, *, judges: list[str] | None = None, weigh
     paths = write_markdown_json(out, "panel", markdown, panel_data(a), extra={
         "panel_scores.csv": csv, "panel_scores.parquet": lambda p: rows.to_parquet(p, index=False)})
     return markdown, paths, a
+
+
+def with_panel_rows(scores: pd.DataFrame, manifests: Mapping[str, dict] | None, rule: str) -> pd.DataFrame:
+    """`scores` with the panel's rows added as one more judge (`panel:<rule>`), so the leaderboard,
+    the report, calibration and the prediction-powered means take the panel as they take one judge
+    (`report --panel`, `leaderboard --panel`). The panel is the manifests' (else every judge in the
+    rows); rows beyond the seven dimensions (safety) are not combined."""
+    from esc_eval.analysis.panels.panel_scores import panel_scores
+    from esc_eval.analysis.panels.panel_spec import panel_spec
+    from esc_eval.sim.judging.dimensions import DIMENSION_NAMES
+
+    seven = scores[scores["dimension"].isin(DIMENSION_NAMES) & ~scores["judge"].astype(str).str.startswith("panel:")]
+    rows = panel_scores(seven, panel_spec(seven, manifests, rule=rule)).scores
+    rows = rows[[c for c in rows.columns if c in scores.columns]]  # the score frame's columns (not n_judges)
+    return pd.concat([scores, rows], ignore_index=True)

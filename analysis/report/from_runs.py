@@ -29,12 +29,17 @@ class LeaderboardFiles:
     by: dict[str, pd.DataFrame] = field(default_factory=dict)  # --by: one table per value of the attribute
 
 
-def board_scores(run_dirs: list[str], score_kind: str) -> pd.DataFrame:
-    """The runs' score rows, as labels or expected scores."""
+def board_scores(run_dirs: list[str], score_kind: str, panel: str | None = None) -> pd.DataFrame:
+    """The runs' score rows, as labels or expected scores; with `panel` (a rule) the judges' panel
+    added as one more judge (analysis/panels/panel_runs.py)."""
     from esc_eval.analysis.results.expected_scores import check_score_kind, expected_scores
-    from esc_eval.analysis.results.loaders import load_scores
+    from esc_eval.analysis.results.loaders import load_manifests, load_scores
 
     scores = load_scores(run_dirs)
+    if panel is not None:
+        from esc_eval.analysis.panels.panel_runs import with_panel_rows
+
+        scores = with_panel_rows(scores, load_manifests(run_dirs), panel)
     return expected_scores(scores) if check_score_kind(score_kind) == "expected" else scores
 
 
@@ -78,7 +83,8 @@ def write_safety_files(run_dirs: list[str], out: str | None, n_boot: int = 1000,
 
 
 def write_leaderboard_files(run_dirs: list[str], out: str | None, rule: GroupRule, n_boot: int = 1000, seed: int = 0,
-                            humans=None, score_kind: str = "label", exclude_spoiled: bool = False) -> LeaderboardFiles:
+                            humans=None, score_kind: str = "label", exclude_spoiled: bool = False,
+                            panel: str | None = None) -> LeaderboardFiles:
     """leaderboard.md/.csv (Table 2 with bootstrap CIs, usage columns); with exclude_spoiled also the
     table without the spoiled dialogues; with humans (analysis.trust.human_scores.HumanScores) the
     human-anchored means; safety.md/.csv where the runs hold safety scores. Bad input raises before
@@ -89,7 +95,7 @@ def write_leaderboard_files(run_dirs: list[str], out: str | None, rule: GroupRul
     from esc_eval.analysis.results.spoiled import spoiled_by_dialogue, split_spoiled
     from esc_eval.analysis.results.usage import add_usage_columns
 
-    scores = board_scores(run_dirs, score_kind)
+    scores = board_scores(run_dirs, score_kind, panel)
     if humans is not None:
         humans.check_runs(set(scores["dialogue_id"]))
     if exclude_spoiled:  # runs without the dialogues' turns: one line, before anything is written
@@ -146,7 +152,7 @@ def write_leaderboard_by_files(run_dirs: list[str], out: str | None, by: str, ru
 
 def write_report_files(run_dirs: list[str], out: str | None, rule: GroupRule, n_boot: int = 1000, seed: int = 0,
                        samples: int = 3, humans=None, score_kind: str = "label", human_seekers=None,
-                       judge_note: str | None = None) -> LeaderboardFiles:
+                       judge_note: str | None = None, panel: str | None = None) -> LeaderboardFiles:
     """The report (which writes the leaderboard once) and its Table 2. human_seekers
     (analysis.seekers.esconv.HumanSeekers): add the seeker-fidelity section; judge_note: the line said
     instead of the usual one where the judge has no human scores (the demo's)."""
@@ -154,11 +160,12 @@ def write_report_files(run_dirs: list[str], out: str | None, rule: GroupRule, n_
     from esc_eval.analysis.results.leaderboard import build_leaderboard, human_scores_line
     from esc_eval.analysis.results.spoiled import spoiled_by_dialogue
 
-    scores = board_scores(run_dirs, score_kind)
+    scores = board_scores(run_dirs, score_kind, panel)
     groups = model_groups(scores["target_model"].dropna(), run_dirs, rule)
     table = build_leaderboard(scores, groups=groups, n_boot=n_boot, seed=seed, spoiled=spoiled_by_dialogue(run_dirs))
     paths = write_report(run_dirs, out, groups=groups, leaderboard=table, n_boot=n_boot, seed=seed, n_samples=samples,
-                         humans=humans, score_kind=score_kind, human_seekers=human_seekers, judge_note=judge_note)
+                         humans=humans, score_kind=score_kind, human_seekers=human_seekers, judge_note=judge_note,
+                         panel=panel)
     result = LeaderboardFiles(paths, table, human_scores_line(scores["judge"].dropna().unique(),
                                                               anchored=humans is not None, instead=judge_note))
     if humans is not None:

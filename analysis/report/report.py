@@ -77,20 +77,25 @@ def render_html(context: dict) -> str:
 def write_report(run_dirs: list[Path], out_dir: Path | None = None, *, groups: dict[str, str] | None = None,
                  leaderboard: pd.DataFrame | None = None, n_boot: int = 1000, seed: int = 0, n_samples: int = 3, n_resamples: int = 2000,
                  title: str = "ESC-Eval report", humans=None, score_kind: str = "label", human_seekers=None,
-                 judge_note: str | None = None) -> dict[str, Path]:
+                 judge_note: str | None = None, panel: str | None = None) -> dict[str, Path]:
     """Write report.html, report.md, leaderboard.md/.csv and figures/*.png; default out_dir is
     <first run>/report/. groups: model -> close/open/domain (the CLI passes the registry's; unknown models show as unassigned).
     Returns the written paths by name ("html", "markdown", "leaderboard_md", "leaderboard_csv",
     "figure:<name>"). humans (analysis.trust.human_scores.HumanScores): add the human-anchored leaderboard
     and the judges' calibration; score_kind "expected": tables from sum k x P(k) where the judge gave P(0..4);
     human_seekers (analysis.seekers.esconv.HumanSeekers): add "Is the simulated seeker like a person?";
-    judge_note: said instead of the usual line where a judge has no human scores beside it (the demo's)."""
+    judge_note: said instead of the usual line where a judge has no human scores beside it (the demo's);
+    panel: a rule (mean, median, majority, trimmed_mean): the runs' judge panel added as one more judge."""
     paths = [as_location(p) for p in ([run_dirs] if isinstance(run_dirs, (str, Path)) else run_dirs)]
     if not paths:
         raise AnalysisInputError("write_report needs at least one run folder")
     manifests = load_manifests(paths)  # read (and checked) before any output folder is made
     dialogues = load_dialogues(paths)
     all_scores = load_scores(paths, extra_dimensions=True)  # safety rows reach only their own sections
+    if panel is not None:  # the judges' panel as one more judge in every section (analysis/panels/panel_runs.py)
+        from esc_eval.analysis.panels.panel_runs import with_panel_rows
+
+        all_scores = with_panel_rows(all_scores, manifests, panel)
     scores = all_scores[all_scores["dimension"].isin(DIMENSION_NAMES)].reset_index(drop=True)
     if humans is not None:
         humans.check_runs(set(scores["dialogue_id"]))  # bad human scores: one line, nothing written
