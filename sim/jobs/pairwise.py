@@ -20,14 +20,13 @@ import time
 from pathlib import Path
 from typing import Any, Callable, ContextManager, Iterable, Iterator
 
-from esc_eval.serve.calls.limits import BudgetExceededError
 from esc_eval.serve.chat.interface import ChatMessage, GenerationParams, RunStopError
 from esc_eval.serve.registry.registry import resolve
 from esc_eval.sim.jobs.config import ScoringConfig
 from esc_eval.sim.jobs.pairwise_config import PairwiseConfig
 from esc_eval.sim.jobs.pairwise_plan import ORDERS, Pair, PairsPlan, plan_pairs
 from esc_eval.sim.jobs.scoring_judges import judge_plan_for
-from esc_eval.sim.judging.judge_plan import JudgePlan
+from esc_eval.sim.judging.judge_plan import JudgePlan, ask_judge
 from esc_eval.sim.judging.pairwise_prompts import pairwise_messages, pairwise_params, preferred, read_verdict
 from esc_eval.sim.pool.calls import CallSettings, PlannedModel, check_calls, prepare_calls
 from esc_eval.sim.pool.capacity import Demand, estimate_tokens
@@ -56,22 +55,12 @@ def call_messages(cfg: PairwiseConfig, dimension: str, order: str, turns_a: Turn
 
 async def ask_pairwise(model: Any, messages: list[ChatMessage], params: GenerationParams, plan: JudgePlan,
                        row: dict[str, Any], adapter: str | None = None) -> dict[str, Any] | None:
-    """One pairwise call recorded into `row` (as judge_plan.ask_judge records a 0-4 answer: that one
-    reads P(0..4), this one P(first, second, tie)): the answer's fields, or the error as data. None
-    when the spend cap refused the call (a resume asks again); the run's failure propagates."""
-    started = time.perf_counter()
-    try:
-        result = await model.chat(messages, params, adapter=adapter)
-    except BudgetExceededError:
-        return None
-    except RunStopError:
-        raise
-    except Exception as e:  # noqa: BLE001 - recorded as data (a prompt over the context too)
-        row.update(error=f"{type(e).__name__}: {e}", latency_s=time.perf_counter() - started)
-        return row
-    row.update(raw=result.text, prompt_tokens=result.prompt_tokens, latency_s=result.latency_s)
-    row.update(read_verdict(result, plan))
-    return row
+    """One pairwise call recorded into `row` by judge_plan.ask_judge, the answer read as a verdict
+    and P(first, second, tie) (sim/judging/pairwise_prompts.py read_verdict) instead of a 0-4 label:
+    the answer's fields, or the error as data (a prompt over the context too: both dialogues are
+    judged whole). None when the spend cap refused the call; the run's failure propagates."""
+    return await ask_judge(model, messages, params, plan, "strict", row, adapter=adapter,
+                           read=lambda result: read_verdict(result, plan))
 
 
 async def judge_pair(item: dict[str, Any], cfg: PairwiseConfig, model: Any, plan: JudgePlan,

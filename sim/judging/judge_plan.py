@@ -18,7 +18,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
-from typing import Any
+from typing import Any, Callable
 
 from esc_eval.serve.calls.limits import BudgetExceededError
 from esc_eval.serve.chat.interface import (Capabilities, ChatMessage, ChatResult, ContextOverflowError, GenerationParams,
@@ -108,14 +108,15 @@ def read_answer(result: ChatResult, plan: JudgePlan, parser: str) -> dict[str, A
 
 
 async def ask_judge(model: Any, messages: list[ChatMessage], params: GenerationParams, plan: JudgePlan, parser: str,
-                    row: dict[str, Any], adapter: str | None = None,
-                    raise_overflow: bool = False) -> dict[str, Any] | None:
+                    row: dict[str, Any], adapter: str | None = None, raise_overflow: bool = False,
+                    read: Callable[[Any], dict[str, Any]] | None = None) -> dict[str, Any] | None:
     """One judge call for one label, recorded into `row`: the answer, its tokens and latency and
     read_answer's fields, or the error as data (never a score). None when the spend cap refused the
     call (no failure: a resume asks again); the run's failure (RunStopError: the judge's engine is
     gone) propagates, and so does a prompt over the judge's context with raise_overflow (the caller
-    windows the dialogue: sim/judging/window.py). Shared by scoring (one call per dimension) and the
-    seeker's distress (per turn)."""
+    windows the dialogue: sim/judging/window.py). Shared by scoring (one call per dimension), the
+    seeker's distress (per turn) and pairwise verdicts (`read`: how an answer becomes the row's
+    fields; default read_answer's 0-4 label)."""
     started = time.perf_counter()
     try:
         result = await model.chat(messages, params, adapter=adapter)
@@ -129,5 +130,5 @@ async def ask_judge(model: Any, messages: list[ChatMessage], params: GenerationP
         row.update(error=f"{type(e).__name__}: {e}", latency_s=time.perf_counter() - started)
         return row
     row.update(raw=result.text, prompt_tokens=result.prompt_tokens, latency_s=result.latency_s)
-    row.update(read_answer(result, plan, parser))
+    row.update(read(result) if read is not None else read_answer(result, plan, parser))
     return row
