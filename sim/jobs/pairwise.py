@@ -7,9 +7,10 @@ its calls (every dimension, both orders) go out together so the engine batches t
 one row of the run folder's `pairwise` parts (sim/runs/records.py PAIRWISE_SCHEMA): the verdict by
 position (first | second | tie), `preferred` in the pair's canonical terms (a | b | tie), and with
 method logprob P(first, second, tie) (sim/judging/pairwise_prompts.py). A failed call or an answer
-that does not parse is a row with a null verdict and its reason, never a silent tie; a dialogue
-pair over the judge's context is such a row (no windowing: both dialogues are judged whole or not
-at all). A re-run asks only the (pair, dimension, order) this judge has no usable row for, and the
+that does not parse is a row with a null verdict and its reason, never a silent tie. A pair over
+the judge's context is asked again with both dialogues windowed by scoring's rule (sim/judging/
+window.py: the opener, round 1 and the last rounds, halved on each refusal), `rounds_left_out` in
+the row; one still refused at a single late round is an error row. A re-run asks only the (pair, dimension, order) this judge has no usable row for, and the
 call cache answers what was asked before.
 """
 from __future__ import annotations
@@ -20,7 +21,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable, ContextManager, Iterable, Iterator
 
-from esc_eval.serve.chat.interface import ChatMessage, GenerationParams, RunStopError
+from esc_eval.serve.chat.interface import ChatMessage, ContextOverflowError, GenerationParams, RunStopError
 from esc_eval.serve.registry.registry import resolve
 from esc_eval.sim.jobs.config import ScoringConfig
 from esc_eval.sim.jobs.pairwise_config import PairwiseConfig
@@ -28,6 +29,7 @@ from esc_eval.sim.jobs.pairwise_plan import ORDERS, Pair, PairsPlan, plan_pairs
 from esc_eval.sim.jobs.scoring_judges import judge_plan_for
 from esc_eval.sim.judging.judge_plan import JudgePlan, ask_judge
 from esc_eval.sim.judging.pairwise_prompts import pairwise_messages, pairwise_params, preferred, read_verdict
+from esc_eval.sim.judging.window import dialogue_rounds, late_rounds_to_try, windowed
 from esc_eval.sim.pool.calls import CallSettings, PlannedModel, check_calls, prepare_calls
 from esc_eval.sim.pool.capacity import Demand, estimate_tokens
 from esc_eval.sim.pool.job import Job
@@ -54,26 +56,38 @@ def call_messages(cfg: PairwiseConfig, dimension: str, order: str, turns_a: Turn
 
 
 async def ask_pairwise(model: Any, messages: list[ChatMessage], params: GenerationParams, plan: JudgePlan,
-                       row: dict[str, Any], adapter: str | None = None) -> dict[str, Any] | None:
+                       row: dict[str, Any], adapter: str | None = None,
+                       raise_overflow: bool = False) -> dict[str, Any] | None:
     """One pairwise call recorded into `row` by judge_plan.ask_judge, the answer read as a verdict
     and P(first, second, tie) (sim/judging/pairwise_prompts.py read_verdict) instead of a 0-4 label:
-    the answer's fields, or the error as data (a prompt over the context too: both dialogues are
-    judged whole). None when the spend cap refused the call; the run's failure propagates."""
+    the answer's fields, or the error as data. None when the spend cap refused the call; the run's
+    failure propagates, and with raise_overflow a prompt over the judge's context (the caller windows)."""
     return await ask_judge(model, messages, params, plan, "strict", row, adapter=adapter,
-                           read=lambda result: read_verdict(result, plan))
+                           raise_overflow=raise_overflow, read=lambda result: read_verdict(result, plan))
 
 
 async def judge_pair(item: dict[str, Any], cfg: PairwiseConfig, model: Any, plan: JudgePlan,
                      params: GenerationParams) -> list[dict[str, Any]]:
     """Partial rows (dimension, order, verdict, preferred, ...) of an item's (dimension, order) tasks,
-    asked together; a call the spend cap refused has no row."""
+    asked together; a call the spend cap refused has no row. Both dialogues whole, else windowed
+    alike (the same late rounds kept of each) until the judge's context takes them."""
+    language = item["language"]
+    n_rounds = max(len(dialogue_rounds(item["turns_a"])[1]), len(dialogue_rounds(item["turns_b"])[1]))
+    tries = [n_rounds - 1, *late_rounds_to_try(n_rounds)]
 
     async def one(dimension: str, order: str) -> dict[str, Any] | None:
-        row: dict[str, Any] = {"dimension": dimension, "order": order, "verdict": None, "probs": None, "raw": None,
-                               "parse_status": "error", "method": plan.method, "error": None, "prompt_tokens": None,
-                               "latency_s": None}
-        messages = call_messages(cfg, dimension, order, item["turns_a"], item["turns_b"], item["language"])
-        return await ask_pairwise(model, messages, params, plan, row, adapter=cfg.judge.model.adapter)
+        for i, keep_late in enumerate(tries):
+            (a, left_a), (b, left_b) = ((windowed(item[k], keep_late, language) if i else (item[k], 0))
+                                        for k in ("turns_a", "turns_b"))
+            row: dict[str, Any] = {"dimension": dimension, "order": order, "verdict": None, "probs": None, "raw": None,
+                                   "parse_status": "error", "method": plan.method, "error": None, "prompt_tokens": None,
+                                   "latency_s": None, "rounds_left_out": max(left_a, left_b)}
+            try:
+                return await ask_pairwise(model, call_messages(cfg, dimension, order, a, b, language), params, plan,
+                                          row, adapter=cfg.judge.model.adapter, raise_overflow=i < len(tries) - 1)
+            except ContextOverflowError:
+                continue
+        return None  # not reached: the last try records its refusal as the row's error
 
     done = await asyncio.gather(*(one(d, o) for d, o in item["tasks"]))
     return [{**r, "preferred": preferred(r["verdict"], r["order"])} for r in done if r is not None]

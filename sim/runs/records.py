@@ -114,6 +114,8 @@ PAIRWISE_SCHEMA = pa.schema(
         ("prompt_tokens", pa.int32()),
         ("latency_s", pa.float64()),
         ("judged_at", pa.timestamp("ms", tz="UTC")),
+        # appended last so parts written before it still read (as nulls)
+        ("rounds_left_out", pa.int32()),  # rounds of the longer dialogue the judge did not read: 0 = both whole (sim/judging/window.py)
     ]
 )
 

@@ -175,3 +175,29 @@ def test_the_cli_prints_the_plan_and_a_dry_run_stops_there(tmp_path):
     lines = [line for line in bad.stderr.splitlines() if line.strip()]
     assert bad.returncode == 2 and lines == ["error: reference model 'm9' is not a target of the run; its targets: m1, m2, m3, m4"]
     assert listing(run_dir) == before
+
+
+def test_a_pair_over_the_judges_context_is_judged_windowed_and_says_how_much_it_left_out(tmp_path):
+    """Two 12-round dialogues: the pair whole is over the fake judge's context (~1,500 tokens); with
+    both windowed to the opener, round 1 and the last 5 rounds (6 rounds left out of each) it fits.
+    A context no window fits is an error row with the refusal, never a tie."""
+    run = RunFolder(tmp_path / "run")
+    line = " ".join(["I keep thinking about it and it will not leave me alone"] * 3)
+    rows = []
+    for t in ("m1", "m2"):
+        turns = [{"speaker": "assistant", "text": "Hello, I am here to listen."}]
+        for k in range(12):
+            turns += [{"speaker": "seeker", "text": f"Round {k}: {line}."}, {"speaker": "assistant", "text": f"{t} {k}: {line}?"}]
+        rows.append(dialogue_row(run_id="long", dialogue_id=dialogue_id("c1", t, "role", "default", 0), card_id="c1",
+                                 language="en", target_model=t, role_model="role", strategy="default", seed=0,
+                                 status="ok", turns=turns))
+    run.write_part("dialogues", rows)
+    result = run_pairwise(config("fake/fixed?reply=1&context=1500", "generate", name="short"), tmp_path / "run")
+    assert result["failed"] == 0
+    got = RunFolder(tmp_path / "run", create=False).read("pairwise").to_pylist()
+    assert len(got) == 2 and {r["parse_status"] for r in got} == {"ok"}
+    assert {r["rounds_left_out"] for r in got} == {6} and {r["verdict"] for r in got} == {"first"}
+    run_pairwise(config("fake/fixed?reply=1&context=200", "generate", name="tiny"), tmp_path / "run")
+    tiny = [r for r in RunFolder(tmp_path / "run", create=False).read("pairwise").to_pylist() if r["judge"] == "tiny"]
+    assert len(tiny) == 2 and all(r["parse_status"] == "error" and r["verdict"] is None and r["preferred"] is None
+                                  and "ContextOverflowError" in r["error"] for r in tiny)
