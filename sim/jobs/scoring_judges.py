@@ -85,12 +85,14 @@ def prepared_judges(cfg: ScoringConfig) -> tuple[ScoringConfig, dict[str, JudgeP
 
 
 def registry_family(model: str) -> str | None:
-    """The registry's family of a model name (None for a spec, an unknown name or no family)."""
-    if not model or is_spec(model):
+    """The registry's family of a model: a registry name, or a spec whose model part is one
+    (`vllm/embedded` is the `embedded` entry); None for other specs, unknown names or no family."""
+    if not model:
         return None
+    name = model.split("/", 1)[1].split("?", 1)[0] if is_spec(model) else model
     try:
-        return default_registry().get(model).family
-    except Exception:  # noqa: BLE001 - a target named by the user (ModelRef.name) is no registry entry
+        return default_registry().get(name).family
+    except Exception:  # noqa: BLE001 - a target named by the user (ModelRef.name), or a path, is no registry entry
         return None
 
 

@@ -157,3 +157,13 @@ def test_a_weight_that_is_not_positive_and_a_judge_beside_a_panel_are_refused(tm
         scoring_config(both)
     ok = scoring_config(None, ["fake/judge", "fake/judge?score=1"], method="generate")
     assert [j.method for j in ok.judges] == ["generate", "generate"] and ok.panel.rule == "mean"
+
+
+def test_a_models_family_comes_from_the_registry_by_name_or_by_its_spec():
+    from esc_eval.sim.jobs.scoring_judges import registry_family
+
+    assert registry_family("esc-rank") == "internlm" and registry_family("mindchat") == "qwen"
+    assert registry_family("vllm/embedded") == "smollm"  # a spec of a registry entry is that entry
+    assert registry_family("openai/gpt-4") == "gpt"
+    assert registry_family("fake/judge?score=1") is None and registry_family("vllm//models/mine") is None
+    assert registry_family("my-named-target") is None and registry_family("") is None
