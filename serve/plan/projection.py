@@ -296,20 +296,25 @@ def _batch_limited(parts: list[Part], batch: int | None) -> float | None:
 
 def _scoring(phase: str, hosted: list[EnginePlan], work: Workload, rates: Rates, worker_gpus: float,
              skipped: list[str]) -> PhaseTime | None:
-    judge = next(e for e in hosted if "judge" in e.uses)
+    """The scoring phase: each judge's dialogues at its rate on its GPUs; a panel's judges score in
+    one pass, each on its own engine, so the slowest judge bounds the phase."""
+    judges = [e for e in hosted if "judge" in e.uses]
     if not work.dialogues:
         skipped.append(f"the {phase} (the dialogues to score are not known: give --dialogues N)")
         return None
-    rate = rates.judge_rate(work.prompt_order, judge.params_b, work.dimensions)
-    if rate is None:
-        skipped.append(f"the {phase} (no judge rate for {work.prompt_order}" +
-                       (f", {judge.name}'s size unknown)" if not judge.params_b else " in the rates)"))
-        return None
-    gpus = _gpus(judge) if judge.where == "serve deployment" else (worker_gpus or 1.0)
-    seconds = work.dialogues / (rate * gpus)
-    note = (f"{work.dialogues:,} dialogues x {work.dimensions} dimensions, {work.prompt_order}, at {rate:.3g} dialogues/s "
-            f"per GPU x {plural(gpus, 'GPU')} of {judge.name}")
-    return PhaseTime(phase, seconds, ENGINE_START_S, [Part(judge.name, work.dialogues, gpus, rate, seconds)], note)
+    parts = []
+    for judge in judges:
+        rate = rates.judge_rate(work.prompt_order, judge.params_b, work.dimensions)
+        if rate is None:
+            skipped.append(f"the {phase} (no judge rate for {work.prompt_order}" +
+                           (f", {judge.name}'s size unknown)" if not judge.params_b else " in the rates)"))
+            return None
+        gpus = _gpus(judge) if judge.where == "serve deployment" else (worker_gpus or 1.0)
+        parts.append(Part(judge.name, work.dialogues, gpus, rate, work.dialogues / (rate * gpus)))
+    each = "; ".join(f"at {p.rate_per_gpu:.3g} dialogues/s per GPU x {plural(p.gpus, 'GPU')} of {p.name}" for p in parts)
+    note = (f"{work.dialogues:,} dialogues x {work.dimensions} dimensions, {work.prompt_order}, {each}"
+            + (" (a panel: its judges score in one pass, the slowest bounds it)" if len(parts) > 1 else ""))
+    return PhaseTime(phase, max(p.seconds for p in parts), ENGINE_START_S, parts, note)
 
 
 def _assumptions(phases: list[PhaseTime], plan: Plan, work: Workload, rates: Rates) -> list[str]:

@@ -61,7 +61,7 @@ def load_config_for_plan(path: Path, cards: int | None = None) -> PlanInputs:
         return PlanInputs(model_uses(cfg.simulation, cfg.scoring), cfg.simulation.execution,
                           lambda: {**simulation.expected_seq_tokens(sim), **scoring.expected_seq_tokens(cfg.scoring, None)},
                           cfg.simulation, cfg.scoring)
-    if "judge" in data:
+    if "judge" in data or "panel" in data:  # a scoring config: one judge, or a panel of them
         score_cfg = load_config(path, ScoringConfig)
         return PlanInputs(model_uses(scoring=score_cfg), score_cfg.execution,
                           lambda: scoring.expected_seq_tokens(score_cfg, None), None, score_cfg)
@@ -95,7 +95,9 @@ def workload_for(got: PlanInputs, answers: dict[str, int], cards: int | None, di
     work = Workload(dialogues=dialogues)
     if got.scoring is not None:
         judges = got.scoring.judges  # each of a panel's judges is its own model, projected as one judge
-        work.dimensions, work.prompt_order = max(len(j.dimensions) for j in judges), judges[0].prompt_order
+        # one order for the phase: dialogue_first only when every judge is (else the slower rubric_first rate)
+        order = "dialogue_first" if all(j.prompt_order == "dialogue_first" for j in judges) else "rubric_first"
+        work.dimensions, work.prompt_order = max(len(j.dimensions) for j in judges), order
     sim = got.simulation
     if sim is None:
         return work

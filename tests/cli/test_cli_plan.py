@@ -3,6 +3,7 @@ on described GPUs: the shipped configs, the answer length, a bench gpu rates fil
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -111,3 +112,24 @@ def test_a_scoring_config_is_projected_for_the_dialogues_given(tmp_path):
     assert f"  scoring: {seconds / 60:.1f} min + 3.0 min engine start; 8,500 dialogues x 7 dimensions, dialogue_first" \
         in out.output, out.output
     assert f"  total: {(seconds + 180) / 60:.1f} min" in out.output
+
+
+def test_a_panel_of_two_judges_shares_one_gpu_and_the_slowest_judge_bounds_the_scoring(tmp_path):
+    """The issue's GPU case planned without a GPU: a panel of two 7B judges on one H100, each a Serve
+    deployment with its share of the GPU (the default mode), projected as one pass."""
+    cfg = tmp_path / "panel.yaml"
+    cfg.write_text("panel:\n  judges:\n    - judge: {model: {model: esc-rank}, prompt_order: dialogue_first}\n"
+                   "    - judge: {model: {model: qwen1.5-7b-chat}, prompt_order: dialogue_first}\n")
+    out = _run(cfg, "--gpus", 1, "--accelerator-type", "H100", "--dialogues", 8500)
+    assert out.exit_code == 0, out.output
+    assert "- esc-rank [judge]: Serve deployment" in out.output and "- qwen1.5-7b-chat [judge]: Serve deployment" in out.output
+    shares = re.search(r"GPU 0: (\S+) ([\d.]+) \+ (\S+) ([\d.]+)", out.output)
+    assert shares and {shares.group(1), shares.group(3)} == {"esc-rank", "qwen1.5-7b-chat"}
+    assert abs(float(shares.group(2)) + float(shares.group(4)) - 1.0) < 1e-3
+    line = next(x for x in out.output.splitlines() if x.startswith("  scoring:"))
+    assert "of esc-rank" in line and "of qwen1.5-7b-chat" in line and "the slowest bounds it" in line
+    # the slower judge's time: the one with the smaller share of the GPU
+    minutes = float(re.search(r"scoring: ([\d.]+) min", line).group(1))
+    rates = {m.group(3): (float(m.group(1)), float(m.group(2))) for m in
+             re.finditer(r"at ([\d.]+) dialogues/s per GPU x ([\d.]+) GPUs of (\S+)", line)}
+    assert abs(minutes - max(8500 / (r * g) for r, g in rates.values()) / 60) < 0.01 * minutes  # rates print 3 digits
