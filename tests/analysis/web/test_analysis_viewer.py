@@ -52,6 +52,12 @@ def two_runs(make_run):
     RunFolder(a).write_part("dialogues", dialogues[5:])
     rerun = dialogue_row("m2-c5", "m2", card_id="c5", minutes=5)
     RunFolder(a).write_part("dialogues", [rerun])
+    # a judge's pairwise verdicts on card c2, both orders: m1 preferred either way
+    from esc_eval.sim.runs.records import pairwise_row
+    pair = dict(run_id="A", pair_id="p-c2", card_id="c2", language="en", dialogue_a="m1-c2", dialogue_b="m2-c2",
+                model_a="m1", model_b="m2", dimension="empathy", judge="pj", parse_status="ok")
+    RunFolder(a).write_part("pairwise", [pairwise_row(pair, order="ab", verdict="first", preferred="a", raw="1"),
+                                         pairwise_row(pair, order="ba", verdict="second", preferred="a", raw="2")])
     b = make_run("runB", dialogues=[dialogue_row("m3-c1", "m3", card_id="c1", run_id="run-b")],
                  scores=_with_probs(score_rows("m3-c1", "m3", [4, 4, 4, 4, 4, 4, None], run_id="run-b")))
     return a, b
@@ -187,6 +193,10 @@ def test_viewer_in_headless_chromium(server):
             assert page.locator("#detail .score-table tbody tr").count() == 7
             assert "The score is 4" in page.inner_text("#detail .score-table")
             assert "0.80" in page.inner_text("#detail .score-table")
+            # its pairwise verdicts against m2, both orders, in its own terms
+            assert page.locator("#detail .pairwise-table tbody tr").count() == 2
+            verdicts = page.inner_text("#detail .pairwise-table")
+            assert "m2" in verdicts and verdicts.count("\tthis\t") == 2 and "first" in verdicts and "second" in verdicts
             # Side by side: m1 and m2 on card c2.
             page.wait_for_selector("#sbs:not([hidden])")
             page.select_option("#sbs-b", "m2")
@@ -271,7 +281,13 @@ def test_opening_reads_no_turns(two_runs, monkeypatch):
     v.query(model="m1")
     n = len(seen)
     v.dialogue("runA", "m1-c1")
-    assert [cols for _, cols in seen[n:]] == [None]  # one part read in full, for this dialogue
+    reads = [cols for _, cols in seen[n:]]
+    assert reads.count(None) == 1  # one part read in full, for this dialogue
+    # besides it only the run's pairwise verdicts, their columns, on the first dialogue opened
+    assert all(c is None or ("turns" not in c and "dialogue_a" in c) for c in reads)
+    n = len(seen)
+    v.dialogue("runA", "m1-c2")
+    assert [cols for _, cols in seen[n:]] == [None]
 
 
 def test_a_dialogue_shows_every_judges_scores_and_its_pairwise_verdicts_in_its_own_terms(tmp_path):
