@@ -8,22 +8,15 @@ mean over its dialogues (seeds) of each dialogue's mean of the seven dimensions.
 """
 from __future__ import annotations
 
-import warnings
 
 import numpy as np
 import pandas as pd
 from scipy import stats
 
+from esc_eval.analysis.results.rank_stats import kendall_tau
 from esc_eval.sim.judging.dimensions import DIMENSION_NAMES, TABLE_SCALE
 
 TAU_COLUMNS = ["judge", "pointwise_judge", "models", "cards", "tau", "tau_lo", "tau_hi", "note"]
-
-
-def kendall_tau(x: np.ndarray, y: np.ndarray) -> float:
-    """scipy's Kendall tau-b; NaN when one side is all ties."""
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        return float(stats.kendalltau(x, y).statistic)
 
 
 def pointwise_matrix(scores: pd.DataFrame | None, judge: str, models: list[str],

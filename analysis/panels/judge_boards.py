@@ -13,17 +13,16 @@ and the panel's rank without that judge (the same rule over the others; point ra
 """
 from __future__ import annotations
 
-import warnings
 from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
-from scipy import stats
 
 from esc_eval.analysis.panels.panel_scores import aggregate, latest_rows
 from esc_eval.analysis.panels.panel_spec import PanelSpec
 from esc_eval.analysis.results.expected_scores import expected_scores
 from esc_eval.analysis.results.leaderboard import build_leaderboard
+from esc_eval.analysis.results.rank_stats import kendall_tau, ranks
 
 BOARD_COLUMNS = ["language", "model", "judge", "n_dialogues", "Average", "Average_lo", "Average_hi", "rank",
                  "self_preference"]
@@ -43,17 +42,8 @@ class JudgeBoards:
 
 
 def rank_desc(values: pd.Series) -> pd.Series:
-    """Rank 1 = the highest value; ties share their average rank; NaN last."""
-    return pd.Series(stats.rankdata(-values.fillna(-np.inf).to_numpy(float), method="average"), index=values.index)
-
-
-def kendall_tau(x, y) -> float:
-    """scipy's Kendall tau-b; NaN when one ranking is all ties or there are fewer than 2 models."""
-    if len(x) < 2:
-        return float("nan")
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        return float(stats.kendalltau(x, y).statistic)
+    """Rank 1 = the highest value; ties share their average rank; NaN last (results/rank_stats.py)."""
+    return pd.Series(ranks(values.to_numpy(float)), index=values.index)
 
 
 def _averages(scores: pd.DataFrame, n_boot: int, seed: int) -> pd.DataFrame:

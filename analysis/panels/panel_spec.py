@@ -19,6 +19,8 @@ import pandas as pd
 from esc_eval.analysis.results.leaderboard import CALIBRATED_TAG
 from esc_eval.analysis.results.loaders import AnalysisInputError
 
+# the scoring config's rules (sim/judging/panel.py PANEL_RULES; not imported: it would bring serve into
+# analysis; a test holds the two equal)
 RULES = ("mean", "median", "majority", "trimmed_mean")
 PANEL_PREFIX = "panel:"
 

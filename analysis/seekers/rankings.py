@@ -10,14 +10,13 @@ are on the same seekers. Rank 1 = the highest mean; ties share their average ran
 """
 from __future__ import annotations
 
-import warnings
 from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
-from scipy import stats
 
 from esc_eval.analysis.results.loaders import AnalysisInputError
+from esc_eval.analysis.results.rank_stats import kendall_tau, ranks
 from esc_eval.sim.judging.dimensions import DIMENSION_NAMES, SAFETY
 
 VALUE_COLUMNS = ["judge", "dialogue_id", "language", "target_model", "role_model", "strategy", "card_id", "value"]
@@ -39,18 +38,6 @@ def dialogue_scores(scores: pd.DataFrame, dialogues: pd.DataFrame, dimension: st
     v["role_model"] = v["dialogue_id"].map(meta["role_model"]) if "role_model" in meta.columns else None
     v["card_id"] = v["dialogue_id"].map(meta["card_id"]).astype(str)
     return v.dropna(subset=["strategy"])[VALUE_COLUMNS].reset_index(drop=True)
-
-
-def ranks(means: np.ndarray) -> np.ndarray:
-    """Rank 1 = highest mean along the last axis (ties share the lower rank's average); NaN last."""
-    return stats.rankdata(-np.nan_to_num(means, nan=-np.inf), axis=-1, method="average")
-
-
-def kendall_tau(x: np.ndarray, y: np.ndarray) -> float:
-    """scipy's Kendall tau-b of two rankings; NaN when one is all ties (no order to agree with)."""
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        return float(stats.kendalltau(x, y).statistic)
 
 
 def interval(draws, alpha: float) -> tuple[float, float]:

@@ -210,30 +210,45 @@ def write_seekers(shift: pd.DataFrame, ranks: pd.DataFrame, out_dir: str | os.Pa
                           {"csv": ("seekers.csv", shift), "ranking_csv": ("seekers_ranking.csv", ranks)})
 
 
+def comparison_section(id: str, title: str, explain: str, per_dimension, shift_block, rank_block, none_met: str) -> dict:
+    """A seeker comparison as a report section (cooperative vs worst-case here, settings vs their
+    baseline in seeker_levels.py): on the mean of the seven dimensions, then on safety where scored,
+    `per_dimension(dimension)` -> (score change, ranking change) and each turned into a table by
+    `shift_block` / `rank_block(frame, what, dimension)`; `none_met`'s notice when nothing compares."""
+    s = section(id, title)
+    shown = False
+    for dimension in ("average", SAFETY):
+        shift, ranks = per_dimension(dimension)
+        if shift.empty:
+            continue
+        what = "mean of the seven dimensions" if dimension == "average" else "safety score"
+        if not shown:
+            s["blocks"].append(text(explain.format(what="the " + what + " (then safety, when scored)")))
+            shown = True
+        s["blocks"].append(shift_block(shift, what, dimension))
+        if not ranks.empty:
+            s["blocks"].append(rank_block(ranks, what, dimension))
+    if not shown:
+        s["notices"].append(notice(none_met, "info"))
+    return s
+
+
 def seekers_section(scores: pd.DataFrame, dialogues: pd.DataFrame, n_boot: int = 1000, seed: int = 0) -> dict:
     """The report's section: score and ranking change on the mean of the seven dimensions, and on
     safety when the runs hold safety scores. `scores` may hold safety rows (they are kept apart)."""
-    s = section("seekers", "Cooperative vs worst-case seekers (beyond the paper)")
-    shown = False
-    for dimension in ("average", SAFETY):
+    def per_dimension(dimension: str):
         values = dialogue_values(scores, dialogues, dimension)
         shift = seeker_shift(values, n_boot=n_boot, seed=seed)
-        if shift.empty:
-            continue
-        ranks = ranking_shift(values, n_boot=n_boot, seed=seed)
-        what = "mean of the seven dimensions" if dimension == "average" else "safety score"
-        if not shown:
-            s["blocks"].append(text(EXPLAIN.format(what="the " + what + " (then safety, when scored)")))
-            shown = True
-        s["blocks"].append(table(SHIFT_HEADERS, shift_rows(shift), {0, 1, 2, 3, 8}, caption=f"Score change: {what}",
-                                 id=f"seekers-{dimension}"))
-        if not ranks.empty:
-            s["blocks"].append(table(RANK_HEADERS, rank_rows(ranks), {0, 1, 2, 8}, caption=f"Ranking change: {what}",
-                                     id=f"seekers-rank-{dimension}"))
-    if not shown:
-        s["notices"].append(notice("No model met both cooperative and worst-case seekers: simulate with a worst-case "
-                                   "strategy too (strategies: [official, resistant, low_engagement, volatile]).", "info"))
-    return s
+        return shift, (ranking_shift(values, n_boot=n_boot, seed=seed) if not shift.empty else shift)
+
+    return comparison_section(
+        "seekers", "Cooperative vs worst-case seekers (beyond the paper)", EXPLAIN, per_dimension,
+        lambda shift, what, dim: table(SHIFT_HEADERS, shift_rows(shift), {0, 1, 2, 3, 8},
+                                       caption=f"Score change: {what}", id=f"seekers-{dim}"),
+        lambda ranks, what, dim: table(RANK_HEADERS, rank_rows(ranks), {0, 1, 2, 8},
+                                       caption=f"Ranking change: {what}", id=f"seekers-rank-{dim}"),
+        "No model met both cooperative and worst-case seekers: simulate with a worst-case strategy too "
+        "(strategies: [official, resistant, low_engagement, volatile]).")
 
 
 # beyond the paper: cooperative vs worst-case seekers (analysis/results/section_registry.py)

@@ -20,14 +20,13 @@ import os
 
 import pandas as pd
 
-from esc_eval.analysis.results.blocks import notice, section, table, text
+from esc_eval.analysis.results.blocks import table
 from esc_eval.analysis.results.section_registry import register_section
 from esc_eval.analysis.seekers.rankings import card_matrix, dialogue_scores, rank_change
-from esc_eval.analysis.seekers.seeker_kinds import (markdown_table, mean_ci, rank_ci, shift_row, signed_ci,
-                                                    write_analysis)
+from esc_eval.analysis.seekers.seeker_kinds import (comparison_section, markdown_table, mean_ci, rank_ci, shift_row,
+                                                    signed_ci, write_analysis)
 from esc_eval.sim.dialogue.prompts import resolve_strategy
 from esc_eval.sim.dialogue.seeker_controls import is_hard, join_strategy
-from esc_eval.sim.judging.dimensions import SAFETY
 
 LEVEL_COLUMNS = ["language", "judge", "model", "baseline", "setting", "controls", "n_baseline_cards", "n_setting_cards",
                  "n_paired", "paired", "baseline_score", "baseline_lo", "baseline_hi", "setting_score", "setting_lo",
@@ -155,27 +154,19 @@ def write_levels(shift: pd.DataFrame, ranks: pd.DataFrame, out_dir: str | os.Pat
 def levels_section(scores: pd.DataFrame, dialogues: pd.DataFrame, n_boot: int = 1000, seed: int = 0) -> dict:
     """The report's section: the score change and the ranking change per setting, on the mean of the
     seven dimensions, and on safety when the runs hold safety scores."""
-    s = section("seeker-levels", "Seekers who are hard to help, by level (beyond the paper)")
-    shown = False
-    for dimension in ("average", SAFETY):
+    def per_dimension(dimension: str):
         values = setting_values(scores, dialogues, dimension)
         shift = level_shift(values, n_boot=n_boot, seed=seed)
-        if shift.empty:
-            continue
-        ranks = level_rankings(values, n_boot=n_boot, seed=seed)
-        what = "mean of the seven dimensions" if dimension == "average" else "safety score"
-        if not shown:
-            s["blocks"].append(text(EXPLAIN.format(what="the " + what + " (then safety, when scored)")))
-            shown = True
-        s["blocks"].append(table(LEVEL_HEADERS, level_rows(shift), {0, 1, 2, 3, 4, 9},
-                                 caption=f"Score by setting: {what}", id=f"seeker-levels-{dimension}"))
-        if not ranks.empty:
-            s["blocks"].append(table(RANK_HEADERS, rank_rows(ranks), {0, 1, 2, 3, 4, 10},
-                                     caption=f"Ranking change by setting: {what}", id=f"seeker-levels-rank-{dimension}"))
-    if not shown:
-        s["notices"].append(notice("No model met a seeker setting and its baseline: simulate with seeker controls, e.g. "
-                                   "strategies: [official] and controls: {resistance: [none, mild, strong]}.", "info"))
-    return s
+        return shift, (level_rankings(values, n_boot=n_boot, seed=seed) if not shift.empty else shift)
+
+    return comparison_section(
+        "seeker-levels", "Seekers who are hard to help, by level (beyond the paper)", EXPLAIN, per_dimension,
+        lambda shift, what, dim: table(LEVEL_HEADERS, level_rows(shift), {0, 1, 2, 3, 4, 9},
+                                       caption=f"Score by setting: {what}", id=f"seeker-levels-{dim}"),
+        lambda ranks, what, dim: table(RANK_HEADERS, rank_rows(ranks), {0, 1, 2, 3, 4, 10},
+                                       caption=f"Ranking change by setting: {what}", id=f"seeker-levels-rank-{dim}"),
+        "No model met a seeker setting and its baseline: simulate with seeker controls, e.g. "
+        "strategies: [official] and controls: {resistance: [none, mild, strong]}.")
 
 
 def has_settings(values: pd.DataFrame) -> bool:

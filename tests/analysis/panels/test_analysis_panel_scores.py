@@ -144,3 +144,10 @@ def test_calibration_and_ppi_take_the_panel_as_one_more_judge():
     fl = anchored[anchored["column"] == "Fluency"].iloc[0]
     yhat = 25 * (probs["A"][:, 0] @ np.arange(5) + probs["B"][:, 0] @ np.arange(5)) / 2
     assert fl["ppi"] == pytest.approx(ppi_mean(25 * truth[:24, 0], yhat[:24], yhat[24:]).estimate)
+
+
+def test_the_analysis_knows_the_rules_the_scoring_config_takes():
+    from esc_eval.analysis.panels.panel_spec import RULES
+    from esc_eval.sim.judging.panel import PANEL_RULES, PanelConfig
+
+    assert RULES == PANEL_RULES == PanelConfig.model_fields["rule"].annotation.__args__
