@@ -16,6 +16,7 @@ from esc_eval.analysis.pairwise.bradley_terry import RATING_HEADERS, PairwiseRat
 from esc_eval.analysis.pairwise.position_bias import BIAS_HEADERS, POOLED, bias_notes, bias_rows, position_bias
 from esc_eval.analysis.pairwise.verdicts import COUNT_HEADERS, FLIP_NOTE, check_rows, combine_orders, count_rows
 from esc_eval.analysis.results.loaders import AnalysisInputError
+from esc_eval.analysis.results.outputs import markdown_table
 from esc_eval.sim.runs.open import OutputFolder
 
 EXPLAIN = ("Each pair of targets' dialogues of the same card was judged on each dimension in both orders. "
@@ -74,22 +75,17 @@ def tau_rows(tau: pd.DataFrame) -> list[list]:
             for _, r in tau.iterrows()]
 
 
-def _md_table(headers: list[str], rows: list[list]) -> str:
-    lines = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
-    return "\n".join(lines + ["| " + " | ".join(str(c).replace("|", "/") for c in r) + " |" for r in rows]) + "\n"
-
-
 def pairwise_markdown(result: PairwiseAnalysis) -> str:
     r = result.ratings
     pooled = r.ratings[r.ratings["dimension"] == POOLED]
     parts = [EXPLAIN.format(n_boot=r.n_boot), ""] + [f"> {n}\n" for n in result.notes()]
-    parts += ["## Ratings, all dimensions pooled", "", _md_table(RATING_HEADERS, rating_rows(pooled))]
+    parts += ["## Ratings, all dimensions pooled", "", markdown_table(RATING_HEADERS, rating_rows(pooled))]
     if not r.tau.empty:
-        parts += ["## Agreement with the pointwise ranking", "", _md_table(TAU_HEADERS, tau_rows(r.tau))]
-    parts += ["## Position bias", "", _md_table(BIAS_HEADERS, bias_rows(result.bias))]
-    parts += ["## Verdicts: both orders combined", "", _md_table(COUNT_HEADERS, count_rows(result.counts))]
+        parts += ["## Agreement with the pointwise ranking", "", markdown_table(TAU_HEADERS, tau_rows(r.tau))]
+    parts += ["## Position bias", "", markdown_table(BIAS_HEADERS, bias_rows(result.bias))]
+    parts += ["## Verdicts: both orders combined", "", markdown_table(COUNT_HEADERS, count_rows(result.counts))]
     parts += ["## Ratings by dimension", "",
-              _md_table(RATING_HEADERS, rating_rows(r.ratings[r.ratings["dimension"] != POOLED]))]
+              markdown_table(RATING_HEADERS, rating_rows(r.ratings[r.ratings["dimension"] != POOLED]))]
     return "\n".join(parts)
 
 

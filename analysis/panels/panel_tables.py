@@ -15,6 +15,7 @@ from esc_eval.analysis.panels.panel_scores import PanelScores, panel_scores
 from esc_eval.analysis.panels.panel_spec import PanelSpec, panel_spec, target_families
 from esc_eval.analysis.results.blocks import cell
 from esc_eval.analysis.results.leaderboard import format_cell
+from esc_eval.analysis.results.outputs import markdown_table
 from esc_eval.sim.judging.dimensions import dimension_title
 
 NOT_COMPARABLE = ("A panel's scores are not comparable with one judge's: they are another judge (a combination), "
@@ -137,8 +138,7 @@ def notes(a: PanelAnalysis) -> list[str]:
 def panel_markdown(a: PanelAnalysis) -> str:
     parts = ["# Judge panel", "", intro(a), ""] + [f"- {n}" for n in notes(a)] + [""]
     for caption, headers, rows, _ in tables(a):
-        parts += [f"**{caption}**", "", "| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
-        parts += ["| " + " | ".join(cell(c).replace("|", "/") for c in r) + " |" for r in rows] + [""]
+        parts += [f"**{caption}**", "", markdown_table(headers, [[cell(c) for c in r] for r in rows])]
     return "\n".join(parts)
 
 

@@ -21,7 +21,7 @@ from esc_eval.analysis.results.loaders import (AnalysisInputError, is_official_j
                                                official_kind)
 from esc_eval.analysis.results.rank_stats import kendall_tau, ranks
 from esc_eval.analysis.results.ratio_ci import ratio_ci
-from esc_eval.analysis.results.outputs import one_judge, records, write_markdown_json
+from esc_eval.analysis.results.outputs import markdown_table, one_judge, records, write_markdown_json
 from esc_eval.analysis.results.safety import (HARM_WEIGHTS, harm_weighted_summary, load_safety, safety_frame,
                                               safety_markdown, write_safety)
 from esc_eval.analysis.results.spoiled import exclude_spoiled, spoiled_dialogues, spoiled_flags, with_spoiled
@@ -31,5 +31,5 @@ __all__ = ["kendall_tau", "ranks", "ratio_ci", "round_change", "round_table", "r
            "expected_scores", "format_cell", "harm_weighted_summary", "is_official_json", "leaderboard_by_markdown",
            "leaderboard_markdown", "load_dialogues", "load_manifests", "load_official_dialogues", "load_official_scores",
            "load_pairwise", "load_safety", "load_scores", "official_kind", "safety_frame", "safety_markdown", "seed_spread", "usage_rows",
-           "fake_run_folder", "write_fake_run", "write_leaderboard", "write_safety", "one_judge", "records", "write_markdown_json",
+           "fake_run_folder", "write_fake_run", "write_leaderboard", "write_safety", "markdown_table", "one_judge", "records", "write_markdown_json",
            "exclude_spoiled", "spoiled_dialogues", "spoiled_flags", "with_spoiled"]

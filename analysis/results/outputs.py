@@ -12,6 +12,12 @@ from esc_eval.analysis.results.loaders import AnalysisInputError
 from esc_eval.sim.runs.open import OutputFolder
 
 
+def markdown_table(headers: list[str], rows: list[list]) -> str:
+    """A Markdown table (a cell's "|" written "/" so it cannot split the row), ending in a newline."""
+    lines = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
+    return "\n".join(lines + ["| " + " | ".join(str(c).replace("|", "/") for c in r) + " |" for r in rows]) + "\n"
+
+
 def records(df: pd.DataFrame) -> list[dict]:
     """A table as JSON records (NaN -> null)."""
     return json.loads(df.to_json(orient="records"))

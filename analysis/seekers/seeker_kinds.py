@@ -26,6 +26,7 @@ import pandas as pd
 from scipy import stats
 
 from esc_eval.analysis.results.blocks import notice, section, table, text
+from esc_eval.analysis.results.outputs import markdown_table
 from esc_eval.analysis.results.section_registry import register_section
 from esc_eval.analysis.seekers.rankings import card_matrix, dialogue_scores, rank_change
 from esc_eval.sim.dialogue.prompts import strategy_kind
@@ -175,11 +176,6 @@ EXPLAIN = ("Cooperative seekers: the paper's role-play strategies; worst-case: r
            "seekers (beyond the paper). Values: {what} x25, mean over cards; change = worst-case - cooperative, paired "
            "by card where both exist; brackets: bootstrap 95% CIs over cards. Rank 1 = best; a positive rank change "
            "means the model falls with worst-case seekers.")
-
-
-def markdown_table(headers: list[str], rows: list[list]) -> str:
-    lines = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
-    return "\n".join(lines + ["| " + " | ".join(str(c).replace("|", "/") for c in r) + " |" for r in rows]) + "\n"
 
 
 def seekers_markdown(shift: pd.DataFrame, ranks: pd.DataFrame, dimension: str = "average") -> str:

@@ -28,6 +28,7 @@ import pandas as pd
 from scipy import stats
 
 from esc_eval.analysis.results.loaders import AnalysisInputError
+from esc_eval.analysis.results.outputs import markdown_table
 from esc_eval.sim.judging.dimensions import DIMENSION_NAMES, DIMENSION_TITLES, TABLE_SCALE
 
 AVERAGE = "average"
@@ -215,15 +216,10 @@ def adjusted_rows(adjusted: pd.DataFrame, dimension: str = AVERAGE) -> list[list
             for _, r in adjusted[adjusted["dimension"] == dimension].iterrows()]
 
 
-def _md(headers: list[str], rows: list[list[str]]) -> str:
-    lines = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
-    return "\n".join(lines + ["| " + " | ".join(str(c).replace("|", "/") for c in r) + " |" for r in rows]) + "\n"
-
-
 def length_bias_markdown(assoc: pd.DataFrame, adjusted: pd.DataFrame) -> str:
-    return "\n".join([EXPLAIN, "", "## Score against length", "", _md(ASSOCIATION_HEADERS, association_rows(assoc)),
+    return "\n".join([EXPLAIN, "", "## Score against length", "", markdown_table(ASSOCIATION_HEADERS, association_rows(assoc)),
                       "## Leaderboard with length held fixed (Average)", "", EXPLAIN_ADJUSTED, "",
-                      _md(ADJUSTED_HEADERS, adjusted_rows(adjusted))])
+                      markdown_table(ADJUSTED_HEADERS, adjusted_rows(adjusted))])
 
 
 def length_bias_of_runs(run_dirs: list[str], out: str, judge: str | None = None, n_boot: int = 1000,

@@ -34,6 +34,7 @@ import pandas as pd
 from scipy import stats
 
 from esc_eval.analysis.results.leaderboard import SMALL_N, VALUE_COLUMNS, dialogue_matrix, format_cell
+from esc_eval.analysis.results.outputs import markdown_table
 from esc_eval.analysis.trust.human_scores import HumanScores
 from esc_eval.analysis.trust.ppi import MeanEstimate, classical_mean, ppi_mean
 from esc_eval.sim.judging.dimensions import TABLE_SCALE
@@ -195,9 +196,7 @@ def rank_sets_markdown(table: pd.DataFrame) -> str:
     if table.empty:
         return "_No scores: no rank-sets._\n"
     parts = [explain(a, float(table["confidence"].iloc[0])) for a in sorted(table["anchor"].unique())]
-    lines = ["| " + " | ".join(HEADERS) + " |", "|" + "---|" * len(HEADERS)]
-    lines += ["| " + " | ".join(str(c).replace("|", "/") for c in r) + " |" for r in rank_rows(table)]
-    return "\n\n".join(parts) + "\n\n" + "\n".join(lines) + "\n"
+    return "\n\n".join(parts) + "\n\n" + markdown_table(HEADERS, rank_rows(table))
 
 
 def write_rank_sets(table: pd.DataFrame, leaderboard: pd.DataFrame, out_dir: str | Path) -> dict[str, Path]:
