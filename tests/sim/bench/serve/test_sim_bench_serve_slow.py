@@ -125,7 +125,12 @@ def test_random_workload_agrees_with_vllm_bench_serve(endpoint, tmp_path):
     run), in the order vLLM, ours, ours, vLLM: a steady drift of the endpoint's speed weighs on both
     alike, and each tool's runs are pooled. On these shared 2-core boxes the endpoint's speed drifts by
     5-15% over a few minutes; the agreement asked is 10% plus what the tools' own two runs differ by
-    (the noise of the measurement, at most 5 points more): CI once failed a fixed 10% at 1.105 TTFT.
+    (the noise of the measurement, at most 5 points more): CI once failed a fixed 10% at 1.105 TTFT,
+    and once 10.7% at 1.116 when the first two runs ran 11 s and the last two 6-7 s. A first block
+    outside the bound is followed by a second in the mirrored order and the eight runs are pooled: a
+    drift no block order cancels weighs less, while a client that measures 10% off still fails.
+    Ours reads TTFT 5-7% above vLLM's client here in every run, with the same requests, aiohttp as
+    vLLM's client and the heap frozen as vLLM does.
     Both send one x-session-id, so the sticky router keeps every run on one replica (else each request's
     replica is a coin toss, enough to move the throughput by more than the 10% asked); both decode
     greedily (vllm bench serve leaves the temperature to the server unless told). TTFT is compared over
@@ -163,6 +168,29 @@ def test_random_workload_agrees_with_vllm_bench_serve(endpoint, tmp_path):
         assert run["rc"] == 0, clients["ours"].tail()
         return {**_level(json.loads(path.read_text())), "run_s": run["s"]}
 
+    def check(r: dict) -> dict:  # what each run must hold, whatever the timings
+        assert r["completed"] == n and r["failed"] == 0
+        assert r["total_output_tokens"] == n * out  # ignore_eos on both sides
+        assert "ttfts" in r and len(r["ttfts"]) == n, sorted(r)
+        assert r["mean_ttft_ms"] == pytest.approx(1000 * sum(r["ttfts"]) / n)  # the summary is the mean of the details
+        r["mean_ttft_after_first_ms"] = 1000 * sum(r["ttfts"][1:]) / (n - 1)
+        return r
+
+    def agree(runs: dict[str, list[dict]]) -> tuple[dict[str, float], dict[str, float]]:
+        def pooled(tool: str, key: str) -> float:
+            if key.endswith("throughput"):  # requests (or tokens) over the runs' summed durations
+                total = "completed" if key == "request_throughput" else "total_output_tokens"
+                return sum(r[total] for r in runs[tool]) / sum(r[total] / r[key] for r in runs[tool])
+            return sum(r[key] for r in runs[tool]) / len(runs[tool])  # means over equal request counts
+
+        def spread(key: str) -> float:  # how far a tool's own runs are apart, relative to their mean
+            return max((max(r[key] for r in rs) - min(r[key] for r in rs)) / (sum(r[key] for r in rs) / len(rs))
+                       for rs in runs.values())
+
+        agreement = {k: pooled("ours", k) / pooled("vllm", k) for k in keys}
+        return agreement, {k: 0.10 + min(0.05, spread(k)) for k in keys[:2]}
+
+    keys = ("request_throughput", "mean_ttft_after_first_ms", "mean_ttft_ms", "mean_tpot_ms", "output_throughput")
     env = {**os.environ, "VLLM_LOGGING_LEVEL": "WARNING"}
     with CommandSession("vllm bench serve", PRELUDE, "vllm", tmp_path / "vllm.log", env, _raised_priority) as vllm_client, \
             CommandSession("esc-eval bench serve", "from esc_eval.cli.app import main", "esc-eval", tmp_path / "ours.log",
@@ -170,29 +198,17 @@ def test_random_workload_agrees_with_vllm_bench_serve(endpoint, tmp_path):
         clients = {"vllm": vllm_client, "ours": our_client}
         vllm_client.ready(), our_client.ready()  # both imported (side by side) before anything is timed
         runs: dict[str, list[dict]] = {"vllm": [], "ours": []}
-        for i, tool in enumerate(["vllm", "ours", "ours", "vllm"]):
-            runs[tool].append((theirs if tool == "vllm" else ours)(i))
+        blocks = [["vllm", "ours", "ours", "vllm"], ["ours", "vllm", "vllm", "ours"]]
+        for b, block in enumerate(blocks):
+            for i, tool in enumerate(block, start=4 * b):
+                runs[tool].append(check((theirs if tool == "vllm" else ours)(i)))
+            agreement, allowed = agree(runs)
+            if b == 0 and any(abs(agreement[k] - 1) > allowed[k] for k in allowed):
+                print("first block outside the bound, measuring a second:", agreement)
+                continue
+            break
     for mine, vllm in zip(runs["ours"], runs["vllm"]):
-        assert mine["completed"] == vllm["completed"] == n and mine["failed"] == vllm["failed"] == 0
-        assert mine["total_output_tokens"] == vllm["total_output_tokens"] == n * out  # ignore_eos on both sides
         assert mine["total_input_tokens"] == vllm["total_input_tokens"]  # same prompt lengths, same chat template
-        for tool, r in (("ours", mine), ("vllm", vllm)):  # each tool's summary is the mean of its own details
-            assert "ttfts" in r, (tool, sorted(r))
-            assert len(r["ttfts"]) == n and r["mean_ttft_ms"] == pytest.approx(1000 * sum(r["ttfts"]) / n)
-            r["mean_ttft_after_first_ms"] = 1000 * sum(r["ttfts"][1:]) / (n - 1)
-
-    def pooled(tool: str, key: str) -> float:
-        if key.endswith("throughput"):  # requests (or tokens) over the runs' summed durations
-            total = "completed" if key == "request_throughput" else "total_output_tokens"
-            return sum(r[total] for r in runs[tool]) / sum(r[total] / r[key] for r in runs[tool])
-        return sum(r[key] for r in runs[tool]) / len(runs[tool])  # means over equal request counts
-
-    def spread(key: str) -> float:  # how far a tool's own two runs are apart, relative to their mean
-        return max(abs(a[key] - b[key]) / ((a[key] + b[key]) / 2) for a, b in (runs["ours"], runs["vllm"]))
-
-    keys = ("request_throughput", "mean_ttft_after_first_ms", "mean_ttft_ms", "mean_tpot_ms", "output_throughput")
-    agreement = {k: pooled("ours", k) / pooled("vllm", k) for k in keys}
-    allowed = {k: 0.10 + min(0.05, spread(k)) for k in keys[:2]}
     (tmp_path / "agreement.json").write_text(json.dumps({**runs, "ratio": agreement, "allowed": allowed}, default=str))
     print("esc-eval / vllm bench serve (pooled):", {k: round(v, 3) for k, v in agreement.items()}, "allowed:",
           {k: round(v, 3) for k, v in allowed.items()}, "run seconds:", {t: [r["run_s"] for r in rs] for t, rs in runs.items()})
@@ -202,20 +218,23 @@ def test_random_workload_agrees_with_vllm_bench_serve(endpoint, tmp_path):
 
 def test_sticky_against_spread_routing_on_the_two_replicas(endpoint):
     """The session router with and without x-session-id (no id: a fresh hash per request, the turns
-    spread over both replicas), each arm on emptied prefix caches."""
+    spread over both replicas), each arm on emptied prefix caches. Four dialogues, not two: without an
+    id each later turn finds its history's replica by a coin toss, and with two dialogues all four
+    later turns did so in one CI run (a chance of one in sixteen; the arms then read the same hit rate);
+    with four, one in 256."""
     def reset():
         assert reset_prefix_cache(endpoint["app"], "embedded") == 2
 
-    cfg = ServeBenchConfig(base_url=endpoint["url"], model="embedded", workload="dialogues", concurrency=[2], num=2,
+    cfg = ServeBenchConfig(base_url=endpoint["url"], model="embedded", workload="dialogues", concurrency=[2], num=4,
                            warmup=0, rounds=3, max_tokens=12, language="en", source=_source())
     res = bench_serve(cfg, [Arm("sticky", endpoint["url"], session_header=True, before=reset, app=endpoint["app"]),
                             Arm("spread", endpoint["url"], session_header=False, before=reset, app=endpoint["app"])])
     for i in (0, 1):
-        assert _level(res, i)["completed"] == 6 and _level(res, i)["failed"] == 0
-    # vLLM's counts from both replicas: 6 requests per arm; a sticky dialogue finds its history from its
+        assert _level(res, i)["completed"] == 12 and _level(res, i)["failed"] == 0
+    # vLLM's counts from both replicas: 12 requests per arm; a sticky dialogue finds its history from its
     # second turn on, so its arm's hit rate is above a quarter and above the spread arm's
     sticky, spread = (res["arms"][i]["prefix_cache"] for i in (0, 1))
-    assert sum(r["requests"] for r in sticky["replicas"]) == 6 and len(sticky["replicas"]) == 2
+    assert sum(r["requests"] for r in sticky["replicas"]) == 12 and len(sticky["replicas"]) == 2
     assert sticky["prompt_tokens"] > 0 and 0.25 < sticky["hit_rate"] <= 1 and sticky["hit_rate"] > spread["hit_rate"]
     ratio = res["ratios"]["spread"][0]
     assert set(ratio["mean_ttft_ms_by_turn"]) == {"0", "1", "2"} and ratio["mean_ttft_ms"] > 0
