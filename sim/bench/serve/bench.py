@@ -14,9 +14,7 @@ request, the interrupted level marked `interrupted`.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import datetime as dt
-import gc
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterator, Literal
@@ -236,19 +234,6 @@ async def _run_arm(arm: Arm, cfg: ServeBenchConfig, workload: Workload, levels: 
             await workload.role.close()
 
 
-@contextlib.contextmanager
-def _frozen_heap():
-    """What is alive before the load leaves the collector's reach while it runs, as `vllm bench serve`
-    does (vllm.utils.gc_utils.freeze_gc_heap): a full collection would otherwise walk every object
-    of this process's imports (pandas, pyarrow, Ray) mid-run and hold up the next request's dispatch."""
-    gc.collect()
-    gc.freeze()
-    try:
-        yield
-    finally:
-        gc.unfreeze()
-
-
 def _stop_on_sigint(state: dict[str, Any]) -> None:
     """Ctrl-C stops the arm: the level starts no more units and this task is cancelled. Not left to
     asyncio.run's own handler, which only cancels the task: under load a run went on for a minute
@@ -308,8 +293,7 @@ def bench_serve(cfg: ServeBenchConfig, arms: list[Arm] | None = None,
                 entry["base_url"] = arm.base_url
                 counts = _replica_counts(arm, cfg)
                 try:
-                    with _frozen_heap():
-                        asyncio.run(_run_arm(arm, cfg, workload, levels, slos, state, on_progress))
+                    asyncio.run(_run_arm(arm, cfg, workload, levels, slos, state, on_progress))
                 except asyncio.CancelledError:
                     if not state.get("interrupted"):
                         raise

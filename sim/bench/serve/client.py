@@ -1,4 +1,4 @@
-"""The measuring client of `esc-eval bench serve`: streamed OpenAI chat completions over aiohttp.
+"""The measuring client of `esc-eval bench serve`: streamed OpenAI chat completions over httpx.
 
 One request = one `RequestRecord`, timed the way vLLM's `vllm bench serve` (openai-chat backend)
 times it, so the two agree on the same endpoint:
@@ -10,17 +10,12 @@ times it, so the two agree on the same endpoint:
 A failed request is a record with `success=False` and its reason, never an exception the load
 loop has to survive.
 
-aiohttp, as `vllm bench serve` uses, not httpx (the rest of the project's HTTP client): the client
-shares the CPU with the endpoint when both run on one node, and httpx's pure-Python stream parsing
-cost enough CPU there that our TTFT read 4-9% above vLLM's client on the same endpoint (2-core EPYC).
-
 `MeasuredModel` is the same client behind the chat-model seam (`ChatModel.chat`), so the
 simulation's own dialogue and judge code (sim/dialogue/dialogue.py, sim/jobs/scoring.py) drives the load
 unchanged: one instance per workload unit, numbering that unit's requests (`turn`).
 """
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import time
@@ -70,12 +65,6 @@ def _httpx():
     return httpx
 
 
-def _aiohttp():
-    import aiohttp  # a core dependency (Ray Serve's too); imported here so importing this module stays cheap
-
-    return aiohttp
-
-
 class StreamingClient:
     """Streams chat completions from one OpenAI-compatible endpoint and times them."""
 
@@ -110,27 +99,24 @@ class StreamingClient:
     async def request(self, messages, params: GenerationParams, *, unit: str, turn: int,
                       session_id: str | None = None) -> tuple[RequestRecord, ChatResult]:
         """Send one streamed request; the record says how it went (the result is empty on failure)."""
-        aiohttp = _aiohttp()
+        httpx = _httpx()
         if self._client is None:
             # No pool limit: the load shape, not the connection pool, decides what is in flight.
-            self._client = aiohttp.ClientSession(
-                connector=aiohttp.TCPConnector(limit=0, keepalive_timeout=60),
-                timeout=aiohttp.ClientTimeout(total=self.timeout_s, sock_connect=10.0),
-                read_bufsize=1 << 20)  # an SSE line with top logprobs can pass aiohttp's 64 KiB default
+            self._client = httpx.AsyncClient(base_url=self.base_url, timeout=httpx.Timeout(self.timeout_s, connect=10.0),
+                                             limits=httpx.Limits(max_connections=None, max_keepalive_connections=None))
         rec = RequestRecord(unit=unit, turn=turn)
         text: list[str] = []
         top: list[dict[str, float]] = []
         finish = "stop"
         rec.start_time = last = time.perf_counter()
         try:
-            async with self._client.post(self.base_url + "/chat/completions", json=self.body(messages, params),
-                                         headers=self._headers(session_id)) as resp:
-                if resp.status != 200:
-                    detail = (await resp.read()).decode("utf-8", "replace")[:300]
-                    rec.error = f"HTTP {resp.status}: {' '.join(detail.split())}"
+            async with self._client.stream("POST", "/chat/completions", json=self.body(messages, params),
+                                           headers=self._headers(session_id)) as resp:
+                if resp.status_code != 200:
+                    detail = (await resp.aread()).decode("utf-8", "replace")[:300]
+                    rec.error = f"HTTP {resp.status_code}: {' '.join(detail.split())}"
                     return rec, ChatResult(text="", finish_reason="error")
-                async for raw in resp.content:  # one SSE line at a time
-                    line = raw.decode("utf-8").strip()
+                async for line in resp.aiter_lines():
                     if not line.startswith("data:"):
                         continue  # blank separators and SSE comments (pings)
                     payload = line[5:].strip()
@@ -156,9 +142,9 @@ class StreamingClient:
                     if usage := data.get("usage"):
                         rec.prompt_tokens = int(usage.get("prompt_tokens") or 0)
                         rec.output_tokens = int(usage.get("completion_tokens") or 0)
-        except (asyncio.TimeoutError, aiohttp.ServerTimeoutError) as exc:
+        except httpx.TimeoutException as exc:
             rec.success, rec.error = False, f"timeout after {self.timeout_s:g} s ({type(exc).__name__})"
-        except aiohttp.ClientError as exc:
+        except httpx.TransportError as exc:
             rec.success, rec.error = False, f"connection: {type(exc).__name__}: {exc}"
         except (ValueError, KeyError, TypeError) as exc:  # a chunk that is not the OpenAI stream format
             rec.success, rec.error = False, f"malformed stream: {type(exc).__name__}: {exc}"
@@ -173,7 +159,7 @@ class StreamingClient:
 
     async def close(self) -> None:
         if self._client is not None:
-            await self._client.close()
+            await self._client.aclose()
             self._client = None
 
 

@@ -129,8 +129,8 @@ def test_random_workload_agrees_with_vllm_bench_serve(endpoint, tmp_path):
     and once 10.7% at 1.116 when the first two runs ran 11 s and the last two 6-7 s. A first block
     outside the bound is followed by a second in the mirrored order and the eight runs are pooled: a
     drift no block order cancels weighs less, while a client that measures 10% off still fails.
-    Ours reads TTFT 5-7% above vLLM's client here in every run, with the same requests, aiohttp as
-    vLLM's client and the heap frozen as vLLM does.
+    Ours reads TTFT 4-7% above vLLM's client here in every run (docs/guides/bench-serve.md: not the
+    transport, not the garbage collector).
     Both send one x-session-id, so the sticky router keeps every run on one replica (else each request's
     replica is a coin toss, enough to move the throughput by more than the 10% asked); both decode
     greedily (vllm bench serve leaves the temperature to the server unless told). TTFT is compared over
