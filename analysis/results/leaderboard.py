@@ -110,7 +110,7 @@ def cluster_bootstrap_table_ci(
     return np.asarray(res.confidence_interval.low), np.asarray(res.confidence_interval.high)
 
 
-def _card_of(group: pd.DataFrame, dialogue_ids: pd.Index) -> np.ndarray | None:
+def card_of(group: pd.DataFrame, dialogue_ids: pd.Index) -> np.ndarray | None:
     """Each dialogue's card when cards repeat (several seeds or runs per card), else None."""
     if "card_id" not in group.columns or group["card_id"].isna().any():
         return None
@@ -167,7 +167,7 @@ def build_leaderboard(
         else:
             kept = m[m.notna().any(axis=1)]
             scored = kept.to_numpy(dtype=float)
-            cards = _card_of(g, kept.index)
+            cards = card_of(g, kept.index)
             if cards is None:
                 lo, hi = bootstrap_table_ci(scored, n_boot=n_boot, seed=seed, confidence=confidence)
                 n_units = n_scored

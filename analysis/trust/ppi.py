@@ -57,11 +57,15 @@ def ppi_lambda(y: np.ndarray, yhat: np.ndarray, yhat_u: np.ndarray) -> float:
     return float(np.clip(cov / ((1 + n / N) * var), 0.0, 1.0))
 
 
-def ppi_mean(y, yhat, yhat_unlabeled, *, lam: float | None = None, confidence: float = 0.95) -> MeanEstimate:
+def ppi_mean(y, yhat, yhat_unlabeled, *, lam: float | None = None, confidence: float = 0.95,
+             clusters=None, clusters_unlabeled=None) -> MeanEstimate:
     """The prediction-powered mean of y with its two-sided normal interval (lam=None: tuned).
 
     y, yhat: human and judge scores of the same n dialogues; yhat_unlabeled: judge scores of the
-    N dialogues without a human score. Fewer than 2 human scores: NaN (no interval)."""
+    N dialogues without a human score. Fewer than 2 human scores: NaN (no interval).
+    clusters, clusters_unlabeled: each dialogue's card, when a card has several dialogues (seeds,
+    strategies): they are not independent, and the variance is then the cluster-robust one
+    (`clustered_variance`); with one dialogue per card it equals the plain one."""
     y, yhat, yhat_u = (np.asarray(a, dtype=float).ravel() for a in (y, yhat, yhat_unlabeled))
     if len(y) != len(yhat):
         raise ValueError(f"y and yhat differ in length ({len(y)} vs {len(yhat)})")
@@ -73,17 +77,38 @@ def ppi_mean(y, yhat, yhat_unlabeled, *, lam: float | None = None, confidence: f
     elif lam is None:
         lam = ppi_lambda(y, yhat, yhat_u)
     estimate = float(np.mean(y - lam * yhat) + (lam * np.mean(yhat_u) if N else 0.0))
-    # ddof 0, as ppi-python's interval
-    var = float(np.var(y - lam * yhat)) / n + (lam ** 2 * float(np.var(yhat_u)) / N if N else 0.0)
+    if clusters is not None:
+        var = clustered_variance(y - lam * yhat, lam * yhat_u, clusters,
+                                 clusters_unlabeled if clusters_unlabeled is not None else [])
+    else:  # ddof 0, as ppi-python's interval
+        var = float(np.var(y - lam * yhat)) / n + (lam ** 2 * float(np.var(yhat_u)) / N if N else 0.0)
     se = math.sqrt(var)
     z = float(stats.norm.ppf(0.5 + confidence / 2))
     return MeanEstimate(estimate, estimate - z * se, estimate + z * se, float(lam), n, N, se)
 
 
-def classical_mean(y, *, confidence: float = 0.95) -> MeanEstimate:
+def clustered_variance(labeled, unlabeled, clusters, clusters_unlabeled) -> float:
+    """The variance of mean(labeled) + mean(unlabeled) with dialogues clustered by card: the sum
+    over cards of the square of each card's share of both deviations (CR0, the sandwich estimator
+    with clusters). A card's labelled and unlabelled dialogues fall in one term, so their
+    correlation is counted; with one dialogue per card it equals PPI's var/n + var_u/N (ddof 0).
+    Written here: scipy and statsmodels give cluster-robust errors for regressions, not for this
+    two-sample estimator."""
+    labeled, unlabeled = np.asarray(labeled, dtype=float), np.asarray(unlabeled, dtype=float)
+    n, N = len(labeled), len(unlabeled)
+    names, inverse = np.unique(np.concatenate([np.asarray(clusters, dtype=str), np.asarray(clusters_unlabeled, dtype=str)]),
+                               return_inverse=True)
+    share = np.zeros(len(names))
+    np.add.at(share, inverse[:n], (labeled - labeled.mean()) / n)
+    if N:
+        np.add.at(share, inverse[n:], (unlabeled - unlabeled.mean()) / N)
+    return float(np.sum(share ** 2))
+
+
+def classical_mean(y, *, confidence: float = 0.95, clusters=None) -> MeanEstimate:
     """The human-only mean with the same normal interval (PPI with lam = 0)."""
     y = np.asarray(y, dtype=float).ravel()
-    return ppi_mean(y, y, np.empty(0), lam=0.0, confidence=confidence)
+    return ppi_mean(y, y, np.empty(0), lam=0.0, confidence=confidence, clusters=clusters)
 
 
 def effective_human_scores(ppi: MeanEstimate, classical: MeanEstimate) -> float:

@@ -20,7 +20,9 @@ without them, the normal interval of the judge's own mean (judge-only: it says w
 would rank the models with more dialogues, nothing about people). Per dialogue the unit is the
 mean of its scored dimensions (Average) or one dimension's score; numbers are x25 like Table 2.
 The guarantee is asymptotic (normal intervals) and assumes each target's human-scored dialogues
-are a random sample of its dialogues; dialogues of one card are treated as independent.
+are a random sample of its dialogues. Where a card has several dialogues of one target (seeds,
+strategies), they are not independent: the variance is then clustered by card, as the leaderboard
+resamples cards.
 """
 from __future__ import annotations
 
@@ -33,7 +35,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from esc_eval.analysis.results.leaderboard import SMALL_N, VALUE_COLUMNS, dialogue_matrix, format_cell
+from esc_eval.analysis.results.leaderboard import SMALL_N, VALUE_COLUMNS, card_of, dialogue_matrix, format_cell
 from esc_eval.analysis.results.outputs import markdown_table
 from esc_eval.analysis.trust.human_scores import HumanScores
 from esc_eval.analysis.trust.ppi import MeanEstimate, classical_mean, ppi_mean
@@ -66,12 +68,14 @@ def point_ranks(estimates) -> np.ndarray:
 
 
 def simultaneous_means(judge: list[np.ndarray], human: list[np.ndarray] | None = None,
-                       confidence: float = 0.95) -> list[MeanEstimate]:
+                       confidence: float = 0.95, cards: list[np.ndarray | None] | None = None) -> list[MeanEstimate]:
     """One mean per target whose intervals hold together with probability >= confidence (Bonferroni).
 
     judge[k], human[k]: target k's per-dialogue judge and human values, aligned, NaN where a
     dialogue has none. human None: the judge's own mean (judge-only). With human: PPI++ on the
-    dialogues with both, the judge-only ones as its unlabelled set (fewer than 2 human: NaN)."""
+    dialogues with both, the judge-only ones as its unlabelled set (fewer than 2 human: NaN).
+    cards[k]: each of target k's dialogues' card where a card has several (seeds, strategies): its
+    variance is then clustered by card (ppi.clustered_variance), as the leaderboard's bootstrap is."""
     if not 0 < confidence < 1:
         raise ValueError(f"confidence must be in (0, 1), got {confidence}")
     k = len(judge)
@@ -80,23 +84,27 @@ def simultaneous_means(judge: list[np.ndarray], human: list[np.ndarray] | None =
     for i, j in enumerate(judge):
         j = np.asarray(j, dtype=float)
         has_j = ~np.isnan(j)
+        c = None if cards is None or cards[i] is None else np.asarray(cards[i], dtype=str)
         if human is None:
-            out.append(classical_mean(j[has_j], confidence=level))
+            out.append(classical_mean(j[has_j], confidence=level, clusters=None if c is None else c[has_j]))
             continue
         h = np.asarray(human[i], dtype=float)
         lab = has_j & ~np.isnan(h)
-        out.append(_student(ppi_mean(h[lab], j[lab], j[has_j & ~lab], confidence=level), level))
+        est = ppi_mean(h[lab], j[lab], j[has_j & ~lab], confidence=level,
+                       clusters=None if c is None else c[lab], clusters_unlabeled=None if c is None else c[has_j & ~lab])
+        out.append(_student(est, level, est.n if c is None else len(set(c[lab]))))
     return out
 
 
-def _student(e: MeanEstimate, level: float) -> MeanEstimate:
-    """The PPI interval with Student's t (n - 1 degrees of freedom, n = human scores) for the normal
-    quantile: at a Bonferroni level (z = 2.6 for six targets) and a few dozen human scores the normal
-    quantile under-covers (six targets, 40 human scores each: 0.90 simultaneous coverage of the
-    means for a nominal 0.95, 0.94 with t); t tends to the normal as n grows."""
-    if not e.se > 0 or e.n < 2:
+def _student(e: MeanEstimate, level: float, units: int) -> MeanEstimate:
+    """The PPI interval with Student's t (units - 1 degrees of freedom; units = human scores, or the
+    cards they are of when clustered) for the normal quantile: at a Bonferroni level (z = 2.6 for
+    six targets) and a few dozen human scores the normal quantile under-covers (six targets, 40
+    human scores each: 0.90 simultaneous coverage of the means for a nominal 0.95, 0.94 with t); t
+    tends to the normal as n grows."""
+    if not e.se > 0 or units < 2:
         return e
-    q = float(stats.t.ppf(0.5 + level / 2, e.n - 1))
+    q = float(stats.t.ppf(0.5 + level / 2, units - 1))
     return replace(e, lo=e.estimate - q * e.se, hi=e.estimate + q * e.se)
 
 
@@ -127,20 +135,25 @@ def build_rank_sets(scores: pd.DataFrame, humans: HumanScores | None = None, col
         models = sorted(g["target_model"].dropna().unique())
         mats = {m: dialogue_matrix(g[g["target_model"] == m]) for m in models}
         hmeans = {m: humans.means.reindex(mats[m].index) for m in models} if humans is not None else {}
+        cards = [card_of(g[g["target_model"] == m], mats[m].index) for m in models]  # None: one dialogue per card
         anchored = humans is not None and any(h.notna().any().any() for h in hmeans.values())
         for column in columns:
             judge_v = [_values(mats[m], column) * TABLE_SCALE for m in models]
             human_v = [_values(hmeans[m], column) * TABLE_SCALE for m in models] if anchored else None
-            est = simultaneous_means(judge_v, human_v, confidence)
+            est = simultaneous_means(judge_v, human_v, confidence, cards)
             r_lo, r_hi = rank_set_bounds(np.array([e.lo for e in est]), np.array([e.hi for e in est]))
             ranks = point_ranks([e.estimate for e in est])
             for i, m in enumerate(models):
                 note = []
+                if cards[i] is not None:
+                    note.append(f"clustered by card ({len(set(cards[i]))} cards)")
                 if humans is not None and not anchored:
                     note.append("no human score in this language and judge: judge-only")
-                n_used = est[i].n if anchored else int((~np.isnan(judge_v[i])).sum())
+                used = ~np.isnan(judge_v[i]) & (~np.isnan(human_v[i]) if anchored else True)
+                n_used = int(used.sum()) if cards[i] is None else len(set(cards[i][used]))
+                unit = "cards" if cards[i] is not None else "human scores" if anchored else "dialogues"
                 if 2 <= n_used < SMALL_N:  # the normal interval at a Bonferroni level needs more than this
-                    note.append(f"only {n_used} {'human scores' if anchored else 'dialogues'}: the interval is rough")
+                    note.append(f"only {n_used} {unit}: the interval is rough")
                 if math.isnan(est[i].lo):
                     note.append(f"{est[i].n} human score(s): no interval, the set spans every rank"
                                 if anchored else "fewer than 2 scored dialogues: no interval")
