@@ -96,6 +96,8 @@ def clustered_variance(labeled, unlabeled, clusters, clusters_unlabeled) -> floa
     two-sample estimator."""
     labeled, unlabeled = np.asarray(labeled, dtype=float), np.asarray(unlabeled, dtype=float)
     n, N = len(labeled), len(unlabeled)
+    if len(clusters) != n or len(clusters_unlabeled) != N:
+        raise ValueError(f"one card per dialogue: {n} + {N} dialogues, {len(clusters)} + {len(clusters_unlabeled)} cards")
     names, inverse = np.unique(np.concatenate([np.asarray(clusters, dtype=str), np.asarray(clusters_unlabeled, dtype=str)]),
                                return_inverse=True)
     share = np.zeros(len(names))

@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable, ContextManager, Iterable, Iterator
 
-from esc_eval.serve.chat.interface import ChatMessage, ContextOverflowError, GenerationParams, RunStopError
+from esc_eval.serve.chat.interface import ChatMessage, GenerationParams, RunStopError
 from esc_eval.serve.registry.registry import resolve
 from esc_eval.sim.jobs.config import ScoringConfig
 from esc_eval.sim.jobs.pairwise_config import PairwiseConfig
@@ -29,7 +29,7 @@ from esc_eval.sim.jobs.pairwise_plan import ORDERS, Pair, PairsPlan, plan_pairs
 from esc_eval.sim.jobs.scoring_judges import judge_plan_for
 from esc_eval.sim.judging.judge_plan import JudgePlan, ask_judge
 from esc_eval.sim.judging.pairwise_prompts import pairwise_messages, pairwise_params, preferred, read_verdict
-from esc_eval.sim.judging.window import dialogue_rounds, late_rounds_to_try, windowed
+from esc_eval.sim.judging.window import ask_within_context, dialogue_rounds, windowed
 from esc_eval.sim.pool.calls import CallSettings, PlannedModel, check_calls, prepare_calls
 from esc_eval.sim.pool.capacity import Demand, estimate_tokens
 from esc_eval.sim.pool.job import Job
@@ -73,21 +73,18 @@ async def judge_pair(item: dict[str, Any], cfg: PairwiseConfig, model: Any, plan
     alike (the same late rounds kept of each) until the judge's context takes them."""
     language = item["language"]
     n_rounds = max(len(dialogue_rounds(item["turns_a"])[1]), len(dialogue_rounds(item["turns_b"])[1]))
-    tries = [n_rounds - 1, *late_rounds_to_try(n_rounds)]
 
     async def one(dimension: str, order: str) -> dict[str, Any] | None:
-        for i, keep_late in enumerate(tries):
-            (a, left_a), (b, left_b) = ((windowed(item[k], keep_late, language) if i else (item[k], 0))
+        async def ask(keep_late: int | None, raise_overflow: bool) -> dict[str, Any] | None:
+            (a, left_a), (b, left_b) = (((item[k], 0) if keep_late is None else windowed(item[k], keep_late, language))
                                         for k in ("turns_a", "turns_b"))
             row: dict[str, Any] = {"dimension": dimension, "order": order, "verdict": None, "probs": None, "raw": None,
                                    "parse_status": "error", "method": plan.method, "error": None, "prompt_tokens": None,
                                    "latency_s": None, "rounds_left_out": max(left_a, left_b)}
-            try:
-                return await ask_pairwise(model, call_messages(cfg, dimension, order, a, b, language), params, plan,
-                                          row, adapter=cfg.judge.model.adapter, raise_overflow=i < len(tries) - 1)
-            except ContextOverflowError:
-                continue
-        return None  # not reached: the last try records its refusal as the row's error
+            return await ask_pairwise(model, call_messages(cfg, dimension, order, a, b, language), params, plan,
+                                      row, adapter=cfg.judge.model.adapter, raise_overflow=raise_overflow)
+
+        return await ask_within_context(n_rounds, ask)
 
     done = await asyncio.gather(*(one(d, o) for d, o in item["tasks"]))
     return [{**r, "preferred": preferred(r["verdict"], r["order"])} for r in done if r is not None]

@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
-from esc_eval.serve.chat.interface import ChatMessage, ContextOverflowError, RunStopError
+from esc_eval.serve.chat.interface import ChatMessage, RunStopError
 from esc_eval.serve.devices.cpu import execution_runtime
 from esc_eval.sim.jobs.config import ScoringConfig
 from esc_eval.sim.judging.config import JudgeConfig
@@ -26,7 +26,7 @@ from esc_eval.sim.jobs.scoring_judges import model_families, prepared_judges
 from esc_eval.sim.judging.judge_plan import JudgePlan, ask_judge, default_plan
 from esc_eval.sim.judging.judges import select_adapter
 from esc_eval.sim.judging.prompts import judge_messages
-from esc_eval.sim.judging.window import dialogue_rounds, late_rounds_to_try, windowed
+from esc_eval.sim.judging.window import ask_within_context, dialogue_rounds, windowed
 from esc_eval.sim.pool.calls import CallSettings, PlannedModel, check_calls, prepare_calls
 from esc_eval.sim.pool.capacity import Demand, estimate_tokens
 from esc_eval.sim.pool.job import Job
@@ -68,21 +68,19 @@ async def score_dialogue(turns: list[tuple[str, str]], language: str, judge_cfg:
 
     async def one(dim: str) -> dict[str, Any] | None:
         adapter = select_adapter(judge_cfg, dim, language)
-        # the whole dialogue; on a refusal for the judge's context, windowed (sim/judging/window.py)
-        tries = [n_rounds - 1, *late_rounds_to_try(n_rounds)]
-        for i, keep_late in enumerate(tries):
-            shown, left_out = windowed(turns, keep_late, language) if i else (turns, 0)
+
+        async def ask(keep_late: int | None, raise_overflow: bool) -> dict[str, Any] | None:
+            # the whole dialogue; on a refusal for the judge's context, windowed (sim/judging/window.py)
+            shown, left_out = (turns, 0) if keep_late is None else windowed(turns, keep_late, language)
             row: dict[str, Any] = {"dimension": dim, "score": None, "probs": None, "expected": None, "raw": None,
                                    "parse_status": "error", "method": plan.method, "parser": judge_cfg.parser,
                                    "error": None, "prompt_tokens": None, "latency_s": None, "adapter": adapter,
                                    "probs_status": None, "rounds_left_out": left_out}
-            try:
-                return await ask_judge(model, judge_call_messages(dim, shown, language, judge_cfg),
-                                       plan.params or judge_cfg.model.params, plan, judge_cfg.parser, row,
-                                       adapter=adapter, raise_overflow=i < len(tries) - 1)
-            except ContextOverflowError:
-                continue
-        return None  # not reached: the last try records its refusal as the row's error
+            return await ask_judge(model, judge_call_messages(dim, shown, language, judge_cfg),
+                                   plan.params or judge_cfg.model.params, plan, judge_cfg.parser, row,
+                                   adapter=adapter, raise_overflow=raise_overflow)
+
+        return await ask_within_context(n_rounds, ask)
 
     if judge_cfg.prompt_order != "dialogue_first" or len(dims) < 2:
         return [r for r in await asyncio.gather(*(one(d) for d in dims)) if r is not None]

@@ -20,8 +20,9 @@ start; the opener and round 1 are what every later reply answers to.
 """
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Any, Awaitable, Callable, Sequence
 
+from esc_eval.serve.chat.interface import ContextOverflowError
 from esc_eval.sim.prompt_files import load_prompt_file
 
 Turn = tuple[str, str]
@@ -63,3 +64,18 @@ def windowed(turns: Sequence[Turn], keep_late: int, language: str) -> tuple[list
     speaker, text = late[0][0]
     late[0][0] = (speaker, f"{marker.replace('{n}', str(left_out))} {text}")
     return [*head, *rounds[0], *(t for r in late for t in r)], left_out
+
+
+async def ask_within_context(n_rounds: int, ask: Callable[[int | None, bool], Awaitable[dict[str, Any] | None]]
+                             ) -> dict[str, Any] | None:
+    """The rule above around one judge call: `ask(keep_late, raise_overflow)` with the whole dialogue
+    (keep_late None), then, each time it raises ContextOverflowError, with fewer late rounds
+    (late_rounds_to_try); the last try is asked with raise_overflow False, so its refusal is the
+    row's error. Shared by scoring (one dialogue) and pairwise judging (two, windowed alike)."""
+    tries: list[int | None] = [None, *late_rounds_to_try(n_rounds)]
+    for i, keep_late in enumerate(tries):
+        try:
+            return await ask(keep_late, i < len(tries) - 1)
+        except ContextOverflowError:
+            continue
+    return None  # not reached: the last try records its refusal
