@@ -39,23 +39,75 @@ def shared_data() -> Path:
     return path
 
 
+_RAY_LOCAL = {"up": False}  # a Ray that ray_local started and left up for the next test asking for it
+
+
 @pytest.fixture
 def ray_local():
-    """A local Ray (2 CPUs, no dashboard) for one test, shut down after it: other tests check
-    that bad input fails before Ray starts, so none may be left running in this process."""
+    """A local Ray (2 CPUs, no dashboard). Tests that ask for it one after another share one instance
+    (a start and a shutdown are 6-9 s of a 2-core machine; nine tests asked for a Ray of their own).
+    It is shut down after the last of such a run of tests and before any test that does not ask for it
+    (the hooks below): other tests check that bad input fails before Ray starts, so none may be left running under them. It is
+    also shut down after a test that failed or left a CPU held: the next test gets a clean one."""
     import ray
 
-    started = False
     if not ray.is_initialized():
         # address="local": a fresh instance, never a cluster another test left behind
         from esc_eval.sim.pool.ray_start import start_local_ray
 
         start_local_ray(address="local", num_cpus=2, include_dashboard=False,  # once more after Ray's 30 s start timeout
                         runtime_env={"env_vars": {"VLLM_CPU_KVCACHE_SPACE": "2", "VLLM_LOGGING_LEVEL": "WARNING"}})
-        started = True
+        _RAY_LOCAL["up"] = True
     yield ray
-    if started:
-        ray.shutdown()
+    if _RAY_LOCAL["up"] and (not ray.is_initialized() or not _all_cpus_free(ray)):
+        _shutdown_ray_local()
+
+
+def _all_cpus_free(ray, wait_s: float = 10.0) -> bool:
+    """Every CPU of the cluster free again (an actor's CPU comes back shortly after it is gone)."""
+    import time
+
+    deadline = time.monotonic() + wait_s
+    while True:
+        if ray.available_resources().get("CPU", 0.0) >= ray.cluster_resources().get("CPU", 0.0):
+            return True
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.2)
+
+
+def _shutdown_ray_local() -> None:
+    import ray
+
+    ray.shutdown()
+    _RAY_LOCAL["up"] = False
+
+
+def _asks_for_ray_local(item) -> bool:
+    return item is not None and "ray_local" in getattr(item, "fixturenames", ())
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item):
+    """Before any fixture of a test that does not ask for ray_local (a module's own Ray included)."""
+    if _RAY_LOCAL["up"] and not _asks_for_ray_local(item):
+        _shutdown_ray_local()
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_runtest_teardown(item, nextitem):
+    if _RAY_LOCAL["up"] and _asks_for_ray_local(item) and not _asks_for_ray_local(nextitem):
+        _shutdown_ray_local()  # after the test's fixtures: none left under the next test
+
+
+def pytest_runtest_makereport(item, call):
+    if call.when == "call" and call.excinfo is not None and _RAY_LOCAL["up"] and _asks_for_ray_local(item):
+        _shutdown_ray_local()  # a failed test's actors must not meet the next test
+
+
+def pytest_sessionfinish(session, exitstatus):
+    if _RAY_LOCAL["up"]:
+        _shutdown_ray_local()
 
 
 @pytest.fixture(scope="session")

@@ -51,7 +51,9 @@ def cluster():
     import ray.cloudpickle
 
     ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
-    ray.init(num_cpus=2, namespace="serve", include_dashboard=False, log_to_driver=False)
+    from esc_eval.sim.pool.ray_start import start_local_ray  # Ray's start timeouts retried once
+
+    start_local_ray(address="local", num_cpus=2, namespace="serve", include_dashboard=False, log_to_driver=False)
     port = _free_port()
     serve.start(http_options={"host": "127.0.0.1", "port": port})
     yield port

@@ -110,6 +110,10 @@ def test_bench_score_runs_on_one_short_dialogue(embedded_model, tmp_path, monkey
 
     out = tmp_path / "bench.json"
     monkeypatch.setattr(scoring, "PHASE_PAUSE_S", 0)  # the pauses between phases steady timings, not the path
+    # one binding probed (all cores where there are several), an engine start fewer: the choice between two is
+    # tested on stand-ins (test_sim_rank_bench.py), their engines being distinct in test_vllm_engine_host.py
+    bindings = dict(list(scoring._reference_bindings().items())[-1:])
+    monkeypatch.setattr(scoring, "_reference_bindings", lambda: bindings)
     with engines_started_here():  # the bench's own engines must not idle beside later tests' engines
         result = bench_score(dialogues=1, out=out, source=tmp_path / "run", reference_dialogues=1, max_new_tokens=8,
                              model="embedded", workers=1)

@@ -28,8 +28,10 @@ RPM = 1200  # 20 requests a second: about 8 s for the run below
 def ray2():
     import ray
 
-    ray.init(address="local", num_cpus=2, include_dashboard=False,
-             runtime_env={"env_vars": {"VLLM_CPU_KVCACHE_SPACE": "2", "VLLM_LOGGING_LEVEL": "WARNING"}})
+    from esc_eval.sim.pool.ray_start import start_local_ray  # Ray's start timeouts retried once
+
+    start_local_ray(address="local", num_cpus=2, include_dashboard=False,
+                    runtime_env={"env_vars": {"VLLM_CPU_KVCACHE_SPACE": "2", "VLLM_LOGGING_LEVEL": "WARNING"}})
     yield ray
     ray.shutdown()
 

@@ -126,9 +126,11 @@ def test_second_replica_starts_under_load_and_goes_after(tmp_path):
     cfg = SimulationConfig(cards=str(cards), rounds=ROUNDS, role=ref, targets=[ref], execution=ex)
     # A handle's load report outlives it by max(2 x metrics_interval_s, this) (Serve's default 10 s): the
     # pool's worker is gone when the run ends, so its last report would hold the second replica that long.
-    ray.init(address="local", num_cpus=2, namespace="serve", include_dashboard=False, log_to_driver=False,
-             runtime_env={"env_vars": {"VLLM_CPU_KVCACHE_SPACE": "1", "VLLM_LOGGING_LEVEL": "WARNING",
-                                       "RAY_SERVE_MIN_HANDLE_METRICS_TIMEOUT_S": "1"}})
+    from esc_eval.sim.pool.ray_start import start_local_ray  # Ray's start timeouts retried once
+
+    start_local_ray(address="local", num_cpus=2, namespace="serve", include_dashboard=False, log_to_driver=False,
+                    runtime_env={"env_vars": {"VLLM_CPU_KVCACHE_SPACE": "1", "VLLM_LOGGING_LEVEL": "WARNING",
+                                              "RAY_SERVE_MIN_HANDLE_METRICS_TIMEOUT_S": "1"}})
     out = tmp_path / "run"
     watch = ReplicaWatch("autoscale", "embedded")
     try:

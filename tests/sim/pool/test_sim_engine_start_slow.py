@@ -40,28 +40,7 @@ def broken_model(tmp_path: Path, embedded_model) -> Path:
     return folder
 
 
-def test_a_target_that_cannot_start_stops_the_local_job_with_the_engines_cause(tmp_path, embedded_model):
-    """The role (the session's engine) starts; the target's engine fails in vLLM's worker process."""
-    folder = broken_model(tmp_path, embedded_model)
-    cfg = SimulationConfig(cards="sample", limit=2, role=ModelRef(model="vllm/embedded"),
-                           targets=[ModelRef(model=f"vllm/{folder}")], execution=ExecutionConfig(executor="local"))
-    with pytest.raises(EngineStartError) as e:
-        run_simulation(cfg, tmp_path / "run")
-    msg = str(e.value)
-    assert "\n" not in msg and msg.startswith(f"the vLLM engine for {folder} did not start: RuntimeError: ")
-    assert "exceeds dimension size (1536)" in msg and msg.endswith("no dialogue was run; run the same command again "
-                                                                  "once that is fixed")
-    assert list(RunFolder(tmp_path / "run").iter_rows("dialogues")) == []
-    manifest = json.loads((tmp_path / "run" / "manifest.json").read_text())
-    (stop,) = [ev for ev in manifest["events"] if ev["kind"] == "simulation_stopped"]
-    assert "exceeds dimension size" in stop["error"] and any("Traceback" in line for line in stop["detail"])
-    from esc_eval.serve.backends.vllm_engine import VLLMChatModel
-
-    again = VLLMChatModel(str(folder))  # the failed engine is forgotten: a retry in this process starts afresh
-    assert again.host.engine is None and again.host._started is None
-    again.release()
-
-
+# First in the module: the test before it in the slow tests' order (sim/pool's batch test) shares its Ray
 def test_the_ray_job_and_the_command_say_why_the_engine_did_not_start(tmp_path, ray_local):
     """`esc-eval simulate` joining a local Ray: the role's engine fails inside the EngineCore (its
     max_model_len needs more KV cache than VLLM_CPU_KVCACHE_SPACE holds). Without -v the worker's logs
@@ -84,6 +63,28 @@ def test_the_ray_job_and_the_command_say_why_the_engine_did_not_start(tmp_path, 
     assert proc.stdout == "" and list(RunFolder(out).iter_rows("dialogues")) == []
     stop = [ev for ev in json.loads((out / "manifest.json").read_text())["events"] if ev["kind"] == "simulation_stopped"]
     assert "max seq len (200000)" in stop[0]["error"]
+
+
+def test_a_target_that_cannot_start_stops_the_local_job_with_the_engines_cause(tmp_path, embedded_model):
+    """The role (the session's engine) starts; the target's engine fails in vLLM's worker process."""
+    folder = broken_model(tmp_path, embedded_model)
+    cfg = SimulationConfig(cards="sample", limit=2, role=ModelRef(model="vllm/embedded"),
+                           targets=[ModelRef(model=f"vllm/{folder}")], execution=ExecutionConfig(executor="local"))
+    with pytest.raises(EngineStartError) as e:
+        run_simulation(cfg, tmp_path / "run")
+    msg = str(e.value)
+    assert "\n" not in msg and msg.startswith(f"the vLLM engine for {folder} did not start: RuntimeError: ")
+    assert "exceeds dimension size (1536)" in msg and msg.endswith("no dialogue was run; run the same command again "
+                                                                  "once that is fixed")
+    assert list(RunFolder(tmp_path / "run").iter_rows("dialogues")) == []
+    manifest = json.loads((tmp_path / "run" / "manifest.json").read_text())
+    (stop,) = [ev for ev in manifest["events"] if ev["kind"] == "simulation_stopped"]
+    assert "exceeds dimension size" in stop["error"] and any("Traceback" in line for line in stop["detail"])
+    from esc_eval.serve.backends.vllm_engine import VLLMChatModel
+
+    again = VLLMChatModel(str(folder))  # the failed engine is forgotten: a retry in this process starts afresh
+    assert again.host.engine is None and again.host._started is None
+    again.release()
 
 
 def test_the_cpu_engine_reports_its_kv_cache_and_keeps_the_cpu_default(embedded_model):

@@ -27,7 +27,8 @@ pytestmark = [pytest.mark.slow, pytest.mark.beside]
 
 
 def _config(tmp_path: Path) -> Path:
-    side = {"model": "vllm/embedded", "params": {"max_tokens": 16}}
+    # short turns: the rounds and the kill are what this proves, not long replies (decode is its time)
+    side = {"model": "vllm/embedded", "params": {"max_tokens": 8}}
     cfg = {"cards": "sample", "languages": ["en"], "limit": 1, "rounds": ROUNDS, "role": side, "targets": [side],
            "execution": {"executor": "local", "log_to_driver": False}}
     path = tmp_path / "sim.yaml"

@@ -41,7 +41,9 @@ def endpoint(tmp_path_factory):
     # the cross-check compares two timings taken a minute apart, and a 2-core box shared with other
     # jobs moved single runs by 30%. Raising priority needs root; elsewhere the ordinary one.
     os.environ.setdefault("RAY_worker_niceness", str(PRIORITY))
-    ray.init(address="local", num_cpus=2, namespace="serve", include_dashboard=False, log_to_driver=False)
+    from esc_eval.sim.pool.ray_start import start_local_ray  # Ray's start timeouts retried once
+
+    start_local_ray(address="local", num_cpus=2, namespace="serve", include_dashboard=False, log_to_driver=False)
     cfg = routing_config("session", "embedded", 2, kv_cache_gib=1, max_num_seqs=16, port=free_port())
     path = tmp_path_factory.mktemp("serve") / "serve.yaml"
     path.write_text(yaml.safe_dump(cfg.model_dump(mode="json")))
