@@ -18,7 +18,9 @@ REPO = Path(__file__).resolve().parents[1]
 SHARED = REPO.parent / "shared"
 
 os.environ.setdefault("RAY_AUTH_MODE", "disabled")
-os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "2")
+# 1 GiB of KV cache per test engine (23k float32 tokens of the embedded model, more than a test holds): each
+# engine start allocates and touches it, 11 s for 2 GiB and 4.5 s for 1 GiB on the 2-core AVX2 EPYC
+os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
 os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")
 # Our code always calls ray.init explicitly; without this, a background thread left by one test
 # (a Serve handle's metrics pusher) can silently start a new local Ray under a later test.
@@ -39,7 +41,12 @@ def shared_data() -> Path:
     return path
 
 
-_RAY_LOCAL = {"up": False}  # a Ray that ray_local started and left up for the next test asking for it
+_RAY_LOCAL: dict = {"up": False, "env": None}  # a Ray ray_local started and left up for the next test asking for it
+
+
+def _environment() -> dict[str, str]:
+    """What Ray's processes inherit from this one (pytest's per-test variables aside)."""
+    return {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_")}
 
 
 @pytest.fixture
@@ -47,17 +54,21 @@ def ray_local():
     """A local Ray (2 CPUs, no dashboard). Tests that ask for it one after another share one instance
     (a start and a shutdown are 6-9 s of a 2-core machine; nine tests asked for a Ray of their own).
     It is shut down after the last of such a run of tests and before any test that does not ask for it
-    (the hooks below): other tests check that bad input fails before Ray starts, so none may be left running under them. It is
-    also shut down after a test that failed or left a CPU held: the next test gets a clean one."""
+    (the hooks below): other tests check that bad input fails before Ray starts, so none may be left
+    running under them. It is also shut down after a test that failed or left a CPU held, and before a
+    test whose environment differs from the one it started under (its workers inherit that: a test's
+    AWS_* settings for its S3 server)."""
     import ray
 
+    if _RAY_LOCAL["up"] and _RAY_LOCAL["env"] != _environment():
+        _shutdown_ray_local()
     if not ray.is_initialized():
         # address="local": a fresh instance, never a cluster another test left behind
         from esc_eval.sim.pool.ray_start import start_local_ray
 
         start_local_ray(address="local", num_cpus=2, include_dashboard=False,  # once more after Ray's 30 s start timeout
-                        runtime_env={"env_vars": {"VLLM_CPU_KVCACHE_SPACE": "2", "VLLM_LOGGING_LEVEL": "WARNING"}})
-        _RAY_LOCAL["up"] = True
+                        runtime_env={"env_vars": {"VLLM_CPU_KVCACHE_SPACE": "1", "VLLM_LOGGING_LEVEL": "WARNING"}})
+        _RAY_LOCAL.update(up=True, env=_environment())
     yield ray
     if _RAY_LOCAL["up"] and (not ray.is_initialized() or not _all_cpus_free(ray)):
         _shutdown_ray_local()

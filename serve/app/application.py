@@ -32,6 +32,7 @@ from pydantic import Field, model_validator
 
 from esc_eval.serve.config.base import ConfigModel, load_config_file
 
+from esc_eval.serve.devices.cpu import cpu_kv_cache_gib
 from esc_eval.serve.engines.args import CPU, EngineConfigError, device_engine_kwargs, gpus
 from esc_eval.serve.app.gpu_share import PER_WORKER_GPUS_ENV
 from esc_eval.serve.engines.kv_budget import EXPECTED_KV_ENV, KV_FLOOR_ENV
@@ -129,8 +130,9 @@ class ServeConfig(ConfigModel):
     route_prefix: str = Field("/", description="HTTP route prefix of the OpenAI ingress.")
     host: str = Field("127.0.0.1", description="HTTP bind address; 0.0.0.0 only on a trusted network.")
     port: int = Field(8000, ge=1, le=65535, description="HTTP port.")
-    kv_cache_gib: int = Field(2, ge=1, description="VLLM_CPU_KVCACHE_SPACE in whole GiB (vLLM reads an integer) per "
-                              "CPU replica: leave memory for the rest.")
+    kv_cache_gib: int = Field(default_factory=cpu_kv_cache_gib, ge=1, description=(
+        "VLLM_CPU_KVCACHE_SPACE in whole GiB (vLLM reads an integer) per CPU replica: leave memory for the rest. "
+        "Default: VLLM_CPU_KVCACHE_SPACE as this process has it, else 2."))
     env_vars: dict[str, str] = Field(default_factory=dict, description="Extra environment variables for the replicas (never secrets).")
     ingress_num_cpus: float | None = Field(
         None, ge=0, description="CPUs reserved by the ingress; None = 0 when every model is on CPU, else Ray's default."

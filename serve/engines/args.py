@@ -18,7 +18,8 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from esc_eval.serve.devices.accelerator import decide_accelerator
-from esc_eval.serve.devices.cpu import CpuInfo, cpu_info, kv_block_size, resolve_dtype
+from esc_eval.serve.devices.cpu import (DEFAULT_KV_CACHE_GIB, KV_CACHE_ENV, CpuInfo, cpu_info, kv_block_size,
+                                        resolve_dtype)
 
 
 class EngineConfigError(ValueError):
@@ -145,4 +146,4 @@ def engine_kwargs(requested: dict[str, Any], device: Device, *, adapters: int = 
 
 def cpu_kv_cache_env() -> None:
     """vLLM-CPU reserves most of RAM for its KV cache unless VLLM_CPU_KVCACHE_SPACE (GiB) is set."""
-    os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "2")
+    os.environ.setdefault(KV_CACHE_ENV, str(DEFAULT_KV_CACHE_GIB))

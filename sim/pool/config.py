@@ -7,6 +7,7 @@ from typing import Literal
 from pydantic import Field
 
 from esc_eval.serve.config import ConfigModel
+from esc_eval.serve.devices.cpu import KV_CACHE_ENV, cpu_kv_cache_gib
 from esc_eval.serve.plan.planner import PlacementConfig
 
 
@@ -39,7 +40,9 @@ class ExecutionConfig(ConfigModel):
     worker_start_timeout_s: float = Field(900.0, gt=0, description="Give up if a worker has not set up its models in this time.")
     placement_timeout_s: float = Field(20.0, gt=0, description="Fail (saying what is needed and what the cluster has) if the worker actors cannot be placed on the cluster in this time.")
     log_to_driver: bool = Field(True, description="Show worker logs (engines, retries) on the driver's console.")
-    env: dict[str, str] = Field(default_factory=lambda: {"VLLM_CPU_KVCACHE_SPACE": "2"}, description="Environment of the worker actors (Ray runtime_env env_vars).")
+    env: dict[str, str] = Field(default_factory=lambda: {KV_CACHE_ENV: str(cpu_kv_cache_gib())}, description=(
+        "Environment of the worker actors (Ray runtime_env env_vars). Default: VLLM_CPU_KVCACHE_SPACE (GiB of KV cache "
+        "per CPU engine) as the driver has it, else 2."))
     cpu_bind: Literal["auto", "per_worker", "all"] = Field(
         "auto", description="vLLM-CPU thread binding of the workers' engines: 'auto' = vLLM's default (every engine on "
         "the first core); 'per_worker' = worker i's engine on core i (mod the cores): several CPU engines on one "

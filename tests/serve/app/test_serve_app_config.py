@@ -28,7 +28,8 @@ def _cfg(**kw):
     return ServeConfig(models=[ServeModelConfig(name="embedded", model_source="/models/smol", **kw)])
 
 
-def test_cpu_llm_config_matches_the_recipe():
+def test_cpu_llm_config_matches_the_recipe(monkeypatch):
+    monkeypatch.delenv("VLLM_CPU_KVCACHE_SPACE", raising=False)  # the default where the process has none
     (c,) = build_llm_configs(_cfg(min_replicas=1, max_replicas=3, target_ongoing_requests=8))
     lc = llm.LLMConfig.model_validate(c)
     assert lc.accelerator_config.kind == "cpu" and lc.accelerator_type is None
@@ -153,6 +154,22 @@ def test_kv_cache_space_is_a_whole_number_of_gib():
         ServeConfig(kv_cache_gib=0.5, models=[ServeModelConfig(name="embedded")])
     (c,) = build_llm_configs(ServeConfig(kv_cache_gib=3, models=[ServeModelConfig(name="embedded", model_source="/m")]))
     assert c["runtime_env"]["env_vars"]["VLLM_CPU_KVCACHE_SPACE"] == "3"
+
+
+def test_kv_cache_space_defaults_to_the_processs_own(monkeypatch):
+    """A user who exported VLLM_CPU_KVCACHE_SPACE gets it in the replicas and pool workers, not 2 GiB."""
+    from esc_eval.sim.pool.config import ExecutionConfig
+
+    monkeypatch.setenv("VLLM_CPU_KVCACHE_SPACE", "5")
+    (c,) = build_llm_configs(_cfg())
+    assert c["runtime_env"]["env_vars"]["VLLM_CPU_KVCACHE_SPACE"] == "5"
+    assert ExecutionConfig().env == {"VLLM_CPU_KVCACHE_SPACE": "5"}
+    assert ServeConfig(kv_cache_gib=3, models=[ServeModelConfig(name="embedded")]).kv_cache_gib == 3  # asked: kept
+    monkeypatch.delenv("VLLM_CPU_KVCACHE_SPACE")
+    assert _cfg().kv_cache_gib == 2 and ExecutionConfig().env == {"VLLM_CPU_KVCACHE_SPACE": "2"}
+    monkeypatch.setenv("VLLM_CPU_KVCACHE_SPACE", "0.5")  # what vLLM would refuse at every engine start
+    with pytest.raises(ValueError, match=r"VLLM_CPU_KVCACHE_SPACE='0.5': a whole number of GiB"):
+        ExecutionConfig()
 
 
 def test_template_override_reaches_vllm_frontend_as_text():

@@ -1,7 +1,7 @@
 """Real Ray Serve on CPU: sticky routing, replica death, bounded health waits, and the
 ray.serve.llm app with the embedded SmolLM2 model behind both the openai/ and serve/ backends.
 
-Heavy: run under `flock /tmp/esc-eval-heavy.lock` with VLLM_CPU_KVCACHE_SPACE=2 RAY_AUTH_MODE=disabled.
+Heavy: run under `flock /tmp/esc-eval-heavy.lock` with RAY_AUTH_MODE=disabled.
 Routing and replica-death tests use a tiny non-LLM deployment that speaks the same `chat`
 method as ray.serve.llm's LLMServer (two vLLM replicas do not fit in 2 CPUs / this budget).
 Measurements are written to $ESC_EVAL_MEASUREMENTS (default /tmp/esc-eval-serve-measurements.json).
@@ -47,7 +47,6 @@ def _free_port() -> int:
 @pytest.fixture(scope="module")
 def cluster():
     os.environ.setdefault("RAY_AUTH_MODE", "disabled")
-    os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "2")
     import ray.cloudpickle
 
     ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])

@@ -40,7 +40,6 @@ def free_port() -> int:
 @pytest.mark.heavy
 def test_serve_up_leaves_a_running_app_for_other_processes(tmp_path):
     env = {k: v for k, v in os.environ.items() if k not in ("RAY_AUTH_MODE", "RAY_ADDRESS")}
-    env["VLLM_CPU_KVCACHE_SPACE"] = "2"
     port = free_port()
     up = subprocess.Popen([*CLI, "serve", "up", "--model", "embedded", "--port", str(port), "--timeout", "400"],
                           cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,

@@ -1,6 +1,6 @@
 """The whole card build on the real embedded model (SmolLM2-135M via vLLM on CPU).
 
-Heavy: run under `flock /tmp/esc-eval-heavy.lock` with VLLM_CPU_KVCACHE_SPACE=2 RAY_AUTH_MODE=disabled.
+Heavy: run under `flock /tmp/esc-eval-heavy.lock` with RAY_AUTH_MODE=disabled.
 The cards are real and may be poor (a 135M model, English only): the test checks structure and
 bookkeeping, not the model's judgement. Timings go to $ESC_EVAL_CARDBUILD_MEASUREMENTS
 (default /tmp/esc-eval-cardbuild-measurements.json).
@@ -30,7 +30,6 @@ MEASURE = os.environ.get("ESC_EVAL_CARDBUILD_MEASUREMENTS", "/tmp/esc-eval-cardb
 
 def test_build_on_the_embedded_model_and_resume(tmp_path):
     pytest.importorskip("vllm")
-    os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "2")
     # one item of each English source but EPITOME (all 3: its two files share a post, read once); the four
     # Chinese items as before (where the zh cards come from; both SMILE layouts): every reader and stage
     # still runs on the real model, and 10 items instead of 14 shorten every stage

@@ -39,7 +39,7 @@ async def test_one_full_dialogue_and_seven_scores(embedded_model):
 
 
 def run_cli(*args, cwd, timeout=900):
-    env = {**os.environ, "RAY_AUTH_MODE": "disabled", "VLLM_CPU_KVCACHE_SPACE": "2"}
+    env = {**os.environ, "RAY_AUTH_MODE": "disabled"}
     return subprocess.run([sys.executable, "-m", "esc_eval.cli", *args], cwd=cwd, env=env, capture_output=True,
                           text=True, timeout=timeout)
 

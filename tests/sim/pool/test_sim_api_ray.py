@@ -31,7 +31,7 @@ def ray2():
     from esc_eval.sim.pool.ray_start import start_local_ray  # Ray's start timeouts retried once
 
     start_local_ray(address="local", num_cpus=2, include_dashboard=False,
-                    runtime_env={"env_vars": {"VLLM_CPU_KVCACHE_SPACE": "2", "VLLM_LOGGING_LEVEL": "WARNING"}})
+                    runtime_env={"env_vars": {"VLLM_CPU_KVCACHE_SPACE": "1", "VLLM_LOGGING_LEVEL": "WARNING"}})
     yield ray
     ray.shutdown()
 

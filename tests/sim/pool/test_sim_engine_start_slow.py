@@ -52,7 +52,7 @@ def test_the_ray_job_and_the_command_say_why_the_engine_did_not_start(tmp_path, 
                                       "execution": {"workers": 1}}))
     out = tmp_path / "run"
     address = ray_local.get_runtime_context().gcs_address
-    env = {**os.environ, "RAY_AUTH_MODE": "disabled", "VLLM_CPU_KVCACHE_SPACE": "2"}
+    env = {**os.environ, "RAY_AUTH_MODE": "disabled"}
     proc = subprocess.run([sys.executable, "-m", "esc_eval.cli", "simulate", "-c", str(config), "-o", str(out),
                            "--address", address], cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 1, proc.stderr[-3000:]

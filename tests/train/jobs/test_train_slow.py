@@ -17,7 +17,6 @@ from esc_eval.train.config import DialogueSourceConfig, RoleDataConfig, RoleJobC
 pytestmark = [pytest.mark.slow, pytest.mark.beside]
 
 os.environ.setdefault("RAY_AUTH_MODE", "disabled")
-os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "2")
 os.environ.setdefault("TORCH_EXTENSIONS_DIR", str(Path.home() / ".cache" / "esc-eval" / "torch_extensions"))
 
 MEMO = "Zanzibar the purple giraffe ate my homework again!"
