@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from esc_eval.serve.chat.interface import ChatModel, GenerationParams
+from esc_eval.serve.devices.cpu import DEFAULT_KV_CACHE_GIB, KV_CACHE_ENV
 from esc_eval.serve.registry.registry import build_chat_model
 from esc_eval.serve.calls.retry import RetryingChatModel, RetryPolicy
 import esc_eval.sim.cardbuild.review.annotation as ann
@@ -235,8 +236,8 @@ def _run_on_ray(cfg: CardBuildConfig, items: list[SourceItem], out: Path, model:
 
             start_local_ray(address="local", num_cpus=max(2, int(cfg.ray.num_cpus) + 1), include_dashboard=False,
                             log_to_driver=True)
-    env = {k: os.environ[k] for k in ("VLLM_CPU_KVCACHE_SPACE", "RAY_AUTH_MODE", "ESC_EVAL_CACHE") if k in os.environ}
-    env.setdefault("VLLM_CPU_KVCACHE_SPACE", "2")
+    env = {k: os.environ[k] for k in (KV_CACHE_ENV, "RAY_AUTH_MODE", "ESC_EVAL_CACHE") if k in os.environ}
+    env.setdefault(KV_CACHE_ENV, str(DEFAULT_KV_CACHE_GIB))
     task = ray.remote(num_cpus=cfg.ray.num_cpus, max_retries=0, runtime_env={"env_vars": env})(_run_remote)
     ref = task.remote(cfg.model_dump(mode="json"), [it.model_dump(mode="json") for it in items], str(out.resolve()), model)
     timings = ray.get(ref)

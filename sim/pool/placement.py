@@ -33,7 +33,7 @@ import time
 from typing import Any, Callable, Iterator
 
 from esc_eval.serve.devices.accelerator import check_accelerator, decide_accelerator
-from esc_eval.serve.devices.cpu import resolve_dtype
+from esc_eval.serve.devices.cpu import DEFAULT_KV_CACHE_GIB, KV_CACHE_ENV, resolve_dtype
 from esc_eval.serve.devices.gpus import GpuInventory, ray_inventory
 from esc_eval.serve.registry.size import model_facts
 from esc_eval.serve.plan.planner import PLACEMENT_ENV, Hardware, ModelUse, Plan, hardware_for, model_of, plan_run
@@ -126,7 +126,7 @@ def cluster_hardware(execution: ExecutionConfig) -> Hardware:
 def make_plan(execution: ExecutionConfig, uses: list[ModelUse], hardware: Hardware, *, at_run_time: bool = False) -> Plan:
     """The plan for `uses` under `execution` on `hardware` (pure, given the hardware). At run time,
     GPUs the config asks for that this machine does not have are refused; `esc-eval plan` warns."""
-    kv = float(execution.env.get("VLLM_CPU_KVCACHE_SPACE") or os.environ.get("VLLM_CPU_KVCACHE_SPACE") or 2)
+    kv = float(execution.env.get(KV_CACHE_ENV) or os.environ.get(KV_CACHE_ENV) or DEFAULT_KV_CACHE_GIB)
     plan = plan_run(uses, hardware, execution.placement, workers=execution.workers,
                     gpus_per_worker=execution.num_gpus_per_worker, cpu_kv_cache_gib=kv,
                     cpu_dtype=resolve_dtype(execution.dtype, gpu=False),
