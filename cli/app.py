@@ -15,25 +15,11 @@ from typing import Annotated
 
 import typer
 
-# By full name, not `from esc_eval.cli import ...`: reading this package's namespace from inside it is
+# From the rooms, not `from esc_eval.cli import ...`: reading this package's namespace from inside it is
 # an import cycle with its __init__ (tests/cli/test_cli_layout.py).
-import esc_eval.cli.analysis as analysis
-import esc_eval.cli.annotate as annotate
-import esc_eval.cli.bench as bench
-import esc_eval.cli.cards as cards
-import esc_eval.cli.check as check
-import esc_eval.cli.compare as compare
-import esc_eval.cli.demo as demo
-import esc_eval.cli.docs as docs
-import esc_eval.cli.export as export
-import esc_eval.cli.pairwise as pairwise
-import esc_eval.cli.plan as plan
-import esc_eval.cli.report as report
-import esc_eval.cli.score as score
-import esc_eval.cli.serve as serve
-import esc_eval.cli.simulate as simulate
-import esc_eval.cli.train as train
-import esc_eval.cli.view as view
+from esc_eval.cli.jobs import cards, demo, pairwise, score, simulate, train
+from esc_eval.cli.ops import bench, check, docs, plan, serve
+from esc_eval.cli.results import analysis, annotate, compare, export, report, view
 from esc_eval.cli.common import STATE
 
 app = typer.Typer(add_completion=False, no_args_is_help=True,

@@ -7,7 +7,9 @@ import os
 import re
 import sys
 from pathlib import Path
-from typing import Any, Callable
+from typing import Annotated, Any, Callable, Optional
+
+import typer
 
 # --debug / --verbose of the root command (set by cli.app's callback before any command runs).
 STATE = {"debug": False, "verbose": False}
@@ -35,12 +37,12 @@ def console_env(ex) -> None:
 
 def exit_for_outcome(result: dict[str, Any], kind: str, max_failure_rate: float) -> None:
     """After the result is printed: exit non-zero with one line when the job stopped on its budget
-    or failed past the threshold (sim/pool/outcome.py); the rows stay for a resume."""
+    or failed past the threshold (sim/driver/outcome.py); the rows stay for a resume."""
     import sys
 
     import typer
 
-    from esc_eval.sim.pool.outcome import outcome_line
+    from esc_eval.sim.driver.outcome import outcome_line
 
     verdict = outcome_line(result, kind, max_failure_rate)
     if verdict is not None:
@@ -82,3 +84,10 @@ def renamed(old: str, new: str, command: Callable[..., Any]) -> Callable[..., An
         return command(*args, **kwargs)
 
     return run
+
+
+# Options several commands take (report, leaderboard, compare).
+Humans = Annotated[Optional[str], typer.Option("--humans", help="Human scores to anchor the means on (PPI): an annotate store (annotations.sqlite, or a run folder holding one), filled annotation sheets (a folder of annotate_*.csv or a CSV) or annotate export's table.")]
+Study = Annotated[Optional[str], typer.Option("--study", help="Only this study of the annotate store (default: every study).")]
+OneAnnotator = Annotated[bool, typer.Option("--allow-one-annotator", help="Accept human scores that all come from one annotator.")]
+ScoreKind = Annotated[str, typer.Option("--scores", help="label (the judge's most likely label, the paper's) | expected (sum of k x P(k) where the judge gave P(0..4)).")]

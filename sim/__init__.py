@@ -25,7 +25,7 @@ from esc_eval.sim.cards.risk import RISK_LEVELS, normalize_risk_level
 from esc_eval.sim.cards.taxonomy import load_taxonomy
 from esc_eval.sim.dialogue.dialogue import DialogueSetup, Participant, Turn, run_dialogue
 from esc_eval.sim.jobs.config import PipelineConfig, ScoringConfig, SimulationConfig
-from esc_eval.sim.jobs.placed import placed_scoring, placed_simulation
+from esc_eval.sim.launch.placed import placed_scoring, placed_simulation
 from esc_eval.sim.jobs.scoring import run_scoring, score_dialogue
 from esc_eval.sim.jobs.simulation import run_simulation
 from esc_eval.sim.judging.config import JudgeConfig

@@ -1,8 +1,11 @@
-"""tests/ mirrors the packages (docs/reference/layout.md): the tests of a package's room
+"""tests/ mirrors the packages (docs/reference/layout.md), both ways: the tests of a package's room
 `<pkg>/<room>/` sit in `tests/<pkg>/<room>/`, none flat at `tests/<pkg>/` where the package has
 rooms and no module of its own (train/'s config.py, errors.py and adapter_registry.py are tested
-flat in tests/train/); shared helpers and data may stay at `tests/<pkg>/`. The rooms are read from the tree (every
-folder with an `__init__.py`), so a package split into rooms later is held to the same rule."""
+flat in tests/train/); shared helpers and data may stay at `tests/<pkg>/`; and every folder of code
+(a room, or cluster/local's scripts) has its test folder holding tests. No folder, of the packages or
+of tests/, holds more than 12 modules: a room that grows past that holds more than one concept.
+The rooms are read from the tree (every folder with a `.py` file), so a package split into rooms
+later is held to the same rule."""
 from __future__ import annotations
 
 from collections import Counter
@@ -44,13 +47,65 @@ def layout_problems(repo: Path) -> list[str]:
                                 f"({', '.join(sorted(r.name for r in rooms))}): it belongs in tests/{rel.parts[0]}/<room>/")
             continue
         mirrored = repo.joinpath(*rel.parts[:-1])
-        if not (mirrored / "__init__.py").is_file():
+        if not (mirrored / "__init__.py").is_file() and not any(mirrored.glob("*.py")):  # cluster/local: scripts, no package
             problems.append(f"tests/{rel}: {mirrored.relative_to(repo)}/ is not a package folder (no __init__.py)")
     return sorted(problems)
 
 
+PACKAGES = ("cli", "cluster", "serve", "sim", "train", "analysis")
+MAX_MODULES = 12
+
+
+def code_folders(repo: Path) -> list[Path]:
+    """Every folder of the packages that holds Python code (a room, a package's top, cluster/local)."""
+    return sorted({p.parent for top in PACKAGES if (repo / top).is_dir() for p in (repo / top).rglob("*.py")
+                   if "__pycache__" not in p.parts})
+
+
+def unmirrored(repo: Path) -> list[str]:
+    """Folders of code with no test folder holding a test (at any depth below it), one line each."""
+    out = []
+    for folder in code_folders(repo):
+        rel = folder.relative_to(repo)
+        tests = repo / "tests" / rel
+        if not any(tests.rglob("test_*.py")) if tests.is_dir() else True:
+            out.append(f"{rel}/ has no tests: tests/{rel}/ holds no test_*.py")
+    return out
+
+
+def crowded(repo: Path) -> list[str]:
+    """Folders (of the packages and of tests/) with more than MAX_MODULES modules (`__init__.py` not counted)."""
+    folders = code_folders(repo) + sorted({p.parent for p in (repo / "tests").rglob("*.py") if "__pycache__" not in p.parts})
+    out = []
+    for folder in folders:
+        n = sum(1 for m in folder.glob("*.py") if m.name != "__init__.py")
+        if n > MAX_MODULES:
+            out.append(f"{folder.relative_to(repo)}/ holds {n} modules (at most {MAX_MODULES}: split it into rooms)")
+    return out
+
+
 def test_tests_mirror_the_packages():
     assert layout_problems(REPO) == []
+
+
+def test_every_folder_of_code_has_its_tests():
+    assert unmirrored(REPO) == []
+
+
+def test_no_folder_holds_more_than_twelve_modules():
+    assert crowded(REPO) == []
+
+
+def test_a_room_without_tests_and_a_crowded_folder_are_named(tmp_path):
+    _tree(tmp_path, "serve/__init__.py", "serve/plan/__init__.py", "serve/plan/planner.py", "cluster/local/uv_flags.py",
+          "tests/serve/plan/test_plan.py", "tests/cluster/local/test_uv.py")
+    assert unmirrored(tmp_path) == [] and crowded(tmp_path) == []
+    _tree(tmp_path, "serve/config/__init__.py", "serve/config/base.py", "tests/serve/config/helpers.py",
+          *[f"serve/plan/m{i}.py" for i in range(12)])
+    assert unmirrored(tmp_path) == ["serve/config/ has no tests: tests/serve/config/ holds no test_*.py"]
+    assert crowded(tmp_path) == ["serve/plan/ holds 13 modules (at most 12: split it into rooms)"]
+    _tree(tmp_path, *[f"tests/serve/plan/test_m{i}.py" for i in range(12)])
+    assert crowded(tmp_path)[-1] == "tests/serve/plan/ holds 13 modules (at most 12: split it into rooms)"
 
 
 def test_every_room_of_serve_analysis_and_sim_holds_its_tests_in_its_folder():

@@ -70,7 +70,7 @@ def write_safety_files(run_dirs: list[str], out: str | None, n_boot: int = 1000,
     """safety.md/.csv of the runs and the summary; with required=False, ({}, None) when they hold no
     safety score (required: one line, AnalysisInputError)."""
     from esc_eval.analysis.results.loaders import AnalysisInputError
-    from esc_eval.analysis.results.safety import harm_weighted_summary, load_safety, write_safety
+    from esc_eval.analysis.safety.crisis import harm_weighted_summary, load_safety, write_safety
 
     try:
         frame = load_safety(run_dirs)

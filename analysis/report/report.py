@@ -24,8 +24,8 @@ from esc_eval.analysis.results.spoiled import card_contents, flag_map, spoiled_f
 import esc_eval.analysis.report.sections  # noqa: F401,E402 - the paper's
 import esc_eval.analysis.pairwise.pairwise_section  # noqa: F401,E402
 import esc_eval.analysis.panels.panel_section  # noqa: F401,E402
-import esc_eval.analysis.results.by_round  # noqa: F401,E402
-import esc_eval.analysis.results.safety  # noqa: F401,E402
+import esc_eval.analysis.rounds.by_round  # noqa: F401,E402
+import esc_eval.analysis.safety.crisis  # noqa: F401,E402
 import esc_eval.analysis.seekers.endings  # noqa: F401,E402
 import esc_eval.analysis.seekers.fidelity_report  # noqa: F401,E402
 import esc_eval.analysis.seekers.seeker_kinds  # noqa: F401,E402
@@ -33,7 +33,7 @@ import esc_eval.analysis.seekers.seeker_levels  # noqa: F401,E402
 import esc_eval.analysis.seekers.simulators  # noqa: F401,E402
 import esc_eval.analysis.seekers.spoiled_section  # noqa: F401,E402
 import esc_eval.analysis.trust.report_sections  # noqa: F401,E402
-import esc_eval.analysis.trust.bias_sections  # noqa: F401,E402
+import esc_eval.analysis.ranking.bias_sections  # noqa: F401,E402
 from esc_eval.sim.judging.dimensions import DIMENSION_NAMES, TABLE_SCALE
 from esc_eval.sim.runs.open import OutputFolder
 from esc_eval.sim.runs.storage import as_location, join_location

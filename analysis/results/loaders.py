@@ -67,7 +67,7 @@ def load_scores(run_dirs: PathLike | Iterable[PathLike], *, extra_dimensions: bo
     """Score rows of one or more run folders, latest row per (run_id, dialogue_id, dimension, judge).
 
     Only the paper's seven dimensions unless `extra_dimensions`: the rows of dimensions beyond
-    the paper (safety) are reported apart (analysis/results/safety.py) and never reach Table 2, its
+    the paper (safety) are reported apart (analysis/safety/crisis.py) and never reach Table 2, its
     Average or any figure pooled over the seven.
 
     A path that is a file or folder of official score JSON (Qwen_7B_en.json, ...) is read with

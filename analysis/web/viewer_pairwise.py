@@ -1,4 +1,4 @@
-"""The viewer's pairwise verdicts of one dialogue (the run folder's `pairwise` rows, sim/jobs/pairwise.py):
+"""The viewer's pairwise verdicts of one dialogue (the run folder's `pairwise` rows, sim/pairwise/job.py):
 each verdict a judge gave between it and another target's dialogue on its card, in this dialogue's
 terms: `this` (it was preferred), `other` or `tie`, null where the judge gave no usable answer."""
 from __future__ import annotations

@@ -1,4 +1,4 @@
-# Sourced by bootstrap.sh (and by tests/cluster/test_bootstrap_detect.py): which build this machine
+# Sourced by bootstrap.sh (and by tests/cluster/local/test_bootstrap_detect.py): which build this machine
 # gets, chosen before anything is installed. GPUs are found the way serve/devices/gpus.py finds them,
 # the first source that answers wins:
 #   1. the NVML library (libnvidia-ml.so.1, called through ctypes: pynvml is not installed yet);

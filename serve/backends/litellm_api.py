@@ -4,7 +4,7 @@ Gemini, Bedrock, Mistral, ...; `litellm/openai/<model>` is OpenAI's API through 
 The same paths as every backend: failures are classified here (429 with its Retry-After ->
 rate_limit; timeouts; 5xx and connection errors -> transient; the rest fatal) and retried only by
 the one retry policy (serve/calls/retry.py): LiteLLM's own retries are off. Limits, the spend cap and
-the call cache wrap it like any model (sim/pool/calls.py).
+the call cache wrap it like any model (sim/driver/calls.py).
 
 Offline at run time: LiteLLM would fetch its price list from the network when imported, unless
 LITELLM_LOCAL_MODEL_COST_MAP is set, which this module sets before importing it (the list shipped

@@ -1,4 +1,4 @@
-"""One decision, per process, of where the engines run: "cuda" or "cpu". The plan (sim/pool/placement.py,
+"""One decision, per process, of where the engines run: "cuda" or "cpu". The plan (sim/driver/placement.py,
 serve/plan) and every engine (serve/engines/args.py `detect_device`) ask `decide_accelerator`, so a plan
 never puts replicas on GPUs that the engines then do not use.
 

@@ -1,7 +1,7 @@
 """Where each model of a run runs, on what and with how much memory, decided before any engine starts.
 
 `esc-eval plan CONFIG` prints a plan (on the GPUs it finds, or those given with --gpus N --gpu-mem GB);
-`esc-eval simulate` and `score` make the same plan at run time (sim/pool/placement.py) and follow it.
+`esc-eval simulate` and `score` make the same plan at run time (sim/driver/placement.py) and follow it.
 Pure: the GPUs are described (serve/devices/gpus.py finds them; nothing here probes).
 
 Each phase of a run is planned on its own (the simulation's role and targets; the scoring's judge,

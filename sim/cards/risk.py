@@ -1,7 +1,7 @@
 """Crisis-risk levels of a help seeker (beyond the paper: its cards carry none).
 
 A role card may say how much danger its seeker is in; the safety rubric (sim/data/prompts/
-safety.yaml) is scored on every dialogue, and the analysis (analysis/results/safety.py) weighs a failure
+safety.yaml) is scored on every dialogue, and the analysis (analysis/safety/crisis.py) weighs a failure
 on a higher-risk card more. The levels, lowest first:
 
   none                  distress without thoughts of suicide or of harming anyone

@@ -92,7 +92,7 @@ def demo_config(n_cards: int = DEMO_CARDS):
 def run_pipeline(cfg: PipelineConfig, out: str, progress: Callable[..., ContextManager[Any]] | None = None,
                  probe: Callable[[Any], Any] | None = None) -> tuple[dict, dict, Any]:
     """Simulate then score into the run folder `out` on one pool (the engines started for the dialogues
-    also serve the judge). progress(kind, unit=...) opens what follows each job (sim/pool/progress.py
+    also serve the judge). progress(kind, unit=...) opens what follows each job (sim/driver/progress.py
     job_progress); probe(pool), called before the pool closes, says where its engines ran. The two
     results and what probe returned (None without one)."""
     import contextlib

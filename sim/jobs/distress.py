@@ -29,11 +29,11 @@ from esc_eval.sim.judging.config import JudgeConfig
 from esc_eval.sim.judging.distress import DEFAULT_CONTEXT, distress_messages
 from esc_eval.sim.judging.distress_turns import distress_dimension, distress_turn, seeker_runs
 from esc_eval.sim.judging.judge_plan import JudgePlan, ask_judge
-from esc_eval.sim.pool.calls import CallSettings, PlannedModel, check_calls, prepare_calls
+from esc_eval.sim.driver.calls import CallSettings, PlannedModel, check_calls, prepare_calls
 from esc_eval.sim.pool.capacity import Demand, estimate_tokens
 from esc_eval.sim.pool.job import Job
 from esc_eval.sim.pool.config import ExecutionConfig
-from esc_eval.sim.pool.outcome import JobOutcome, run_stopped
+from esc_eval.sim.driver.outcome import JobOutcome, run_stopped
 from esc_eval.sim.pool.participants import ModelPool
 from esc_eval.sim.pool.pool import WorkerPool, run_pool
 from esc_eval.sim.pool.stats import PoolStats

@@ -11,7 +11,7 @@ when scoring follows) is
 - an API model: its backend's own preflight (a key, a provider: serve/chat/interface.py backend_preflight);
 and all problems are raised together (PreflightError: one line per model, naming it). Bad input (an
 unknown name, an unset key) is answered without asking vLLM: its import takes seconds.
-The jobs call `preflight_run` at their start (sim/jobs/placed.py before the plan, run_simulation and
+The jobs call `preflight_run` at their start (sim/launch/placed.py before the plan, run_simulation and
 run_scoring before anything is written); vLLM is not asked twice about a model in one process.
 `model_uses` says which models a simulation and a scoring config name and what each is used for.
 """
@@ -141,7 +141,7 @@ def model_uses(sim: SimulationConfig | None = None, scoring: ScoringConfig | Non
 def preflight_run(sim: SimulationConfig | None = None, scoring: ScoringConfig | None = None) -> None:
     """Every model of a simulation and/or the scoring that follows it checked (PreflightError)."""
     from esc_eval.serve.devices.accelerator import check_accelerator
-    from esc_eval.sim.pool.placement import remote_cluster, self_hosted
+    from esc_eval.sim.driver.placement import remote_cluster, self_hosted
 
     execution = (sim or scoring).execution if (sim or scoring) is not None else None
     uses = model_uses(sim, scoring)

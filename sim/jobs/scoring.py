@@ -27,10 +27,10 @@ from esc_eval.sim.judging.judge_plan import JudgePlan, ask_judge, default_plan
 from esc_eval.sim.judging.judges import select_adapter
 from esc_eval.sim.judging.prompts import judge_messages
 from esc_eval.sim.judging.window import ask_within_context, dialogue_rounds, windowed
-from esc_eval.sim.pool.calls import CallSettings, PlannedModel, check_calls, prepare_calls
+from esc_eval.sim.driver.calls import CallSettings, PlannedModel, check_calls, prepare_calls
 from esc_eval.sim.pool.capacity import Demand, estimate_tokens
 from esc_eval.sim.pool.job import Job
-from esc_eval.sim.pool.outcome import JobOutcome, run_stopped
+from esc_eval.sim.driver.outcome import JobOutcome, run_stopped
 from esc_eval.sim.pool.participants import ModelPool
 from esc_eval.sim.pool.pool import WorkerPool, run_pool
 from esc_eval.sim.pool.stats import PoolStats
@@ -115,7 +115,7 @@ class ScoringJob(Job):
         self.plans = plans or {}  # judge id -> how its calls are made (absent: the configured method as it always ran)
         self.judge_demands = demands or []  # (judge ref, what a dialogue's calls hold in its engine: sim/pool/capacity.py)
         self.calls_per_item = sum(len(j.dimensions) for j in cfg.judges)  # one judge call per judge and dimension
-        self.calls = calls  # cache, limits, spend cap (sim/pool/calls.py)
+        self.calls = calls  # cache, limits, spend cap (sim/driver/calls.py)
         self.excused = excused if excused is not None else set()  # the driver's: stopped by the cap, owe no row
 
     async def setup(self, models: ModelPool) -> None:

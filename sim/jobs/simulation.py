@@ -28,10 +28,10 @@ from esc_eval.sim.jobs.config import SimulationConfig
 from esc_eval.sim.jobs.fingerprint import check_resume, fingerprint, simulation_inputs
 from esc_eval.sim.jobs.simulation_items import (checked_inputs, count_items, dialogue_demand, iter_items,
                                                 planned_models)
-from esc_eval.sim.pool.calls import CallSettings, check_calls, prepare_calls
+from esc_eval.sim.driver.calls import CallSettings, check_calls, prepare_calls
 from esc_eval.sim.pool.capacity import Demand
 from esc_eval.sim.pool.job import Job
-from esc_eval.sim.pool.outcome import JobOutcome, run_stopped
+from esc_eval.sim.driver.outcome import JobOutcome, run_stopped
 from esc_eval.sim.pool.participants import ModelPool, TargetEngines
 from esc_eval.sim.pool.pool import WorkerPool, run_pool
 from esc_eval.sim.pool.stats import PoolStats
@@ -68,7 +68,7 @@ class SimulationJob(Job):
         self.run_dir = run_dir
         self.run_id = run_id
         self.calls_per_item = 2 * cfg.rounds  # model calls of a dialogue (the opener is none)
-        self.calls = calls  # cache, limits, spend cap (sim/pool/calls.py)
+        self.calls = calls  # cache, limits, spend cap (sim/driver/calls.py)
         self.budget_stopped: set[str] = set()  # dialogues the spend cap stopped: no row, checkpoints kept
         self.excused = excused if excused is not None else set()  # the driver's: stopped by the cap, owe no row
 

@@ -24,7 +24,7 @@ from esc_eval.sim.dialogue.generation import effective_params, samples
 from esc_eval.sim.dialogue.prompts import opener, roleplay_system_prompt
 from esc_eval.sim.dialogue.targets import configured_system_prompt, target_name, target_system
 from esc_eval.sim.jobs.config import SimulationConfig
-from esc_eval.sim.pool.calls import PlannedModel
+from esc_eval.sim.driver.calls import PlannedModel
 from esc_eval.sim.pool.capacity import Demand, estimate_tokens
 from esc_eval.sim.runs.records import dialogue_id
 from esc_eval.sim.runs.storage import LocalStorage, is_uri

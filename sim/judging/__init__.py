@@ -5,7 +5,7 @@ the prompts built from them (prompts.py), the judge's config (config.py), multi-
 (score_parser.py). The scoring job is sim/jobs/scoring.py. Beyond the paper: the seeker's distress
 at one turn, 0-4 (distress.py; the seeker's turns as it counts them: distress_turns.py), rated by
 sim/jobs/distress.py. Beyond the paper too: which of two dialogues' AI assistants did better on a
-dimension, or a tie (pairwise_prompts.py; the job is sim/jobs/pairwise.py).
+dimension, or a tie (pairwise_prompts.py; the job is sim/pairwise/job.py).
 
 Layer: the domain, above dialogue/ (a transcript's official lines); imports serve and
 sim/prompt_files.py: nothing of cards, runs, pool or jobs."""

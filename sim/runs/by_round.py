@@ -7,7 +7,7 @@ k-th reply, on the paper's rubric (and safety when asked), so the score at round
 paper's judge says of the support given up to there. A prefix row keeps its dialogue's columns
 (card, categories, target, language, strategy, the seeker's spoiled flags) with its own id
 `<dialogue id>@rNN`, the turns cut after round k, `end_round` = k and termination_reason
-`round_prefix`; the leaderboard splits by it (`--by round`) and analysis/results/by_round.py reads
+`round_prefix`; the leaderboard splits by it (`--by round`) and analysis/rounds/by_round.py reads
 the change over the rounds. `every` keeps every N-th round (and always the last: the whole dialogue).
 """
 from __future__ import annotations

@@ -87,7 +87,7 @@ SCORE_SCHEMA = pa.schema(
 
 
 # One pairwise verdict: a judge compares two targets' dialogues of the same card (and strategy, seed,
-# role model) on one dimension, shown in one order (sim/jobs/pairwise.py). model_a < model_b always
+# role model) on one dimension, shown in one order (sim/pairwise/job.py). model_a < model_b always
 # (the pair's canonical order); `order` says which was shown first; `preferred` is in canonical terms.
 PAIRWISE_SCHEMA = pa.schema(
     [

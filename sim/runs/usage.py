@@ -3,7 +3,7 @@
 Per (stage, model): calls, prompt and completion tokens, call-seconds (the sum of the calls'
 latencies) and, for API models with a per-token price (the registry's `price` or a config's
 `prices` override), dollars. Per engine-hosted model, summed over every run of each job, GPU time
-charged to what held the GPUs (the manifest's `gpu_charges`, one per run of a job, from sim/pool/placement.py):
+charged to what held the GPUs (the manifest's `gpu_charges`, one per run of a job, from sim/driver/placement.py):
 - a Serve deployment: its replicas x the time they were up (replica-seconds, metered from
   serve.status()), x the GPUs of one replica (a fraction where replicas share a GPU);
 - an in-process engine: the job's wall time x its worker actors (engine-seconds), x the GPUs per

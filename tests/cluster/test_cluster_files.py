@@ -243,9 +243,9 @@ def _kuberay_gpu_shape(rel: str) -> dict:
 
 
 def _plan(config_rel: str, **hw):
-    from esc_eval.sim.jobs.run_plan import load_any_config
+    from esc_eval.sim.launch.run_plan import load_any_config
     from esc_eval.serve.plan.planner import hardware_for
-    from esc_eval.sim.pool.placement import make_plan
+    from esc_eval.sim.driver.placement import make_plan
 
     uses, execution = load_any_config(ROOT / config_rel)
     p = execution.placement

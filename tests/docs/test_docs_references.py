@@ -53,13 +53,13 @@ def test_a_renamed_option_of_a_small_app_shows_up_renamed():
 
 
 def test_a_renamed_option_of_the_real_cli_shows_up_renamed(monkeypatch):
-    from esc_eval.cli import report as report_cli
+    from esc_eval.cli.results import report as report_cli
     from esc_eval.cli.app import app
 
     hints = typing.get_type_hints(report_cli.report, include_extras=True)
     info = next(m for m in hints["n_boot"].__metadata__ if hasattr(m, "param_decls"))  # the typer.Option
     assert "--n-boot" in docgen_cli.render_cli(app).split("## esc-eval report {")[1].split("\n## ")[0]
-    # rename it as an edit of cli/report.py would (typer keeps an Annotated option's name as its `default`)
+    # rename it as an edit of cli/results/report.py would (typer keeps an Annotated option's name as its `default`)
     if isinstance(info.default, str) and info.default.startswith("-"):
         monkeypatch.setattr(info, "default", "--bootstrap-resamples")
     else:
@@ -192,7 +192,7 @@ def test_the_layout_names_every_package_and_contract():
 
 
 def test_esc_eval_docs_says_in_one_line_when_mkdocs_is_missing(monkeypatch):
-    from esc_eval.cli import docs as docs_cli
+    from esc_eval.cli.ops import docs as docs_cli
 
     monkeypatch.setattr(docs_cli.importlib.util, "find_spec", lambda name: None)
     with pytest.raises(ValueError, match=r"^mkdocs and mkdocs-material are not installed: .*dev extra"):

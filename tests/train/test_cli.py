@@ -8,7 +8,7 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from esc_eval.cli.train import app as train_app
+from esc_eval.cli.jobs.train import app as train_app
 
 
 @pytest.fixture

@@ -2,7 +2,7 @@
 ours against a minimal vLLM reference on the same engines in the same run.
 
 ours        what `esc-eval score` / `esc-eval simulate` run with the defaults as shipped and only
-            the models given: the run's placement (sim/pool/placement.py), run_scoring / run_simulation
+            the models given: the run's placement (sim/driver/placement.py), run_scoring / run_simulation
             on the Ray pool. One marked warm-up dialogue per worker first (engines started and
             compiled outside the clock), the engines' prefix caches emptied, then the clock runs
             over the whole call on N distinct inputs.
@@ -163,7 +163,7 @@ def ours_scoring(rows, warm_rows, cfg: ScoringConfig, pools: _Pools, folder: Pat
                  say) -> tuple[dict[str, Any], ScoringConfig, dict[str, Any] | None]:
     """`score` on `rows` (a run folder written first, as a user's exists), timed after a warm-up:
     (figures, the config as placed, the plan as the run recorded it)."""
-    from esc_eval.sim.jobs.placed import placed_scoring
+    from esc_eval.sim.launch.placed import placed_scoring
     from esc_eval.sim.runs.runfolder import RunFolder
     from esc_eval.sim.jobs.scoring import run_scoring
 
@@ -186,7 +186,7 @@ def ours_simulation(cards, warm_cards, cfg: SimulationConfig, pools: _Pools, fol
                     say) -> tuple[dict[str, Any], SimulationConfig, dict[str, Any] | None]:
     """`simulate` on `cards`, timed after a warm-up: (figures, the config as placed, the plan)."""
     from esc_eval.sim.cards.card import write_cards
-    from esc_eval.sim.jobs.placed import placed_simulation
+    from esc_eval.sim.launch.placed import placed_simulation
     from esc_eval.sim.jobs.simulation import run_simulation
 
     run_cfg = cfg.model_copy(update={"cards": str(write_cards(cards, folder / "cards.json"))})

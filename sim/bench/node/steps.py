@@ -84,9 +84,9 @@ def plan_step(ctx: dict[str, Any], note: Note) -> dict[str, Any]:
     """The config planned as `esc-eval plan` plans it (the GPUs found here, deployments sized)."""
     from esc_eval.serve.plan.text import plan_lines
     from esc_eval.sim.jobs import scoring, simulation_items
-    from esc_eval.sim.jobs.placed import model_uses
+    from esc_eval.sim.launch.placed import model_uses
     from esc_eval.sim.pool.capacity import size_serve_replicas
-    from esc_eval.sim.pool.placement import cluster_hardware, make_plan
+    from esc_eval.sim.driver.placement import cluster_hardware, make_plan
 
     sim, score = check_configs(ctx)
     ex = sim.execution
@@ -108,7 +108,7 @@ def engines_step(ctx: dict[str, Any], note: Note) -> dict[str, Any]:
     from esc_eval.sim.bench.engine_probe import probe_engines
     from esc_eval.sim.bench.gpu.bench import _placement, _Pools, distinct_cards, distinct_dialogues
     from esc_eval.sim.cards.card import write_cards
-    from esc_eval.sim.jobs.placed import placed_scoring, placed_simulation
+    from esc_eval.sim.launch.placed import placed_scoring, placed_simulation
     from esc_eval.sim.jobs.scoring import run_scoring
     from esc_eval.sim.jobs.simulation import run_simulation
     from esc_eval.sim.runs.runfolder import RunFolder
@@ -265,7 +265,7 @@ def bad_engine_step(ctx: dict[str, Any], note: Note) -> dict[str, Any]:
     from esc_eval.serve.registry.ref import ModelRef
     from esc_eval.sim.bench.gpu.bench import distinct_dialogues
     from esc_eval.sim.jobs.config import ScoringConfig
-    from esc_eval.sim.jobs.placed import placed_scoring
+    from esc_eval.sim.launch.placed import placed_scoring
     from esc_eval.sim.jobs.scoring import run_scoring
     from esc_eval.sim.judging.config import JudgeConfig
     from esc_eval.sim.runs.runfolder import RunFolder

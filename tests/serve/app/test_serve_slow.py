@@ -25,7 +25,7 @@ ray = pytest.importorskip("ray")
 serve = pytest.importorskip("ray.serve")
 
 from esc_eval.serve.chat.interface import ChatMessage, ChatModelError, GenerationParams  # noqa: E402
-from esc_eval.cli.serve import serve_down, serve_status, serve_up  # noqa: E402
+from esc_eval.cli.ops.serve import serve_down, serve_status, serve_up  # noqa: E402
 from esc_eval.serve.app.deploy import ServeStartError, wait_until_healthy  # noqa: E402
 from esc_eval.serve.backends.openai_http import OpenAIChatModel  # noqa: E402
 from esc_eval.serve.app.application import CONSISTENT_HASH_ROUTER  # noqa: E402

@@ -43,7 +43,7 @@ def test_spec_builds_handle_model_lazily():
 
 
 def test_serve_up_rejects_unknown_model_before_touching_ray():
-    from esc_eval.cli.serve import serve_up
+    from esc_eval.cli.ops.serve import serve_up
 
     with pytest.raises(UnknownModelError, match="did you mean.*esc-rank"):
         serve_up(models=["esc-rnk"])

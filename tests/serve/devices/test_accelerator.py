@@ -201,7 +201,7 @@ def test_in_process_engines_planned_on_the_cpu_beside_gpus_are_given_none(fake_g
     from esc_eval.serve.plan.planner import PlacementConfig
     from esc_eval.serve.registry.ref import ModelRef
     from esc_eval.sim.jobs.config import SimulationConfig
-    from esc_eval.sim.jobs.placed import placed_simulation
+    from esc_eval.sim.launch.placed import placed_simulation
     from esc_eval.sim.pool.config import ExecutionConfig
 
     fake_gpus(H100)

@@ -95,15 +95,16 @@ def test_a_replica_whose_kv_cache_came_out_short_fails_its_start_naming_both(mon
 
 
 def test_a_run_in_serve_mode_deploys_its_replicas_with_the_plans_kv_and_floor(fake_gpus, model_folder, monkeypatch):
-    """sim/pool/placement.py on a fake H100 node, the deploy itself a stand-in: what the run asks Serve for."""
+    """sim/driver/placement.py on a fake H100 node, the deploy itself a stand-in: what the run asks Serve for."""
     import ray.serve
 
     from esc_eval.serve.app import deploy
     from esc_eval.serve.plan.planner import PlacementConfig
     from esc_eval.serve.registry.ref import ModelRef
     from esc_eval.sim.jobs.config import SimulationConfig
-    from esc_eval.sim.jobs.placed import placed_simulation
-    from esc_eval.sim.pool import on_ray, placement
+    from esc_eval.sim.launch.placed import placed_simulation
+    from esc_eval.sim.pool import on_ray
+    from esc_eval.sim.driver import placement
     from esc_eval.sim.pool.config import ExecutionConfig
 
     fake_gpus(("NVIDIA H100 80GB HBM3", 81559))

@@ -9,7 +9,7 @@ import pytest
 import yaml
 
 from cardbuild_fakes import ScriptedCardModel
-from esc_eval.cli.cards import cards_build, cards_export, cards_stats
+from esc_eval.cli.jobs.cards import cards_build, cards_export, cards_stats
 from esc_eval.sim.cardbuild import CardBuildConfigError, build_cards, load_build_config, parse_build_config
 from esc_eval.sim.cards.card import CardError, load_cards, write_cards
 

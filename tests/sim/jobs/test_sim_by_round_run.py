@@ -7,7 +7,7 @@ import json
 
 from esc_eval.serve.registry.ref import ModelRef
 from esc_eval.sim.jobs.config import ScoringConfig, SimulationConfig
-from esc_eval.sim.jobs.options import score_by_round_run
+from esc_eval.sim.launch.options import score_by_round_run
 from esc_eval.sim.jobs.simulation import run_simulation
 from esc_eval.sim.judging.config import JudgeConfig
 from esc_eval.sim.pool.config import ExecutionConfig
@@ -16,7 +16,7 @@ from esc_eval.sim.runs.runfolder import RunFolder
 
 def test_simulate_score_by_round_leaderboard_and_analysis(tmp_path):
     from esc_eval.analysis.report.from_runs import write_leaderboard_by_files
-    from esc_eval.analysis.results.by_round import has_rounds, rounds_section, write_rounds
+    from esc_eval.analysis.rounds.by_round import has_rounds, rounds_section, write_rounds
     from esc_eval.analysis.results.loaders import load_dialogues, load_scores
 
     local = ExecutionConfig(executor="local")

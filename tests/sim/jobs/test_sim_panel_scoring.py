@@ -143,7 +143,7 @@ def test_bad_panels_are_refused_in_one_line_with_nothing_written(tmp_path, args,
 
 
 def test_a_weight_that_is_not_positive_and_a_judge_beside_a_panel_are_refused(tmp_path):
-    from esc_eval.sim.jobs.options import scoring_config
+    from esc_eval.sim.launch.options import scoring_config
 
     bad = tmp_path / "bad.yaml"
     bad.write_text("panel:\n  judges:\n    - judge: {model: {model: fake/judge}}\n      weight: 0\n"

@@ -124,7 +124,7 @@ def test_a_typo_in_a_models_name_is_answered_without_importing_vllm(tmp_path):
 def test_an_output_folder_under_a_file_is_refused_before_the_models_are_checked(monkeypatch, tmp_path):
     """Like a typo, an output folder that cannot be made is answered before vLLM is asked (and nothing
     is created: the check writes nothing)."""
-    import esc_eval.sim.jobs.placed as placed_mod
+    import esc_eval.sim.launch.placed as placed_mod
     from esc_eval.serve.registry.ref import ModelRef
     from esc_eval.sim.jobs.config import SimulationConfig
     from esc_eval.sim.runs.storage import RunFolderError

@@ -1,6 +1,6 @@
 """Autoscaling, exercised on this CPU: a simulation whose model is a Ray Serve deployment of the
 embedded SmolLM2 (min_replicas 1, max_replicas 2), the pool's worker a CPU actor calling it through
-`serve/` handles (sticky per dialogue), placed and taken down by sim/pool/placement.py as `esc-eval
+`serve/` handles (sticky per dialogue), placed and taken down by sim/driver/placement.py as `esc-eval
 simulate` does. Under load a second replica starts; after the load it goes away; no request fails
 (one attempt per call) and every dialogue is written exactly once.
 
@@ -101,7 +101,7 @@ def test_second_replica_starts_under_load_and_goes_after(tmp_path):
     from esc_eval.sim.pool.config import ExecutionConfig
     from esc_eval.serve.registry.ref import ModelRef
     from esc_eval.sim.jobs.config import SimulationConfig
-    from esc_eval.sim.jobs.placed import placed_simulation
+    from esc_eval.sim.launch.placed import placed_simulation
     from esc_eval.sim.runs.runfolder import RunFolder
     from esc_eval.sim.jobs.simulation import run_simulation
     from esc_eval.sim.pool.pool import WorkerPool
@@ -199,7 +199,7 @@ def test_second_replica_starts_under_load_and_goes_after(tmp_path):
     print(json.dumps(m, indent=2))
     assert decided is not None and up is not None and up < t_done, f"no second replica up under load: {m}"
     assert gone is not None, f"the second replica did not go after the load: {m}"
-    # The replicas' time is charged to the model (sim/pool/placement.py meters serve.status() from the deploy to
+    # The replicas' time is charged to the model (sim/driver/placement.py meters serve.status() from the deploy to
     # the delete): at least what this test's own watch saw, at most two replicas for the whole placed block.
     (charge,) = run.read_manifest()["gpu_charges"]
     metered = charge["models"]["vllm/embedded"]

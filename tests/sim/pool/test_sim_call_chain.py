@@ -10,7 +10,7 @@ from esc_eval.serve.backends.fake import FakeChatModel
 from esc_eval.serve.calls.limits import Governor, ModelLimiter, SpendLedger, host_governor, stop_governor
 from esc_eval.serve.registry.ref import ModelRef
 from esc_eval.serve.calls.retry import RetryingChatModel
-from esc_eval.sim.pool.calls import CallSettings, ModelCalls
+from esc_eval.sim.driver.calls import CallSettings, ModelCalls
 from esc_eval.sim.pool.config import ExecutionConfig
 from esc_eval.sim.pool.participants import ModelPool, _Pooled, _Tallied
 from esc_eval.sim.pool.worker import GC_GEN1_THRESHOLD, tune_gc

@@ -128,7 +128,7 @@ def test_the_worker_follows_what_its_engine_reports(tmp_path, described, expecte
 
 
 def test_gpu_serve_deployments_are_sized_by_their_planned_kv_cache():
-    """The hook into the plan (sim/pool/placement.py calls it): a described 8 x H100 node, the paper's models."""
+    """The hook into the plan (sim/driver/placement.py calls it): a described 8 x H100 node, the paper's models."""
     from esc_eval.serve.plan.planner import ModelUse, PlacementConfig, hardware_for, plan_run, ref_key
     from esc_eval.sim.pool.capacity import size_serve_replicas
 

@@ -74,7 +74,7 @@ def test_bad_price_is_named():
 
 def _run_with_events(tmp_path, events):
     """A fake run whose manifest has these job end events and GPU charges (in the order given: a charge
-    belongs to the end event before it, as sim/pool/placement.py records it)."""
+    belongs to the end event before it, as sim/driver/placement.py records it)."""
     from esc_eval.analysis.results.fake_runs import write_fake_run
 
     run = RunFolder(write_fake_run(tmp_path / "r", 20, models=["vllm/t1", "vllm/t2"]))  # role fake/seeker

@@ -35,7 +35,7 @@ def _raised_priority() -> None:
 @pytest.fixture(scope="module")
 def endpoint(tmp_path_factory):
     """The embedded model, 2 replicas with sticky routing, behind `esc-eval serve up --config`."""
-    from esc_eval.cli.serve import serve_up
+    from esc_eval.cli.ops.serve import serve_up
 
     # The replicas (and, below, both benchmark clients) run above whatever else shares the machine:
     # the cross-check compares two timings taken a minute apart, and a 2-core box shared with other

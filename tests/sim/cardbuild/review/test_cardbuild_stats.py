@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from esc_eval.cli.cards import cards_stats
+from esc_eval.cli.jobs.cards import cards_stats
 from esc_eval.sim.cardbuild import card_summary, category_table, plot_distribution, stage_table
 from esc_eval.sim.cards.card import RoleCard, load_cards
 

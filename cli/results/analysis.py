@@ -1,0 +1,275 @@
+"""`esc-eval analysis ...`: the analyses beyond Table 2 (model comparison, judge accuracy and
+agreement, role-play and seeker fidelity, calibration, safety and seekers), one command each.
+
+Each prints what it wrote (JSON) and raises AnalysisInputError (a ValueError) on bad input. Names
+that moved (`analysis compare`, `analysis annotate-export|annotate-agreement`) stay as hidden
+aliases for one release (cli/common.py `renamed`).
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+import esc_eval.cli.results.annotate as annotate
+import esc_eval.cli.results.judge_bias as judge_bias
+import esc_eval.cli.results.pairwise_ratings as pairwise_ratings
+import esc_eval.cli.results.panels as panels
+import esc_eval.cli.results.safety as safety
+from esc_eval.cli.common import console_env, emit, local_out, renamed
+from esc_eval.sim.runs.storage import join_location
+
+# Run folders and outputs are strings: a storage URI (s3://bucket/run) would lose a '/' as a Path.
+RunDirs = Annotated[list[str], typer.Argument(help="Run folders or storage URIs (or folders of official score JSON).")]
+Out = Annotated[Optional[str], typer.Option("--out", "-o", help="Output folder or storage URI (default <first run>/report).")]
+
+app = typer.Typer(no_args_is_help=True, help="Analysis beyond Table 2: model comparison, judge accuracy, agreement and calibration, role-play and seeker fidelity, safety.")
+
+
+@app.command("compare-models")
+def compare_models(
+    run_dirs: RunDirs,
+    model_a: Annotated[str, typer.Option("--a", help="First model (target_model as in the scores).")],
+    model_b: Annotated[str, typer.Option("--b", help="Second model.")],
+    dimension: Annotated[str, typer.Option("--dimension", help="A paper dimension name or 'average'.")] = "average",
+    method: Annotated[str, typer.Option("--method", help="permutation | bootstrap (p-value).")] = "permutation",
+    n_resamples: Annotated[int, typer.Option("--n-resamples", help="Resamples for the test and CI.")] = 10000,
+    seed: Annotated[int, typer.Option("--seed", help="Random seed.")] = 0,
+) -> None:
+    """Paired comparison of two models on shared role cards: A - B, 95% CI and p-value."""
+    from esc_eval.analysis.compare.paired import paired_comparison
+    from esc_eval.analysis.results.loaders import load_scores
+
+    emit(paired_comparison(load_scores(run_dirs), model_a, model_b, dimension, method, n_resamples, seed))
+
+
+@app.command("judge-accuracy")
+def judge_accuracy(
+    pred: Annotated[list[str], typer.Argument(help="Run folders (or official score JSON) of the judge to check.")],
+    human: Annotated[Path, typer.Option("--human", help="Filled annotation sheet(s): a CSV or a folder of annotate_*.csv.")],
+    judge: Annotated[Optional[str], typer.Option("--judge", help="Judge id to check when the runs hold several.")] = None,
+    out: Out = None,
+) -> None:
+    """Table 4: ACC and ACC_soft of a judge against human scores (mean over annotators, rounded)."""
+    from esc_eval.analysis.trust.judge_accuracy import accuracy_from_sheets
+
+    markdown, paths = accuracy_from_sheets(pred, human, judge, out)
+    typer.echo(markdown)
+    emit(paths)
+
+
+@app.command("roleplay-fidelity")
+def roleplay_fidelity(run_dirs: RunDirs) -> None:
+    """Character breaks and emotional drift of the role model, per role model and language."""
+    from esc_eval.analysis.results.loaders import load_dialogues
+    from esc_eval.analysis.seekers.roleplay import fidelity_summary
+
+    emit(json.loads(fidelity_summary(load_dialogues(run_dirs)).to_json(orient="records")))
+
+
+@app.command("fidelity")
+def fidelity_cmd(
+    run_dirs: RunDirs,
+    humans: Annotated[str, typer.Option("--humans", help="Real help-seekers' dialogues in ESConv's format (ESConv.json, FailedESConv.json, or your own transcripts laid out so).")],
+    judge: Annotated[Optional[str], typer.Option("--judge", "-j", help="Also rate the seeker's distress 0-4 at every seeker turn, people's and simulated alike, with this chat model (registry name or spec); checked against ESConv's survey.")] = None,
+    judge_out: Annotated[Optional[str], typer.Option("--judge-out", help="Run folder for the judge's ratings (default <first run>/distress); re-running resumes.")] = None,
+    config: Annotated[Optional[Path], typer.Option("--config", "-c", help="Distress judge YAML (sim.jobs.distress.DistressConfig).")] = None,
+    method: Annotated[Optional[str], typer.Option("--method", help="The judge's method: logprob | generate.")] = None,
+    rounds: Annotated[int, typer.Option("--rounds", min=1, help="Aligned seeker turns per dialogue (the simulation's rounds).")] = 5,
+    align: Annotated[str, typer.Option("--align", help="auto (first for runs cut at their round cap, relative where every seeker closed its dialogue) | relative (seeker turns spread from the first to the last) | first (the first --rounds).")] = "auto",
+    n_boot: Annotated[int, typer.Option("--n-boot", help="Bootstrap resamples for the intervals (0 = none).")] = 1000,
+    seed: Annotated[int, typer.Option("--seed", help="Bootstrap seed.")] = 0,
+    out: Out = None,
+) -> None:
+    """Is the simulated seeker like a person? Its turns next to real help-seekers' per role model,
+    strategy and language: distributions, distances with bootstrap intervals, directions, a fidelity figure."""
+    from esc_eval.analysis.seekers.fidelity_report import fidelity_of_runs
+
+    rate = None
+    if judge or config:  # the distress judge's config, read and checked at the door
+        from esc_eval.serve.config import load_config
+        from esc_eval.sim.jobs.distress import DistressConfig
+
+        rate = _distress_judge(load_config(config, DistressConfig, {"judge.model": judge, "method": method}),
+                               judge_out or join_location(run_dirs[0], "distress"))
+    markdown, paths = fidelity_of_runs(run_dirs, humans, rounds=rounds, align=align, n_boot=n_boot, seed=seed, out=out,
+                                       rate=rate)
+    typer.echo(markdown)
+    emit(paths)
+
+
+def _distress_judge(cfg, target: str):
+    """The distress job (sim/jobs/distress.py) over the dialogues it is given, with progress, into `target`:
+    what analysis' fidelity_of_runs calls as its `rate`."""
+    def rate(items: list[dict]):
+        import pandas as pd
+
+        from esc_eval.sim.jobs.distress import distress_ratings, run_distress
+        from esc_eval.sim.driver.progress import job_progress
+
+        with job_progress("distress", unit="dialogues") as jp:
+            run_distress(cfg, items, target, on_summary=jp.on_summary, on_start=jp.on_start)
+        return pd.DataFrame(distress_ratings(target, cfg.judge_id), columns=["dialogue_id", "seeker_turn", "rating"]), cfg.judge_id
+
+    return rate
+
+
+
+@app.command("correlate")
+def correlate_cmd(
+    pred: Annotated[list[str], typer.Argument(help="Run folders (or official score JSON) of the judge.")],
+    human: Annotated[Path, typer.Option("--human", help="Filled annotation sheet(s): a CSV or a folder of annotate_*.csv.")],
+    judge: Annotated[Optional[str], typer.Option("--judge", help="Judge id when the runs hold several.")] = None,
+    metrics_csv: Annotated[Optional[Path], typer.Option("--metrics", help="Correlate these per-dialogue metric columns (e.g. text-metrics' per_dialogue.csv) instead of the judge's scores.")] = None,
+    level: Annotated[str, typer.Option("--level", help="sample | dataset | both.")] = "both",
+    pairing: Annotated[str, typer.Option("--pairing", help="matched (judge dimension vs the same human dimension, Table 3) | cross (every metric vs every dimension, Tables 13-15).")] = "matched",
+    n_boot: Annotated[int, typer.Option("--n-boot", help="Bootstrap resamples for the CIs of r (0 = none).")] = 1000,
+    seed: Annotated[int, typer.Option("--seed", help="Bootstrap seed.")] = 0,
+    out: Out = None,
+) -> None:
+    """Tables 3, 13-15: Spearman, Pearson and Kendall of judge (or metric) vs human scores, with CIs."""
+    from esc_eval.analysis.trust.correlation_ci import correlate_runs
+
+    markdown, paths = correlate_runs(pred, human, judge, metrics_csv, level, pairing, n_boot, seed, out)
+    typer.echo(markdown)
+    emit(paths)
+
+
+@app.command("text-metrics")
+def text_metrics_cmd(
+    run_dirs: RunDirs,
+    references: Annotated[Path, typer.Option("--references", help="JSON {dialogue or card id: [reference replies in turn order]} (e.g. ESConv supporter replies of each card's source dialogue).")],
+    out: Out = None,
+) -> None:
+    """BLEU-1/2/4, Distinct-1/2, ROUGE-L and METEOR of the assistants' replies against references."""
+    from esc_eval.analysis.results.loaders import load_dialogues
+    from esc_eval.analysis.results.outputs import records, write_markdown_json
+    from esc_eval.analysis.textmetrics.runs import load_references, run_text_metrics, text_metrics_markdown
+
+    per, corpus = run_text_metrics(load_dialogues(run_dirs), load_references(references))
+    md = text_metrics_markdown(corpus)
+    typer.echo(md)
+    paths = write_markdown_json(out or join_location(run_dirs[0], "report"), "text_metrics",
+                                "# Text metrics against references\n\n" + md, {"corpus": records(corpus)},
+                                extra={"text_metrics_per_dialogue.csv": lambda p: per.to_csv(p, index=False)})
+    emit({"markdown": paths["markdown"], "json": paths["json"], "per_dialogue": paths["text_metrics_per_dialogue.csv"]})
+
+
+@app.command("roleplay-export")
+def roleplay_export(
+    run_dirs: RunDirs,
+    role_a: Annotated[str, typer.Option("--role-a", help="First role model (role_model as in the dialogues).")],
+    role_b: Annotated[str, typer.Option("--role-b", help="Second role model.")],
+    out: Annotated[Path, typer.Option("--out", "-o", callback=local_out, help="Folder for roleplay_pairs.csv and its key.")],
+    target: Annotated[Optional[str], typer.Option("--target", help="Only dialogues with this target model.")] = None,
+    seed: Annotated[int, typer.Option("--seed", help="Seed of the shown order of each pair.")] = 0,
+) -> None:
+    """Pairwise sheet for Table 1 (six 0-2 ratings per dialogue) and Figure 3 (which is more human-like)."""
+    from esc_eval.analysis.results.loaders import load_dialogues
+    from esc_eval.analysis.seekers.roleplay_sheets import export_pairwise_sheets
+
+    paths = export_pairwise_sheets(load_dialogues(run_dirs), role_a, role_b, out, seed=seed, target=target)
+    emit({k: str(v) for k, v in paths.items()})
+
+
+@app.command("roleplay-import")
+def roleplay_import(
+    sheets: Annotated[list[Path], typer.Argument(help="Filled roleplay_pairs.csv sheets (one per annotator).")],
+    key: Annotated[Path, typer.Option("--key", help="roleplay_pairs_key.csv written with the sheet.")],
+    out: Annotated[Path, typer.Option("--out", "-o", callback=local_out, help="Folder for roleplay.md/.json and the Figure 3 plot.")],
+) -> None:
+    """Table 1 (role-play metrics, 0-10) and Figure 3 (win / tie / loss with Wilson 95% CIs) from filled sheets."""
+    from esc_eval.analysis.seekers.roleplay_sheets import roleplay_results
+
+    markdown, paths = roleplay_results(sheets, key, out)
+    typer.echo(markdown)
+    emit(paths)
+
+
+@app.command("judge-agreement")
+def judge_agreement_cmd(
+    dialogues: Annotated[Path, typer.Option("--dialogues", help="Released dialogues (official dialogue JSON: a file or folder).")],
+    scores: Annotated[Path, typer.Option("--scores", help="Released ESC-RANK scores (official score JSON: a file or folder).")],
+    judge: Annotated[str, typer.Option("--judge", "-j", help="The judge to check (registry name or spec).")],
+    out: Annotated[Optional[str], typer.Option("--out", "-o", help="Run folder or storage URI for the judge's scores (default <dialogues>-scored); resumable.")] = None,
+    config: Annotated[Optional[Path], typer.Option("--config", "-c", help="Scoring YAML (sim.jobs.config.ScoringConfig).")] = None,
+    method: Annotated[Optional[str], typer.Option("--method", help="logprob | generate.")] = None,
+    rubric: Annotated[Optional[str], typer.Option("--rubric", help="official (score.py) | paper.")] = None,
+    n_boot: Annotated[int, typer.Option("--n-boot", help="Bootstrap resamples for the CIs (0 = none).")] = 1000,
+    seed: Annotated[int, typer.Option("--seed", help="Bootstrap seed.")] = 0,
+) -> None:
+    """Score the released dialogues with a judge and compare with the released ESC-RANK scores per
+    dimension: exact agreement, within one, Spearman, weighted kappa, each with a bootstrap CI."""
+    from esc_eval.analysis.trust.judge_agreement import agreement_with_released
+    from esc_eval.sim.jobs.scoring import run_scoring
+    from esc_eval.sim.launch.options import scoring_config
+    from esc_eval.sim.driver.progress import console, job_progress
+
+    cfg = scoring_config(config, judge, method, None, rubric, None)
+    console_env(cfg.execution)
+
+    def score() -> tuple[str, str]:
+        with job_progress("judge-agreement", unit="dialogues") as jp:
+            return run_scoring(cfg, dialogues, out, on_summary=jp.on_summary, on_start=jp.on_start)["run_dir"], cfg.judge.judge_id
+
+    markdown, result = agreement_with_released(scores, score, n_boot, seed)
+    console.print(markdown)
+    emit(result)
+
+
+@app.command("calibration")
+def calibration_cmd(
+    run_dirs: RunDirs,
+    humans: Annotated[str, typer.Option("--humans", help="Human scores: an annotate store (annotations.sqlite, or a run folder holding one), filled annotation sheets (a folder of annotate_*.csv or a CSV) or annotate export's table.")],
+    study: Annotated[Optional[str], typer.Option("--study", help="Only this study of the annotate store.")] = None,
+    judge: Annotated[Optional[list[str]], typer.Option("--judge", help="Judge(s) to calibrate (default: every judge that gave P(0..4)).")] = None,
+    dimension: Annotated[Optional[list[str]], typer.Option("--dimension", help="Dimension(s) to calibrate (default: all the judge scored).")] = None,
+    method: Annotated[str, typer.Option("--method", help="temperature | isotonic (one-vs-rest, per label).")] = "temperature",
+    folds: Annotated[int, typer.Option("--folds", help="Cross-fitting folds (by dialogue): every recalibrated figure is held out.")] = 5,
+    write: Annotated[bool, typer.Option("--write/--no-write", help="Write the recalibrated judge's score rows into the runs.")] = True,
+    allow_one_annotator: Annotated[bool, typer.Option("--allow-one-annotator", help="Accept human scores that all come from one annotator.")] = False,
+    n_boot: Annotated[int, typer.Option("--n-boot", help="Bootstrap resamples for the CIs (0 = none).")] = 1000,
+    seed: Annotated[int, typer.Option("--seed", help="Seed of the folds and the bootstrap.")] = 0,
+    out: Out = None,
+) -> None:
+    """Reliability, ECE and Brier of each judge's P(0..4) against human scores, with CIs; a recalibration
+    (temperature or isotonic per dimension) checked on held-out dialogues and written as judge
+    `<judge>+cal:<method>` without calling the judge again."""
+    from esc_eval.analysis.trust.calibration_runs import calibration_of_runs
+
+    markdown, paths = calibration_of_runs(run_dirs, humans, study=study, judges=judge, dimensions=dimension, method=method,
+                                          folds=folds, write=write, allow_one_annotator=allow_one_annotator,
+                                          n_boot=n_boot, seed=seed, out=out)
+    typer.echo(markdown)
+    emit(paths)
+
+
+# beyond the paper: cli/results/safety.py
+@app.command("rounds")
+def rounds_cmd(
+    run_dirs: RunDirs, out: Out = None,
+    n_boot: Annotated[int, typer.Option("--n-boot", help="Bootstrap resamples for the CIs (0 = none).")] = 1000,
+    seed: Annotated[int, typer.Option("--seed", help="Seed of the bootstrap.")] = 0,
+) -> None:
+    """Scores by round (a folder from `score --by-round`): each target's score after each round and the
+    change from the first round to the whole dialogue, with bootstrap CIs over cards."""
+    from esc_eval.analysis.rounds.by_round import write_rounds
+
+    paths, markdown = write_rounds(run_dirs, out or join_location(run_dirs[0], "report"), n_boot, seed)
+    typer.echo(markdown, err=True)
+    emit(paths)
+
+
+app.command("safety")(safety.safety)
+app.command("panel")(panels.panel)
+app.command("pairwise-ratings")(pairwise_ratings.pairwise)
+app.command("length-bias")(judge_bias.length_bias)
+app.command("seekers")(safety.seekers)
+# The old names, hidden, for one release: `analysis compare` (two runs are `esc-eval compare`), and the
+# annotation sheets, which now live with the rest of the human evaluation under `esc-eval annotate`.
+app.command("compare", hidden=True)(renamed("analysis compare", "analysis compare-models", compare_models))
+app.command("annotate-export", hidden=True)(renamed("analysis annotate-export", "annotate sheets", annotate.sheets))
+app.command("annotate-agreement", hidden=True)(renamed("analysis annotate-agreement", "annotate agreement",
+                                                       annotate.agreement))
