@@ -6,6 +6,7 @@ Implementations are picked by a spec string `<backend>/<name>`:
   openai/<model>  any OpenAI-compatible HTTP endpoint
   litellm/<provider>/<model>  a provider's own API through LiteLLM (anthropic, gemini, ...)
   fake/<script>   a scripted fake for tests and orchestration benchmarks
+  planted/<role>  a scripted model with known, planted behaviour (validity checks of the analyses)
 Each backend module imports its heavy dependencies lazily, inside the implementation.
 
 A backend module may also define, without building a model (the driver calls these before any
@@ -259,6 +260,7 @@ class Backend(abc.ABC):
 BACKENDS: dict[str, str] = {
     "vllm": "esc_eval.serve.backends.vllm_engine:BACKEND",
     "fake": "esc_eval.serve.backends.fake:BACKEND",
+    "planted": "esc_eval.serve.backends.planted:BACKEND",
     "openai": "esc_eval.serve.backends.openai_http:BACKEND",
     "serve": "esc_eval.serve.backends.serve_handle:BACKEND",
     "litellm": "esc_eval.serve.backends.litellm_api:BACKEND",
