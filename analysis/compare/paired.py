@@ -6,7 +6,9 @@ difference of the two models' scores. The p-value comes from a sign-flip permuta
 in n_resamples, else n_resamples random ones) or from the paired bootstrap; the 95% CI of the
 mean difference from scipy.stats.bootstrap. Both resample in batches of about 2M values, so
 memory stays bounded at thousands of pairs (unbatched, permutation_test held GBs at 8,500 pairs).
-Differences are on the paper's x25 scale.
+Differences are on the paper's x25 scale. From fewer cards than its planted-truth check shows the
+test needs, the p-value and the interval are withheld (NaN) and `note` says so; a difference not
+found from too few cards to find a quarter point says that (analysis/checks/floors.py).
 """
 from __future__ import annotations
 
@@ -18,11 +20,14 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
+from esc_eval.analysis.checks.floors import NOT_SHOWN, gate
+from esc_eval.analysis.checks.registry import VerdictCheck, register_check
 from esc_eval.analysis.trust.correlation import scores_wide
 from esc_eval.analysis.results.loaders import AnalysisInputError
 from esc_eval.sim.judging.dimensions import DIMENSION_NAMES, TABLE_SCALE
 
 Method = Literal["permutation", "bootstrap"]
+CHECK = "paired-comparison"  # its planted-truth check (analysis/checks), registered at the end of this module
 
 
 def _per_card(scores: pd.DataFrame, model: str, dimension: str, pair_on: list[str]) -> pd.Series:
@@ -89,6 +94,10 @@ def paired_comparison(
         # counting how often a mean at least as extreme as the observed one appears.
         null = boot.bootstrap_distribution - d.mean()
         out["p_value"] = float((1 + np.sum(np.abs(null) >= abs(d.mean()))) / (n_resamples + 1))
+    shown, note = gate(CHECK, len(d), "tested", finds=out["p_value"] < 0.05)
+    if shown == NOT_SHOWN:
+        out.update(p_value=float("nan"), ci_lo=float("nan"), ci_hi=float("nan"))
+    out["note"] = note
     return out
 
 
@@ -139,3 +148,25 @@ def pairwise_comparisons(scores: pd.DataFrame, dimension: str = "average", metho
     if not df.empty:
         df["p_holm"] = holm(df["p_value"].tolist())
     return df
+
+
+def _planted_check(r):
+    """One planted replicate (analysis/checks): the paired test of the duo's judge J2, A against B."""
+    from esc_eval.analysis.checks.registry import PLANTED, Outcome, within
+    from esc_eval.analysis.results.loaders import load_scores
+
+    s = r.once("scores", lambda: load_scores(r.path("runs")))
+    out = paired_comparison(s[s["judge"] == "J2"], "A", "B", n_resamples=max(2000, r.n_boot), seed=r.seed)
+    truth = r.truth["judge_mean"]["J2"]
+    if np.isnan(out["p_value"]):
+        return Outcome()
+    found = out["p_value"] < 0.05
+    return Outcome(flag=found and out["diff"] > 0 if r.variant == PLANTED else found,
+                   covered=within(out["ci_lo"], out["ci_hi"], TABLE_SCALE * (truth["A"] - truth["B"])))
+
+
+register_check(VerdictCheck(
+    CHECK, "Paired comparison of two targets", "esc_eval.analysis.compare.paired.paired_comparison",
+    ("section:comparisons", "command:analysis compare-models", "command:compare"), "duo", "quality_gap", _planted_check,
+    flag="the two targets differ (sign-flip permutation test, p < 0.05)",
+    interval="the mean paired difference x25, 95% bootstrap CI"))

@@ -5,7 +5,9 @@ A card's outcomes are summed into one win matrix per card once; a resample of th
 multinomial count per card, its win matrix a weighted sum, and every resample is fitted at once
 (bt_fit.py). One resample of the cards serves every dimension, the pooled ratings and the tau with the
 pointwise ranking (rank_agreement.py). Ties (and flips, which count as ties) are half a win each way.
-Intervals: 95% percentile intervals of the resamples; rank 1 = the highest rating.
+Intervals: 95% percentile intervals of the resamples; rank 1 = the highest rating. A judge's
+intervals from fewer cards than their planted-truth check shows they need are withheld (NaN) with a
+note saying so (analysis/checks/floors.py).
 """
 from __future__ import annotations
 
@@ -15,6 +17,8 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
+from esc_eval.analysis.checks.floors import NOT_SHOWN, gate
+from esc_eval.analysis.checks.registry import VerdictCheck, register_check
 from esc_eval.analysis.pairwise.bt_fit import fit_bt, to_elo, win_tensor
 from esc_eval.analysis.pairwise.position_bias import POOLED
 from esc_eval.analysis.pairwise.rank_agreement import TAU_COLUMNS, rank_agreement
@@ -24,6 +28,7 @@ from esc_eval.sim.judging.dimensions import DIMENSION_NAMES
 RATING_COLUMNS = ["judge", "dimension", "model", "theta", "elo", "elo_lo", "elo_hi", "rank", "rank_lo", "rank_hi",
                   "comparisons", "win_share"]
 PRIOR = 0.5  # pseudo-wins each way per pair that met: a target that won every comparison stays finite
+CHECK = "bt-order"  # its planted-truth check (analysis/checks), registered at the end of this module
 
 
 @dataclass
@@ -97,6 +102,13 @@ def bt_ratings(outcomes: pd.DataFrame, scores: pd.DataFrame | None = None, n_boo
             rows += _dimension_rows(judge, d, models, wins, counts, prior, alpha)[0]
         pooled_rows, theta, boot = _dimension_rows(judge, POOLED, models, pooled, counts, prior, alpha)
         rows += pooled_rows
+        shown, note = gate(CHECK, len(cards), "intervals", finds=True)
+        if note:
+            notes.append(f"Judge {judge}: {note}.")
+        if shown == NOT_SHOWN:
+            for r in rows:
+                if r["judge"] == judge:
+                    r.update(elo_lo=float("nan"), elo_hi=float("nan"), rank_lo=float("nan"), rank_hi=float("nan"))
         if scores is not None:
             tau, per_model = rank_agreement(judge, models, cards, theta, boot, counts, scores, alpha)
             taus.append(tau)
@@ -124,3 +136,26 @@ def _dim_order(d: str) -> int:
 
 
 RATING_HEADERS = ["Judge", "Dimension", "Target", "Elo [95% CI]", "Rank [95% CI]", "Comparisons", "Win share"]
+
+
+def _planted_check(r):
+    """One planted replicate (analysis/checks): the pooled Bradley-Terry ranks of the two targets
+    against the order of their planted quality."""
+    from esc_eval.analysis.checks.registry import PLANTED, Outcome, true_ranks
+    from esc_eval.analysis.pairwise.verdicts import combine_orders
+    from esc_eval.analysis.results.loaders import load_pairwise
+
+    outcomes = combine_orders(r.once("pairwise", lambda: load_pairwise(r.path("runs")))).table
+    ratings = bt_ratings(outcomes[outcomes["judge"] == "P"], n_boot=r.n_boot, seed=r.seed).ratings
+    pooled = ratings[ratings["dimension"] == POOLED].set_index("model")
+    truth = true_ranks(r.truth["quality"])
+    covered = all(pooled.loc[m, "rank_lo"] <= truth[m] <= pooled.loc[m, "rank_hi"] for m in truth)
+    a_first = bool(pooled.loc["A", "rank_hi"] < pooled.loc["B", "rank_lo"])
+    apart = a_first or bool(pooled.loc["B", "rank_hi"] < pooled.loc["A", "rank_lo"])
+    return Outcome(flag=a_first if r.variant == PLANTED else apart, covered=covered)
+
+
+register_check(VerdictCheck(
+    CHECK, "Bradley-Terry order of the targets", "esc_eval.analysis.pairwise.bradley_terry.bt_ratings",
+    ("section:pairwise", "command:analysis pairwise-ratings"), "duo", "quality_gap", _planted_check,
+    flag="one target ranked above the other (rank intervals apart)", interval="each target's rank, 95% bootstrap CI"))

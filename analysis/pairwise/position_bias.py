@@ -13,6 +13,10 @@ A cell is flagged when its first-shown share differs from 50% by an exact binomi
 after Holm's correction over the judge's dimensions (an unbiased judge audited on seven dimensions
 would otherwise be flagged on one of them about a third of the time); the pooled row is its own
 test. Holm is written out here: it is four lines, and statsmodels is not in the stack.
+
+`verdict` (yes | no | n/a) is what is printed: the flag as its planted-truth check allows it from
+this many pairs (analysis/checks/floors.py; `verdict_note` says why when it does not, or that a
+"no" had too few pairs to find a 60% first-shown share); `biased` stays the test's own answer.
 """
 from __future__ import annotations
 
@@ -20,16 +24,19 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
+from esc_eval.analysis.checks.floors import gate
+from esc_eval.analysis.checks.registry import VerdictCheck, register_check
 from esc_eval.analysis.pairwise.verdicts import KEY, check_rows, usable
 from esc_eval.analysis.results.blocks import pct
 from esc_eval.sim.judging.dimensions import DIMENSION_NAMES
 
 POOLED = "pooled"  # all dimensions together (the paper's seven include one named "overall")
 BIAS_COLUMNS = ["judge", "dimension", "pairs_both", "flips", "flip_rate", "flip_lo", "flip_hi", "answers", "ties",
-                "first", "first_share", "first_lo", "first_hi", "p_value", "p_holm", "biased"]
+                "first", "first_share", "first_lo", "first_hi", "p_value", "p_holm", "biased", "verdict", "verdict_note"]
 BIAS_HEADERS = ["Judge", "Dimension", "Pairs (both orders)", "Flip rate [95% CI]", "Answers",
                 "Ties", "Picks the first shown [95% CI]", "p (50%, Holm)", "Position bias"]
 LEVEL = 0.05
+CHECK = "position-bias"  # its planted-truth check (analysis/checks), registered at the end of this module
 
 
 def holm(p: np.ndarray) -> np.ndarray:
@@ -96,6 +103,9 @@ def position_bias(rows: pd.DataFrame) -> pd.DataFrame:
         out.append(_shares(judge, POOLED, mine.sum() if mine is not None else zero))
     table = pd.DataFrame(out, columns=BIAS_COLUMNS)
     table["biased"] = table["p_holm"].lt(LEVEL)  # NaN (no answer that picks a dialogue): not flagged
+    gated = [gate(CHECK, int(r["pairs_both"]), "n/a" if pd.isna(r["p_holm"]) else "yes" if r["biased"] else "no",
+                  finds=bool(r["biased"])) for _, r in table.iterrows()]
+    table["verdict"], table["verdict_note"] = [g[0] for g in gated], [g[1] for g in gated]
     return table
 
 
@@ -107,13 +117,32 @@ def bias_rows(table: pd.DataFrame) -> list[list]:
     return [[r["judge"], r["dimension"], r["pairs_both"], _pct_ci(r["flip_rate"], r["flip_lo"], r["flip_hi"]),
              r["answers"], r["ties"], _pct_ci(r["first_share"], r["first_lo"], r["first_hi"]),
              "n/a" if pd.isna(r["p_holm"]) else f"{r['p_holm']:.3g}",
-             "yes" if r["biased"] else "no"] for _, r in table.iterrows()]
+             r["verdict"] + (f" ({r['verdict_note']})" if r["verdict_note"] else "")] for _, r in table.iterrows()]
 
 
 def bias_notes(table: pd.DataFrame) -> list[str]:
     """One line per judge whose pooled first-shown share differs from 50%."""
-    pooled = table[(table["dimension"] == POOLED) & table["biased"]]
+    pooled = table[(table["dimension"] == POOLED) & (table["verdict"] == "yes")]
     return [f"Judge {r['judge']} picks the first-shown dialogue in {pct(r['first_share'])} of its answers "
             f"[{pct(r['first_lo'])}, {pct(r['first_hi'])}] (50% = no bias) and its verdict flips with the order "
             f"in {pct(r['flip_rate'])} of pairs: its single-order verdicts would carry the position."
             for _, r in pooled.iterrows()]
+
+
+def _planted_check(r):
+    """One planted replicate (analysis/checks): the pairwise judge's pooled flag and its first-shown
+    share's interval against the share planted."""
+    from esc_eval.analysis.checks.registry import Outcome, within
+    from esc_eval.analysis.results.loaders import load_pairwise
+
+    table = position_bias(r.once("pairwise", lambda: load_pairwise(r.path("runs"))))
+    row = table[(table["judge"] == "P") & (table["dimension"] == POOLED)].iloc[0]
+    return Outcome(flag=None if pd.isna(row["p_holm"]) else bool(row["biased"]),
+                   covered=within(row["first_lo"], row["first_hi"], r.truth["first_share"]["P"]))
+
+
+register_check(VerdictCheck(
+    CHECK, "Position bias of a pairwise judge", "esc_eval.analysis.pairwise.position_bias.position_bias",
+    ("section:pairwise", "command:analysis pairwise-ratings"), "duo", "position", _planted_check,
+    flag="the judge is position-biased (pooled first-shown share differs from 50%)",
+    interval="the first-shown share, 95% Wilson CI"))

@@ -26,7 +26,9 @@ A direction is named only when the evidence is clear: the shift's interval lies 
 below 2/3 -> "too uniform across dialogues" (wholly above 3/2 -> "spread wider ..."; a resample
 where both sides are constant counts as alike; no spread is named where the people's values are all
 one). Otherwise "no clear difference", which is not a
-proof of likeness. The shift's and the spread's intervals are simultaneous over the group's
+proof of likeness. A direction from fewer simulated dialogues than its planted-truth check shows it
+needs is withheld ("n/a"), and "no clear difference" from too few to find a 12-word shift says so
+(analysis/checks/floors.py, in the feature's note). The shift's and the spread's intervals are simultaneous over the group's
 features (Bonferroni: each at 1 - 0.05 / (2 x features), 99.8% for 12 features): 24 intervals at
 95% each gave up to 1 - 0.95^24, about 0.7, of naming something between people and other people (8
 against 8 of the shipped sample: "spread wider" on one feature).
@@ -45,11 +47,13 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
+from esc_eval.analysis.checks.floors import gate
 from esc_eval.analysis.results.loaders import AnalysisInputError
 from esc_eval.analysis.seekers.fidelity_features import DISTRESS, FEATURES
 
 QUANTILES = (0.1, 0.25, 0.5, 0.75, 0.9)
 SHIFT_MIN = 0.2  # |shift| the whole interval must exceed for a direction to be named (Cohen's "small")
+CHECK = "fidelity"  # its planted-truth check (analysis/checks; registered in fidelity_report.py)
 SPREAD_LOW, SPREAD_HIGH = 2 / 3, 3 / 2
 FLOOR_DRAWS = 50
 POOLED = "all"
@@ -242,7 +246,8 @@ def _compare_group(sim: pd.DataFrame, hum: pd.DataFrame, features: list[str], n_
             if not np.isfinite(row["spread"]):  # these people do not vary on it: no spread to be wider than
                 sp_ci = (float("nan"), float("nan"))
             row.update(shift_lo=sh_ci[0], shift_hi=sh_ci[1], spread_lo=sp_ci[0], spread_hi=sp_ci[1])
-            row["direction"] = _direction(f, sh_ci, sp_ci)
+            found = _direction(f, sh_ci, sp_ci)
+            row["direction"], row["note"] = gate(CHECK, len(x), found, finds=found != "no clear difference")
         else:
             row.update(direction="n/a", note="no bootstrap (n_boot=0): no interval, no direction")
         rows.append(row)

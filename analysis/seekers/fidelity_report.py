@@ -11,6 +11,7 @@ from typing import Callable
 import numpy as np
 import pandas as pd
 
+from esc_eval.analysis.checks.registry import VerdictCheck, register_check
 from esc_eval.analysis.results.blocks import notice, section, table, text
 from esc_eval.analysis.results.loaders import AnalysisInputError
 from esc_eval.analysis.results.section_registry import register_section
@@ -247,3 +248,31 @@ def fidelity_of_runs(run_dirs: list[str], humans: str, *, rounds: int = ROUNDS, 
     result = seeker_fidelity(ok, people, rounds=rounds, align=align, n_boot=n_boot, seed=seed, distress=distress,
                              judge=judge_id)
     return fidelity_markdown(result), write_fidelity(result, out or join_location(run_dirs[0], "report"))
+
+
+def _planted_check(r):
+    """One planted replicate (analysis/checks): people's own seeker turns replayed as the seeker against
+    the other half of the same people. With nothing planted, any direction named is false and every
+    shift interval should hold 0 (simultaneously); planted (every turn longer), "too long" should be named."""
+    from esc_eval.analysis.checks.registry import PLANTED, Outcome
+    from esc_eval.analysis.results.loaders import load_dialogues
+    from esc_eval.analysis.seekers.esconv import read_human_seekers
+
+    people = read_human_seekers(r.path("people")[0])
+    ref = people.dialogues[people.dialogues["dialogue_id"].isin(set(r.truth["reference_ids"]))]
+    result = seeker_fidelity(load_dialogues(r.path("runs")), HumanSeekers(ref.reset_index(drop=True), people.source,
+                                                                        len(ref)), n_boot=r.n_boot, seed=r.seed)
+    f = result.features[result.features["shift_lo"].notna()]
+    named = f["direction"] != "no clear difference"
+    if r.variant == PLANTED:
+        words = f[f["feature"] == "words_per_turn"]
+        return Outcome(flag=bool(words["direction"].str.contains("too long").any()))
+    return Outcome(flag=bool(named.any()), covered=bool(((f["shift_lo"] <= 0) & (f["shift_hi"] >= 0)).all()))
+
+
+register_check(VerdictCheck(
+    "fidelity", "Seeker fidelity: 'unlike people'", "esc_eval.analysis.seekers.fidelity_report.seeker_fidelity",
+    ("section:seeker_fidelity", "command:analysis fidelity"), "people", "longer", _planted_check,
+    flag="a direction named ('too long', ...): the simulated seeker is unlike people",
+    interval="every feature's shift, simultaneous 95% CIs (holding 0 when the seeker is people)",
+    unit="people replayed (half the people file)"))

@@ -12,7 +12,9 @@ setting), paired by card where both exist (seeker_kinds.py's paired bootstrap):
 
 Per (language, judge, setting) with 2+ models that met both: each model's rank under the baseline
 and the setting, the change, and Kendall's tau between the two rankings, with percentile intervals
-from one bootstrap of the cards every such model has both on (rankings.py).
+from one bootstrap of the cards every such model has both on (rankings.py). Intervals from fewer
+cards than their planted-truth check shows they need are withheld (NaN), the note saying so
+(analysis/checks/floors.py).
 """
 from __future__ import annotations
 
@@ -20,6 +22,8 @@ import os
 
 import pandas as pd
 
+from esc_eval.analysis.checks.floors import NOT_SHOWN, gate
+from esc_eval.analysis.checks.registry import VerdictCheck, register_check
 from esc_eval.analysis.results.blocks import table
 from esc_eval.analysis.results.section_registry import register_section
 from esc_eval.analysis.seekers.rankings import card_matrix, dialogue_scores, rank_change
@@ -31,6 +35,7 @@ from esc_eval.sim.dialogue.seeker_controls import is_hard, join_strategy
 LEVEL_COLUMNS = ["language", "judge", "model", "baseline", "setting", "controls", "n_baseline_cards", "n_setting_cards",
                  "n_paired", "paired", "baseline_score", "baseline_lo", "baseline_hi", "setting_score", "setting_lo",
                  "setting_hi", "change", "change_lo", "change_hi", "note"]
+CHECK = "seeker-levels"  # its planted-truth check (analysis/checks), registered at the end of this module
 RANK_COLUMNS = ["language", "judge", "baseline", "setting", "model", "n_cards", "rank_baseline", "rank_baseline_lo",
                 "rank_baseline_hi", "rank_setting", "rank_setting_lo", "rank_setting_hi", "rank_change",
                 "rank_change_lo", "rank_change_hi", "kendall_tau", "kendall_tau_lo", "kendall_tau_hi", "note"]
@@ -63,6 +68,15 @@ def setting_values(scores: pd.DataFrame, dialogues: pd.DataFrame, dimension: str
     return v[cols].reset_index(drop=True)
 
 
+def _withhold(row: dict, n_cards: int, bounds: tuple[str, ...]) -> None:
+    """The row's intervals as its check allows them from n_cards (withheld: NaN), the why in its note."""
+    shown, note = gate(CHECK, n_cards, "intervals", finds=True)
+    if shown == NOT_SHOWN:
+        row.update({b: float("nan") for b in bounds})
+    if note:
+        row["note"] = "; ".join(x for x in (row.get("note"), note) if x)
+
+
 def level_shift(values: pd.DataFrame, n_boot: int = 1000, seed: int = 0, confidence: float = 0.95) -> pd.DataFrame:
     """Per (language, judge, model, setting past its baseline) that also met the baseline: LEVEL_COLUMNS."""
     rows = []
@@ -73,6 +87,7 @@ def level_shift(values: pd.DataFrame, n_boot: int = 1000, seed: int = 0, confide
             continue
         for (setting, controls), h in g[g["controls"] != ""].groupby(["setting", "controls"], sort=True):
             r = shift_row(base, h.groupby("card_id")["value"].mean(), n_boot, seed, confidence, both="both seekers")
+            _withhold(r, min(r["n_cooperative_cards"], r["n_worst_cards"]), ("change_lo", "change_hi"))
             rows.append({"language": language, "judge": judge, "model": model, "baseline": baseline,
                          "setting": setting, "controls": controls, "n_baseline_cards": r["n_cooperative_cards"],
                          "n_setting_cards": r["n_worst_cards"], "n_paired": r["n_paired"], "paired": r["paired"],
@@ -102,7 +117,10 @@ def level_rankings(values: pd.DataFrame, n_boot: int = 1000, seed: int = 0, conf
                 continue
             ranked = rank_change(card_matrix(base, models, cards), card_matrix(h, models, cards), models,
                                  ("baseline", "setting"), n_boot, seed, confidence)
-            rows += [{**head, "model": m, **r, "note": ""} for m, r in zip(models, ranked)]
+            for r in ranked:
+                r["note"] = ""
+                _withhold(r, len(cards), tuple(k for k in r if k.endswith(("_lo", "_hi"))))
+            rows += [{**head, "model": m, **r} for m, r in zip(models, ranked)]
     return pd.DataFrame(rows, columns=RANK_COLUMNS)
 
 
@@ -180,3 +198,33 @@ def has_settings(values: pd.DataFrame) -> bool:
 # beyond the paper: seekers who are hard to help, by level (analysis/results/section_registry.py)
 register_section("seeker-levels", 710, lambda c: levels_section(c.all_scores, c.dialogues, c.n_boot, c.seed))
 
+
+
+def _planted_check(r):
+    """One planted replicate (analysis/checks): whether target A's rank change under the hard seeker
+    is claimed (its interval apart from 0), and each target's score change interval against the
+    change planted."""
+    from esc_eval.analysis.checks.registry import Outcome, held, within
+    from esc_eval.analysis.results.loaders import load_dialogues, load_scores
+    from esc_eval.sim.judging.dimensions import TABLE_SCALE
+
+    runs = r.path("runs")
+    values = setting_values(load_scores(runs), load_dialogues(runs))
+    shift, ranks = level_shift(values, n_boot=r.n_boot, seed=r.seed), level_rankings(values, n_boot=r.n_boot, seed=r.seed)
+    truth = r.truth["setting_mean"]
+    base, hard = list(truth)
+    row = ranks[ranks["model"] == "A"]
+    flag = None
+    if len(row) and not pd.isna(row["rank_change_lo"].iloc[0]):
+        flag = bool(row["rank_change_lo"].iloc[0] > 0 or row["rank_change_hi"].iloc[0] < 0)
+    changes = shift.set_index("model")
+    return Outcome(flag=flag, intervals=held([within(changes.loc[m, "change_lo"], changes.loc[m, "change_hi"],
+                                                     TABLE_SCALE * (truth[hard][m] - truth[base][m]))
+                                              for m in truth[base] if m in changes.index]))
+
+
+register_check(VerdictCheck(
+    CHECK, "Hard seekers: score change and rank change", "esc_eval.analysis.seekers.seeker_levels.level_rankings",
+    ("section:seeker-levels", "section:seekers", "section:simulators", "command:analysis seekers"), "settings",
+    "setting_flip", _planted_check, flag="a target's rank changes with the seeker setting (rank change's CI excludes 0)",
+    interval="each target's score change x25, 95% bootstrap CI over cards"))

@@ -9,6 +9,7 @@ import json
 
 import pandas as pd
 
+from esc_eval.analysis.checks.registry import VerdictCheck, register_check
 from esc_eval.analysis.results.blocks import notice, pct, section, table, text
 from esc_eval.analysis.results.leaderboard import build_leaderboard, compare_without_spoiled
 from esc_eval.analysis.results.spoiled import NO_CARD, exclude_spoiled, with_spoiled
@@ -80,3 +81,26 @@ def spoiled_section(dialogues: pd.DataFrame, manifests: dict, scores: pd.DataFra
 
 # beyond the paper: the dialogues the simulator spoiled (analysis/results/section_registry.py)
 register_section("spoiled", 900, lambda c: spoiled_section(c.dialogues, c.manifests, c.scores))
+
+
+def _planted_check(r):
+    """One planted replicate (analysis/checks), per dialogue: with people's own turns as the seeker,
+    every flag is false; planted, the dialogues whose seeker said it is an AI should be flagged so."""
+    from esc_eval.analysis.checks.registry import PLANTED, Outcome
+    from esc_eval.analysis.results.loaders import load_dialogues, load_manifests
+
+    runs = r.path("runs")
+    flagged = with_spoiled(load_dialogues(runs), load_manifests(runs))
+    flagged = flagged[flagged["spoiled"].notna()]
+    if r.variant == PLANTED:
+        mine = flagged[flagged["card_id"].isin(set(r.truth["spoiled_cards"]))]
+        hits = sum("out_of_character" in (x if x is not None else []) for x in mine["spoiled_reasons"])
+        return Outcome(items=(int(hits), len(mine)))
+    return Outcome(items=(int(flagged["spoiled"].astype(bool).sum()), len(flagged)))
+
+
+register_check(VerdictCheck(
+    "spoiled", "Spoiled flags (per dialogue)", "esc_eval.sim.dialogue.spoiled.spoiled_reasons",
+    ("section:spoiled", "command:leaderboard --exclude-spoiled"), "people", "spoiled", _planted_check,
+    flag="a dialogue flagged as spoiled by its seeker (people's own turns: none should be)",
+    unit="people replayed (half the people file)"))

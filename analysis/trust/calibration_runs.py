@@ -19,6 +19,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from esc_eval.analysis.checks.floors import gate
+from esc_eval.analysis.checks.registry import VerdictCheck, register_check
 from esc_eval.analysis.trust.calibration import (N_LABELS, accuracy, bootstrap_measures, brier, cross_fit, ece, fold_of,
                                            make_recalibration, reliability)
 from esc_eval.analysis.trust.human_scores import HumanScores
@@ -28,6 +30,7 @@ from esc_eval.sim.runs.records import SCORE_SCHEMA
 
 CAL_TAG = "+cal:"
 MIN_HUMAN = 10  # fewer human-scored items cannot both fit a map and check it on held-out folds
+CHECK = "calibration"  # its planted-truth check (analysis/checks), registered at the end of this module
 
 
 def calibrated_judge_id(judge: str, method: str) -> str:
@@ -238,8 +241,14 @@ def calibration_markdown(result: CalibrationResult) -> str:
 
 
 def worse_notes(result: CalibrationResult) -> list[str]:
-    """Where the recalibration did not help on held-out dialogues (few human scores, or a judge already calibrated)."""
+    """Where the recalibration did not help on held-out dialogues (few human scores, or a judge already
+    calibrated); and what the planted-truth check of these intervals found, when it found them wanting."""
     out = []
+    t = result.table
+    n = int((t["n_human"] + t["n_other"]).max()) if len(t) and {"n_human", "n_other"} <= set(t.columns) else 0
+    _, note = gate(CHECK, n, "intervals", finds=True)
+    if note:
+        out.append(f"ECE and Brier intervals: {note}")
     for judge, t in result.table.groupby("judge", sort=False):
         worse = t[t["ece_recal"] > t["ece"]]
         if len(worse):
@@ -312,3 +321,36 @@ def calibration_of_runs(run_dirs: list[str], humans: str, *, study: str | None =
         paths["rows_written"] = write_calibrated_rows(result)
         paths["judges_written"] = sorted(result.table["calibrated_judge"].unique())
     return md, paths
+
+
+_TRUE: dict[str, tuple[float, float]] = {}
+
+
+def _planted_check(r):
+    """One planted replicate (analysis/checks): J2's ECE and Brier intervals per dimension against the
+    population's (the analysis's own measures of a large draw of the planted judge), and whether the
+    recalibration is said to help (its ECE drop's interval above 0)."""
+    from esc_eval.analysis.checks.registry import Outcome, held, within
+    from esc_eval.analysis.results.loaders import load_scores
+    from esc_eval.analysis.trust.human_scores import human_scores_of
+
+    if r.variant not in _TRUE:
+        draw = r.truth["samples"]
+        probs, labels = np.asarray(draw["probs"], dtype=float), np.asarray(draw["labels"], dtype=int)
+        _TRUE[r.variant] = (ece(probs, labels), brier(probs, labels))
+    true_ece, true_brier = _TRUE[r.variant]
+    result = calibrate(r.once("scores", lambda: load_scores(r.path("runs"))),
+                       r.once("humans", lambda: human_scores_of(r.path("humans"))), judges=["J2"], n_boot=r.n_boot,
+                       seed=r.seed, strict=False)
+    t = result.table
+    helps = [bool(lo > 0) for lo in t["ece_drop_lo"] if not math.isnan(lo)]
+    return Outcome(items=(sum(helps), len(helps)) if helps else None,
+                   intervals=held([within(lo, hi, true_ece) for lo, hi in zip(t["ece_lo"], t["ece_hi"])]
+                                  + [within(lo, hi, true_brier) for lo, hi in zip(t["brier_lo"], t["brier_hi"])]))
+
+
+register_check(VerdictCheck(
+    CHECK, "Calibration of the judge's P(0..4)", "esc_eval.analysis.trust.calibration_runs.calibrate",
+    ("section:human-scores", "command:analysis calibration"), "duo", "overconfident", _planted_check,
+    flag="the recalibration helps (held-out ECE drop's 95% CI above 0), per dimension",
+    interval="ECE and Brier per dimension, 95% bootstrap CI", unit="cards per target (a quarter scored by people)"))

@@ -164,3 +164,18 @@ def _from_table(path: Path) -> pd.DataFrame:
         raise AnalysisInputError(f"--humans {path}: annotator {r['annotator']} scored dialogue {r['dialogue_id']} "
                                  f"{r['dimension']} more than once")
     return out
+
+
+def human_scores_of(sources: list[str], what: str = "planted") -> HumanScores:
+    """Several sources' human scores as one (each read and checked as `--humans` reads it; a source
+    holding none is skipped); AnalysisInputError when none holds any."""
+    frames = []
+    for source in sources:
+        try:
+            frames.append(load_human_scores(source, allow_one_annotator=True).long)
+        except AnalysisInputError as e:
+            if "holds no human score" not in str(e):
+                raise
+    if not frames:
+        raise AnalysisInputError(f"{what}: no human score in {len(sources)} source(s)")
+    return HumanScores(pd.concat(frames, ignore_index=True), what)

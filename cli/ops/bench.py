@@ -376,3 +376,21 @@ def bench_trust_cmd(
     with fake_run_folder(folder, dialogues, models, 64, "trust") as (path, build_s):
         _write({"folder": str(path), "build_s": build_s, "machine": runtime_summary(),
                 **bench_trust(path, n_human=human, report=report)}, out)
+
+
+@app.command("validity")
+def bench_validity_cmd(
+    out: Annotated[Optional[Path], typer.Option("--out", "-o", callback=local_out, help="Also write the JSON here (docs/guides/validity.md's table; analysis/checks/data/validity.json when shipped).")] = None,
+    seeds: Annotated[int, typer.Option("--seeds", min=1, help="Replicates per variant (no effect planted, effect planted) of every scenario.")] = 100,
+    size: Annotated[Optional[list[int]], typer.Option("--size", help="Cards per target, repeatable (default: 10 25 50 100 200 400 655).")] = None,
+    check: Annotated[Optional[list[str]], typer.Option("--check", help="Only this check, repeatable (default: every registered one).")] = None,
+    n_boot: Annotated[int, typer.Option("--n-boot", min=1, help="Bootstrap resamples the analyses are run with (their default: 1000).")] = 1000,
+    people: Annotated[Optional[Path], typer.Option("--people", help="People's dialogues (ESConv format) replayed as the seeker by the fidelity and spoiled checks (default: the shipped sample; FailedESConv.json for the published table).")] = None,
+    work: Annotated[Optional[Path], typer.Option("--work", help="Folder for the planted runs (default: a temporary one; each replicate's runs are removed once measured).")] = None,
+) -> None:
+    """Every verdict, flag and interval against planted truth: false positives, power, coverage, by size."""
+    from esc_eval.analysis.validity.run import run_validity
+    from esc_eval.sim.bench.planted.runs import planted_runner
+
+    print(run_validity(planted_runner(work), seeds=seeds, sizes=tuple(size) if size else None, checks=check,
+                       out=out, n_boot=n_boot, people=people))
