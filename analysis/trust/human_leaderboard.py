@@ -8,6 +8,12 @@ judge's score), the cell's other judged dialogues its unlabelled set. The Averag
 each dialogue's mean over its scored dimensions, for humans and judge alike. Numbers are x25
 like Table 2. Beside each estimate: how many human scores it rests on (n), the human-only mean
 with the same normal interval, and what the judge-only bootstrap interval claimed.
+
+Whether the judge is off people's scale is a test, not whether PPI's point estimate falls in the
+judge's interval (that compares a noisy point with an interval: with a judge exactly on people's
+scale, half the cells of a few dozen human scores were called off in esc-eval's planted check):
+the judge's offset, the mean of (judge - human) over the dialogues with both, with its Student-t
+95% interval; `judge_off_scale` when that interval excludes 0.
 """
 from __future__ import annotations
 
@@ -17,7 +23,10 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+from scipy import stats
 
+from esc_eval.analysis.checks.floors import NOT_SHOWN, gate
+from esc_eval.analysis.checks.registry import VerdictCheck, register_check
 from esc_eval.analysis.trust.human_scores import HumanScores
 from esc_eval.analysis.results.leaderboard import VALUE_COLUMNS, dialogue_matrix, format_cell
 from esc_eval.analysis.trust.ppi import classical_mean, effective_human_scores, ppi_mean
@@ -26,15 +35,27 @@ from esc_eval.sim.runs.open import OutputFolder
 
 KEYS = ["language", "group", "model", "judge"]
 COLUMNS = [*KEYS, "column", "n_human", "n_judge_only", "judge_mean", "judge_lo", "judge_hi", "human_mean", "human_lo",
-           "human_hi", "ppi", "ppi_lo", "ppi_hi", "lam", "effective_n", "judge_ci_covers_ppi", "note"]
+           "human_hi", "ppi", "ppi_lo", "ppi_hi", "lam", "effective_n", "judge_ci_covers_ppi", "offset", "offset_lo",
+           "offset_hi", "judge_off_scale", "note"]
 DIMENSION_TITLES_ALL = {**DIMENSION_TITLES, "average": "Average"}
 SMALL_HUMAN = 10  # below this many human scores a normal interval is rough: say so
+CHECK = "ppi-mean"  # its planted-truth check (analysis/checks), registered at the end of this module
 
 
 def _with_average(m: np.ndarray) -> np.ndarray:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)  # a dialogue with no dimension: NaN
         return np.column_stack([m, np.nanmean(m, axis=1)])
+
+
+def judge_offset(judge: np.ndarray, human: np.ndarray, confidence: float = 0.95) -> tuple[float, float, float]:
+    """The mean of judge - human over paired values, with its Student-t interval (NaNs under 2 pairs)."""
+    d = np.asarray(judge, dtype=float) - np.asarray(human, dtype=float)
+    if len(d) < 2:
+        return (float("nan"),) * 3
+    mean, se = float(d.mean()), float(d.std(ddof=1) / math.sqrt(len(d)))
+    q = float(stats.t.ppf(0.5 + confidence / 2, len(d) - 1))
+    return mean, mean - q * se, mean + q * se
 
 
 def human_anchored(scores: pd.DataFrame, humans: HumanScores, leaderboard: pd.DataFrame,
@@ -66,11 +87,20 @@ def human_anchored(scores: pd.DataFrame, humans: HumanScores, leaderboard: pd.Da
             if (has_h & ~has_j).any():
                 notes.append(f"{int((has_h & ~has_j).sum())} human-scored dialogue(s) without a judge score left out")
             covers = (bool(lo <= est.estimate <= hi) if not (math.isnan(est.estimate) or math.isnan(lo)) else None)
+            off, off_lo, off_hi = judge_offset(judge[lab, j], human[lab, j], confidence)
+            off_scale = None if math.isnan(off_lo) else bool(off_lo > 0 or off_hi < 0)
+            shown, why = gate(CHECK, int(has_j.sum()), "tested", finds=bool(off_scale))
+            if shown == NOT_SHOWN:
+                off_scale = None
+            if why:
+                notes.append(f"judge off people's scale: {why}")
             rows.append({**{k: lb[k] for k in KEYS}, "column": col, "n_human": est.n, "n_judge_only": est.N,
                          "judge_mean": float(lb[col]), "judge_lo": float(lo), "judge_hi": float(hi),
                          "human_mean": hum.estimate, "human_lo": hum.lo, "human_hi": hum.hi,
                          "ppi": est.estimate, "ppi_lo": est.lo, "ppi_hi": est.hi, "lam": est.lam,
                          "effective_n": effective_human_scores(est, hum), "judge_ci_covers_ppi": covers,
+                         "offset": off, "offset_lo": off_lo, "offset_hi": off_hi,
+                         "judge_off_scale": off_scale,
                          "note": "; ".join(notes)})
     return pd.DataFrame(rows, columns=COLUMNS)
 
@@ -92,7 +122,8 @@ def anchored_wide(table: pd.DataFrame) -> tuple[list[str], list[list[str]]]:
 
 
 CLAIM_HEADERS = ["Language", "Model", "Judge", "Column", "Human scores", "Judge only", "Judge mean [95% CI]",
-                 "Humans only [95% CI]", "PPI [95% CI]", "lambda", "Worth (human scores)", "Judge CI covers PPI"]
+                 "Humans only [95% CI]", "PPI [95% CI]", "lambda", "Worth (human scores)", "Judge CI covers PPI",
+                 "Judge - people [95% CI]"]
 
 
 def claims_rows(table: pd.DataFrame, columns: tuple[str, ...] = ("Average",)) -> list[list[str]]:
@@ -105,7 +136,9 @@ def claims_rows(table: pd.DataFrame, columns: tuple[str, ...] = ("Average",)) ->
                     format_cell(r["human_mean"], r["human_lo"], r["human_hi"]),
                     format_cell(r["ppi"], r["ppi_lo"], r["ppi_hi"]),
                     "n/a" if math.isnan(r["lam"]) else f"{r['lam']:.2f}",
-                    "n/a" if math.isnan(r["effective_n"]) else f"{r['effective_n']:.0f}", covers])
+                    "n/a" if math.isnan(r["effective_n"]) else f"{r['effective_n']:.0f}", covers,
+                    "n/a" if math.isnan(r["offset"]) else format_cell(r["offset"], r["offset_lo"], r["offset_hi"])
+                    + (" off" if r["judge_off_scale"] else "")])
     return out
 
 
@@ -127,9 +160,10 @@ def anchored_markdown(table: pd.DataFrame, source: str) -> str:
     parts = [f"{EXPLAIN} Human scores: {source}.", "", "## Human-scale means (PPI, 95% CI, n = human scores)", "",
              _md(*anchored_wide(table)), "## What each interval claims", "",
              _md(CLAIM_HEADERS, claims_rows(table, tuple(VALUE_COLUMNS)))]
-    missed = table[table["judge_ci_covers_ppi"] == False]  # noqa: E712 - None means unknown
+    missed = table[table["judge_off_scale"] == True]  # noqa: E712 - None means unknown
     if len(missed):
-        parts.append(f"\n{len(missed)} of {int(table['judge_ci_covers_ppi'].notna().sum())} judge-only intervals "
+        parts.append(f"\n{len(missed)} of {int(table['judge_off_scale'].notna().sum())} cells: the judge is off people's "
+                     "scale (its offset's interval excludes 0). Their judge-only intervals "
                      "exclude the human-scale estimate.\n")
     return "\n".join(parts)
 
@@ -215,3 +249,30 @@ def compare_humans_markdown(h: dict) -> str:
             cells += [f(r["judge_a"] - r["ppi_a"]), f(r["judge_b"] - r["ppi_b"])]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
+
+
+def _planted_check(r):
+    """One planted replicate (analysis/checks): the PPI Average of the duo's judge J2 against the
+    people's planted mean, and whether J2's own interval is said to miss it."""
+    from esc_eval.analysis.checks.registry import Outcome, held, within
+    from esc_eval.analysis.results.leaderboard import build_leaderboard
+    from esc_eval.analysis.results.loaders import load_scores
+    from esc_eval.analysis.trust.human_scores import human_scores_of
+
+    s = r.once("scores", lambda: load_scores(r.path("runs")))
+    s = s[s["judge"] == "J2"]
+    board = r.once("leaderboard:J2", lambda: build_leaderboard(s, n_boot=r.n_boot, seed=r.seed))
+    table = human_anchored(s, r.once("humans", lambda: human_scores_of(r.path("humans"))), board)
+    avg = table[table["column"] == "Average"].set_index("model")
+    truth = r.truth["people_mean"]
+    off = [v for v in avg["judge_off_scale"] if v is not None]
+    return Outcome(flag=any(off) if off else None,
+                   intervals=held([within(avg.loc[m, "ppi_lo"], avg.loc[m, "ppi_hi"], TABLE_SCALE * truth[m])
+                                   for m in truth if m in avg.index]))
+
+
+register_check(VerdictCheck(
+    CHECK, "Human-scale means (PPI)", "esc_eval.analysis.trust.human_leaderboard.human_anchored",
+    ("section:human-scores", "command:leaderboard --humans"), "duo", "length", _planted_check,
+    flag="the judge is off people's scale (its offset's 95% t-interval excludes 0)",
+    interval="each target's PPI mean of the human score (Average x25), 95% CI"))

@@ -42,16 +42,18 @@ def anchored_section(lb: pd.DataFrame, scores: pd.DataFrame, humans: HumanScores
                                     caption="Human-scale means: PPI estimate [95% CI] (n = human-scored dialogues)"))
     s["blocks"].append(blocks.table(CLAIM_HEADERS, claims_rows(table), {0, 1, 2, 3}, id="human-claims",
                                     caption="Average: what each interval claims (every column: leaderboard_humans.md)"))
-    missed = table[table["judge_ci_covers_ppi"] == False]  # noqa: E712 - None = unknown
+    missed = table[table["judge_off_scale"] == True]  # noqa: E712 - None = unknown
     if len(missed):
         s["notices"].append({"level": "warning", "text": (
-            f"{len(missed)} of {int(table['judge_ci_covers_ppi'].notna().sum())} judge-only intervals exclude the "
-            "human-scale estimate (leaderboard_humans.md lists them).")})
+            f"{len(missed)} of {int(table['judge_off_scale'].notna().sum())} cells: the judge is off people's scale "
+            "(the mean of judge - human on the human-scored dialogues, its 95% interval excludes 0; "
+            "leaderboard_humans.md lists them).")})
     for _, r in missed[missed["column"] == "Average"].iterrows():
         s["notices"].append({"level": "warning", "text": (
-            f"{r['model']} ({r['language']}, judge {r['judge']}), Average: the judge-only interval "
-            f"[{r['judge_lo']:.1f}, {r['judge_hi']:.1f}] excludes the human-scale estimate {r['ppi']:.1f} "
-            f"[{r['ppi_lo']:.1f}, {r['ppi_hi']:.1f}] (n = {r['n_human']} human scores).")})
+            f"{r['model']} ({r['language']}, judge {r['judge']}), Average: the judge is {r['offset']:+.1f} "
+            f"[{r['offset_lo']:+.1f}, {r['offset_hi']:+.1f}] off people's scale (n = {r['n_human']} human scores); "
+            f"the human-scale estimate is {r['ppi']:.1f} [{r['ppi_lo']:.1f}, {r['ppi_hi']:.1f}], the judge-only "
+            f"interval [{r['judge_lo']:.1f}, {r['judge_hi']:.1f}].")})
     s["data"] = _records(table)
     return s
 

@@ -68,7 +68,7 @@ def test_ppi_corrects_a_judge_that_overrates_by_one_point(make_run, tmp_path):
         assert r["n_human"] == 34 and r["n_judge_only"] == 66
         # the judge says the people's label plus one (25 points) on every dialogue, so the people's
         # mean over all the model's dialogues is the judge's minus 25: PPI's interval holds it
-        assert r["ppi_lo"] < r["judge_mean"] - 25 < r["ppi_hi"] and r["judge_ci_covers_ppi"] == False  # noqa: E712
+        assert r["ppi_lo"] < r["judge_mean"] - 25 < r["ppi_hi"] and r["judge_ci_covers_ppi"] == False and r["judge_off_scale"] == True  # noqa: E712
         assert r["ppi_hi"] - r["ppi_lo"] < r["human_hi"] - r["human_lo"]
     # one cell by hand: the Empathy of m2
     g = scores[(scores["target_model"] == "m2") & (scores["dimension"] == "empathy")].set_index("dialogue_id")["score"] * 25
