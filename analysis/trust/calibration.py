@@ -8,7 +8,11 @@ human label):
 - Brier score, multi-class: mean over items of sum_k (P(k) - [label = k])^2, 0 (perfect) to 2.
 - The reliability diagram: per bin, mean confidence, accuracy and count.
 Bootstrap CIs resample dialogues (the rows), the same resamples for every measure so that a
-difference (raw - recalibrated) has a paired interval.
+difference (raw - recalibrated) has a paired interval. ECE is biased upwards (noise only adds to
+|accuracy - confidence|), and so is each resample's: its interval is the percentile interval moved
+by the bootstrap's estimate of that bias and clipped at 0, as the seeker fidelity's distances are
+(with the plain percentile interval a calibrated judge's held 0.005 in about half of esc-eval's
+planted replicates; docs/guides/validity.md).
 
 Recalibrations of stored probabilities (no judge call):
 - temperature: P'(k) proportional to P(k)^(1/T), one T per judge and dimension fitted by
@@ -85,7 +89,8 @@ def bootstrap_measures(named: dict[str, np.ndarray], labels: np.ndarray, *, n_bo
                        confidence: float = 0.95, n_bins: int = N_BINS) -> dict[str, dict[str, tuple[float, float]]]:
     """Percentile CIs of ECE and Brier for each named probability array (same items, same
     resamples: scipy.stats.bootstrap with paired=True), and of each difference `<first> - <other>`:
-    {name: {"ece": (lo, hi), "brier": ...}}."""
+    {name: {"ece": (lo, hi), "brier": ...}}. Each ECE's own interval is moved by the bootstrap's
+    bias and clipped at 0 (module doc); the differences' are not (their biases largely cancel)."""
     n = len(labels)
     names = list(named)
     keys = [*names, *(f"{names[0]} - {o}" for o in names[1:])]
@@ -110,11 +115,16 @@ def bootstrap_measures(named: dict[str, np.ndarray], labels: np.ndarray, *, n_bo
         return np.array([m for pair in per for m in pair])  # rows: the ECE and the Brier of each key in turn
 
     batch = max(1, min(n_boot, 2_000_000 // n))  # about 2M resampled items in memory at once
-    ci = stats.bootstrap(columns, measures, n_resamples=n_boot, batch=batch, vectorized=True, paired=True,
-                         confidence_level=confidence, method="percentile",
-                         rng=np.random.default_rng(seed)).confidence_interval
-    return {k: {"ece": (float(ci.low[2 * i]), float(ci.high[2 * i])),
-                "brier": (float(ci.low[2 * i + 1]), float(ci.high[2 * i + 1]))} for i, k in enumerate(keys)}
+    res = stats.bootstrap(columns, measures, n_resamples=n_boot, batch=batch, vectorized=True, paired=True,
+                          confidence_level=confidence, method="percentile", rng=np.random.default_rng(seed))
+    ci, draws = res.confidence_interval, res.bootstrap_distribution
+    low, high = np.array(ci.low, dtype=float), np.array(ci.high, dtype=float)
+    point = measures(*[c[None, :] for c in columns])[:, 0]
+    for i in range(len(names)):  # each judge's own ECE: moved by the bootstrap's bias, clipped at 0
+        bias = float(np.nanmean(draws[2 * i])) - float(point[2 * i])
+        low[2 * i], high[2 * i] = max(0.0, low[2 * i] - bias), max(0.0, high[2 * i] - bias)
+    return {k: {"ece": (float(low[2 * i]), float(high[2 * i])),
+                "brier": (float(low[2 * i + 1]), float(high[2 * i + 1]))} for i, k in enumerate(keys)}
 
 
 # --- recalibrations ----------------------------------------------------------------------

@@ -8,10 +8,12 @@ The runs come from a runner handed in (analysis cannot import sim's jobs: the CL
 sim/bench/planted's `planted_runner`): runner(scenario, variant, seed, sizes, people) is a context
 manager yielding {size: mapping} (people: an ESConv-format file of people's dialogues) (analysis.checks.PlantedRuns.from_runner reads the mapping).
 
-"Within Monte-Carlo error": a false-positive rate at most its nominal level plus twice the
-nominal's binomial standard error at the replicates run (a one-sided test of the nominal at about
-2.3%), a coverage at least its nominal minus twice its standard error. A per-item flag (a
-dialogue's spoiled flag) is a rate per replicate; its error is the spread of the replicates' rates.
+"Within Monte-Carlo error": a false-positive rate at most its nominal level plus z times the
+nominal's binomial standard error at the replicates run, a coverage at least its nominal minus z
+times its standard error, z the one-sided 5% point with Bonferroni over the sizes measured (2.45 for
+seven sizes): a check valid at every size fails one of seven plain 2-standard-error tests about one
+time in six. A per-item flag (a dialogue's spoiled flag) is a rate per replicate; its error is the
+spread of the replicates' rates.
 """
 from __future__ import annotations
 
@@ -94,15 +96,22 @@ def _coverage(outcomes: list[Outcome]) -> tuple[float, float, int]:
     return p, math.sqrt(p * (1 - p) / len(cov)), len(cov)
 
 
-def size_row(check: VerdictCheck, null: list[Outcome], planted: list[Outcome], size: int) -> dict[str, Any]:
-    """One size of one check: its rates, their errors, and whether it holds there."""
+def margin(n_sizes: int, alpha: float = 0.05) -> float:
+    """z of "within Monte-Carlo error" (the module doc)."""
+    from scipy import stats
+
+    return float(stats.norm.ppf(1 - alpha / max(1, n_sizes)))
+
+
+def size_row(check: VerdictCheck, null: list[Outcome], planted: list[Outcome], size: int, z: float = 2.0) -> dict[str, Any]:
+    """One size of one check: its rates, their errors, and whether it holds there (within z errors)."""
     fpr, fpr_se, n_null = _rate(null)
     power, power_se, n_planted = _rate(planted)
     cov, cov_se, n_cov = _coverage(null + planted)
     cov_null, _, _ = _coverage(null)
     cov_planted, _, _ = _coverage(planted)
-    fpr_ok = None if not n_null else fpr <= check.level + 2 * math.sqrt(check.level * (1 - check.level) / n_null)
-    cov_ok = None if not n_cov else cov >= check.confidence - 2 * math.sqrt(check.confidence * (1 - check.confidence) / n_cov)
+    fpr_ok = None if not n_null else fpr <= check.level + z * math.sqrt(check.level * (1 - check.level) / n_null)
+    cov_ok = None if not n_cov else cov >= check.confidence - z * math.sqrt(check.confidence * (1 - check.confidence) / n_cov)
     return {"size": size, "fpr": fpr, "fpr_se": fpr_se, "n_null": n_null, "power": power, "power_se": power_se,
             "n_planted": n_planted, "coverage": cov, "coverage_se": cov_se, "n_coverage": n_cov,
             "coverage_null": cov_null, "coverage_planted": cov_planted, "fpr_ok": fpr_ok, "coverage_ok": cov_ok}
@@ -122,7 +131,8 @@ def _failure(check: VerdictCheck, r: dict[str, Any]) -> str:
 def summarize(check: VerdictCheck, outcomes: dict[str, Any]) -> dict[str, Any]:
     """A check's rows by size, valid_from, power_from, what fails below or everywhere, and its status."""
     sizes = sorted(set(outcomes[NULL]) | set(outcomes[PLANTED]))
-    rows = [size_row(check, outcomes[NULL].get(s, []), outcomes[PLANTED].get(s, []), s) for s in sizes]
+    z = margin(len(sizes))
+    rows = [size_row(check, outcomes[NULL].get(s, []), outcomes[PLANTED].get(s, []), s, z) for s in sizes]
     valid = [r["fpr_ok"] is not False and r["coverage_ok"] is not False and bool(r["n_null"] or r["n_coverage"])
              for r in rows]
     valid_from = next((rows[i]["size"] for i in range(len(rows)) if all(valid[i:])), None)
@@ -142,6 +152,6 @@ def summarize(check: VerdictCheck, outcomes: dict[str, Any]) -> dict[str, Any]:
     return {"id": check.id, "title": check.title, "analysis": check.analysis, "covers": list(check.covers),
             "scenario": check.scenario, "effect": check.effect, "effect_text": outcomes.get("effect_text", ""), "flag": check.flag,
             "interval": check.interval, "level": check.level, "confidence": check.confidence, "unit": check.unit,
-            "by_size": rows, "valid_from": valid_from, "power_from": power_from, "below": below, "failure": failure,
+            "by_size": rows, "margin_z": z, "valid_from": valid_from, "power_from": power_from, "below": below, "failure": failure,
             "status": status, "errors": list(outcomes.get("errors", []))[:5],
             "n_errors": len(outcomes.get("errors", []))}

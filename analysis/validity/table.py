@@ -82,9 +82,11 @@ def markdown(result: dict[str, Any]) -> str:
     m = result["machine"]
     head = (f"Validity of esc-eval's verdicts against planted truth: {result['seeds']} seeds per variant, sizes "
             f"{', '.join(map(str, result['sizes']))} (cards per target), {result['date']}, {m['cpu']} ({m['flags']}), "
-            f"{result['seconds']:.0f} s. False positives: the flag's rate with nothing planted (nominal "
-            "5%); power: its rate with the effect planted; coverage: how often the interval holds the truth (nominal "
-            "95%), both variants; ± = one Monte-Carlo standard error.\n")
+            f"{result['seconds']:.0f} s, the analyses' bootstraps at {result.get('n_boot', 1000)} resamples. False "
+            "positives: the flag's rate with nothing planted (nominal 5%); power: its rate with the effect planted; "
+            "coverage: how often the interval holds the truth (nominal 95%), both variants; ± = one Monte-Carlo "
+            "standard error. A size holds when both stay within z standard errors of their nominal (z: one-sided "
+            "5% over the sizes, Bonferroni).\n")
     parts = [head, "## At the largest size\n", _table(SUMMARY_HEADERS, summary_rows(result)),
              "## By size\n", _table(DETAIL_HEADERS, detail_rows(result))]
     unchecked = [u for u in result.get("unchecked", []) if u["prints_verdicts"]]

@@ -27,7 +27,7 @@ from esc_eval.serve.backends import planted_math as pm
 from esc_eval.serve.backends.planted import PlantedModel
 from esc_eval.sim.bench.planted.scenarios import HARD_CONTROL, Plan, plan as make_plan
 
-SAMPLE_UNITS = 20000
+SAMPLE_UNITS = 60000  # the population draws: an ECE of a calibrated judge estimated at about 0.003 from them
 
 
 def _model(role: str, options: dict[str, Any]) -> PlantedModel:

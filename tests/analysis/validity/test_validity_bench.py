@@ -26,7 +26,7 @@ def test_the_sizes_a_check_holds_and_finds_its_effect_from():
     planted = _outcomes({10: 0.30, 50: 0.70, 200: 0.90}, {10: 0.85, 50: 0.95, 200: 0.96})
     s = summarize(CHECK, {NULL: null, PLANTED: planted, "effect_text": "a quarter point"})
     rows = {r["size"]: r for r in s["by_size"]}
-    # 8% over 100 replicates: within 5% + 2 x 2.2% (the nominal's standard error); 20% is not
+    # 8% over 100 replicates: within 5% + 2.13 x 2.2% (the nominal's standard error, z for 3 sizes); 20% is not
     assert rows[50]["fpr_ok"] and not rows[10]["fpr_ok"] and rows[10]["coverage_ok"] is False
     assert rows[50]["fpr_se"] == pytest.approx(math.sqrt(0.08 * 0.92 / 100))
     assert rows[10]["coverage"] == pytest.approx(0.825)  # both variants' intervals together
