@@ -88,7 +88,7 @@ def gate(check_id: str, n: int, verdict: str, *, finds: bool, floors: dict[str, 
         return verdict, f"unreliable: its planted-truth check found {f.failure} at every size measured"
     if n < f.valid_from:
         why = f.below or (f"{f.smallest} {unit} were the fewest checked" if n < f.smallest else "")
-        return NOT_SHOWN, f"withheld: {n} {unit}; its planted-truth check holds from {f.valid_from} {unit}" + (
+        return NOT_SHOWN, f"withheld from {n} {unit}: its planted-truth check holds from {f.valid_from} {unit}" + (
             f" ({why})" if why else "")
     if not finds and (f.power_from is None or n < f.power_from):
         more = f"80% power from {f.power_from}" if f.power_from else "not 80% power at any size measured"

@@ -149,6 +149,8 @@ def comparison_markdown(result: dict[str, Any]) -> str:
         title = DIMENSION_TITLES.get(r["dimension"], r["dimension"].capitalize())
         lines.append(f"| {title} | {r['n_pairs']} | {_f(r['mean_a'])} | {_f(r['mean_b'])} | {_f(r['diff'])} | "
                      f"[{_f(r['ci_lo'])}, {_f(r['ci_hi'])}] | {_p(r['p_value'])} | {_p(r['p_holm'])} |")
+    lines += [f"\n> {title}: {r['note']}" for r in result["dimensions"] if r.get("note")
+              for title in [DIMENSION_TITLES.get(r["dimension"], r["dimension"].capitalize())]]
     if result["cards_moved"]:
         lines += ["", "## Cards that moved most (average over dimensions)", "",
                   "| Language | Card | pairs | A | B | B - A |", "|---|---|---:|---:|---:|---:|"]

@@ -103,8 +103,10 @@ def position_bias(rows: pd.DataFrame) -> pd.DataFrame:
         out.append(_shares(judge, POOLED, mine.sum() if mine is not None else zero))
     table = pd.DataFrame(out, columns=BIAS_COLUMNS)
     table["biased"] = table["p_holm"].lt(LEVEL)  # NaN (no answer that picks a dialogue): not flagged
-    gated = [gate(CHECK, int(r["pairs_both"]), "n/a" if pd.isna(r["p_holm"]) else "yes" if r["biased"] else "no",
-                  finds=bool(r["biased"])) for _, r in table.iterrows()]
+    pairs = table[table["dimension"] != POOLED].groupby("judge")["pairs_both"].max()  # pooled: a pair's dimensions once
+    gated = [gate(CHECK, int(pairs.get(r["judge"], 0) if r["dimension"] == POOLED else r["pairs_both"]),
+                  "n/a" if pd.isna(r["p_holm"]) else "yes" if r["biased"] else "no", finds=bool(r["biased"]))
+             for _, r in table.iterrows()]
     table["verdict"], table["verdict_note"] = [g[0] for g in gated], [g[1] for g in gated]
     return table
 

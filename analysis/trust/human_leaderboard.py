@@ -138,8 +138,14 @@ def claims_rows(table: pd.DataFrame, columns: tuple[str, ...] = ("Average",)) ->
                     "n/a" if math.isnan(r["lam"]) else f"{r['lam']:.2f}",
                     "n/a" if math.isnan(r["effective_n"]) else f"{r['effective_n']:.0f}", covers,
                     "n/a" if math.isnan(r["offset"]) else format_cell(r["offset"], r["offset_lo"], r["offset_hi"])
-                    + (" off" if r["judge_off_scale"] else "")])
+                    + (" off" if r["judge_off_scale"] else "") + _gate_note(r["note"])])
     return out
+
+
+def _gate_note(note: str) -> str:
+    """What the planted-truth check says of the off-scale verdict, from a row's notes ("" if nothing)."""
+    said = [n.split(": ", 1)[1] for n in str(note or "").split("; ") if n.startswith("judge off people's scale: ")]
+    return f" ({said[0]})" if said else ""
 
 
 def _md(headers: list[str], rows: list[list[str]]) -> str:

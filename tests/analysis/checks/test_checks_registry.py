@@ -73,7 +73,8 @@ FLOORS = read_floors({"checks": [
 
 def test_a_verdict_from_fewer_cards_than_its_check_needs_is_withheld_or_says_so():
     shown, note = gate("rounds-change", 4, "degrades", finds=True, floors=FLOORS)
-    assert shown == "n/a" and "withheld: 4 cards" in note and "holds from 50" in note and "coverage 80%" in note
+    assert shown == "n/a" and "withheld from 4 cards" in note and "holds from 50" in note and "coverage 80%" in note
+    assert ";" not in note  # a note goes into rows' notes, which are joined with "; "
     assert gate("rounds-change", 100, "degrades", finds=True, floors=FLOORS) == ("degrades", "")
     shown, note = gate("rounds-change", 100, "holds", finds=False, floors=FLOORS)
     assert shown == "holds" and "too few to find a quarter point from round 4 (80% power from 200)" in note
