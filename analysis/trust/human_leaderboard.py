@@ -271,8 +271,8 @@ def _planted_check(r):
     table = human_anchored(s, r.once("humans", lambda: human_scores_of(r.path("humans"))), board)
     avg = table[table["column"] == "Average"].set_index("model")
     truth = r.truth["people_mean"]
-    off = [v for v in avg["judge_off_scale"] if v is not None]
-    return Outcome(flag=any(off) if off else None,
+    off = [bool(v) for v in avg["judge_off_scale"] if v is not None]  # each target's cell is its own verdict
+    return Outcome(items=(sum(off), len(off)) if off else None,
                    intervals=held([within(avg.loc[m, "ppi_lo"], avg.loc[m, "ppi_hi"], TABLE_SCALE * truth[m])
                                    for m in truth if m in avg.index]))
 
@@ -280,5 +280,5 @@ def _planted_check(r):
 register_check(VerdictCheck(
     CHECK, "Human-scale means (PPI)", "esc_eval.analysis.trust.human_leaderboard.human_anchored",
     ("section:human-scores", "command:leaderboard --humans"), "duo", "length", _planted_check,
-    flag="the judge is off people's scale (its offset's 95% t-interval excludes 0)",
+    flag="the judge is off people's scale (its offset's 95% t-interval excludes 0), per target",
     interval="each target's PPI mean of the human score (Average x25), 95% CI"))
