@@ -66,6 +66,8 @@ def _tokens(text: str) -> int:
 
 
 class _Base:
+    client_max_size = 2**20  # request bodies up to this (aiohttp's default); the batch stand-ins take more
+
     def __init__(self, *, key: str | None = None, rpm: float | None = None, fail_every: int = 0,
                  retry_after: float = 0.2):
         self.key, self.rpm, self.fail_every, self.retry_after = key, rpm, fail_every, retry_after
@@ -114,7 +116,7 @@ class _Base:
         def run() -> None:
             self.loop = asyncio.new_event_loop()
             asyncio.set_event_loop(self.loop)
-            app = web.Application()
+            app = web.Application(client_max_size=self.client_max_size)
             self.routes(app)
             self.runner = web.AppRunner(app)
             self.loop.run_until_complete(self.runner.setup())

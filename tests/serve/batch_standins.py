@@ -44,6 +44,7 @@ class _Lifecycle:
                     expire_keep: int = 0, fail_lines: int = 0, create_delay_s: float = 0.0,
                     hold_create_at: int = 1) -> None:
         self.max_requests, self.max_bytes, self.polls = max_requests, max_bytes, polls
+        self.client_max_size = max_bytes + 2**20  # a body over the limit is refused by the API's rule, not aiohttp's
         self.expire_next, self.expire_keep, self.fail_lines = expire_next, expire_keep, fail_lines
         self.create_delay_s, self.hold_create_at = create_delay_s, hold_create_at
         self._waking: list[asyncio.Event] = []  # creates held back, let go when the stand-in stops

@@ -80,6 +80,30 @@ def test_every_row_once_from_batches_within_the_limit_at_the_batch_price(openai,
     assert again["items"] == 0 and len(openai.created) == 3  # nothing left: nothing sent
 
 
+def test_batched_rows_are_the_online_rows(openai, tmp_path, monkeypatch):
+    """The same requests as online (prompts, parameters, logit_bias), read the same way: the same rows."""
+    from esc_eval.sim.jobs.scoring import run_scoring
+
+    claude = BatchAnthropic(key="ak-local").start()
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "ak-local")
+    try:
+        for judge, options, method in (("openai/gpt-4", {}, "logprob"), (CLAUDE, {"api_base": claude.base_url}, "generate")):
+            for where, batched in (("online", False), ("batch", True)):
+                write_dialogues(tmp_path / judge / where, 2)
+                cfg = config(judge, options, dims=["empathy", "overall"])
+                cfg.judge.method = method
+                if batched:
+                    run_batch_scoring(cfg, str(tmp_path / judge / where), plain=True)
+                else:
+                    run_scoring(cfg.model_copy(update={"batch": BatchConfig()}), str(tmp_path / judge / where))
+            same = [{(r["dialogue_id"], r["dimension"]): (r["score"], r["probs"], r["raw"], r["prompt_tokens"], r["method"])
+                     for r in rows(tmp_path / judge / where)} for where in ("online", "batch")]
+            assert len(same[0]) == 4 and same[0] == same[1], judge
+    finally:
+        claude.stop()
+    assert openai.requests == 4 and len(openai.created) == 1 and len(claude.created) == 1
+
+
 def test_a_failed_request_goes_out_again_and_a_prompt_over_the_context_is_windowed(openai, tmp_path):
     write_dialogues(tmp_path, 2, rounds=2)
     (long,) = write_dialogues(tmp_path, 1, rounds=9, start=2)
