@@ -99,8 +99,10 @@ class AnthropicBatches(BatchTransport):
 
         status = resp.status_code
         kind = "rate_limit" if status == 429 else "transient" if status >= 500 or status in (408, 409) else "fatal"
-        raise ChatModelError(f"HTTP {status}: {message}", kind=kind,
+        err = ChatModelError(f"HTTP {status}: {message}", kind=kind,
                              retry_after=parse_retry_after(resp.headers.get("retry-after")))
+        err.status_code = status  # a 404 tells control() the provider no longer has the batch
+        raise err
 
     def submit(self, name: str, payload: bytes | None, n_requests: int, record: dict[str, Any],
                save: Callable[..., None], taken: set[str]) -> str | None:
@@ -142,7 +144,10 @@ class AnthropicBatches(BatchTransport):
             after = page["last_id"]
 
     def retrieve(self, batch_id: str) -> BatchView:
-        b = self.control(f"retrieve {batch_id}", lambda: self._http("GET", f"/v1/messages/batches/{batch_id}").json())
+        b = self.control(f"retrieve {batch_id}", lambda: self._http("GET", f"/v1/messages/batches/{batch_id}").json(),
+                         missing=None)
+        if b is None:
+            return BatchView.not_found(batch_id)
         c = b.get("request_counts") or {}
         return BatchView(batch_id=b["id"], status=b["processing_status"], ended=b["processing_status"] == "ended",
                          total=sum(c.values()), succeeded=c.get("succeeded", 0),

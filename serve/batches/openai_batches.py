@@ -119,7 +119,10 @@ class OpenAIBatches(BatchTransport):
 
     def retrieve(self, batch_id: str) -> BatchView:
         lit = self._litellm()
-        b = self.control(f"retrieve {batch_id}", lambda: lit.retrieve_batch(batch_id=batch_id, **self._kw()))
+        b = self.control(f"retrieve {batch_id}", lambda: lit.retrieve_batch(batch_id=batch_id, **self._kw()),
+                         missing=None)
+        if b is None:
+            return BatchView.not_found(batch_id)
         counts = b.request_counts
         errors = [e.message for e in ((b.errors.data or []) if b.errors else []) if getattr(e, "message", None)]
         return BatchView(batch_id=b.id, status=b.status, ended=b.status in ENDED,

@@ -33,6 +33,7 @@ from esc_eval.serve.chat.interface import (ChatMessage, ChatModelError, ChatResu
 
 log = logging.getLogger("esc_eval.serve.batches")
 
+_RAISE = object()  # control(): a 404 stops the run like any other refusal
 CONTROL_ATTEMPTS = 6  # tries of one control call (upload, create, retrieve, download) before the run stops
 CONTEXT_PHRASES = ("maximum context length", "context_length_exceeded", "prompt is too long")
 
@@ -48,6 +49,10 @@ class BatchLimits:
 @dataclass
 class BatchView:
     """A batch as the provider reports it."""
+
+    @classmethod
+    def not_found(cls, batch_id: str) -> "BatchView":
+        return cls(batch_id=batch_id, status="not_found", ended=True, error="the provider no longer has this batch")
 
     batch_id: str
     status: str  # the provider's own word (validating, in_progress, completed, expired, ended, ...)
@@ -116,30 +121,39 @@ class BatchTransport(abc.ABC):
         record a crash left): only recover what an earlier attempt made (None: nothing)."""
 
     @abc.abstractmethod
-    def retrieve(self, batch_id: str) -> BatchView: ...
+    def retrieve(self, batch_id: str) -> BatchView:
+        """The batch as it stands; one the provider no longer has (HTTP 404) is ended, status `not_found`
+        (its requests failed: they go out again)."""
 
     @abc.abstractmethod
-    def results(self, view: BatchView) -> bytes: ...
+    def results(self, view: BatchView) -> bytes:
+        """Its results file(s) as one JSONL."""
 
     @abc.abstractmethod
-    def read_results(self, data: bytes) -> Iterator[LineOutcome]: ...
+    def read_results(self, data: bytes) -> Iterator[LineOutcome]:
+        """Each result line's request: its answer or its error."""
 
     @abc.abstractmethod
-    def cancel(self, batch_id: str) -> None: ...
+    def cancel(self, batch_id: str) -> None:
+        """Stop it (what it answered stays in its results)."""
 
     # -- control calls -------------------------------------------------------------------------
     def classify(self, exc: BaseException) -> ChatModelError:
         """A control call's exception as the retry policy reads it."""
         return exc if isinstance(exc, ChatModelError) else ChatModelError(f"{type(exc).__name__}: {exc}")
 
-    def control(self, what: str, fn: Callable[[], Any], sleep: Callable[[float], None] = time.sleep) -> Any:
-        """`fn()` with the policy's retries; the last failure, or one no retry mends, stops the run."""
+    def control(self, what: str, fn: Callable[[], Any], sleep: Callable[[float], None] = time.sleep,
+                missing: Any = _RAISE) -> Any:
+        """`fn()` with the policy's retries; the last failure, or one no retry mends, stops the run.
+        `missing`: what an HTTP 404 returns (the provider no longer has it), instead of stopping."""
         for attempt in range(1, self.policy.max_attempts + 1):
             try:
                 return fn()
             except RunStopError:
                 raise
             except Exception as exc:  # noqa: BLE001 - classified just below
+                if missing is not _RAISE and getattr(exc, "status_code", None) == 404:
+                    return missing
                 err = self.classify(exc)
                 if not should_retry(err) or attempt == self.policy.max_attempts:
                     raise RunStopError(f"{self.provider} batch API, {what}: {str(err).splitlines()[0][:300]}",

@@ -121,7 +121,9 @@ def run_batch_scoring(cfg: ScoringConfig, input_path: str, out_dir: str | None =
     result = {"items": todo - len(stopped), "dialogues": n_dialogues, "skipped_done": n_dialogues - todo,
               "wall_s": round(time.time() - started, 3), "run_dir": str(run), "judge": first,
               "judges": [j.judge_id for j in judges], "judge_method": methods[first]["used"], "outcome": outcome,
-              "api_calls": online["api_calls"] if online else None,
+              # online calls (fallback 'online'), else what the spend cap weighed: the batches sent, estimated
+              "api_calls": online["api_calls"] if online else {"budget_usd": budget, "spent_usd": round(spent, 6),
+                                                               "spent_is": "batches sent, estimated"},
               "batch": {**flight.summary, "session": session, "requests_sent": bp.counts.sent,
                         "requests_answered": bp.counts.answered, "requests_failed": bp.counts.failed,
                         "went_online": len(replay.deferred), "est_usd_sent": round(spent, 6),

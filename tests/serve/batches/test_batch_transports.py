@@ -134,6 +134,13 @@ def test_anthropic_batch_answers_errors_expiry_and_a_lost_create(anthropic):
     assert len(anthropic.created) == 2
 
 
+def test_a_batch_the_provider_no_longer_has_is_ended_not_found(openai, anthropic):
+    for t in (batch_transport("openai/gpt-4", {}),
+              batch_transport("litellm/anthropic/claude-3-5-haiku-20241022", {"api_base": anthropic.base_url})):
+        view = t.retrieve("batch_gone")
+        assert view.ended and view.status == "not_found" and view.results == [] and "no longer" in view.error
+
+
 def test_the_standins_refuse_what_the_providers_refuse(openai, anthropic):
     openai.max_requests = 2
     t = batch_transport("openai/gpt-4", {})

@@ -147,7 +147,7 @@ def test_expired_requests_go_out_again_and_fallback_online_scores_failures_with_
     assert judge["calls"] == 14 and judge["batch_calls"] == 11
 
 
-def test_a_scoring_stopped_with_batches_in_flight_picks_them_up(openai, tmp_path):
+def test_a_scoring_stopped_with_batches_in_flight_picks_them_up_and_resends_a_lost_one(openai, tmp_path):
     write_dialogues(tmp_path, 4)
     openai.polls = 10**6  # in progress until the test lets them end
 
@@ -160,9 +160,11 @@ def test_a_scoring_stopped_with_batches_in_flight_picks_them_up(openai, tmp_path
     states = [r["state"] for r in BatchBook(RunFolder(tmp_path)).records()]
     assert states == ["submitted", "submitted"]
     openai.polls = 1
+    del openai.batches[openai.created[1]]  # the provider lost one of them (404): its requests go out again
     result = run_batch_scoring(config(max_requests=14), str(tmp_path), plain=True)
     once_each(tmp_path, 28)
-    assert len(openai.created) == 2 and openai.repeated_lines() == 0 and result["batch"]["sent"] == 0
+    assert len(openai.created) == 3 and openai.repeated_lines() == 0 and result["batch"]["sent"] == 1
+    assert [r["status"] for r in BatchBook(RunFolder(tmp_path)).records()] == ["completed", "not_found", "completed"]
 
 
 def test_a_batch_made_but_not_recorded_is_found_and_a_record_never_sent_is_dropped(openai, tmp_path, monkeypatch):
@@ -195,6 +197,11 @@ def test_the_spend_cap_stops_sending_and_a_resume_finishes(openai, tmp_path):
     stopped = run_batch_scoring(config(max_requests=14, budget=0.12), str(tmp_path), plain=True)
     assert stopped["outcome"]["budget_stopped_items"] == 2 and len(openai.created) == 1
     assert stopped["batch"]["est_usd_sent"] <= 0.12
+    from esc_eval.sim.driver.outcome import EXIT_BUDGET, outcome_line
+
+    code, line = outcome_line(stopped, "scores", 0.5)
+    assert code == EXIT_BUDGET and line.startswith(f"stopped by budget_usd=0.12: ${stopped['batch']['est_usd_sent']} "
+                                                   "spent; 2 dialogues to score stopped")
     once_each(tmp_path, 14)
     run_batch_scoring(config(max_requests=14, budget=5.0), str(tmp_path), plain=True)
     once_each(tmp_path, 28)
