@@ -78,8 +78,9 @@ def score_run(cfg: ScoringConfig, input_path: str, out: str | None = None, offic
               progress: Callable[[], ContextManager[Any]] | None = None,
               say: Callable[[str], None] = print) -> dict[str, Any]:
     """Score the input's dialogues (sim/jobs/scoring.py `run_scoring`, or with the config's `batch` on,
-    sim/batching `run_batch_scoring`) on the judge placed where it runs (placed.py); `progress` opens, once the models are placed, what follows the job (its
-    on_summary and on_start: sim/driver/progress.py `job_progress`). The result adds `official_files`
+    sim/batching `run_batch_scoring`) on the judge placed where it runs (placed.py); `progress` opens,
+    once the models are placed, what follows the job (its on_summary and on_start:
+    sim/driver/progress.py `job_progress`). The result adds `official_files`
     (with official_out) and `parse_failures`: the (target model, dimension) pairs whose answers did
     not all become scores, worst first."""
     from esc_eval.sim.launch.placed import placed_scoring
