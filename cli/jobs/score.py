@@ -45,12 +45,18 @@ def score(
                                            "dialogue so far, ending with the target's reply) into --out; then "
                                            "`leaderboard --by round` and `analysis rounds`.")] = False,
     every: Annotated[int, typer.Option("--every", min=1, help="With --by-round: every N-th round (and always the last).")] = 1,
+    batch: Annotated[bool, typer.Option("--batch", help="Send the judge calls as provider batches (OpenAI's Batch API, "
+                                        "Anthropic's Message Batches): half the price, answers within 24 hours; the "
+                                        "same command started again picks up the batches in flight.")] = False,
+    batch_fallback: Annotated[Optional[str], typer.Option("--batch-fallback", help="With --batch, a request that failed "
+                                                          "or expired in a batch: batch (a new batch, the default) | "
+                                                          "online (an ordinary call, at the online price).")] = None,
 ) -> None:
-    """Score dialogues on the 7 dimensions (or --dimensions, e.g. safety) with a judge, or a panel (--judge repeated); resumable."""
+    """Score dialogues on the 7 dimensions (or --dimensions, e.g. safety) with a judge, or a panel (--judge repeated), online or as provider batches (--batch); resumable."""
     from esc_eval.sim.launch.options import score_by_round_run, score_run, scoring_config
     from esc_eval.sim.driver.progress import console, job_progress
 
-    cfg = scoring_config(config, judge, method, parser, rubric, address, dimensions)
+    cfg = scoring_config(config, judge, method, parser, rubric, address, dimensions, batch, batch_fallback)
     console_env(cfg.execution)
     if by_round:
         if official_out:
