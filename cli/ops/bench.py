@@ -41,7 +41,7 @@ def bench_sim(
     workers: Annotated[int, typer.Option(help="(a, c) worker actors.")] = 2,
     memory_items: Annotated[int, typer.Option(help="(c) items streamed to check driver memory (0 = skip).")] = 100_000,
     embedded_dialogues: Annotated[int, typer.Option(help="(b) dialogues in flight on the embedded model (0 = skip).")] = 128,
-    reference_dialogues: Annotated[int, typer.Option(help="(b) dialogues through the reference loop.")] = 4,
+    reference_dialogues: Annotated[int, typer.Option(help="(b) dialogues through the reference loop (0 = none: ours alone, no speedup).")] = 4,
     max_tokens: Annotated[int, typer.Option(help="(b) max new tokens per turn, both sides (the release: 512; at 512 "
                                    "SmolLM2 decodes to the cap and 128 dialogues outgrow a 24 GiB machine's KV cache).")] = 128,
     concurrency: Annotated[int, typer.Option(help="(b) dialogues in flight in our engine.")] = 128,
