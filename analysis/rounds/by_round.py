@@ -25,6 +25,7 @@ from esc_eval.analysis.rounds.change_point import (MIN_CARDS, cohort, round_chan
                                                    verdict_text)
 from esc_eval.analysis.results.ratio_ci import ratio_ci
 from esc_eval.analysis.results.section_registry import ReportContext, register_section
+from esc_eval.analysis.results.windowed import windowed_line
 from esc_eval.sim.judging.dimensions import DIMENSION_NAMES, TABLE_SCALE
 from esc_eval.sim.runs.by_round import ROUND_PREFIX, split_prefix_id
 from esc_eval.sim.runs.open import OutputFolder
@@ -159,21 +160,24 @@ def rounds_markdown(by_round: pd.DataFrame, change: pd.DataFrame) -> str:
     return "\n".join(lines) + "\n"
 
 
-def rounds_analysis(run_dirs: list[str], n_boot: int = 1000, seed: int = 0,
-                    cohort_at: int | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """(the table by round, the verdicts) of the by-round folders."""
-    values = round_values(load_scores(run_dirs))
+def rounds_analysis(run_dirs: list[str], n_boot: int = 1000, seed: int = 0, cohort_at: int | None = None,
+                    windowed: str = "include") -> tuple[pd.DataFrame, pd.DataFrame, str]:
+    """(the table by round, the verdicts, the line on windowed judgments) of the by-round folders."""
+    scores = load_scores(run_dirs, windowed=windowed)
+    values = round_values(scores)
     if values.empty:
         raise AnalysisInputError(f"{', '.join(map(str, run_dirs))}: no scores by round (score a run with "
                                  "`esc-eval score -i RUN --by-round -o OUT` or `--by-reply`, then analyse OUT)")
-    return round_table(values, n_boot, seed, cohort_at), round_change_point(values, n_boot, seed, cohort_at)
+    return (round_table(values, n_boot, seed, cohort_at), round_change_point(values, n_boot, seed, cohort_at),
+            windowed_line(scores))
 
 
-def write_rounds(run_dirs: list[str], out: str, n_boot: int = 1000, seed: int = 0,
-                 cohort_at: int | None = None) -> tuple[dict[str, str], str]:
-    """rounds.md, rounds.csv (score by round: cohort and survivors) and rounds_change.csv (the verdicts) into `out`."""
-    by_round, change = rounds_analysis(run_dirs, n_boot, seed, cohort_at)
-    markdown = "# Scores by round\n\n" + rounds_markdown(by_round, change)
+def write_rounds(run_dirs: list[str], out: str, n_boot: int = 1000, seed: int = 0, cohort_at: int | None = None,
+                 windowed: str = "include") -> tuple[dict[str, str], str]:
+    """rounds.md, rounds.csv (score by round: cohort and survivors) and rounds_change.csv (the verdicts) into
+    `out`; windowed: include | exclude | only the judgments made on a window (analysis/results/windowed.py)."""
+    by_round, change, said = rounds_analysis(run_dirs, n_boot, seed, cohort_at, windowed)
+    markdown = "# Scores by round\n\n" + (said + "\n\n" if said else "") + rounds_markdown(by_round, change)
     with OutputFolder(out) as folder:
         md, csv, ch = folder / "rounds.md", folder / "rounds.csv", folder / "rounds_change.csv"
         md.write_text(markdown, encoding="utf-8")
