@@ -85,6 +85,7 @@ def show_leaderboard_files(result, score_kind: str, rank_sets=None) -> None:
     show_leaderboard(result.table, score_kind, rank_sets=rank_sets)
     show_line(result.line)
     show_line(result.windowed)
+    show_line(result.self_preference)
     if result.kept is not None:
         show_leaderboard(result.kept, score_kind, title="Leaderboard without the dialogues the simulator spoiled")
         console.print(result.excluded)
@@ -106,6 +107,7 @@ def write_report_for(run_dirs: list[str], out: Optional[str], n_boot: int = 1000
     show_leaderboard(result.table, score_kind)
     show_line(result.line)
     show_line(result.windowed)
+    show_line(result.self_preference)
     if result.anchored is not None:
         show_anchored(result.anchored)
     return result.paths

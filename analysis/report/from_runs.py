@@ -27,6 +27,7 @@ class LeaderboardFiles:
     anchored: pd.DataFrame | None = None  # --humans: the human-anchored means (PPI)
     safety: pd.DataFrame | None = None  # the harm-weighted safety summary where the runs hold safety scores
     windowed: str = ""  # how many judgments were made on a window (analysis/results/windowed.py), said beside the table
+    self_preference: str = ""  # a judge of a target's own family (analysis/panels/self_preference.py), said beside it
     by: dict[str, pd.DataFrame] = field(default_factory=dict)  # --by: one table per value of the attribute
 
 
@@ -88,6 +89,18 @@ def write_safety_files(run_dirs: list[str], out: str | None, n_boot: int = 1000,
     return write_safety(table, out or join_location(run_dirs[0], "report"), note=windowed_line(frame.attrs["windowed"])), table
 
 
+def marked_board(table: pd.DataFrame, scores: pd.DataFrame, run_dirs: list[str], humans, n_boot: int,
+                 seed: int) -> tuple[pd.DataFrame, str]:
+    """Table 2 with each row whose judge shares its target's family marked, and the line said beside it
+    (analysis/panels/self_preference.py: sized against judges of other families or `humans`, else a warning)."""
+    from esc_eval.analysis.panels.self_preference import mark_leaderboard, self_preference, self_preference_line
+    from esc_eval.analysis.results.loaders import is_official_json, load_manifests
+
+    folders = [r for r in run_dirs if not is_official_json(r)]
+    marks = self_preference(scores, load_manifests(folders) if folders else {}, humans, n_boot=n_boot, seed=seed)
+    return mark_leaderboard(table, marks), self_preference_line(marks)
+
+
 def write_leaderboard_files(run_dirs: list[str], out: str | None, rule: GroupRule, n_boot: int = 1000, seed: int = 0,
                             humans=None, score_kind: str = "label", exclude_spoiled: bool = False,
                             panel: str | None = None, windowed: str = "include") -> LeaderboardFiles:
@@ -110,13 +123,14 @@ def write_leaderboard_files(run_dirs: list[str], out: str | None, rule: GroupRul
         kept_scores, excluded = split_spoiled(run_dirs, scores)
     groups = model_groups(scores["target_model"].dropna(), run_dirs, rule)
     spoiled = spoiled_by_dialogue(run_dirs)
-    table = build_leaderboard(scores, groups=groups, n_boot=n_boot, seed=seed, spoiled=spoiled)
+    table, own = marked_board(build_leaderboard(scores, groups=groups, n_boot=n_boot, seed=seed, spoiled=spoiled),
+                              scores, run_dirs, humans, n_boot, seed)
     target = out or join_location(run_dirs[0], "report")
     line = human_scores_line(scores["judge"].dropna().unique(), anchored=humans is not None)
     kind_note = score_kind_note(scores) if score_kind == "expected" else ""
     paths = write_leaderboard(add_usage_columns(table, load_manifests(run_dirs)), target,
-                              note="\n\n".join(n for n in (kind_note, line, said) if n))
-    result = LeaderboardFiles(paths, table, line, windowed=said)
+                              note="\n\n".join(n for n in (kind_note, line, said, own) if n))
+    result = LeaderboardFiles(paths, table, line, windowed=said, self_preference=own)
     if exclude_spoiled:
         from esc_eval.analysis.results.leaderboard import compare_without_spoiled, write_without_spoiled
 
@@ -173,13 +187,14 @@ def write_report_files(run_dirs: list[str], out: str | None, rule: GroupRule, n_
 
     scores = board_scores(run_dirs, score_kind, panel, windowed)
     groups = model_groups(scores["target_model"].dropna(), run_dirs, rule)
-    table = build_leaderboard(scores, groups=groups, n_boot=n_boot, seed=seed, spoiled=spoiled_by_dialogue(run_dirs))
+    table, own = marked_board(build_leaderboard(scores, groups=groups, n_boot=n_boot, seed=seed,
+                                                spoiled=spoiled_by_dialogue(run_dirs)), scores, run_dirs, humans, n_boot, seed)
     paths = write_report(run_dirs, out, groups=groups, leaderboard=table, n_boot=n_boot, seed=seed, n_samples=samples,
                          humans=humans, score_kind=score_kind, human_seekers=human_seekers, judge_note=judge_note,
                          panel=panel, windowed=windowed)
     result = LeaderboardFiles(paths, table, human_scores_line(scores["judge"].dropna().unique(),
                                                               anchored=humans is not None, instead=judge_note),
-                              windowed=windowed_line(scores))
+                              windowed=windowed_line(scores), self_preference=own)
     if humans is not None:
         from esc_eval.analysis.trust.human_leaderboard import human_anchored
 

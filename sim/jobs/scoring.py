@@ -340,7 +340,9 @@ def merged_families(run: RunFolder, cfg: ScoringConfig) -> dict[str, dict[str, s
              if isinstance(t, dict) and t.get("name")}
     new = model_families(cfg, targets, named)
     old = manifest.get("families") or {}
-    return {k: {**(old.get(k) or {}), **new[k]} for k in ("targets", "judges")}
+    # a family the registry does not know (None) never erases one the folder already holds
+    return {k: {**(old.get(k) or {}), **{n: f for n, f in new[k].items() if f is not None or n not in (old.get(k) or {})}}
+            for k in ("targets", "judges")}
 
 
 def judge_demand(judge: str, prompt_tokens: int, answer_cap: int, calls_per_item: int) -> Demand:
