@@ -75,7 +75,9 @@ def round_table(values: pd.DataFrame, n_boot: int = 1000, seed: int = 0, cohort_
         for k, gr in g.groupby("round", sort=True):
             lo, hi = _cluster_mean_ci(gr["value"].to_numpy(float), gr["card_id"].astype(str).to_numpy(), n_boot, seed)
             cr = c[c["round"] == k]
-            clo, chi = _cluster_mean_ci(cr["value"].to_numpy(float), cr["card_id"].astype(str).to_numpy(), n_boot, seed)
+            same = len(cr) == len(gr)  # every survivor is in the cohort (the cohort's rounds are a subset of theirs)
+            clo, chi = (lo, hi) if same else _cluster_mean_ci(cr["value"].to_numpy(float),
+                                                              cr["card_id"].astype(str).to_numpy(), n_boot, seed)
             rows.append({**dict(zip(KEYS, key)), "rule": rule_of(str(key[2])), "round": k, "n": len(gr),
                          "mean": float(gr["value"].mean()), "ci_low": lo, "ci_high": hi, "cohort_round": at,
                          "cohort_n": len(cr), "cohort_mean": float(cr["value"].mean()) if len(cr) else float("nan"),
@@ -121,7 +123,7 @@ def _with_ci(v: float, lo: float, hi: float, sign: str = "") -> str:
 
 
 CHANGE_HEAD = ["Language", "Target", "Judge", "Rule", "Cohort", "Cards", "Change at round [95%]", "Before", "After",
-               "Change [95% CI]", "p", "Verdict", "Note"]
+               "Change", "p", "Verdict", "Note"]
 ROUND_HEAD = ["Language", "Target", "Judge", "Rule", "Round", "Cohort n", "Cohort mean [95% CI]", "Survivors n",
               "Survivors mean [95% CI]"]
 RULES_NOTE = ("Rule 'prefix' (`score --by-round`): the judge rated the dialogue so far, so a failure from round k "
@@ -134,7 +136,7 @@ def change_cells(r) -> list:
     p = "-" if r["p_value"] != r["p_value"] else f"{r['p_value']:.3f}"
     return [r["language"], r["target_model"], r["judge"], r["rule"],
             f"{r['n_dialogues']} reached round {r['cohort_round']}", r["n_cards"], at, _f(r["before"]), _f(r["after"]),
-            _with_ci(r["change"], r["ci_low"], r["ci_high"], "+"), p, verdict_text(r), r["note"]]
+            _f(r["change"], "+"), p, verdict_text(r), r["note"]]
 
 
 def round_cells(r) -> list:

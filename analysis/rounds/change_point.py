@@ -15,8 +15,9 @@ deviations scaled by sqrt(K / (K - 2)) for K cards (the bootstrap's small-sample
 more for the light tails of a few clusters: with K - 1 the planted false-positive rate at 10 cards was
 6.0% over 1,000 seeds, with K - 2 3.9%; 3.8% at 20 cards). The
 interval of the round: the percentile interval of the located round over an ordinary cluster
-bootstrap of cards; the change (mean from the round on minus the mean before it) with its
-percentile interval over the same resamples.
+bootstrap of cards. The change (mean from the round on minus the mean before it) is shown without an
+interval: one at the located round would be chosen by the same data (a flat curve's largest step is
+never near 0), so the p-value, not an interval of the change, says whether there is one.
 
 Verdict: "degrades" (p < 0.05, the change negative) or "improves", from round t [t_lo, t_hi];
 "holds" otherwise; "n/a" below MIN_CARDS cards or with one round (the estimate is still shown).
@@ -39,7 +40,7 @@ ALPHA = 0.05
 MIN_CARDS = 10
 KEYS = ["language", "target_model", "judge"]
 CHANGE_COLUMNS = [*KEYS, "rule", "n_dialogues", "n_cards", "cohort_round", "rounds", "change_round", "round_low",
-                  "round_high", "before", "after", "change", "ci_low", "ci_high", "p_value", "verdict", "note"]
+                  "round_high", "before", "after", "change", "p_value", "verdict", "note"]
 
 
 def cohort_round(reached: pd.Series) -> int:
@@ -71,14 +72,13 @@ def _split_stats(curves: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 def curve_step(sums: np.ndarray, counts: np.ndarray, n_boot: int = 1000, seed: int = 0) -> dict:
     """The step of a curve given per card (rows) and round (columns) as value sums and counts: the
-    split index (rounds before it), before, after, change, their bootstrap intervals and p (module doc)."""
+    split index (rounds before it) with its bootstrap interval, before, after, change and p (module doc)."""
     with np.errstate(invalid="ignore", divide="ignore"):
         curve = sums.sum(axis=0) / counts.sum(axis=0)
     stat, change = _split_stats(curve)
     j = int(np.argmax(stat))
     out = {"split": j + 1, "before": float(curve[:j + 1].mean()), "after": float(curve[j + 1:].mean()),
-           "change": float(change[j]), "ci_low": math.nan, "ci_high": math.nan, "split_low": math.nan,
-           "split_high": math.nan, "p_value": math.nan}
+           "change": float(change[j]), "split_low": math.nan, "split_high": math.nan, "p_value": math.nan}
     k = sums.shape[0]
     if n_boot <= 0 or k < 3:
         return out
@@ -90,11 +90,10 @@ def curve_step(sums: np.ndarray, counts: np.ndarray, n_boot: int = 1000, seed: i
         centred = sums - counts * (curve - grand)  # the round effects removed: the null of a flat curve
         null = grand + ((w @ centred) / (w @ counts) - grand) * math.sqrt(k / (k - 2))
     ok, ok0 = ~np.isnan(boot).any(axis=1), ~np.isnan(null).any(axis=1)
-    b_stat, b_change = _split_stats(boot[ok])
+    b_stat, _ = _split_stats(boot[ok])
     n_stat, _ = _split_stats(null[ok0])
     at = np.argmax(b_stat, axis=1) + 1
     out.update(p_value=float((1 + (n_stat.max(axis=1) >= stat[j] - 1e-12).sum()) / (1 + ok0.sum())),
-               ci_low=float(np.quantile(b_change[:, j], 0.025)), ci_high=float(np.quantile(b_change[:, j], 0.975)),
                split_low=int(np.quantile(at, 0.025, method="lower")),
                split_high=int(np.quantile(at, 0.975, method="higher")))
     return out
@@ -126,7 +125,7 @@ def round_change_point(values: pd.DataFrame, n_boot: int = 1000, seed: int = 0,
         at_round = lambda i: rounds[int(i)] if i == i else math.nan  # noqa: E731 - split index -> its round
         row.update(change_round=rounds[cp["split"]], round_low=at_round(cp["split_low"]),
                    round_high=at_round(cp["split_high"]),
-                   **{k: cp[k] for k in ("before", "after", "change", "ci_low", "ci_high", "p_value")})
+                   **{k: cp[k] for k in ("before", "after", "change", "p_value")})
         if n_cards < MIN_CARDS:
             verdict, note = "n/a", f"{n_cards} cards: a verdict needs at least {MIN_CARDS} (its planted check)"
         elif math.isnan(cp["p_value"]):
