@@ -180,10 +180,11 @@ def self_preference_line(marks: pd.DataFrame) -> str:
     if marks.empty:
         return ""
     said = sorted({f"{r['judge']} judges {r['model']} ({r['family']})" for _, r in marks.iterrows()})
-    unchecked = marks["reference"].eq("none").any()
+    unchecked = marks["reference"].eq("none")
     return ("Self-preference: " + "; ".join(said) + ", a judge of the target's own family. "
-            + ("Nothing here sizes it for some (no judge of another family, no human scores): add a judge of another "
-               "family (`score --judge` repeated) or human scores (`--humans`). " if unchecked else "")
+            + (f"Nothing here sizes it{'' if unchecked.all() else ' for some'} (no judge of another family, no human "
+               "scores): add a judge of another family (`score --judge` repeated) or human scores (`--humans`). "
+               if unchecked.any() else "")
             + "The Notes column says each row's estimate.")
 
 

@@ -127,7 +127,8 @@ def with_windowed(table: pd.DataFrame, scores: pd.DataFrame) -> pd.DataFrame:
     out = windowed_columns(table, frame, keys)
     for i, r in out.iterrows():
         if r["n_windowed"] > 0:
-            share = "" if r["unread_share"] != r["unread_share"] else f", {100 * r['unread_share']:.0f}% of the rounds judged"
-            note = f"{int(r['n_windowed'])} judgments windowed (rounds the judge did not read{share})"
+            share = ("" if r["unread_share"] != r["unread_share"]
+                     else f": the judge did not read {100 * r['unread_share']:.0f}% of the rounds judged")
+            note = f"{int(r['n_windowed'])} judgments windowed{share}"
             out.at[i, "notes"] = "; ".join(n for n in (str(r["notes"] or ""), note) if n)
     return out[list(table.columns)]
