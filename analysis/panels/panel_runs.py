@@ -13,26 +13,30 @@ import pandas as pd
 from esc_eval.analysis.panels.panel_tables import PanelAnalysis, analyse_panel, panel_data, panel_markdown
 from esc_eval.analysis.results.loaders import AnalysisInputError, load_manifests, load_scores
 from esc_eval.analysis.results.outputs import write_markdown_json
+from esc_eval.analysis.results.windowed import windowed_line
 
 
 def panel_of_runs(run_dirs: list, out, *, judges: list[str] | None = None, weights: Mapping[str, float] | None = None,
                   families: Mapping[str, str] | None = None, rule: str | None = None, min_judges: int | None = None,
-                  n_boot: int = 1000, alpha_boot: int = 200, seed: int = 0) -> tuple[str, dict[str, str], PanelAnalysis]:
-    """(Markdown, written paths by name, the analysis) of the runs' judge panel."""
+                  n_boot: int = 1000, alpha_boot: int = 200, seed: int = 0,
+                  windowed: str = "include") -> tuple[str, dict[str, str], PanelAnalysis]:
+    """(Markdown, written paths by name, the analysis) of the runs' judge panel; windowed: include | exclude |
+    only the judgments made on a window (analysis/results/windowed.py), counted in the markdown."""
     manifests = load_manifests(run_dirs)
-    scores = load_scores(run_dirs)
+    scores = load_scores(run_dirs, windowed=windowed)
     if scores.empty:
         raise AnalysisInputError(f"no score rows of the seven dimensions in {', '.join(map(str, run_dirs))}: score the runs first")
     a = analyse_panel(scores, manifests, judges=judges, weights=weights, families=families, rule=rule,
                       min_judges=min_judges, n_boot=n_boot, alpha_boot=alpha_boot, seed=seed)
-    markdown = panel_markdown(a)
+    said = windowed_line(scores)
+    markdown = panel_markdown(a) + ("\n\n" + said if said else "")
     rows = a.panel.scores
 
     def csv(path: Path) -> None:
         # P(0..4) as a JSON list so the CSV reads back without parsing Python reprs
         rows.assign(probs=rows["probs"].map(json.dumps)).to_csv(path, index=False)
 
-    paths = write_markdown_json(out, "panel", markdown, panel_data(a), extra={
+    paths = write_markdown_json(out, "panel", markdown, {**panel_data(a), "windowed": scores.attrs["windowed"]}, extra={
         "panel_scores.csv": csv, "panel_scores.parquet": lambda p: rows.to_parquet(p, index=False)})
     return markdown, paths, a
 

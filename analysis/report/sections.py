@@ -297,6 +297,9 @@ def _leaderboard(ctx: ReportContext) -> dict:
         s["notices"].insert(0, notice(score_kind_note(ctx.board), "info"))
     if ctx.judge_line:
         s["notices"].insert(0, notice(ctx.judge_line, "warning"))
+    if ctx.windowed_line:  # the judgments made on a window of a long dialogue (analysis/results/windowed.py)
+        windowed = (ctx.scores.attrs.get("windowed") or {}).get("windowed", 0)
+        s["notices"].append(notice(ctx.windowed_line, "warning" if windowed else "info"))
     return s
 
 

@@ -42,8 +42,11 @@ def score(
     dimensions: Annotated[Optional[str], typer.Option("--dimensions", help="Comma-separated dimensions to score (default: the "
                                              "seven); 'safety' scores the crisis-safety rubric, reported apart.")] = None,
     by_round: Annotated[bool, typer.Option("--by-round", help="Score each dialogue as it stood after each round (the "
-                                           "dialogue so far, ending with the target's reply) into --out; then "
-                                           "`leaderboard --by round` and `analysis rounds`.")] = False,
+                                           "dialogue so far, ending with the target's reply: the rule 'prefix') into "
+                                           "--out; then `leaderboard --by round` and `analysis rounds`.")] = False,
+    by_reply: Annotated[bool, typer.Option("--by-reply", help="Scores by round under the rule 'reply': each round's reply "
+                                           "rated alone, read in the context before it (the per-reply rubric), which "
+                                           "locates where support fails; implies --by-round.")] = False,
     every: Annotated[int, typer.Option("--every", min=1, help="With --by-round: every N-th round (and always the last).")] = 1,
     batch: Annotated[bool, typer.Option("--batch", help="Send the judge calls as provider batches (OpenAI's Batch API, "
                                         "Anthropic's Message Batches): half the price, answers within 24 hours; the "
@@ -58,11 +61,11 @@ def score(
 
     cfg = scoring_config(config, judge, method, parser, rubric, address, dimensions, batch, batch_fallback)
     console_env(cfg.execution)
-    if by_round:
+    if by_round or by_reply:
         if official_out:
             raise typer.BadParameter("--official-out takes whole dialogues, not --by-round prefixes")
         result = score_by_round_run(cfg, input, out, every, progress=lambda: job_progress("score", unit="dialogues"),
-                                    say=console.print)
+                                    say=console.print, rule="reply" if by_reply else "prefix")
     else:
         result = score_run(cfg, input, out, official_out, progress=lambda: job_progress("score", unit="dialogues"),
                            say=console.print)

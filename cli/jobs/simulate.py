@@ -22,7 +22,7 @@ def simulate(
     workers: Annotated[Optional[int], typer.Option("--workers", help="Worker actors.")] = None,
     concurrency: Annotated[Optional[int], typer.Option("--concurrency", help="Dialogues in flight per worker.")] = None,
     rounds: Annotated[Optional[int], typer.Option("--rounds", help="Seeker/assistant rounds after the opener, 1-50 (the paper: 5).")] = None,
-    seeker_stop: Annotated[Optional[bool], typer.Option("--seeker-stop/--no-seeker-stop", help="The seeker may end the conversation itself (its stop signal; off in the paper's protocol).")] = None,
+    seeker_stop: Annotated[Optional[bool], typer.Option("--seeker-stop/--no-seeker-stop", help="The seeker may end the conversation itself (its stop signal). Default: on for more than 5 rounds, off for 5 or fewer (the paper's protocol).")] = None,
     strategy: Annotated[Optional[list[str]], typer.Option("--strategy", help="Role-play strategy, repeatable: official, zero_shot, cot, icl, cot_icl, plain, resistant, low_engagement, volatile, or one with seeker controls ('zero_shot+resistance=strong').")] = None,
     control: Annotated[Optional[list[str]], typer.Option("--control", help="Sweep a seeker control over every strategy, repeatable: control=level[,level...], e.g. resistance=none,strong (controls: engagement, resistance, expression, disclosure, volatility).")] = None,
     keep_serving: Annotated[bool, typer.Option("--keep-serving", help="Leave the run's Serve deployments up after it (GPU clusters).")] = False,

@@ -18,7 +18,7 @@ import esc_eval.cli.results.judge_bias as judge_bias
 import esc_eval.cli.results.pairwise_ratings as pairwise_ratings
 import esc_eval.cli.results.panels as panels
 import esc_eval.cli.results.safety as safety
-from esc_eval.cli.common import console_env, emit, local_out, renamed
+from esc_eval.cli.common import Windowed, console_env, emit, local_out, renamed
 from esc_eval.sim.runs.storage import join_location
 
 # Run folders and outputs are strings: a storage URI (s3://bucket/run) would lose a '/' as a Path.
@@ -37,12 +37,12 @@ def compare_models(
     method: Annotated[str, typer.Option("--method", help="permutation | bootstrap (p-value).")] = "permutation",
     n_resamples: Annotated[int, typer.Option("--n-resamples", help="Resamples for the test and CI.")] = 10000,
     seed: Annotated[int, typer.Option("--seed", help="Random seed.")] = 0,
+    windowed: Windowed = "include",
 ) -> None:
     """Paired comparison of two models on shared role cards: A - B, 95% CI and p-value."""
-    from esc_eval.analysis.compare.paired import paired_comparison
-    from esc_eval.analysis.results.loaders import load_scores
+    from esc_eval.analysis.compare.paired import compare_models_of_runs
 
-    emit(paired_comparison(load_scores(run_dirs), model_a, model_b, dimension, method, n_resamples, seed))
+    emit(compare_models_of_runs(run_dirs, model_a, model_b, dimension, method, n_resamples, seed, windowed))
 
 
 @app.command("judge-accuracy")
@@ -51,11 +51,12 @@ def judge_accuracy(
     human: Annotated[Path, typer.Option("--human", help="Filled annotation sheet(s): a CSV or a folder of annotate_*.csv.")],
     judge: Annotated[Optional[str], typer.Option("--judge", help="Judge id to check when the runs hold several.")] = None,
     out: Out = None,
+    windowed: Windowed = "include",
 ) -> None:
     """Table 4: ACC and ACC_soft of a judge against human scores (mean over annotators, rounded)."""
     from esc_eval.analysis.trust.judge_accuracy import accuracy_from_sheets
 
-    markdown, paths = accuracy_from_sheets(pred, human, judge, out)
+    markdown, paths = accuracy_from_sheets(pred, human, judge, out, windowed)
     typer.echo(markdown)
     emit(paths)
 
@@ -128,11 +129,12 @@ def correlate_cmd(
     n_boot: Annotated[int, typer.Option("--n-boot", help="Bootstrap resamples for the CIs of r (0 = none).")] = 1000,
     seed: Annotated[int, typer.Option("--seed", help="Bootstrap seed.")] = 0,
     out: Out = None,
+    windowed: Windowed = "include",
 ) -> None:
     """Tables 3, 13-15: Spearman, Pearson and Kendall of judge (or metric) vs human scores, with CIs."""
     from esc_eval.analysis.trust.correlation_ci import correlate_runs
 
-    markdown, paths = correlate_runs(pred, human, judge, metrics_csv, level, pairing, n_boot, seed, out)
+    markdown, paths = correlate_runs(pred, human, judge, metrics_csv, level, pairing, n_boot, seed, out, windowed)
     typer.echo(markdown)
     emit(paths)
 
@@ -233,6 +235,7 @@ def calibration_cmd(
     n_boot: Annotated[int, typer.Option("--n-boot", help="Bootstrap resamples for the CIs (0 = none).")] = 1000,
     seed: Annotated[int, typer.Option("--seed", help="Seed of the folds and the bootstrap.")] = 0,
     out: Out = None,
+    windowed: Windowed = "include",
 ) -> None:
     """Reliability, ECE and Brier of each judge's P(0..4) against human scores, with CIs; a recalibration
     (temperature or isotonic per dimension) checked on held-out dialogues and written as judge
@@ -241,7 +244,7 @@ def calibration_cmd(
 
     markdown, paths = calibration_of_runs(run_dirs, humans, study=study, judges=judge, dimensions=dimension, method=method,
                                           folds=folds, write=write, allow_one_annotator=allow_one_annotator,
-                                          n_boot=n_boot, seed=seed, out=out)
+                                          n_boot=n_boot, seed=seed, out=out, windowed=windowed)
     typer.echo(markdown)
     emit(paths)
 
@@ -252,12 +255,18 @@ def rounds_cmd(
     run_dirs: RunDirs, out: Out = None,
     n_boot: Annotated[int, typer.Option("--n-boot", help="Bootstrap resamples for the CIs (0 = none).")] = 1000,
     seed: Annotated[int, typer.Option("--seed", help="Seed of the bootstrap.")] = 0,
+    cohort_round: Annotated[Optional[int], typer.Option("--cohort-round", min=1, help="The cohort's round: the curve "
+                                                        "reads the dialogues that reached it (default: the latest round "
+                                                        "half the dialogues reached).")] = None,
+    windowed: Windowed = "include",
 ) -> None:
-    """Scores by round (a folder from `score --by-round`): each target's score after each round and the
-    change from the first round to the whole dialogue, with bootstrap CIs over cards."""
+    """Scores by round (a folder from `score --by-round` or `--by-reply`): each target's score round by round
+    over a fixed cohort and over the survivors, and where the cohort's curve changes, with bootstrap intervals
+    over cards."""
     from esc_eval.analysis.rounds.by_round import write_rounds
 
-    paths, markdown = write_rounds(run_dirs, out or join_location(run_dirs[0], "report"), n_boot, seed)
+    paths, markdown = write_rounds(run_dirs, out or join_location(run_dirs[0], "report"), n_boot, seed, cohort_round,
+                                   windowed)
     typer.echo(markdown, err=True)
     emit(paths)
 

@@ -6,7 +6,7 @@ from typing import Annotated, Optional
 import typer
 
 from esc_eval.cli.common import emit
-from esc_eval.cli.common import Humans, OneAnnotator, ScoreKind, Study
+from esc_eval.cli.common import Humans, OneAnnotator, ScoreKind, Study, Windowed
 from esc_eval.cli.display import read_humans
 
 
@@ -23,6 +23,7 @@ def compare(
     seed: Annotated[int, typer.Option("--seed", help="Random seed.")] = 0,
     top: Annotated[int, typer.Option("--top", help="Cards listed among those that moved most.")] = 10,
     humans: Humans = None, study: Study = None, allow_one_annotator: OneAnnotator = False, scores: ScoreKind = "label",
+    windowed: Windowed = "include",
 ) -> None:
     """Per-dimension B - A with bootstrap CIs and Holm-corrected p-values; the cards that moved most;
     with --humans each side's human-scale mean (PPI) and B - A on that scale."""
@@ -30,7 +31,7 @@ def compare(
 
     result = compare_runs(run_a, run_b, pair_by=pair_by, model_a=model_a, model_b=model_b, judge_a=judge_a,
                           judge_b=judge_b, n_resamples=n_resamples, seed=seed, top=top,
-                          humans=read_humans(humans, study, allow_one_annotator), score_kind=scores)
+                          humans=read_humans(humans, study, allow_one_annotator), score_kind=scores, windowed=windowed)
     paths = write_comparison(result, out or default_compare_out(run_a, run_b))
     from esc_eval.sim.driver.progress import console
 

@@ -9,7 +9,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from esc_eval.cli.common import Humans, OneAnnotator, ScoreKind, Study, emit
+from esc_eval.cli.common import Humans, OneAnnotator, ScoreKind, Study, Windowed, emit
 from esc_eval.cli.display import (check_rule, read_humans, registry_rule, show_leaderboard, show_leaderboard_files, show_line,
                                   write_report_for)
 
@@ -37,6 +37,7 @@ def leaderboard(
     rank_sets: Annotated[bool, typer.Option(
         "--rank-sets", help="Each model's set of plausible ranks on the Average, all holding at once with 95% "
         "probability (leaderboard_rank_sets.md/.csv); judge-only, or anchored on --humans.")] = False,
+    windowed: Windowed = "include",
 ) -> None:
     """The paper's Table 2: mean x 25 per dimension with bootstrap 95% CIs (leaderboard.md/.csv); with
     --humans also each model's human-scale mean by PPI (leaderboard_humans.md/.csv); with --rank-sets
@@ -53,14 +54,15 @@ def leaderboard(
             raise typer.BadParameter("--by does not take --exclude-spoiled: compare the whole leaderboard (without --by)")
         if rank_sets:
             raise typer.BadParameter("--by does not take --rank-sets: rank the whole leaderboard (without --by)")
-        result = write_leaderboard_by_files(run_dirs, out, by, registry_rule, n_boot, seed, scores)
+        result = write_leaderboard_by_files(run_dirs, out, by, registry_rule, n_boot, seed, scores, windowed)
         for value, table in result.by.items():
             console.print(f"[bold]{result.table.columns[0]}: {value}[/bold] ({int(table['n_dialogues'].sum())} dialogues)")
             show_leaderboard(table, scores)
         show_line(result.line)
+        show_line(result.windowed)
     else:
         result = write_leaderboard_files(run_dirs, out, registry_rule, n_boot, seed, human, scores, exclude_spoiled,
-                                         panel=check_rule(panel))
+                                         panel=check_rule(panel), windowed=windowed)
         ranked = None
         if rank_sets:
             from esc_eval.analysis.report.from_runs import board_scores
@@ -68,7 +70,7 @@ def leaderboard(
             from esc_eval.analysis.ranking.rank_sets import build_rank_sets, with_rank_sets, write_rank_sets
             from esc_eval.sim.runs.storage import join_location
 
-            sets = build_rank_sets(board_scores(run_dirs, scores), human)
+            sets = build_rank_sets(board_scores(run_dirs, scores, windowed=windowed), human)
             result.paths.update({f"rank_sets_{k}": v for k, v in write_rank_sets(
                 sets, result.table, out or join_location(run_dirs[0], "report")).items()})
             ranked, extra = with_rank_sets(result.table, sets), {"rank_sets": records(sets)}
@@ -83,7 +85,7 @@ def report(
     seed: Seed = 0,
     samples: Annotated[int, typer.Option("--samples", help="Sample dialogues shown in the report.")] = 3,
     humans: Humans = None, study: Study = None, allow_one_annotator: OneAnnotator = False, scores: ScoreKind = "label",
-    human_seekers: HumanSeekerFile = None, panel: Panel = None,
+    human_seekers: HumanSeekerFile = None, panel: Panel = None, windowed: Windowed = "include",
 ) -> None:
     """Leaderboard with CIs, plots, failures, throughput, samples: report.html + report.md; with
     --humans also the human-anchored leaderboard (PPI) and each judge's calibration; with
@@ -95,4 +97,4 @@ def report(
 
         seekers = read_human_seekers(human_seekers)
     emit({k: str(v) for k, v in write_report_for(run_dirs, out, n_boot, seed, samples, human, scores,
-                                                 human_seekers=seekers, panel=panel).items()})
+                                                 human_seekers=seekers, panel=panel, windowed=windowed).items()})

@@ -69,7 +69,7 @@ def with_options(judge: JudgeConfig, name: str | None, method: str | None, parse
     name = name or registry_adapters
     if name and not is_spec(name) and default_registry().get(name).adapters:
         built = judge_from_registry(name, method=judge.method, rubric=judge.rubric, dimensions=judge.dimensions)
-        built.parser = judge.parser
+        built.parser, built.reads = judge.parser, judge.reads
         return built
     return judge
 
@@ -114,18 +114,30 @@ def score_run(cfg: ScoringConfig, input_path: str, out: str | None = None, offic
 
 def score_by_round_run(cfg: ScoringConfig, input_path: str, out: str | None, every: int = 1,
                        progress: Callable[[], ContextManager[Any]] | None = None,
-                       say: Callable[[str], None] = print) -> dict[str, Any]:
+                       say: Callable[[str], None] = print, rule: str = "prefix") -> dict[str, Any]:
     """Scores by round (sim/runs/by_round.py): the input run's dialogues cut after each round into the
-    run folder `out`, then scored there as score_run scores any run folder. The result adds `by_round`."""
-    from esc_eval.sim.runs.by_round import write_round_prefixes
+    run folder `out`, then scored there as score_run scores any run folder. rule 'prefix': the judge
+    rates each prefix as a whole dialogue (the dialogue so far); 'reply': each prefix's last reply, in
+    the context before it (JudgeConfig.reads 'reply', under the judge id + ':reply', so both rules'
+    scores can sit in one folder). The result adds `by_round`."""
+    from esc_eval.sim.jobs.scoring_judges import with_judges
+    from esc_eval.sim.judging.dimensions import DIMENSION_NAMES
+    from esc_eval.sim.runs.by_round import BY_ROUND_RULES, write_round_prefixes
     from esc_eval.sim.runs.runfolder import RunFolder
 
+    if rule not in BY_ROUND_RULES:
+        raise ValueError(f"scores by round: rule {rule!r}, expected one of {', '.join(BY_ROUND_RULES)}")
     if not out:
         raise ValueError("--by-round: give --out, a run folder for the dialogues cut by round and their scores")
+    if rule == "reply":
+        beyond = sorted({d for j in cfg.judges for d in j.dimensions if d not in DIMENSION_NAMES})
+        if beyond:
+            raise ValueError(f"--by-reply: no per-reply rubric for {', '.join(beyond)} (the seven dimensions have one)")
+        cfg = with_judges(cfg, [j.model_copy(update={"reads": "reply"}) for j in cfg.judges])
     prefixes = write_round_prefixes(RunFolder(input_path, create=False), RunFolder(out), every)
-    say(f"by round: {prefixes['prefixes']} prefixes of {prefixes['dialogues']} dialogues in {out} "
+    say(f"by round ({rule}): {prefixes['prefixes']} prefixes of {prefixes['dialogues']} dialogues in {out} "
         f"({prefixes['written']} new), {sum(len(j.dimensions) for j in cfg.judges)} judge calls each")
-    return {**score_run(cfg, out, None, None, progress=progress, say=say), "by_round": prefixes}
+    return {**score_run(cfg, out, None, None, progress=progress, say=say), "by_round": {**prefixes, "rule": rule}}
 
 
 def write_run_official_scores(run_dir: str, out_dir: Path, judge_id: str) -> list[Path]:

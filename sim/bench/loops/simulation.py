@@ -65,7 +65,7 @@ def bench_fake(dialogues: int, latency: float, workers: int, rounds: int = 5, pr
                          worker_writes=worker_writes, **io)
     cfg = SimulationConfig(cards=str(cards_file), rounds=rounds, role=ModelRef(model=f"fake/seeker?latency={latency}"),
                            targets=[ModelRef(model=f"fake/fixed?latency={latency}&reply=I hear you, tell me more.")],
-                           execution=ex)
+                           seeker_stop=False, execution=ex)  # every dialogue to its cap: the rounds measured are the rounds asked
     with WorkerPool(ex) as pool:
         warm = cfg.model_copy(update={"cards": str(write_cards(synthetic_cards(workers * 2), tmp / "warm.json"))})
         run_simulation(warm, join_location(runs, "warm"), pool=pool)  # actors up and models built before the clock starts
@@ -141,7 +141,8 @@ def bench_embedded(dialogues: int, reference_dialogues: int, max_tokens: int, co
     engine_options = {"enforce_eager": False} if compiled else {}
     cfg = SimulationConfig(cards=str(write_cards(cards[:dialogues], tmp / "cards.json")), rounds=rounds,
                            role=ModelRef(model="vllm/embedded", params=params, options=engine_options),
-                           targets=[ModelRef(model="vllm/embedded", params=params, options=engine_options)], execution=ex)
+                           targets=[ModelRef(model="vllm/embedded", params=params, options=engine_options)],
+                           seeker_stop=False, execution=ex)  # to the cap, as the release's loop runs: like against like
     with WorkerPool(ex) as pool:
         # one warm-up dialogue per worker (chunks of 1 go to the least-loaded worker): every engine
         # is started before the clock
