@@ -4,7 +4,7 @@ difference, its bootstrap interval, a paired permutation p-value and Holm's corr
 are given (`runs.py`, `esc-eval compare`).
 
 Layer: above trust and results."""
-from esc_eval.analysis.compare.paired import holm, paired_comparison, pairwise_comparisons
-from esc_eval.analysis.compare.runs import compare_runs, comparison_markdown, write_comparison
+from esc_eval.analysis.compare.paired import holm, paired_comparison, paired_comparison_of_runs, pairwise_comparisons
+from esc_eval.analysis.compare.runs import compare_of_runs, compare_runs, comparison_markdown, write_comparison
 
-__all__ = ["compare_runs", "comparison_markdown", "holm", "paired_comparison", "pairwise_comparisons", "write_comparison"]
+__all__ = ["compare_of_runs", "paired_comparison_of_runs", "compare_runs", "comparison_markdown", "holm", "paired_comparison", "pairwise_comparisons", "write_comparison"]

@@ -92,6 +92,14 @@ def paired_comparison(
     return out
 
 
+def paired_comparison_of_runs(run_dirs: list[str], model_a: str, model_b: str, dimension: str = "average",
+                              method: Method = "permutation", n_resamples: int = 10_000, seed: int = 0) -> dict:
+    """`esc-eval analysis compare-models`: paired_comparison on the runs' scores."""
+    from esc_eval.analysis.results.loaders import load_scores
+
+    return paired_comparison(load_scores(run_dirs), model_a, model_b, dimension, method, n_resamples, seed)
+
+
 def _batch(n: int) -> int:
     """Resamples per batch: about 2M values in memory at a time."""
     return max(1, 2_000_000 // max(1, n))

@@ -116,8 +116,11 @@ def rounds_analysis(run_dirs: list[str], n_boot: int = 1000, seed: int = 0) -> t
     return round_table(values, n_boot, seed), round_change(values, n_boot, seed)
 
 
-def write_rounds(run_dirs: list[str], out: str, n_boot: int = 1000, seed: int = 0) -> tuple[dict[str, str], str]:
-    """rounds.md, rounds.csv (score by round) and rounds_change.csv into `out`."""
+def write_rounds(run_dirs: list[str], out: str | None = None, n_boot: int = 1000, seed: int = 0) -> tuple[dict[str, str], str]:
+    """rounds.md, rounds.csv (score by round) and rounds_change.csv into `out` (default <first run>/report)."""
+    from esc_eval.analysis.results.outputs import report_folder
+
+    out = report_folder(run_dirs, out)
     by_round, change = rounds_analysis(run_dirs, n_boot, seed)
     markdown = "# Scores by round\n\n" + rounds_markdown(by_round, change)
     with OutputFolder(out) as folder:
