@@ -41,7 +41,8 @@ def leaderboard_of_runs(run_dirs: list[str], out: str | None, rule: GroupRule, n
             from esc_eval.analysis.results.outputs import records
             from esc_eval.sim.runs.storage import join_location
 
-            sets = build_rank_sets(board_scores(run_dirs, score_kind), human)
+            # the panel (--panel) is one more judge here as in Table 2: its row gets its rank-set too
+            sets = build_rank_sets(board_scores(run_dirs, score_kind, panel), human)
             result.paths.update({f"rank_sets_{k}": v for k, v in write_rank_sets(
                 sets, result.table, out or join_location(run_dirs[0], "report")).items()})
             ranked, extra = with_rank_sets(result.table, sets), {"rank_sets": records(sets)}
