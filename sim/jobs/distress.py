@@ -83,6 +83,7 @@ class DistressJob(Job):
     kind = "scores"
     default_concurrency = 8
     unit = "dialogue rated"
+    demand: Demand | None  # what one item asks of the judge's engine (its own; demands() gives it to the pool)
 
     def __init__(self, cfg: DistressConfig, plan: JudgePlan, calls: CallSettings | None = None,
                  excused: set[tuple[str, str]] | None = None, demand: Demand | None = None):

@@ -94,6 +94,7 @@ class PairwiseJob(Job):
     kind = "pairwise"
     default_concurrency = 8  # pairs judged at once per worker without GPU engines, as scoring's dialogues
     unit = "pair judged"
+    demand: Demand | None  # what one pair asks of the judge's engine (its own; demands() gives it to the pool)
 
     def __init__(self, cfg: PairwiseConfig, plan: JudgePlan, params: GenerationParams, calls: CallSettings | None = None,
                  excused: set[tuple[str, str, str]] | None = None, demand: Demand | None = None):
