@@ -16,4 +16,4 @@ room a benchmark family:
 Layer: the top of sim: may import every sub-package of sim and serve; only the CLI imports it.
 Inside: commands > node > gpu > loops | serve > dialogues | engine_probe."""
 
-__all__: list[str] = []  # the benchmarks are called by module from cli/ops/bench.py and cli/ops/check.py
+__all__: list[str] = []  # the benchmarks are called by module (commands.py for the CLI's check, bench gpu and serve)
