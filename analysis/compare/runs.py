@@ -184,3 +184,17 @@ def default_compare_out(run_a: str, run_b: str) -> str:
 
     folder_b = run_b if is_uri(run_b) or Path(run_b).is_dir() else str(Path(run_b).parent)
     return join_location(folder_b, "report", f"compare-{location_name(run_a)}")
+
+
+def compare_of_runs(run_a: str, run_b: str, out: str | None = None, *, humans: str | None = None,
+                    study: str | None = None, allow_one_annotator: bool = False, **options: Any) -> dict[str, str]:
+    """`esc-eval compare`: the human scores (--humans) read and checked first, compare_runs with `options`,
+    compare.md/.json written into `out` (default <RUN_B>/report/compare-<A>), the Markdown shown on the
+    terminal; the paths."""
+    from esc_eval.analysis.trust.human_scores import read_humans
+    from esc_eval.sim.console import console
+
+    result = compare_runs(run_a, run_b, humans=read_humans(humans, study, allow_one_annotator), **options)
+    paths = write_comparison(result, out or default_compare_out(run_a, run_b))
+    console.print(comparison_markdown(result), markup=False, highlight=False)
+    return {k: str(v) for k, v in paths.items()}

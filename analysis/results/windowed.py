@@ -14,7 +14,6 @@ its own); None where the dialogue rows are absent (official JSON, scores without
 """
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import pandas as pd

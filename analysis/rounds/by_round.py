@@ -174,10 +174,14 @@ def rounds_analysis(run_dirs: list[str], n_boot: int = 1000, seed: int = 0, coho
             windowed_line(scores))
 
 
-def write_rounds(run_dirs: list[str], out: str, n_boot: int = 1000, seed: int = 0, cohort_at: int | None = None,
-                 windowed: str = "include") -> tuple[dict[str, str], str]:
+def write_rounds(run_dirs: list[str], out: str | None = None, n_boot: int = 1000, seed: int = 0,
+                 cohort_at: int | None = None, windowed: str = "include") -> tuple[dict[str, str], str]:
     """rounds.md, rounds.csv (score by round: cohort and survivors) and rounds_change.csv (the verdicts) into
-    `out`; windowed: include | exclude | only the judgments made on a window (analysis/results/windowed.py)."""
+    `out` (default <first run>/report); windowed: include | exclude | only the judgments made on a window
+    (analysis/results/windowed.py)."""
+    from esc_eval.analysis.results.outputs import report_folder
+
+    out = report_folder(run_dirs, out)
     by_round, change, said = rounds_analysis(run_dirs, n_boot, seed, cohort_at, windowed)
     markdown = "# Scores by round\n\n" + (said + "\n\n" if said else "") + rounds_markdown(by_round, change)
     with OutputFolder(out) as folder:

@@ -6,8 +6,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from esc_eval.cli.common import console_env, default_out, emit, exit_for_outcome
-from esc_eval.sim.runs.storage import redact_uri
+from esc_eval.cli.common import STATE, emit, exit_for
 
 
 def simulate(
@@ -28,15 +27,9 @@ def simulate(
     keep_serving: Annotated[bool, typer.Option("--keep-serving", help="Leave the run's Serve deployments up after it (GPU clusters).")] = False,
 ) -> None:
     """Run 5-round dialogues between ESC-Role and the target models into a run folder."""
-    from esc_eval.sim.launch.options import simulate_run, simulation_config
-    from esc_eval.sim.driver.progress import console, job_progress
+    from esc_eval.sim.launch.commands import simulate_command
 
-    cfg = simulation_config(config, cards, target, role, limit, language, address, workers, concurrency, rounds,
-                            seeker_stop, strategy, control)
-    console_env(cfg.execution)
-    cfg.execution.placement.keep_serving |= keep_serving
-    out = out or str(default_out("sim"))
-    result, placed = simulate_run(cfg, out, progress=lambda: job_progress("simulate"), say=console.print)
-    result = {"run_dir": redact_uri(out), **result}
+    result, verdict = simulate_command(config, out, cards, target, role, limit, language, address, workers, concurrency,
+                                       rounds, seeker_stop, strategy, control, keep_serving, verbose=STATE["verbose"])
     emit(result)
-    exit_for_outcome(result, "dialogues", placed.execution.max_failure_rate)
+    exit_for(verdict)

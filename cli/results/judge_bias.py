@@ -7,7 +7,6 @@ from typing import Annotated, Optional
 import typer
 
 from esc_eval.cli.common import Windowed, emit
-from esc_eval.sim.runs.storage import join_location
 
 RunDirs = Annotated[list[str], typer.Argument(help="Run folders or storage URIs (with their dialogues).")]
 Out = Annotated[Optional[str], typer.Option("--out", "-o", help="Output folder or storage URI (default <first run>/report).")]
@@ -22,7 +21,6 @@ def length_bias(run_dirs: RunDirs, out: Out = None, judge: Judge = None, n_boot:
     answers, and the leaderboard with length held fixed (bootstrap CIs over dialogues): length_bias.md/.json."""
     from esc_eval.analysis.ranking.length_bias import length_bias_of_runs
 
-    paths, markdown = length_bias_of_runs(run_dirs, out or join_location(run_dirs[0], "report"), judge, n_boot, seed,
-                                          windowed)
+    paths, markdown = length_bias_of_runs(run_dirs, out, judge, n_boot, seed, windowed)
     typer.echo(markdown, err=True)
     emit(paths)

@@ -10,7 +10,6 @@ from typing import Annotated, Optional
 import typer
 
 from esc_eval.cli.common import Windowed, emit
-from esc_eval.sim.runs.storage import join_location
 
 RunDirs = Annotated[list[str], typer.Argument(help="Run folders or storage URIs holding several judges' score rows.")]
 Out = Annotated[Optional[str], typer.Option("--out", "-o", help="Output folder or storage URI (default <first run>/report).")]
@@ -37,12 +36,10 @@ def panel(
     """A judge panel: the panel's scores by a rule, Krippendorff's alpha and pairwise kappa between the judges,
     each judge's leaderboard and ranking beside the panel's (Kendall's tau), and self-preference marks.
     Writes panel.md, panel.json and the panel's score rows (panel_scores.csv, panel_scores.parquet)."""
-    from esc_eval.analysis.panels.panel_runs import panel_of_runs
-    from esc_eval.analysis.panels.panel_spec import parse_assignments, parse_weights
+    from esc_eval.analysis.panels.panel_runs import panel_command
 
-    markdown, paths, _ = panel_of_runs(run_dirs, out or join_location(run_dirs[0], "report"), judges=judge,
-                                       weights=parse_weights(weight), families=parse_assignments(family, "--family"),
-                                       rule=rule, min_judges=min_judges, n_boot=n_boot, alpha_boot=alpha_boot, seed=seed,
-                                       windowed=windowed)
+    markdown, paths = panel_command(run_dirs, out, judges=judge, weights=weight, families=family, rule=rule,
+                                    min_judges=min_judges, n_boot=n_boot, alpha_boot=alpha_boot, seed=seed,
+                                    windowed=windowed)
     typer.echo(markdown, err=True)
     emit(paths)
