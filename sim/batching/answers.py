@@ -89,7 +89,7 @@ class ReplayJudge(ChatModel):
         self.policy, self.needs, self.deferred = policy, needs, deferred
         self.default_params = default_params
 
-    def key(self, messages, params: GenerationParams, adapter: str | None) -> str:
+    def _key(self, messages, params: GenerationParams, adapter: str | None) -> str:
         """The request's key: the same request is asked once (its answer is determined by it), unless
         it samples without a seed: then each dialogue's is its own."""
         identity = self.identity if cacheable(params) else {**self.identity, "dialogue": CURRENT_DIALOGUE.get()}
@@ -98,7 +98,7 @@ class ReplayJudge(ChatModel):
     async def chat(self, messages, params: GenerationParams | None = None, *, adapter: str | None = None,
                    session_id: str | None = None) -> ChatResult:
         params = params or self.default_params
-        key = self.key(messages, params, adapter)
+        key = self._key(messages, params, adapter)
         o = self.index.get(key)
         if o is not None and o.result is not None:
             return o.result

@@ -14,16 +14,29 @@ A wrapper (WrapperChatModel) passes every hook ChatModel declares on to the mode
 import ast
 import difflib
 import importlib
+import pkgutil
 import inspect
 import textwrap
 
 from esc_eval.serve.chat.interface import BACKENDS, Backend, ChatModel, WrapperChatModel
 from esc_eval.sim.pool.job import Job
 
-JOB_MODULES = ["esc_eval.sim.jobs.simulation", "esc_eval.sim.jobs.scoring", "esc_eval.sim.jobs.distress",
-               "esc_eval.sim.pairwise.job", "esc_eval.sim.bench.engine_probe", "esc_eval.sim.bench.loops.simulation"]
-# every module holding a ChatModel subclass of esc_eval's besides the registered backends: the wrappers
-CHAT_MODULES = ["esc_eval.serve.calls.retry", "esc_eval.serve.calls.cache", "esc_eval.sim.pool.participants"]
+
+def _every_module(*packages: str) -> list[str]:
+    """Every module of these packages: a job or a chat model defined anywhere in them is checked, not
+    only those a list names (a ChatModel subclass the scoring of provider batches defines for itself went
+    unchecked while the lists named modules). Where jobs and chat models live: all of sim and train,
+    serve's seam and its implementations; importing them takes about a second (none imports vLLM, Ray
+    or torch at the top)."""
+    out = []
+    for name in packages:
+        package = importlib.import_module(name)
+        out += [m.name for m in pkgutil.walk_packages(package.__path__, name + ".")]
+    return out
+
+
+JOB_MODULES = CHAT_MODULES = _every_module("esc_eval.sim", "esc_eval.train", "esc_eval.serve.backends", "esc_eval.serve.batches",
+                                            "esc_eval.serve.calls", "esc_eval.serve.chat")
 OWN_API = {
     # the vLLM backend's engine and prompt rendering, for callers holding a VLLMChatModel (the benchmarks'
     # loops, the engine tests); a model reached through the pool's wrappers has only ChatModel's hooks
