@@ -40,6 +40,10 @@ def _resolve(name: str) -> tuple[str, TokenPrice | None]:
     reg = default_registry()
     entry = reg.models.get(name) or next((e for e in reg.models.values() if e.spec == name), None)
     price = getattr(entry, "price", None) if entry is not None else None
+    if price is None:
+        from esc_eval.serve.registry.prices import shipped_price
+
+        price = shipped_price(spec)
     if price is None and spec.startswith("litellm/"):
         from esc_eval.serve.backends.litellm_api import list_price
 
