@@ -5,7 +5,8 @@ Scripts:
   echo     repeats the last user message ("echo: ...")
   seeker   a distressed seeker's canned lines, cycling; with `ends=N` (and `end=resolved|gave_up`)
            its Nth line carries the stop mark, when its system prompt defines one (seeker_stop)
-  judge    a score digit, deterministic in the prompt (or `score=N`); honours choices/logprobs
+  judge    a score digit, deterministic in the prompt (or `score=N`); honours choices/logprobs, and a
+           json_schema of integer fields (a score each, json.dumps' layout, one token per value)
   fixed    always `reply=...`
 Options (keyword arguments, or a query string: `fake/judge?score=3&latency=0.01`):
   latency     seconds of asyncio.sleep per call (fixed-latency benchmarks)
@@ -24,6 +25,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import itertools
+import json
 import math
 import random
 import time
@@ -142,13 +144,14 @@ class FakeChatModel(ChatModel):
         prompt_tokens = sum(_tokens(m.content) for m in messages)
         if self.context is not None and prompt_tokens >= self.context:
             raise ContextOverflowError(f"prompt of {prompt_tokens} tokens leaves no room in the context of {self.context}")
-        text, top = self._answer(messages, params, key)
+        text, top, *pieces = self._answer(messages, params, key)
         finish = "stop"
         if len(text) // 4 + 1 > params.max_tokens:
             text, finish = text[: 4 * params.max_tokens], "length"
         return ChatResult(
             text=text, prompt_tokens=prompt_tokens, completion_tokens=_tokens(text) if text else 0,
             finish_reason=finish, latency_s=time.perf_counter() - started, top_logprobs=top, model=self.name,
+            tokens=pieces[0] if pieces and params.logprobs else [],
         )
 
     def _answer(self, messages: list[ChatMessage], params: GenerationParams, key: int):
@@ -165,6 +168,8 @@ class FakeChatModel(ChatModel):
             if self.ends is not None and turn + 1 == self.ends and told:
                 line = f"{line} <END:{self.end}>"
             return line, []
+        if params.json_schema is not None:
+            return self._json_answer(params, key)
         # judge: a score, deterministic in the prompt unless pinned
         labels = params.choices or ["0", "1", "2", "3", "4"]
         best = self.score if self.score is not None else key % len(labels)
@@ -177,7 +182,28 @@ class FakeChatModel(ChatModel):
         return text, top
 
 
-FAKE_CAPABILITIES = Capabilities(logprobs=True, max_top_logprobs=20, choice="structured")  # the judge script honours both
+    def _json_answer(self, params: GenerationParams, key: int):
+        """The judge script under a JSON schema: each integer property a score (deterministic in the prompt and
+        the property unless pinned) in json.dumps' layout, its tokens (a value is one token) and, with logprobs,
+        each value position's alternatives near its score."""
+        props = params.json_schema.get("properties") or {}
+        values = {name: self.score if self.score is not None else _digest(key, name) % 5 for name in props}
+        pieces: list[str] = []
+        for i, (name, v) in enumerate(values.items()):
+            pieces += [("{" if i == 0 else ", ") + json.dumps(name) + ": ", str(v)]
+        pieces.append("}")
+        top: list[dict[str, float]] = []
+        if params.logprobs:
+            for piece in pieces:
+                if piece.isdigit():
+                    weights = [math.exp(-abs(i - int(piece))) for i in range(5)]
+                    top.append({str(i): math.log(w / sum(weights)) for i, w in enumerate(weights)})
+                else:
+                    top.append({piece: 0.0})
+        return "".join(pieces), top, pieces
+
+
+FAKE_CAPABILITIES = Capabilities(logprobs=True, max_top_logprobs=20, choice="structured", json_schema=True)  # the judge script honours all three
 
 
 def make_fake_model(name: str, **options: Any) -> FakeChatModel:

@@ -25,6 +25,7 @@ from esc_eval.sim.judging.config import JudgeConfig
 from esc_eval.sim.jobs.scoring_judges import model_families, prepared_judges
 from esc_eval.sim.judging.judge_plan import JudgePlan, ask_judge, default_plan
 from esc_eval.sim.judging.judges import select_adapter
+from esc_eval.sim.judging.one_call import one_call_messages, plan_one_call, score_one_call
 from esc_eval.sim.judging.prompts import judge_messages
 from esc_eval.sim.judging.window import ask_within_context, dialogue_rounds, windowed
 from esc_eval.sim.driver.calls import CallSettings, PlannedModel, check_calls, prepare_calls
@@ -46,7 +47,10 @@ JUDGE_DIALOGUE_TOKENS = 2048  # a dialogue's rendering when none can be read bef
 
 
 def judge_call_messages(dim: str, turns: list[tuple[str, str]], language: str, judge_cfg: JudgeConfig) -> list[ChatMessage]:
-    """The messages of one judge call (a dimension of a dialogue), as score_dialogue sends them."""
+    """The messages of one judge call (a dimension of a dialogue; with rubric_mode one_call, the call of
+    all the judge's dimensions), as score_dialogue sends them."""
+    if judge_cfg.rubric_mode == "one_call":
+        return one_call_messages(judge_cfg.dimensions, turns, language, judge_cfg)
     messages = judge_messages(dim, turns, language, rubric=judge_cfg.rubric, rendering=judge_cfg.rendering,
                               order=judge_cfg.prompt_order)
     if judge_cfg.system_prompt and messages[0].role != "system":
@@ -62,6 +66,9 @@ async def score_dialogue(turns: list[tuple[str, str]], language: str, judge_cfg:
     method as it always ran). A dimension whose call the spend cap refused gets no row (it is not
     a failure: a resume scores it)."""
     dims = dimensions or judge_cfg.dimensions
+    if judge_cfg.rubric_mode == "one_call":  # every dimension in one call (sim/judging/one_call)
+        return await score_one_call(turns, language, judge_cfg, model, dims,
+                                    plan or plan_one_call(judge_cfg, model.capabilities))
     plan = plan or default_plan(judge_cfg)
 
     n_rounds = len(dialogue_rounds(turns)[1])
@@ -75,7 +82,7 @@ async def score_dialogue(turns: list[tuple[str, str]], language: str, judge_cfg:
             row: dict[str, Any] = {"dimension": dim, "score": None, "probs": None, "expected": None, "raw": None,
                                    "parse_status": "error", "method": plan.method, "parser": judge_cfg.parser,
                                    "error": None, "prompt_tokens": None, "latency_s": None, "adapter": adapter,
-                                   "probs_status": None, "rounds_left_out": left_out}
+                                   "probs_status": None, "rounds_left_out": left_out, "rubric_mode": "per_dimension"}
             return await ask_judge(model, judge_call_messages(dim, shown, language, judge_cfg),
                                    plan.params or judge_cfg.model.params, plan, judge_cfg.parser, row,
                                    adapter=adapter, raise_overflow=raise_overflow)

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 
 from esc_eval.serve.config import ConfigModel
 from esc_eval.serve.registry.ref import ModelRef
 from esc_eval.sim.judging.dimensions import DIMENSION_NAMES, to_dimension
+
+ONE_CALL_TAG = ":one_call"  # ends the judge id of rubric_mode one_call
 
 
 class JudgeConfig(ConfigModel):
@@ -26,12 +28,30 @@ class JudgeConfig(ConfigModel):
     adapters: dict[str, str] | None = Field(None, description="LoRA adapter per dimension (multi-LoRA judge, official layout).")
     system_prompt: str | None = Field(None, description="System message put before the rubric's messages when they have none (a registry judge's judge_system_prompt: ESC-RANK's InternLM2 meta instruction).")
     name: str | None = Field(None, description="Judge id written into score rows (default: the model string).")
+    rubric_mode: Literal["per_dimension", "one_call"] = Field(
+        "per_dimension", description="'per_dimension': one call per dimension, each carrying the whole dialogue (the "
+        "paper's protocol); 'one_call': one call per dialogue answering every dimension as a JSON object (structured "
+        "output where the backend takes a schema; sim/judging/one_call). Its rows are another judge's: the judge id "
+        "ends in ':one_call'.")
 
     @field_validator("dimensions")
     @classmethod
     def _dims(cls, v: list[str]) -> list[str]:
         return [to_dimension(d) for d in v]
 
+    @model_validator(mode="after")
+    def _one_call_is_one_model(self) -> "JudgeConfig":
+        if self.rubric_mode == "one_call" and self.adapters:
+            raise ValueError("rubric_mode one_call asks one model for every dimension: a judge with one adapter per "
+                             "dimension (ESC-RANK) scores per_dimension")
+        if self.rubric_mode != "one_call" and (self.name or "").endswith(ONE_CALL_TAG):
+            raise ValueError(f"name {self.name!r} ends in {ONE_CALL_TAG!r}, the tag of rubric_mode one_call: "
+                             "set rubric_mode: one_call, or name the judge otherwise")
+        return self
+
     @property
     def judge_id(self) -> str:
-        return self.name or f"{self.model.model}:{self.method}:{self.rubric}"
+        """The id its score rows carry: the name, else model:method:rubric; ':one_call' after it in that mode
+        (one call per dialogue scores as another judge, never mixed with the per-dimension rows)."""
+        base = self.name or f"{self.model.model}:{self.method}:{self.rubric}"
+        return base if self.rubric_mode != "one_call" or base.endswith(ONE_CALL_TAG) else base + ONE_CALL_TAG

@@ -15,9 +15,10 @@ Written to the manifest as `usage` at the end of every simulation and scoring jo
 from all rows each time (a resumed run counts everything once).
 
 Role and target calls are the dialogues' turns that carry tokens (the fixed greeting is no call);
-a judge call is one score row (one prompt per dimension); score rows carry no completion-token
-count, so the judge's completion tokens are counted as one per logprob call and left at 0 for
-generate calls (the raw answer's length is not a token count).
+a judge call is one score row (one prompt per dimension), or, for a judge scoring every dimension in
+one call (`rubric_mode` one_call), the rows of a dialogue together (they share the call's tokens);
+the judge's completion tokens are the rows' `completion_tokens` where recorded (one-call rows), else
+one per logprob call and 0 for generate calls (the raw answer's length is not a token count).
 """
 from __future__ import annotations
 
@@ -151,11 +152,18 @@ def compute_usage(run: RunFolder, prices: dict[str, TokenPrice] | None = None) -
     for key, calls, p, c, secs in _turn_usage(run):
         _add(acc, key, calls, p, c, secs)
     if run.parts("scores"):
-        for s in run.iter_rows("scores", columns=["judge", "prompt_tokens", "latency_s", "method", "parse_status"]):
+        one_calls: set[tuple[str, str]] = set()
+        for s in run.iter_rows("scores", columns=["judge", "prompt_tokens", "latency_s", "method", "parse_status",
+                                                  "dialogue_id", "rubric_mode", "completion_tokens"]):
             if s["parse_status"] == "error" and not s["prompt_tokens"]:
                 continue  # a call that never reached the model
-            _add(acc, ("judge", s["judge"]), 1, s["prompt_tokens"] or 0, 1 if (s["method"] or "").startswith("logprob") else 0,
-                 float(s["latency_s"] or 0))
+            if s["rubric_mode"] == "one_call":  # one call's rows (a dimension each) share its tokens: count it once
+                if (s["dialogue_id"], s["judge"]) in one_calls:
+                    continue
+                one_calls.add((s["dialogue_id"], s["judge"]))
+            completion = s["completion_tokens"] if s["completion_tokens"] is not None else (
+                1 if (s["method"] or "").startswith("logprob") else 0)
+            _add(acc, ("judge", s["judge"]), 1, s["prompt_tokens"] or 0, completion, float(s["latency_s"] or 0))
     manifest = run.read_manifest()
     # The judge id is the judge's model string unless named otherwise (JudgeConfig.name).
     judge_model = ((manifest.get("scoring") or {}).get("config") or {}).get("judge", {}).get("model", {}).get("model")
