@@ -45,12 +45,30 @@ def score(
                                            "dialogue so far, ending with the target's reply) into --out; then "
                                            "`leaderboard --by round` and `analysis rounds`.")] = False,
     every: Annotated[int, typer.Option("--every", min=1, help="With --by-round: every N-th round (and always the last).")] = 1,
+    rubric_mode: Annotated[Optional[str], typer.Option("--rubric-mode", help="per_dimension (the paper's: one call per dimension, "
+                                                       "the default) | one_call (one call per dialogue, every dimension in one JSON "
+                                                       "answer; scored as another judge, its id ending ':one_call').")] = None,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the calls, prompt and completion tokens and the price at list "
+                                          "prices (online vs batch, per dimension vs one call per dialogue); send and write nothing.")] = False,
+    max_cost: Annotated[Optional[float], typer.Option("--max-cost", min=0, help="Refuse (one line, exit 2) before anything is sent "
+                                                      "when the estimate at list prices, in US dollars, is over this.")] = None,
 ) -> None:
     """Score dialogues on the 7 dimensions (or --dimensions, e.g. safety) with a judge, or a panel (--judge repeated); resumable."""
     from esc_eval.sim.launch.options import score_by_round_run, score_run, scoring_config
     from esc_eval.sim.driver.progress import console, job_progress
 
-    cfg = scoring_config(config, judge, method, parser, rubric, address, dimensions)
+    cfg = scoring_config(config, judge, method, parser, rubric, address, dimensions, rubric_mode)
+    if dry_run or max_cost is not None:  # the price before the run: nothing sent, nothing written
+        from esc_eval.cli.display import show_estimate
+        from esc_eval.sim.launch.dry_run import check_max_cost, score_estimate
+
+        estimate = score_estimate(cfg, input, out)
+        if dry_run:
+            show_estimate(estimate)
+            emit(estimate)
+        check_max_cost(estimate, max_cost)
+        if dry_run:
+            return
     console_env(cfg.execution)
     if by_round:
         if official_out:

@@ -26,6 +26,10 @@ def simulate(
     strategy: Annotated[Optional[list[str]], typer.Option("--strategy", help="Role-play strategy, repeatable: official, zero_shot, cot, icl, cot_icl, plain, resistant, low_engagement, volatile, or one with seeker controls ('zero_shot+resistance=strong').")] = None,
     control: Annotated[Optional[list[str]], typer.Option("--control", help="Sweep a seeker control over every strategy, repeatable: control=level[,level...], e.g. resistance=none,strong (controls: engagement, resistance, expression, disclosure, volatility).")] = None,
     keep_serving: Annotated[bool, typer.Option("--keep-serving", help="Leave the run's Serve deployments up after it (GPU clusters).")] = False,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the calls, prompt and completion tokens (replies at their max_tokens: "
+                                          "an upper bound) and the price at list prices, online vs batch; send and write nothing.")] = False,
+    max_cost: Annotated[Optional[float], typer.Option("--max-cost", min=0, help="Refuse (one line, exit 2) before anything is sent "
+                                                      "when the estimate at list prices, in US dollars, is over this.")] = None,
 ) -> None:
     """Run 5-round dialogues between ESC-Role and the target models into a run folder."""
     from esc_eval.sim.launch.options import simulate_run, simulation_config
@@ -33,6 +37,17 @@ def simulate(
 
     cfg = simulation_config(config, cards, target, role, limit, language, address, workers, concurrency, rounds,
                             seeker_stop, strategy, control)
+    if dry_run or max_cost is not None:  # the price before the run: nothing sent, nothing written
+        from esc_eval.cli.display import show_estimate
+        from esc_eval.sim.launch.dry_run import check_max_cost, simulate_estimate
+
+        estimate = simulate_estimate(cfg)
+        if dry_run:
+            show_estimate(estimate)
+            emit(estimate)
+        check_max_cost(estimate, max_cost)
+        if dry_run:
+            return
     console_env(cfg.execution)
     cfg.execution.placement.keep_serving |= keep_serving
     out = out or str(default_out("sim"))
