@@ -59,6 +59,8 @@ def score(
 
     cfg = scoring_config(config, judge, method, parser, rubric, address, dimensions, rubric_mode)
     if dry_run or max_cost is not None:  # the price before the run: nothing sent, nothing written
+        if by_round:
+            raise typer.BadParameter("--dry-run / --max-cost price whole dialogues, not --by-round prefixes")
         from esc_eval.cli.display import show_estimate
         from esc_eval.sim.launch.dry_run import check_max_cost, score_estimate
 
