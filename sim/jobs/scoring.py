@@ -121,7 +121,7 @@ class ScoringJob(Job):
         self.judges = {j.judge_id: j for j in cfg.judges}
         self.plans = plans or {}  # judge id -> how its calls are made (absent: the configured method as it always ran)
         self.judge_demands = demands or []  # (judge ref, what a dialogue's calls hold in its engine: sim/pool/capacity.py)
-        self.calls_per_item = sum(len(j.dimensions) for j in cfg.judges)  # one judge call per judge and dimension
+        self.calls_per_item = sum(calls_per_dialogue(j) for j in cfg.judges)  # per judge: one a dimension, or one
         self.calls = calls  # cache, limits, spend cap (sim/driver/calls.py)
         self.excused = excused if excused is not None else set()  # the driver's: stopped by the cap, owe no row
 
@@ -161,7 +161,10 @@ class ScoringJob(Job):
         rows = [r for rs in await asyncio.gather(*(by(j, d) for j, d in item["todo"].items())) for r in rs]
         ok = all(r["parse_status"] == "ok" for r in rows)
         errors = [r["error"] for r in rows if r["parse_status"] == "error"]
-        summary = {"ok": ok, "calls": len(rows), "tokens": sum(r["prompt_tokens"] or 0 for r in rows),
+        # a one-call's rows (a dimension each) are one call: counted once, with its prompt
+        calls = list({(r["judge"], r["dimension"] if r.get("rubric_mode") != "one_call" else None): r
+                      for r in rows}.values())
+        summary = {"ok": ok, "calls": len(calls), "tokens": sum(r["prompt_tokens"] or 0 for r in calls),
                    "rows": len(rows), "unscored": sum(r["score"] is None for r in rows), "errors": len(errors),
                    "error": errors[0] if errors else None}
         scored = {(r["judge"], r["dimension"]) for r in rows}
@@ -297,7 +300,7 @@ def run_scoring(cfg: ScoringConfig, input_path: str | Path, out_dir: str | Path 
                 demands.append((j.model, judge_demand(j.model.model, sum(estimate_tokens(m.content)
                                                                          for m in first_messages[j.judge_id]),
                                                       1 if plans[j.judge_id].reads_logprobs and params.choices
-                                                      else params.max_tokens, len(j.dimensions))))
+                                                      else params.max_tokens, calls_per_dialogue(j))))
             try:
                 stats = run_pool(ScoringJob(cfg, plans, calls, excused=outcome.stopped_keys, demands=demands),
                                  outcome.feed(iter_scoring_items(run, judges)), run.location, cfg.execution,
@@ -336,6 +339,11 @@ def merged_families(run: RunFolder, cfg: ScoringConfig) -> dict[str, dict[str, s
     new = model_families(cfg, targets, named)
     old = manifest.get("families") or {}
     return {k: {**(old.get(k) or {}), **new[k]} for k in ("targets", "judges")}
+
+
+def calls_per_dialogue(judge: JudgeConfig) -> int:
+    """A judge's calls per dialogue: one per dimension (the paper's), or one (rubric_mode one_call)."""
+    return 1 if judge.rubric_mode == "one_call" else len(judge.dimensions)
 
 
 def judge_demand(judge: str, prompt_tokens: int, answer_cap: int, calls_per_item: int) -> Demand:
