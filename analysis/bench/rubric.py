@@ -34,6 +34,16 @@ def _tokens(rows: pd.DataFrame) -> dict[str, Any]:
             "completion_tokens_per_dialogue": float(completion.mean()) if len(prompt) else None}
 
 
+def _constant_note(both: pd.DataFrame, kappa: float | None) -> str:
+    """What a kappa cannot say: a mode that gave every dialogue one score leaves nothing to agree on (kappa is
+    0 by construction, its interval [0, 0]; both the same score: undefined)."""
+    if kappa is None and len(both):
+        return "kappa undefined: both modes gave every dialogue one and the same score"
+    one = [f"{name} gave every dialogue {int(col.iloc[0])}" for name, col in
+           (("per_dimension", both["score_a"]), ("one_call", both["score_b"])) if len(col) and col.nunique() == 1]
+    return f"{' and '.join(one)}: kappa is 0 by construction, it measures nothing here" if one else ""
+
+
 def rubric_agreement(run_dir: str | Path, per_dimension: str, one_call: str, n_boot: int = 1000, seed: int = 0) -> dict:
     """The comparison of the two judges' rows in `run_dir` (see the module docstring)."""
     scores = load_scores(run_dir)
@@ -55,8 +65,7 @@ def rubric_agreement(run_dir: str | Path, per_dimension: str, one_call: str, n_b
                      "exact_agreement": float((both["score_a"] == both["score_b"]).mean()) if len(both) else None,
                      "mean_per_dimension": float(both["score_a"].mean()) if len(both) else None,
                      "mean_one_call": float(both["score_b"].mean()) if len(both) else None,
-                     "expected_pearson": r,
-                     "note": "" if k["kappa"] is not None else "kappa undefined: both modes gave one constant score"})
+                     "expected_pearson": r, "note": _constant_note(both, k["kappa"])})
     modes = {}
     for name, rows in (("per_dimension", a), ("one_call", b)):
         modes[name] = {"judge": str(rows["judge"].iloc[0]), "rows": int(len(rows)),

@@ -25,5 +25,7 @@ def test_both_modes_side_by_side_then_their_agreement_and_tokens(tmp_path):
     assert per["calls_per_dialogue"] == 7 and one["calls_per_dialogue"] == 1
     assert 0 < got["prompt_token_saving"] < 1 and one["prompt_tokens_per_dialogue"] < per["prompt_tokens_per_dialogue"]
     assert per["unscored"] == one["unscored"] == 0
+    for d in got["dimensions"]:
+        assert ("by construction" in d["note"]) == (d["kappa"] == 0.0 and d["kappa_lo"] == d["kappa_hi"] == 0.0)
     with pytest.raises(ValueError, match="needs rows of both judges"):
         rubric_agreement(scored["run_dir"], "nobody", scored["judges"]["one_call"])
