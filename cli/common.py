@@ -11,11 +11,13 @@ from typing import Annotated, Any, Callable, Optional
 
 import typer
 
+from esc_eval.serve.devices.cpu import KV_CACHE_ENV
+
 # --debug / --verbose of the root command (set by cli.app's callback before any command runs).
 STATE = {"debug": False, "verbose": False}
 
 # Environment variables that workers and engines must see as the driver does.
-ENGINE_ENV_KEYS = ("VLLM_CPU_KVCACHE_SPACE", "VLLM_LOGGING_LEVEL", "ESC_EVAL_CACHE", "ESC_EVAL_MODEL_PATHS",
+ENGINE_ENV_KEYS = (KV_CACHE_ENV, "VLLM_LOGGING_LEVEL", "ESC_EVAL_CACHE", "ESC_EVAL_MODEL_PATHS",
                    "ESC_EVAL_MODEL_PATHS_FILE", "HF_HUB_OFFLINE")
 
 

@@ -52,12 +52,19 @@ def score(
                                           "prices (online vs batch, per dimension vs one call per dialogue); send and write nothing.")] = False,
     max_cost: Annotated[Optional[float], typer.Option("--max-cost", min=0, help="Refuse (one line, exit 2) before anything is sent "
                                                       "when the estimate at list prices, in US dollars, is over this.")] = None,
+    batch: Annotated[bool, typer.Option("--batch", help="Send the judge calls as provider batches (OpenAI's Batch API, "
+                                        "Anthropic's Message Batches): half the price, answers within 24 hours; the "
+                                        "same command started again picks up the batches in flight.")] = False,
+    batch_fallback: Annotated[Optional[str], typer.Option("--batch-fallback", help="With --batch, a request that failed "
+                                                          "or expired in a batch: batch (a new batch, the default) | "
+                                                          "online (an ordinary call, at the online price).")] = None,
 ) -> None:
-    """Score dialogues on the 7 dimensions (or --dimensions, e.g. safety) with a judge, or a panel (--judge repeated); resumable."""
+    """Score dialogues on the 7 dimensions (or --dimensions, e.g. safety) with a judge, or a panel (--judge repeated), online or as provider batches (--batch); resumable."""
     from esc_eval.sim.launch.options import score_by_round_run, score_run, scoring_config
     from esc_eval.sim.driver.progress import console, job_progress
 
-    cfg = scoring_config(config, judge, method, parser, rubric, address, dimensions, rubric_mode)
+    cfg = scoring_config(config, judge, method, parser, rubric, address, dimensions, batch, batch_fallback,
+                         rubric_mode=rubric_mode)
     if dry_run or max_cost is not None:  # the price before the run: nothing sent, nothing written
         if by_round:
             raise typer.BadParameter("--dry-run / --max-cost price whole dialogues, not --by-round prefixes")

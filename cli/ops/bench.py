@@ -257,7 +257,7 @@ def bench_serve(
     routing: Annotated[Optional[str], typer.Option("--routing", help="Deploy --model as a Serve app per routing mode "
                                           "(default, session, prefix_cache; comma-separated), fresh replicas each, and compare.")] = None,
     replicas: Annotated[int, typer.Option("--replicas", help="--routing: replicas per app (at least 2).")] = 2,
-    kv_cache_gib: Annotated[int, typer.Option("--kv-cache-gib", help="--routing: VLLM_CPU_KVCACHE_SPACE per CPU replica, GiB.")] = 2,
+    kv_cache_gib: Annotated[Optional[int], typer.Option("--kv-cache-gib", help="--routing: VLLM_CPU_KVCACHE_SPACE per CPU replica, GiB (default: this process's VLLM_CPU_KVCACHE_SPACE, else 2).")] = None,
     max_num_seqs: Annotated[int, typer.Option("--max-num-seqs", help="--routing: vLLM batch size per replica.")] = 64,
     address: Annotated[Optional[str], typer.Option("--address", help="--routing: Ray cluster to deploy on (default: a local Ray for this run).")] = None,
     timeout: Annotated[float, typer.Option("--timeout", help="Seconds before one measured request counts as failed.")] = 600.0,

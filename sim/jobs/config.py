@@ -6,6 +6,7 @@ from typing import Literal
 
 from pydantic import Field, field_validator, model_validator
 
+from esc_eval.serve.batches.config import BatchConfig
 from esc_eval.serve.chat.interface import GenerationParams
 from esc_eval.serve.config import ConfigModel
 from esc_eval.serve.registry.entry import TokenPrice
@@ -97,6 +98,7 @@ class ScoringConfig(ConfigModel):
                                       "kept apart and resumable per judge (sim/judging/panel.py); instead of `judge`.")
     execution: ExecutionConfig = Field(default_factory=lambda: ExecutionConfig(chunk_size=4), description="Pool shape and retries (concurrency auto: 8 dialogues per worker on CPUs).")
     prices: dict[str, TokenPrice] = Field(default_factory=dict, description="Per-token prices by model name or spec, overriding the registry's `price` (manifest `usage`).")
+    batch: BatchConfig = Field(default_factory=BatchConfig, description="Judge calls as provider batches (OpenAI's Batch API, Anthropic's Message Batches) at half the price; `score --batch` (sim/batching).")
 
     @model_validator(mode="after")
     def _judge_or_panel(self) -> "ScoringConfig":

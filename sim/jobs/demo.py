@@ -64,12 +64,13 @@ def demo_config(n_cards: int = DEMO_CARDS):
     # engines' start. On the 2-core AVX2 EPYC (8 cards, float32, same texts): one engine on both cores
     # started in 38 s (two, one core each: 50 s), and played the dialogues in 100 s (115) and scored
     # them in 97 s (108); 4:20 in all against 4:53.
-    # 2 GiB of KV cache: 46k float32 tokens, more than the demo holds at once (with 1 GiB of bfloat16, the same
-    # tokens, it took 52 s on the AVX-512 EPYC against 50 s with 3 GiB); the engine allocates and touches it at
-    # start: 11 s for 2 GiB, 4.5 s for 1 GiB on the AVX2 EPYC.
+    # KV cache: the ExecutionConfig's default, this process's VLLM_CPU_KVCACHE_SPACE else 2 GiB (46k float32
+    # tokens, more than the demo holds at once; with 1 GiB of bfloat16, the same tokens, it took 52 s on the
+    # AVX-512 EPYC against 50 s with 3 GiB); the engine allocates and touches it at start: 11 s for 2 GiB,
+    # 4.5 s for 1 GiB on the AVX2 EPYC.
     workers = 1
     execution = dict(workers=1, num_cpus_per_worker=float(cores), cpu_bind="all" if cores > 1 else "auto",
-                     dtype="auto", env={"VLLM_CPU_KVCACHE_SPACE": "2"})
+                     dtype="auto")
     if decide_accelerator().kind == "cuda":  # one worker either way: only where its engine runs changes
         execution = dict(workers=1, num_cpus_per_worker=1.0, num_gpus_per_worker=1.0, cpu_bind="auto", dtype="auto")
     # each worker gets its share of the dialogues (cards x the two targets) in one chunk

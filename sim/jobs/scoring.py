@@ -261,6 +261,9 @@ def run_scoring(cfg: ScoringConfig, input_path: str | Path, out_dir: str | Path 
     judge's rows apart under its id, each resumable on its own); returns the job's summary."""
     from esc_eval.sim.jobs.preflight import preflight_run
 
+    if cfg.batch.enabled:  # e.g. a demo config asking for batches: they are `score --batch`'s (sim/batching)
+        raise ValueError("scoring.batch.enabled: provider batches are sent by `esc-eval score --batch`; this job "
+                         "scores online (set batch.enabled: false here)")
     preflight_run(scoring=cfg)  # every judge would start (its folder, its config as vLLM resolves it): nothing written
     cfg, plans, methods = prepared_judges(cfg)
     judges = cfg.judges
@@ -281,13 +284,7 @@ def run_scoring(cfg: ScoringConfig, input_path: str | Path, out_dir: str | Path 
                for j in judges]
     first_id = judges[0].judge_id
     with prepare_calls(planned, ex, cfg.prices, run.location) as calls:  # bad input stops here, before any call
-        run.update_manifest(scoring={"config": cfg.model_dump(mode="json"), "judge": first_id,
-                                     "judges": [j.judge_id for j in judges],
-                                     "judge_models": {j.judge_id: j.model.model for j in judges},
-                                     "judge_method": methods[first_id], "judge_methods": methods,
-                                     "panel": panel_record(cfg),
-                                     "runtime": execution_runtime(ex.dtype, gpu=ex.num_gpus_per_worker > 0)},
-                            families=merged_families(run, cfg))
+        record_scoring(run, cfg, methods)
         if on_start:
             on_start(n_dialogues, todo)
         started = time.time()
@@ -315,6 +312,21 @@ def run_scoring(cfg: ScoringConfig, input_path: str | Path, out_dir: str | Path 
     run.update_manifest(scoring={"last": result})
     record_usage(run, cfg.prices)  # calls, tokens, engine time and dollars per model and stage
     return result
+
+
+def record_scoring(run: RunFolder, cfg: ScoringConfig, methods: dict[str, dict[str, Any]], **more: Any) -> None:
+    """The manifest's `scoring` as a scoring starts: its config, judges, their methods, the panel, the
+    runtime, how its calls went (`transport`: online, or batch with `batch` saying what the batches
+    came to: sim/batching) and the families."""
+    ex, first_id = cfg.execution, cfg.judges[0].judge_id
+    run.update_manifest(scoring={"config": cfg.model_dump(mode="json"), "judge": first_id,
+                                 "judges": [j.judge_id for j in cfg.judges],
+                                 "judge_models": {j.judge_id: j.model.model for j in cfg.judges},
+                                 "judge_method": methods[first_id], "judge_methods": methods,
+                                 "panel": panel_record(cfg),
+                                 "runtime": execution_runtime(ex.dtype, gpu=ex.num_gpus_per_worker > 0),
+                                 "transport": "online", "batch": None, **more},
+                        families=merged_families(run, cfg))
 
 
 def panel_record(cfg: ScoringConfig) -> dict[str, Any] | None:

@@ -14,9 +14,11 @@ from esc_eval.sim.judging.config import JudgeConfig
 
 def scoring_config(config: Path | None = None, judge: str | list[str] | None = None, method: str | None = None,
                    parser: str | None = None, rubric: str | None = None, address: str | None = None,
-                   dimensions: str | None = None, rubric_mode: str | None = None) -> ScoringConfig:
+                   dimensions: str | None = None, batch: bool | None = None,
+                   batch_fallback: str | None = None, rubric_mode: str | None = None) -> ScoringConfig:
     """The scoring config: `config` (YAML, or the defaults) with each option given set over it;
-    `dimensions` comma-separated. `judge`: one judge, or several (`--judge` repeated): a panel of
+    `dimensions` comma-separated; `batch`, `batch_fallback`: the judge calls as provider batches
+    (sim/batching); `rubric_mode`: one call per dimension or per dialogue (sim/judging/one_call). `judge`: one judge, or several (`--judge` repeated): a panel of
     them, weight 1 each, every option set on each; a config's own panel takes the options on each
     of its judges. A registry judge with adapters (ESC-RANK) becomes one engine with one LoRA per
     dimension."""
@@ -26,7 +28,10 @@ def scoring_config(config: Path | None = None, judge: str | list[str] | None = N
 
     names = [judge] if isinstance(judge, str) else list(judge or [])
     dims = [d.strip() for d in dimensions.split(",") if d.strip()] if dimensions else None
-    base = load_config(config, ScoringConfig, {"execution.ray_address": address})
+    batched = {"batch.enabled": batch or None, "batch.fallback": batch_fallback}
+    base = load_config(config, ScoringConfig, {"execution.ray_address": address, **batched})
+    if batch_fallback and not base.batch.enabled:
+        raise ValueError("--batch-fallback says what becomes of a request that failed in a batch: give --batch too")
     if base.panel is not None or len(names) > 1:
         if base.panel is not None and names:
             raise ValueError(f"{config}: its panel names the judges; give no --judge beside it")
@@ -41,7 +46,7 @@ def scoring_config(config: Path | None = None, judge: str | list[str] | None = N
         return base.model_copy(update={"judge": ScoringConfig().judge, "panel": panel})
     o: dict[str, Any] = {"judge.model.model": names[0] if names else None, "judge.method": method,
                          "judge.parser": parser, "judge.rubric": rubric, "execution.ray_address": address,
-                         "judge.dimensions": dims, "judge.rubric_mode": rubric_mode}
+                         "judge.dimensions": dims, "judge.rubric_mode": rubric_mode, **batched}
     cfg = load_config(config, ScoringConfig, o)
     if names:
         cfg.judge = with_options(cfg.judge, None, None, parser, None, None, registry_adapters=names[0])
@@ -77,9 +82,10 @@ def with_options(judge: JudgeConfig, name: str | None, method: str | None, parse
 def score_run(cfg: ScoringConfig, input_path: str, out: str | None = None, official_out: Path | None = None,
               progress: Callable[[], ContextManager[Any]] | None = None,
               say: Callable[[str], None] = print) -> dict[str, Any]:
-    """Score the input's dialogues (sim/jobs/scoring.py `run_scoring`) on the judge placed where it
-    runs (placed.py); `progress` opens, once the models are placed, what follows the job (its
-    on_summary and on_start: sim/driver/progress.py `job_progress`). The result adds `official_files`
+    """Score the input's dialogues (sim/jobs/scoring.py `run_scoring`, or with the config's `batch` on,
+    sim/batching `run_batch_scoring`) on the judge placed where it runs (placed.py); `progress` opens,
+    once the models are placed, what follows the job (its on_summary and on_start:
+    sim/driver/progress.py `job_progress`). The result adds `official_files`
     (with official_out) and `parse_failures`: the (target model, dimension) pairs whose answers did
     not all become scores, worst first."""
     from esc_eval.sim.launch.placed import placed_scoring
@@ -88,9 +94,19 @@ def score_run(cfg: ScoringConfig, input_path: str, out: str | None = None, offic
 
     if official_out and cfg.panel is not None:
         raise ValueError("--official-out writes one judge's scores in the release's layout: score with one --judge")
-    with placed_scoring(cfg, out or input_path, say=say) as placed, (progress or contextlib.nullcontext)() as jp:
-        result = run_scoring(placed, input_path, out, on_summary=jp.on_summary if jp else None,
-                             on_start=jp.on_start if jp else None)
+    if cfg.batch.enabled:
+        from esc_eval.sim.batching import batch_transports
+
+        batch_transports(cfg)  # a judge without a batch API: one line, before anything starts
+    with placed_scoring(cfg, out or input_path, say=say) as placed:
+        if placed.batch.enabled:  # the batches own their progress; an online fallback opens `progress`
+            from esc_eval.sim.batching import run_batch_scoring
+
+            result = run_batch_scoring(placed, input_path, out, progress=progress)
+        else:
+            with (progress or contextlib.nullcontext)() as jp:
+                result = run_scoring(placed, input_path, out, on_summary=jp.on_summary if jp else None,
+                                     on_start=jp.on_start if jp else None)
     judge_id = result.get("judge", placed.judge.judge_id)  # the judge id of the method used (a fallback says generate)
     if official_out:
         result["official_files"] = [str(p) for p in write_run_official_scores(result["run_dir"], official_out, judge_id)]

@@ -35,6 +35,7 @@ def load_config_for_plan(path: Path, cards: int | None = None) -> PlanInputs:
     from esc_eval.serve.config import ConfigError, load_config, read_yaml_mapping
     from esc_eval.serve.plan.planner import SERVE_MODEL_FIELDS_SET_BY_PLAN, ModelUse, PlacementConfig
     from esc_eval.serve.app.application import ServeConfig
+    from esc_eval.serve.devices.cpu import KV_CACHE_ENV
     from esc_eval.sim.jobs.config import PipelineConfig, ScoringConfig, SimulationConfig
     from esc_eval.sim.launch.placed import model_uses
     from esc_eval.sim.pool.config import ExecutionConfig
@@ -50,7 +51,7 @@ def load_config_for_plan(path: Path, cards: int | None = None) -> PlanInputs:
                                     accelerator_type=types.pop() if len(types) == 1 else None,
                                     **({"gpu_memory_utilization": utils.pop()} if len(utils) == 1 else {}))
         return PlanInputs([ModelUse(m.name, {}, "served") for m in serve_cfg.models],
-                          ExecutionConfig(placement=placement, env={"VLLM_CPU_KVCACHE_SPACE": str(serve_cfg.kv_cache_gib)}),
+                          ExecutionConfig(placement=placement, env={KV_CACHE_ENV: str(serve_cfg.kv_cache_gib)}),
                           dict)
     import esc_eval.sim.jobs.scoring as scoring
     import esc_eval.sim.jobs.simulation_items as simulation

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 from esc_eval.serve.chat.interface import GenerationParams
+from esc_eval.serve.devices.cpu import KV_CACHE_ENV
 from esc_eval.serve.registry.ref import ModelRef
 from esc_eval.sim.cards.card import RoleCard, load_cards, sample_cards, write_cards
 from esc_eval.sim.jobs.config import SimulationConfig
@@ -132,7 +133,7 @@ def bench_embedded(dialogues: int, reference_dialogues: int, max_tokens: int, co
     ex = ExecutionConfig(workers=engines, concurrency=math.ceil(concurrency / engines), chunk_size=8, log_to_driver=False,
                          num_cpus_per_worker=min(1.0, (os.cpu_count() or 1) / engines),
                          cpu_bind="per_worker" if engines > 1 else "auto", dtype=dtype,
-                         env={"VLLM_CPU_KVCACHE_SPACE": str(per_engine_kv)})
+                         env={KV_CACHE_ENV: str(per_engine_kv)})
     params = GenerationParams(max_tokens=max_tokens)
     # compiled (torch.compile) engines start in ~90 s instead of ~25 s but step ~12% faster
     engine_options = {"enforce_eager": False} if compiled else {}
