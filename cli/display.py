@@ -161,7 +161,7 @@ def show_estimate(estimate: dict) -> None:
     if estimate["job"] == "score":
         for j in estimate["judges"]:
             for mode, m in j["modes"].items():
-                mark = " (this run)" if mode == j["rubric_mode"] else ""
+                mark = f" (this run, {j['transport']})" if mode == j["rubric_mode"] else ""
                 t.add_row(j["judge"], mode + mark, f"{m['calls']:,}", f"{m['prompt_tokens']:,}", f"{m['completion_tokens']:,}",
                           _usd(m["cost_usd"]["online"]), _usd(m["cost_usd"]["batch"]))
             notes.append(f"{j['judge']}: tokens {j['tokens']}; price: {j['price']['source']}"
@@ -176,7 +176,7 @@ def show_estimate(estimate: dict) -> None:
     console.print(t)
     for line in dict.fromkeys(notes):  # a model in two stages is said once
         console.print(f"  {line}")
-    console.print(f"  estimate for this run (online): {_usd(estimate['estimate_usd'])}"
+    console.print(f"  estimate for this run: {_usd(estimate['estimate_usd'])}"
                   + (f"; no price for {', '.join(estimate['unpriced'])}" if estimate["unpriced"] else ""))
 
 

@@ -17,7 +17,8 @@ model's max_tokens (an upper bound: replies that stop early cost less), the prom
 sends them: the role's system prompt and the opener, the target's system prompt, the replies so far.
 
 `--max-cost` refuses, in one line and before anything is sent, a job whose estimate (this run's
-mode, online) is over it, and one whose API model has no price to check it with.
+rubric mode, online, or at the batch price with `score --batch`) is over it, and one whose API model
+has no price to check it with.
 """
 from __future__ import annotations
 
@@ -25,6 +26,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from esc_eval.serve.backends.token_count import TokenCounter, token_counter
+from esc_eval.serve.batches.config import batch_price
 from esc_eval.serve.chat.interface import ChatMessage, is_api_spec
 from esc_eval.serve.registry.entry import TokenPrice
 from esc_eval.serve.registry.prices import shipped_list_price
@@ -42,16 +44,17 @@ def counter_for(ref: ModelRef) -> tuple[str, TokenCounter]:
 
 
 def price_info(ref: ModelRef, prices: dict[str, TokenPrice]) -> dict[str, Any]:
-    """A model's prices: online (the spend cap's: config, registry, shipped list, LiteLLM's), batch (the
-    shipped list's), with their date and source; self-hosted models have none (their cost is engine time)."""
+    """A model's prices: online (the spend cap's: config, registry, shipped list, LiteLLM's), batch (`score
+    --batch`'s: the shipped list's, else half the online price), with their date and source; self-hosted models have none (their cost is engine time)."""
     spec, _ = ref_spec(ref)
     if not is_api_spec(spec):
         return {"api": False, "online": None, "batch": None, "read_on": None, "source": "self-hosted: engine time, no price"}
     listed = shipped_list_price(spec)
     online = model_price(ref, spec, prices)
     overridden = ref.model in prices or spec in prices
+    batched = batch_price(online, spec)  # as `score --batch` prices it (serve/batches/config.py)
     return {"api": True, "online": online.model_dump() if online else None,
-            "batch": listed.token_price(batch=True).model_dump() if listed and listed.batch_input is not None else None,
+            "batch": batched.model_dump() if batched else None,
             "read_on": str(listed.read_on) if listed and not overridden else None,
             "source": ("the config's prices" if overridden else f"{listed.source} ({listed.page})" if listed
                        else "LiteLLM's price list" if online else "no price known")}
@@ -133,12 +136,13 @@ def score_estimate(cfg: ScoringConfig, input_path: str | Path, out_dir: str | Pa
                 t["prompt_tokens"] += sum(counters[jid][1].prompts(convs))
                 t["completion_tokens"] += len(convs) * _answer_tokens(one, plan, counters[jid][1], dims)
     rows = []
+    transport = "batch" if cfg.batch.enabled else "online"  # score --batch: the batch price is this run's
     for j in judges:
         info = price_info(j.model, cfg.prices)
         modes = {m: {**t, "cost_usd": _costs(t, info)} for m, t in tally[j.judge_id].items()}
         rows.append({"judge": j.judge_id, "model": counters[j.judge_id][0], "rubric_mode": j.rubric_mode,
-                     "tokens": counters[j.judge_id][1].how, "price": info, "modes": modes,
-                     "this_run_usd": modes[j.rubric_mode]["cost_usd"]["online"]})
+                     "transport": transport, "tokens": counters[j.judge_id][1].how, "price": info, "modes": modes,
+                     "this_run_usd": modes[j.rubric_mode]["cost_usd"][transport]})
     return {"job": "score", "input": str(input_path), "dialogues_to_score": dialogues, "judges": rows,
             "completion_tokens": "per call: 1 for a constrained label, the JSON answer's tokens for one call per "
                                  "dialogue, max_tokens for a free answer (an upper bound)",

@@ -194,7 +194,7 @@ def compute_usage(run: RunFolder, prices: dict[str, TokenPrice] | None = None) -
         row["dollars"] = None
         if _is_api(spec):
             if price is not None:
-                batched = batch_price(price)
+                batched = batch_price(price, spec)
                 bp, bc = row.get("batch_prompt_tokens", 0), row.get("batch_completion_tokens", 0)
                 row["dollars"] = round((row["prompt_tokens"] - bp) / 1e6 * price.prompt_per_1m
                                        + (row["completion_tokens"] - bc) / 1e6 * price.completion_per_1m
@@ -213,8 +213,8 @@ def compute_usage(run: RunFolder, prices: dict[str, TokenPrice] | None = None) -
     api_calls = {k: v for k, v in api_calls.items() if v}
     return {"by_stage": rows, "engines": engine_rows, "total_dollars": round(total_dollars, 6), "api_calls": api_calls,
             "cache_hits": sum(int(m.get("cache_hits", 0)) for v in api_calls.values() for m in v.get("models", {}).values()),
-            "notes": "batch_* = the judge calls a provider batch answered, priced at the batch price (half the "
-                     "online price: serve/batches/config.py); engine_seconds = Serve replica-seconds, or job wall "
+            "notes": "batch_* = the judge calls a provider batch answered, priced at the batch price (the shipped list's, "
+                     "else half the online price: serve/batches/config.py); engine_seconds = Serve replica-seconds, or job wall "
                      "time x worker actors for in-process engines "
                      "(targets held one at a time split it by call-seconds); gpu_seconds = replica-seconds x GPUs per "
                      "replica (a fraction where replicas share a GPU), or engine_seconds x num_gpus_per_worker x the "

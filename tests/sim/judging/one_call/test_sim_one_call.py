@@ -178,3 +178,38 @@ def test_an_openai_judge_answers_the_schema_through_response_format(shared_data,
         assert result["judge_method"] == "logprob:top_logprobs" and srv.ok == 12 + 3
     rows = list(RunFolder(tmp_path / "old").iter_rows("scores"))
     assert len(rows) == 6 and all(r["score"] is None and r["parse_status"] == "parse_failure" and r["raw"] for r in rows)
+
+
+def test_one_call_per_dialogue_through_a_provider_batch(monkeypatch, tmp_path):
+    """score --batch with rubric_mode one_call (the cheapest way): one request a dialogue in the batch, its
+    response_format checked by the stand-in as OpenAI checks it, each row once, priced at the batch price."""
+    from batch_standins import BatchOpenAI, write_dialogues
+
+    from esc_eval.serve.batches.config import BatchConfig
+    from esc_eval.serve.registry.prices import shipped_price
+    from esc_eval.sim.batching import run_batch_scoring
+    from esc_eval.sim.launch.dry_run import score_estimate
+
+    srv = BatchOpenAI(key="sk-local").start()
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-local")
+    monkeypatch.setenv("OPENAI_BASE_URL", srv.base_url + "/v1")
+    try:
+        write_dialogues(tmp_path, 3)
+        cfg = ScoringConfig(judge=JudgeConfig(model=ModelRef(model="openai/gpt-4o"), rubric_mode="one_call"),
+                            execution=ExecutionConfig(executor="local", max_attempts=2, retry_initial_wait_s=0.01),
+                            batch=BatchConfig(enabled=True, poll_s=0.01))
+        est = score_estimate(cfg, tmp_path)["judges"][0]
+        assert est["transport"] == "batch" and est["this_run_usd"] == est["modes"]["one_call"]["cost_usd"]["batch"]
+        result = run_batch_scoring(cfg, str(tmp_path), plain=True)
+        assert result["batch"]["requests_answered"] == 3 and srv.repeated_lines() == 0
+    finally:
+        srv.stop()
+    rows = list(RunFolder(tmp_path, create=False).iter_rows("scores"))
+    assert len(rows) == 21 and all(r["transport"] == "batch" and r["rubric_mode"] == "one_call" and r["score"] is not None
+                                   and r["probs_status"] == "full" for r in rows)
+    judge = next(u for u in RunFolder(tmp_path, create=False).read_manifest()["usage"]["by_stage"] if u["stage"] == "judge")
+    calls = {r["dialogue_id"]: (r["prompt_tokens"], r["completion_tokens"]) for r in rows}
+    price = shipped_price("openai/gpt-4o", batch=True)
+    assert judge["calls"] == judge["batch_calls"] == 3
+    assert judge["dollars"] == pytest.approx(sum(p * price.prompt_per_1m + c * price.completion_per_1m
+                                                 for p, c in calls.values()) / 1e6, rel=1e-4)
