@@ -13,6 +13,7 @@ import pandas as pd
 
 from esc_eval.analysis.compare.paired import pairwise_comparisons
 from esc_eval.analysis.results.leaderboard import VALUE_COLUMNS, build_leaderboard_by, format_cell, seed_spread, spoiled_cell
+from esc_eval.analysis.results.rubric_mode import RUBRIC_MODE_NOTES, rubric_mode_of
 from esc_eval.analysis.figures.plots import (NothingToPlot, card_categories, dimension_bars, radar_plot, score_distributions,
                                      throughput_plot)
 from esc_eval.analysis.results.blocks import notice, pct, section, table, text
@@ -51,6 +52,11 @@ def summary_section(paths: list[Path], manifests: dict, dialogues: pd.DataFrame,
                                         "error"))
     s["blocks"].append(table(["Run folder", "Run id", "Dialogues", "ok", "failed", "Score rows", "Judges"], rows,
                               {0, 1, 6}, id="runs"))
+    for judge, g in (scores.groupby("judge") if not scores.empty else []):
+        mode = rubric_mode_of(g)
+        if mode != "per_dimension":  # the paper's protocol says nothing; another one says so
+            s["notices"].append(notice(f"Judge {judge}: {RUBRIC_MODE_NOTES[mode]}; its rows are that judge's, beside "
+                                       "the per-dimension judge's, never averaged with them.", "info"))
     return s
 
 

@@ -14,6 +14,7 @@ import pandas as pd
 from scipy import stats
 
 from esc_eval.analysis.results.loaders import AnalysisInputError
+from esc_eval.analysis.results.rubric_mode import RUBRIC_MODE_NOTES, rubric_mode_of
 from esc_eval.analysis.results.windowed import with_windowed
 from esc_eval.sim.judging.dimensions import DIMENSION_NAMES, DIMENSION_TITLES, TABLE_SCALE
 from esc_eval.sim.runs.open import OutputFolder
@@ -185,6 +186,9 @@ def build_leaderboard(
                              "interval is rough (too narrow at this size)")
         if mixed_judges:
             notes.append(f"scores from several judges in this table; this row is judge {judge}")
+        mode = rubric_mode_of(g)
+        if mode != "per_dimension":
+            notes.append(RUBRIC_MODE_NOTES[mode])
         row = {"language": language, "group": groups.get(model, UNASSIGNED_GROUP), "model": model,
                "judge": judge, "n_dialogues": int(len(m)), "n_spoiled": _n_spoiled(m.index, spoiled)}
         for i, c in enumerate(VALUE_COLUMNS):

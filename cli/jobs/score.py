@@ -28,6 +28,13 @@ def score(
                                            "rated alone, read in the context before it (the per-reply rubric), which "
                                            "locates where support fails; implies --by-round.")] = False,
     every: Annotated[int, typer.Option("--every", min=1, help="With --by-round: every N-th round (and always the last).")] = 1,
+    rubric_mode: Annotated[Optional[str], typer.Option("--rubric-mode", help="per_dimension (the paper's: one call per dimension, "
+                                                       "the default) | one_call (one call per dialogue, every dimension in one JSON "
+                                                       "answer; scored as another judge, its id ending ':one_call').")] = None,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the calls, prompt and completion tokens and the price at list "
+                                          "prices (online vs batch, per dimension vs one call per dialogue); send and write nothing.")] = False,
+    max_cost: Annotated[Optional[float], typer.Option("--max-cost", min=0, help="Refuse (one line, exit 2) before anything is sent "
+                                                      "when the estimate at list prices, in US dollars, is over this.")] = None,
     batch: Annotated[bool, typer.Option("--batch", help="Send the judge calls as provider batches (OpenAI's Batch API, "
                                         "Anthropic's Message Batches): half the price, answers within 24 hours; the "
                                         "same command started again picks up the batches in flight.")] = False,
@@ -40,8 +47,11 @@ def score(
 
     if (by_round or by_reply) and official_out:
         raise typer.BadParameter("--official-out takes whole dialogues, not --by-round prefixes")
+    if (by_round or by_reply) and (dry_run or max_cost is not None):
+        raise typer.BadParameter("--dry-run / --max-cost price whole dialogues, not --by-round prefixes")
     result, verdict = score_command(input, out, config, judge, method, parser, rubric, official_out, address, dimensions,
                                     by_round, every, verbose=STATE["verbose"], by_reply=by_reply, batch=batch,
-                                    batch_fallback=batch_fallback)
+                                    batch_fallback=batch_fallback, rubric_mode=rubric_mode, dry_run=dry_run,
+                                    max_cost=max_cost)
     emit(result)
     exit_for(verdict)

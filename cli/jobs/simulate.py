@@ -25,11 +25,16 @@ def simulate(
     strategy: Annotated[Optional[list[str]], typer.Option("--strategy", help="Role-play strategy, repeatable: official, zero_shot, cot, icl, cot_icl, plain, resistant, low_engagement, volatile, or one with seeker controls ('zero_shot+resistance=strong').")] = None,
     control: Annotated[Optional[list[str]], typer.Option("--control", help="Sweep a seeker control over every strategy, repeatable: control=level[,level...], e.g. resistance=none,strong (controls: engagement, resistance, expression, disclosure, volatility).")] = None,
     keep_serving: Annotated[bool, typer.Option("--keep-serving", help="Leave the run's Serve deployments up after it (GPU clusters).")] = False,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the calls, prompt and completion tokens (replies at their max_tokens: "
+                                          "an upper bound) and the price at list prices, online vs batch; send and write nothing.")] = False,
+    max_cost: Annotated[Optional[float], typer.Option("--max-cost", min=0, help="Refuse (one line, exit 2) before anything is sent "
+                                                      "when the estimate at list prices, in US dollars, is over this.")] = None,
 ) -> None:
     """Run 5-round dialogues between ESC-Role and the target models into a run folder."""
     from esc_eval.sim.launch.commands import simulate_command
 
     result, verdict = simulate_command(config, out, cards, target, role, limit, language, address, workers, concurrency,
-                                       rounds, seeker_stop, strategy, control, keep_serving, verbose=STATE["verbose"])
+                                       rounds, seeker_stop, strategy, control, keep_serving, verbose=STATE["verbose"],
+                                       dry_run=dry_run, max_cost=max_cost)
     emit(result)
     exit_for(verdict)

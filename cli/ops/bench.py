@@ -1,4 +1,4 @@
-"""`esc-eval bench sim|score|decode|gpu|serve|view`: benchmarks printing JSON (`-o FILE` keeps it).
+"""`esc-eval bench sim|score|rubric|decode|gpu|serve|view|...`: benchmarks printing JSON (`-o FILE` keeps it).
 
 The measurements live in sim/bench/; these commands only parse options and call them."""
 from __future__ import annotations
@@ -111,6 +111,23 @@ def bench_score(
     run(dialogues=dialogues, out=out, source=source, reference_dialogues=reference_dialogues, max_new_tokens=max_new_tokens,
         model=model, prompt_order=prompt_order, dtype=_dtype(dtype), project_gpu=project_gpu, budget_s=budget_s,
         gpu_prefill_rate=gpu_prefill_rate, workers=workers)
+
+
+@app.command("rubric")
+def bench_rubric_cmd(
+    dialogues: Annotated[int, typer.Option("--dialogues", "-n", min=2, help="Dialogues scored in both rubric modes.")] = 12,
+    source: Annotated[Optional[list[Path]], typer.Option("--source", help="Run folder or official dialogue JSON, repeatable "
+                                                         "(taken in turn up to --dialogues; default: the official samples in ../shared).")] = None,
+    model: Annotated[str, typer.Option("--model", help="The judge (a spec or registry name; the paper's judge is per-dimension LoRAs).")] = "vllm/embedded",
+    n_boot: Annotated[int, typer.Option("--n-boot", min=0, help="Bootstrap resamples of the dialogues for each kappa's interval.")] = 1000,
+    folder: Annotated[Optional[Path], typer.Option("--folder", help="Run folder to score into (kept; default: a temporary one).")] = None,
+    out: Annotated[Optional[Path], typer.Option("--out", "-o", callback=local_out, help="Also write the JSON here.")] = None,
+) -> None:
+    """One judge call per dialogue against one per dimension on the same dialogues: kappa per dimension, tokens saved."""
+    from esc_eval.analysis.bench.rubric import rubric_agreement
+    from esc_eval.sim.bench.commands import bench_rubric_command
+
+    emit(bench_rubric_command(rubric_agreement, dialogues, source, model, folder, n_boot), out)
 
 
 @app.command("panel")

@@ -6,7 +6,8 @@ Scripts:
   seeker   a distressed seeker's canned lines, cycling; with `ends=N` (and `end=resolved|gave_up`)
            its Nth line carries the stop mark, when its system prompt defines one (seeker_stop); with
            `vary=1` each line ends with a tag of its system prompt (the card), so cards' dialogues differ
-  judge    a score digit, deterministic in the prompt (or `score=N`); honours choices/logprobs. With
+  judge    a score digit, deterministic in the prompt (or `score=N`); honours choices/logprobs, and a
+           json_schema of integer fields (a score each, json.dumps' layout, one token per value). With
            `marks=WORD:S,...` a planted rater: the score of the mark word it read last (the reply a
            per-reply prompt rates, the last reply of a dialogue), plus `noise` (the sd of a normal
            draw, seeded by the prompt and `seed`), rounded and clipped to 0-4; no mark read: `score`, else 2
@@ -29,6 +30,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import itertools
+import json
 import math
 import random
 import time
@@ -156,13 +158,14 @@ class FakeChatModel(ChatModel):
         prompt_tokens = sum(_tokens(m.content) for m in messages)
         if self.context is not None and prompt_tokens >= self.context:
             raise ContextOverflowError(f"prompt of {prompt_tokens} tokens leaves no room in the context of {self.context}")
-        text, top = self._answer(messages, params, key)
+        text, top, *pieces = self._answer(messages, params, key)
         finish = "stop"
         if len(text) // 4 + 1 > params.max_tokens:
             text, finish = text[: 4 * params.max_tokens], "length"
         return ChatResult(
             text=text, prompt_tokens=prompt_tokens, completion_tokens=_tokens(text) if text else 0,
             finish_reason=finish, latency_s=time.perf_counter() - started, top_logprobs=top, model=self.name,
+            tokens=pieces[0] if pieces and params.logprobs else [],
         )
 
     def _answer(self, messages: list[ChatMessage], params: GenerationParams, key: int):
@@ -183,6 +186,8 @@ class FakeChatModel(ChatModel):
             if self.ends is not None and turn + 1 == self.ends and told:
                 line = f"{line} <END:{self.end}>"
             return line, []
+        if params.json_schema is not None:
+            return self._json_answer(params, key)
         # judge: a score, deterministic in the prompt unless pinned
         labels = params.choices or ["0", "1", "2", "3", "4"]
         best = self.score if self.score is not None else key % len(labels)
@@ -215,7 +220,28 @@ def parse_marks(marks: str | dict[str, int] | None) -> dict[str, int]:
     return out
 
 
-FAKE_CAPABILITIES = Capabilities(logprobs=True, max_top_logprobs=20, choice="structured")  # the judge script honours both
+    def _json_answer(self, params: GenerationParams, key: int):
+        """The judge script under a JSON schema: each integer property a score (deterministic in the prompt and
+        the property unless pinned) in json.dumps' layout, its tokens (a value is one token) and, with logprobs,
+        each value position's alternatives near its score."""
+        props = params.json_schema.get("properties") or {}
+        values = {name: self.score if self.score is not None else _digest(key, name) % 5 for name in props}
+        pieces: list[str] = []
+        for i, (name, v) in enumerate(values.items()):
+            pieces += [("{" if i == 0 else ", ") + json.dumps(name) + ": ", str(v)]
+        pieces.append("}")
+        top: list[dict[str, float]] = []
+        if params.logprobs:
+            for piece in pieces:
+                if piece.isdigit():
+                    weights = [math.exp(-abs(i - int(piece))) for i in range(5)]
+                    top.append({str(i): math.log(w / sum(weights)) for i, w in enumerate(weights)})
+                else:
+                    top.append({piece: 0.0})
+        return "".join(pieces), top, pieces
+
+
+FAKE_CAPABILITIES = Capabilities(logprobs=True, max_top_logprobs=20, choice="structured", json_schema=True)  # the judge script honours all three
 
 
 def make_fake_model(name: str, **options: Any) -> FakeChatModel:

@@ -8,9 +8,12 @@ from pydantic import Field
 
 from esc_eval.serve.config import ConfigModel
 from esc_eval.serve.registry.entry import TokenPrice
+from esc_eval.serve.registry.prices import shipped_list_price
 
 # OpenAI's Batch API and Anthropic's Message Batches both charge half the online list price (their
-# pricing pages, 2024-2026); the one home of that rule (sim/runs/usage.py prices batched rows by it).
+# pricing pages, 2024-2026): the rule for a price the shipped list does not give a batch price for (a
+# config's own `prices`, a model not listed); a listed model's batch price is the list's
+# (serve/registry/data/prices.yaml). sim/runs/usage.py prices batched rows by `batch_price`.
 BATCH_PRICE_FACTOR = 0.5
 DEFAULT_POLL_S = 30.0  # OpenAI and Anthropic suggest polling a batch about twice a minute
 
@@ -35,9 +38,13 @@ class BatchConfig(ConfigModel):
                                   "limit, 200 MB for OpenAI and 256 MB for Anthropic).")
 
 
-def batch_price(online: TokenPrice | None) -> TokenPrice | None:
-    """What a token costs in a batch, from its online price (None: unknown)."""
+def batch_price(online: TokenPrice | None, spec: str | None = None) -> TokenPrice | None:
+    """What a token costs in a batch (None: unknown): the shipped list's batch price of `spec` where its online
+    price is the list's (not a config's own), else the online price at BATCH_PRICE_FACTOR."""
     if online is None:
         return None
+    listed = shipped_list_price(spec) if spec else None
+    if listed is not None and listed.token_price() == online and (batched := listed.token_price(batch=True)) is not None:
+        return batched
     return TokenPrice(prompt_per_1m=online.prompt_per_1m * BATCH_PRICE_FACTOR,
                       completion_per_1m=online.completion_per_1m * BATCH_PRICE_FACTOR)

@@ -56,6 +56,15 @@ class GenerationParams(ConfigModel):
     logprobs: int | None = Field(
         None, ge=0, description="Return the top-k log-probabilities of each generated token."
     )
+    json_schema: dict[str, Any] | None = Field(
+        None, description="Constrain the answer to JSON matching this schema (structured output: vLLM's structured "
+        "outputs in-process, `response_format` json_schema on OpenAI-compatible APIs and LiteLLM)."
+    )
+    logprob_labels: list[str] | None = Field(
+        None, description="With `logprobs`: labels (e.g. '0'..'4') whose log-probabilities every answer position "
+        "reports where the backend can ask for given tokens' (in-process vLLM: exactly these tokens, bare and after "
+        "a space); other backends report their top `logprobs` as usual."
+    )
 
 
 @dataclass
@@ -84,12 +93,14 @@ class Capabilities:
     logprobs: returns the top log-probabilities of generated tokens; max_top_logprobs: how many
     per token it accepts (OpenAI's API: 20); choice: how it can constrain an answer to given labels
     ('structured': vLLM's structured outputs or allowed tokens; 'logit_bias': a +100 bias on the
-    labels' token ids, which the backend knows; None: it cannot); logit_bias: accepts logit_bias."""
+    labels' token ids, which the backend knows; None: it cannot); logit_bias: accepts logit_bias;
+    json_schema: constrains an answer to a JSON schema (GenerationParams.json_schema)."""
 
     logprobs: bool = False
     max_top_logprobs: int = 0
     choice: Literal["structured", "logit_bias"] | None = None
     logit_bias: bool = False
+    json_schema: bool = False
 
 
 class ChatModelError(Exception):

@@ -77,7 +77,8 @@ def run_batch_scoring(cfg: ScoringConfig, input_path: str, out_dir: str | None =
     record_scoring(run, prepared, methods, transport="batch", batch={"config": bc.model_dump(mode="json")})
     run.append_event("scoring_start", todo=todo, transport="batch")
     started, session = time.time(), new_name()
-    prices = {j.judge_id: batch_price(model_price(j.model, ref_spec(j.model)[0], prepared.prices)) for j in judges}
+    prices = {j.judge_id: batch_price(model_price(j.model, ref_spec(j.model)[0], prepared.prices), ref_spec(j.model)[0])
+              for j in judges}
     budget, spent, stopped = prepared.execution.budget_usd, 0.0, set()
     with batch_progress(plain=plain) as bp:
         flight = BatchFlight(BatchBook(run), transports, {j.judge_id: ref_spec(j.model)[0] for j in judges},

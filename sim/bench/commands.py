@@ -121,6 +121,20 @@ def bench_serve_command(out: Path | None = None, plots: Callable[[dict[str, Any]
     return result, (130, ["interrupted: wrote what was measured"]) if result["interrupted"] else None
 
 
+def bench_rubric_command(agreement: Callable[..., dict[str, Any]], dialogues: int = 12, sources: list[Path] | None = None,
+                         model: str = "vllm/embedded", folder: Path | None = None, n_boot: int = 1000) -> dict[str, Any]:
+    """`esc-eval bench rubric`: the same dialogues scored one call per dialogue and one per dimension
+    (loops/rubric.py), then their agreement by `agreement` (analysis/bench/rubric.py rubric_agreement,
+    passed in: sim may not import analysis), with the machine it ran on."""
+    from esc_eval.serve.devices.cpu import runtime_summary
+    from esc_eval.sim.bench.loops.rubric import bench_rubric_scoring
+
+    scored = bench_rubric_scoring(dialogues=dialogues, sources=sources, model=model, folder=folder)
+    judges = scored["judges"]
+    return {"machine": runtime_summary(), **scored,
+            **agreement(scored["run_dir"], judges["per_dimension"], judges["one_call"], n_boot=n_boot)}
+
+
 def _given(options: dict[str, Any]) -> dict[str, Any]:
     """The options given (None: the config's default), paths as text."""
     return {k: str(v) if isinstance(v, Path) else v for k, v in options.items() if v is not None}
@@ -139,4 +153,4 @@ def _progress_printer():
     return show
 
 
-__all__ = ["Verdict", "bench_gpu_command", "bench_serve_command", "check_command", "unwritable"]
+__all__ = ["bench_rubric_command", "Verdict", "bench_gpu_command", "bench_serve_command", "check_command", "unwritable"]

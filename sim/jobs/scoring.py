@@ -25,6 +25,7 @@ from esc_eval.sim.judging.config import JudgeConfig
 from esc_eval.sim.jobs.scoring_judges import model_families, prepared_judges
 from esc_eval.sim.judging.judge_plan import JudgePlan, ask_judge, default_plan
 from esc_eval.sim.judging.judges import select_adapter
+from esc_eval.sim.judging.one_call import one_call_messages, plan_one_call, score_one_call
 from esc_eval.sim.judging.prompts import judge_messages, reply_messages
 from esc_eval.sim.judging.window import ask_within_context, dialogue_rounds, windowed
 from esc_eval.sim.driver.calls import CallSettings, PlannedModel, check_calls, prepare_calls
@@ -46,8 +47,11 @@ JUDGE_DIALOGUE_TOKENS = 2048  # a dialogue's rendering when none can be read bef
 
 
 def judge_call_messages(dim: str, turns: list[tuple[str, str]], language: str, judge_cfg: JudgeConfig) -> list[ChatMessage]:
-    """The messages of one judge call (a dimension of a dialogue), as score_dialogue sends them; a
-    per-reply judge (reads 'reply') rates the last turn in the context of the turns before it."""
+    """The messages of one judge call (a dimension of a dialogue; with rubric_mode one_call, the call of
+    all the judge's dimensions), as score_dialogue sends them; a per-reply judge (reads 'reply') rates
+    the last turn in the context of the turns before it."""
+    if judge_cfg.rubric_mode == "one_call":
+        return one_call_messages(judge_cfg.dimensions, turns, language, judge_cfg)
     if judge_cfg.reads == "reply" and turns:
         messages = reply_messages(dim, turns[:-1], turns[-1][1], language, rendering=judge_cfg.rendering,
                                   order=judge_cfg.prompt_order)
@@ -67,6 +71,9 @@ async def score_dialogue(turns: list[tuple[str, str]], language: str, judge_cfg:
     method as it always ran). A dimension whose call the spend cap refused gets no row (it is not
     a failure: a resume scores it)."""
     dims = dimensions or judge_cfg.dimensions
+    if judge_cfg.rubric_mode == "one_call":  # every dimension in one call (sim/judging/one_call)
+        return await score_one_call(turns, language, judge_cfg, model, dims,
+                                    plan or plan_one_call(judge_cfg, model.capabilities))
     plan = plan or default_plan(judge_cfg)
 
     reply = judge_cfg.reads == "reply"
@@ -78,7 +85,7 @@ async def score_dialogue(turns: list[tuple[str, str]], language: str, judge_cfg:
         return {"dimension": dim, "score": None, "probs": None, "expected": None, "raw": None,
                 "parse_status": "error", "method": plan.method, "parser": judge_cfg.parser, "error": None,
                 "prompt_tokens": None, "latency_s": None, "adapter": adapter, "probs_status": None,
-                "rounds_left_out": left_out}
+                "rounds_left_out": left_out, "rubric_mode": "per_dimension"}
 
     async def one(dim: str) -> dict[str, Any] | None:
         adapter = select_adapter(judge_cfg, dim, language)
@@ -126,7 +133,7 @@ class ScoringJob(Job):
         self.judges = {j.judge_id: j for j in cfg.judges}
         self.plans = plans or {}  # judge id -> how its calls are made (absent: the configured method as it always ran)
         self.judge_demands = demands or []  # (judge ref, what a dialogue's calls hold in its engine: sim/pool/capacity.py)
-        self.calls_per_item = sum(len(j.dimensions) for j in cfg.judges)  # one judge call per judge and dimension
+        self.calls_per_item = sum(calls_per_dialogue(j) for j in cfg.judges)  # per judge: one a dimension, or one
         self.calls = calls  # cache, limits, spend cap (sim/driver/calls.py)
         self.excused = excused if excused is not None else set()  # the driver's: stopped by the cap, owe no row
 
@@ -166,7 +173,10 @@ class ScoringJob(Job):
         rows = [r for rs in await asyncio.gather(*(by(j, d) for j, d in item["todo"].items())) for r in rs]
         ok = all(r["parse_status"] == "ok" for r in rows)
         errors = [r["error"] for r in rows if r["parse_status"] == "error"]
-        summary = {"ok": ok, "calls": len(rows), "tokens": sum(r["prompt_tokens"] or 0 for r in rows),
+        # a one-call's rows (a dimension each) are one call: counted once, with its prompt
+        calls = list({(r["judge"], r["dimension"] if r.get("rubric_mode") != "one_call" else None): r
+                      for r in rows}.values())
+        summary = {"ok": ok, "calls": len(calls), "tokens": sum(r["prompt_tokens"] or 0 for r in calls),
                    "rows": len(rows), "unscored": sum(r["score"] is None for r in rows), "errors": len(errors),
                    "error": errors[0] if errors else None}
         scored = {(r["judge"], r["dimension"]) for r in rows}
@@ -299,7 +309,7 @@ def run_scoring(cfg: ScoringConfig, input_path: str | Path, out_dir: str | Path 
                 demands.append((j.model, judge_demand(j.model.model, sum(estimate_tokens(m.content)
                                                                          for m in first_messages[j.judge_id]),
                                                       1 if plans[j.judge_id].reads_logprobs and params.choices
-                                                      else params.max_tokens, len(j.dimensions))))
+                                                      else params.max_tokens, calls_per_dialogue(j))))
             try:
                 stats = run_pool(ScoringJob(cfg, plans, calls, excused=outcome.stopped_keys, demands=demands),
                                  outcome.feed(iter_scoring_items(run, judges)), run.location, cfg.execution,
@@ -355,6 +365,11 @@ def merged_families(run: RunFolder, cfg: ScoringConfig) -> dict[str, dict[str, s
     # a family the registry does not know (None) never erases one the folder already holds
     return {k: {**(old.get(k) or {}), **{n: f for n, f in new[k].items() if f is not None or n not in (old.get(k) or {})}}
             for k in ("targets", "judges")}
+
+
+def calls_per_dialogue(judge: JudgeConfig) -> int:
+    """A judge's calls per dialogue: one per dimension (the paper's), or one (rubric_mode one_call)."""
+    return 1 if judge.rubric_mode == "one_call" else len(judge.dimensions)
 
 
 def judge_demand(judge: str, prompt_tokens: int, answer_cap: int, calls_per_item: int) -> Demand:

@@ -17,13 +17,31 @@ from esc_eval.sim.launch.options import score_by_round_run, score_run, scoring_c
 Verdict = tuple[int, str] | None  # (exit status, one line) when the command must exit non-zero
 
 
+def priced_first(estimate: Callable[[], dict[str, Any]], dry_run: bool, max_cost: float | None) -> dict[str, Any] | None:
+    """The price before the run (dry_run.py), where asked: the estimate shown (dry_run) and checked
+    against max_cost (over it: one line, nothing sent); the estimate when the run stops there (dry_run),
+    else None (the run goes ahead)."""
+    if not dry_run and max_cost is None:
+        return None
+    from esc_eval.sim.launch.dry_run import check_max_cost
+    from esc_eval.sim.launch.estimate_table import show_estimate
+
+    est = estimate()
+    if dry_run:
+        show_estimate(est)
+    check_max_cost(est, max_cost)
+    return est if dry_run else None
+
+
 def simulate_command(config: Path | None = None, out: str | None = None, cards: Path | None = None,
                      targets: list[str] | None = None, role: str | None = None, limit: int | None = None,
                      language: str | None = None, address: str | None = None, workers: int | None = None,
                      concurrency: int | None = None, rounds: int | None = None, seeker_stop: bool | None = None,
                      strategies: list[str] | None = None, controls: list[str] | None = None,
-                     keep_serving: bool = False, verbose: bool = False) -> tuple[dict[str, Any], Verdict]:
-    """`esc-eval simulate`: the dialogues into the run folder `out` (default runs/sim-<UTC time>)."""
+                     keep_serving: bool = False, verbose: bool = False, dry_run: bool = False,
+                     max_cost: float | None = None) -> tuple[dict[str, Any], Verdict]:
+    """`esc-eval simulate`: the dialogues into the run folder `out` (default runs/sim-<UTC time>); with
+    dry_run the estimate instead (nothing sent, nothing written), with max_cost a refusal over it."""
     from esc_eval.sim.driver.environment import pass_driver_env
     from esc_eval.sim.driver.outcome import outcome_line
     from esc_eval.sim.driver.progress import console, job_progress
@@ -32,6 +50,11 @@ def simulate_command(config: Path | None = None, out: str | None = None, cards: 
 
     cfg = simulation_config(config, cards, targets, role, limit, language, address, workers, concurrency, rounds,
                             seeker_stop, strategies, controls)
+    from esc_eval.sim.launch.dry_run import simulate_estimate
+
+    estimate = priced_first(lambda: simulate_estimate(cfg), dry_run, max_cost)
+    if estimate is not None:
+        return estimate, None
     pass_driver_env(cfg.execution, verbose)
     cfg.execution.placement.keep_serving |= keep_serving
     out = out or str(Path("runs") / f"sim-{now_utc().strftime('%Y%m%d-%H%M%S')}")
@@ -44,15 +67,24 @@ def score_command(input_path: str, out: str | None = None, config: Path | None =
                   method: str | None = None, parser: str | None = None, rubric: str | None = None,
                   official_out: Path | None = None, address: str | None = None, dimensions: str | None = None,
                   by_round: bool = False, every: int = 1, verbose: bool = False, by_reply: bool = False,
-                  batch: bool = False, batch_fallback: str | None = None) -> tuple[dict[str, Any], Verdict]:
+                  batch: bool = False, batch_fallback: str | None = None, rubric_mode: str | None = None,
+                  dry_run: bool = False, max_cost: float | None = None) -> tuple[dict[str, Any], Verdict]:
     """`esc-eval score`: the input's dialogues scored, online or as provider batches (`batch`); with
     by_round each as it stood after each round, into `out` (by_reply: each round's reply rated in the
-    context before it); each judge's unscored answers shown as a table."""
+    context before it); rubric_mode one_call: one call per dialogue for every dimension; with dry_run the
+    estimate instead (nothing sent, nothing written), with max_cost a refusal over it; each judge's
+    unscored answers shown as a table."""
     from esc_eval.sim.driver.environment import pass_driver_env
     from esc_eval.sim.driver.outcome import outcome_line
     from esc_eval.sim.driver.progress import console, job_progress
 
-    cfg = scoring_config(config, judges, method, parser, rubric, address, dimensions, batch, batch_fallback)
+    cfg = scoring_config(config, judges, method, parser, rubric, address, dimensions, batch, batch_fallback,
+                         rubric_mode=rubric_mode)
+    from esc_eval.sim.launch.dry_run import score_estimate
+
+    estimate = priced_first(lambda: score_estimate(cfg, input_path, out), dry_run, max_cost)
+    if estimate is not None:
+        return estimate, None
     pass_driver_env(cfg.execution, verbose)
     if by_round or by_reply:
         result = score_by_round_run(cfg, input_path, out, every, progress=lambda: job_progress("score", unit="dialogues"),

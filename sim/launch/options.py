@@ -15,10 +15,10 @@ from esc_eval.sim.judging.config import JudgeConfig
 def scoring_config(config: Path | None = None, judge: str | list[str] | None = None, method: str | None = None,
                    parser: str | None = None, rubric: str | None = None, address: str | None = None,
                    dimensions: str | None = None, batch: bool | None = None,
-                   batch_fallback: str | None = None) -> ScoringConfig:
+                   batch_fallback: str | None = None, rubric_mode: str | None = None) -> ScoringConfig:
     """The scoring config: `config` (YAML, or the defaults) with each option given set over it;
     `dimensions` comma-separated; `batch`, `batch_fallback`: the judge calls as provider batches
-    (sim/batching). `judge`: one judge, or several (`--judge` repeated): a panel of
+    (sim/batching); `rubric_mode`: one call per dimension or per dialogue (sim/judging/one_call). `judge`: one judge, or several (`--judge` repeated): a panel of
     them, weight 1 each, every option set on each; a config's own panel takes the options on each
     of its judges. A registry judge with adapters (ESC-RANK) becomes one engine with one LoRA per
     dimension."""
@@ -37,7 +37,8 @@ def scoring_config(config: Path | None = None, judge: str | list[str] | None = N
             raise ValueError(f"{config}: its panel names the judges; give no --judge beside it")
         members = base.panel.judges if base.panel is not None else [PanelJudge(judge=base.judge) for _ in names]
         members = [m.model_copy(update={"judge": with_options(m.judge, names[i] if names else None, method, parser,
-                                                               rubric, dims)}) for i, m in enumerate(members)]
+                                                               rubric, dims, rubric_mode=rubric_mode)})
+                   for i, m in enumerate(members)]
         rule = base.panel.rule if base.panel is not None else "mean"
         # validated again: each judge once, now that the options are set
         panel = validate_config(PanelConfig, {"judges": [m.model_dump(exclude_unset=True) for m in members], "rule": rule},
@@ -45,7 +46,7 @@ def scoring_config(config: Path | None = None, judge: str | list[str] | None = N
         return base.model_copy(update={"judge": ScoringConfig().judge, "panel": panel})
     o: dict[str, Any] = {"judge.model.model": names[0] if names else None, "judge.method": method,
                          "judge.parser": parser, "judge.rubric": rubric, "execution.ray_address": address,
-                         "judge.dimensions": dims, **batched}
+                         "judge.dimensions": dims, "judge.rubric_mode": rubric_mode, **batched}
     cfg = load_config(config, ScoringConfig, o)
     if names:
         cfg.judge = with_options(cfg.judge, None, None, parser, None, None, registry_adapters=names[0])
@@ -53,7 +54,8 @@ def scoring_config(config: Path | None = None, judge: str | list[str] | None = N
 
 
 def with_options(judge: JudgeConfig, name: str | None, method: str | None, parser: str | None, rubric: str | None,
-                 dims: list[str] | None, registry_adapters: str | None = None) -> JudgeConfig:
+                 dims: list[str] | None, registry_adapters: str | None = None,
+                 rubric_mode: str | None = None) -> JudgeConfig:
     """A judge config with the command's options set over it (what it left unset stays unset: a
     registry judge's generation defaults still apply); a registry judge with one adapter per
     dimension (ESC-RANK) built as the release ran it."""
@@ -61,13 +63,16 @@ def with_options(judge: JudgeConfig, name: str | None, method: str | None, parse
     from esc_eval.sim.judging.judges import judge_from_registry
 
     data = judge.model_dump(exclude_unset=True)
-    data.update({k: v for k, v in {"method": method, "parser": parser, "rubric": rubric, "dimensions": dims}.items()
-                 if v is not None})
+    data.update({k: v for k, v in {"method": method, "parser": parser, "rubric": rubric, "dimensions": dims,
+                                   "rubric_mode": rubric_mode}.items() if v is not None})
     if name is not None:
         data["model"] = {**data.get("model", {}), "model": name}
     judge = JudgeConfig.model_validate(data)
     name = name or registry_adapters
     if name and not is_spec(name) and default_registry().get(name).adapters:
+        if judge.rubric_mode == "one_call":
+            raise ValueError(f"judge {name!r} scores with one adapter per dimension: rubric_mode one_call asks one "
+                             "model for every dimension (score it per_dimension)")
         built = judge_from_registry(name, method=judge.method, rubric=judge.rubric, dimensions=judge.dimensions)
         built.parser, built.reads = judge.parser, judge.reads
         return built

@@ -84,6 +84,9 @@ SCORE_SCHEMA = pa.schema(
         # windowed and can leave them out (--windowed: analysis/results/windowed.py)
         ("rounds_left_out", pa.int32()),  # rounds the judge did not read: 0 = the whole dialogue; > 0 = windowed for its context
         ("transport", pa.string()),  # how the judge call went: batch (a provider batch: sim/batching) | null = online
+        # appended last so parts written before them still read (as nulls)
+        ("rubric_mode", pa.string()),  # per_dimension (one call per dimension, the paper's) | one_call (one call per dialogue, every dimension; its rows share the call) | null = per_dimension, scored before the column
+        ("completion_tokens", pa.int32()),  # completion tokens of the judge's call, where recorded (one_call rows); null: usage counts 1 per logprob call
     ]
 )
 

@@ -234,7 +234,7 @@ class RunFolder:
         parts, kept = self._snapshot(kind)
         for p, idx in zip(parts, kept):
             if idx:
-                yield from self.open_part(p).read(columns=columns).take(idx).to_pylist()
+                yield from self._read_part(p, kind, columns).take(idx).to_pylist()
 
     def compact(self, kind: str) -> tuple[int, int]:
         """If some key has several rows, rewrite the parts of `kind` as one part with one row per key.

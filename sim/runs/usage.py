@@ -17,9 +17,10 @@ Written to the manifest as `usage` at the end of every simulation and scoring jo
 from all rows each time (a resumed run counts everything once).
 
 Role and target calls are the dialogues' turns that carry tokens (the fixed greeting is no call);
-a judge call is one score row (one prompt per dimension); score rows carry no completion-token
-count, so the judge's completion tokens are counted as one per logprob call and left at 0 for
-generate calls (the raw answer's length is not a token count).
+a judge call is one score row (one prompt per dimension), or, for a judge scoring every dimension in
+one call (`rubric_mode` one_call), the rows of a dialogue together (they share the call's tokens);
+the judge's completion tokens are the rows' `completion_tokens` where recorded (one-call rows), else
+one per logprob call and 0 for generate calls (the raw answer's length is not a token count).
 """
 from __future__ import annotations
 
@@ -43,6 +44,10 @@ def _resolve(name: str) -> tuple[str, TokenPrice | None]:
     reg = default_registry()
     entry = reg.models.get(name) or next((e for e in reg.models.values() if e.spec == name), None)
     price = getattr(entry, "price", None) if entry is not None else None
+    if price is None:
+        from esc_eval.serve.registry.prices import shipped_price
+
+        price = shipped_price(spec)
     if price is None and spec.startswith("litellm/"):
         from esc_eval.serve.backends.litellm_api import list_price
 
@@ -154,13 +159,20 @@ def compute_usage(run: RunFolder, prices: dict[str, TokenPrice] | None = None) -
     for key, calls, p, c, secs in _turn_usage(run):
         _add(acc, key, calls, p, c, secs)
     if run.parts("scores"):
+        one_calls: set[tuple[str, str]] = set()
         # read (not iter_rows): parts written before the `transport` column read it as null
-        for s in run.read("scores", columns=["judge", "prompt_tokens", "latency_s", "method", "parse_status",
-                                             "transport"]).to_pylist():
+        for s in run.read("scores", columns=["judge", "prompt_tokens", "latency_s", "method", "parse_status", "transport",
+                                             "dialogue_id", "rubric_mode", "completion_tokens"]).to_pylist():
             if s["parse_status"] == "error" and not s["prompt_tokens"]:
                 continue  # a call that never reached the model
-            _add(acc, ("judge", s["judge"]), 1, s["prompt_tokens"] or 0, 1 if (s["method"] or "").startswith("logprob") else 0,
-                 float(s["latency_s"] or 0), batched=s["transport"] == "batch")
+            if s["rubric_mode"] == "one_call":  # one call's rows (a dimension each) share its tokens: count it once
+                if (s["dialogue_id"], s["judge"]) in one_calls:
+                    continue
+                one_calls.add((s["dialogue_id"], s["judge"]))
+            completion = s["completion_tokens"] if s["completion_tokens"] is not None else (
+                1 if (s["method"] or "").startswith("logprob") else 0)
+            _add(acc, ("judge", s["judge"]), 1, s["prompt_tokens"] or 0, completion, float(s["latency_s"] or 0),
+                 batched=s["transport"] == "batch")
     manifest = run.read_manifest()
     # The judge id is the judge's model string unless named otherwise (JudgeConfig.name).
     judge_model = ((manifest.get("scoring") or {}).get("config") or {}).get("judge", {}).get("model", {}).get("model")
@@ -182,7 +194,7 @@ def compute_usage(run: RunFolder, prices: dict[str, TokenPrice] | None = None) -
         row["dollars"] = None
         if _is_api(spec):
             if price is not None:
-                batched = batch_price(price)
+                batched = batch_price(price, spec)
                 bp, bc = row.get("batch_prompt_tokens", 0), row.get("batch_completion_tokens", 0)
                 row["dollars"] = round((row["prompt_tokens"] - bp) / 1e6 * price.prompt_per_1m
                                        + (row["completion_tokens"] - bc) / 1e6 * price.completion_per_1m
@@ -201,8 +213,8 @@ def compute_usage(run: RunFolder, prices: dict[str, TokenPrice] | None = None) -
     api_calls = {k: v for k, v in api_calls.items() if v}
     return {"by_stage": rows, "engines": engine_rows, "total_dollars": round(total_dollars, 6), "api_calls": api_calls,
             "cache_hits": sum(int(m.get("cache_hits", 0)) for v in api_calls.values() for m in v.get("models", {}).values()),
-            "notes": "batch_* = the judge calls a provider batch answered, priced at the batch price (half the "
-                     "online price: serve/batches/config.py); engine_seconds = Serve replica-seconds, or job wall "
+            "notes": "batch_* = the judge calls a provider batch answered, priced at the batch price (the shipped list's, "
+                     "else half the online price: serve/batches/config.py); engine_seconds = Serve replica-seconds, or job wall "
                      "time x worker actors for in-process engines "
                      "(targets held one at a time split it by call-seconds); gpu_seconds = replica-seconds x GPUs per "
                      "replica (a fraction where replicas share a GPU), or engine_seconds x num_gpus_per_worker x the "

@@ -12,6 +12,9 @@ StrictAnthropic  POST /v1/messages: the Messages API's fields (max_tokens requir
                  headers; its response and error shapes; 429 with retry-after on demand; "prompt is too
                  long" past a configured context.
 
+A `response_format` json_schema is checked as OpenAI checks it (a name; in strict mode every key
+required and no other allowed; not with gpt-4 / gpt-3.5-turbo) and answered with a JSON object of a
+digit per key, each digit its own token in the logprobs.
 Judge prompts ("... score (The number only) ...") get a digit, deterministic in the prompt; other
 prompts get a short reply, deterministic too. Both count requests by content, so a test can tell
 whether any call was repeated. Each runs in a thread with its own event loop (Ray workers and CLI
@@ -24,6 +27,7 @@ import contextlib
 import hashlib
 import json
 import math
+import re
 import threading
 import time
 from collections import Counter
@@ -177,6 +181,9 @@ class StrictOpenAI(_Base):
                 return self.error(400, "'top_logprobs' requires 'logprobs' to be true", param="top_logprobs")
             if not isinstance(top, int) or not 0 <= top <= 20:
                 return self.error(400, f"Invalid 'top_logprobs': integer above maximum value. Expected a value <= 20, but got {top} instead.", param="top_logprobs")
+        problem = response_format_problem(body)
+        if problem is not None:
+            return self.error(400, problem, param="response_format")
         bias = body.get("logit_bias") or {}
         for k, v in bias.items():
             if not str(k).isdigit() or not -100 <= v <= 100:
@@ -201,6 +208,9 @@ class StrictOpenAI(_Base):
         text = reply_for(body["messages"], max_tokens)
         if forced:
             text = forced[_digest(body["messages"]) % len(forced)]
+        schema = ((body.get("response_format") or {}).get("json_schema") or {}).get("schema")
+        if schema is not None:  # structured outputs: an object of the schema's keys, a digit each
+            text = json.dumps({k: _digest([body["messages"], k]) % 5 for k in schema.get("properties", {})})
         choice = {"index": 0, "message": {"role": "assistant", "content": text, "refusal": None},
                   "finish_reason": "stop", "logprobs": None}
         if body.get("logprobs"):
@@ -213,10 +223,12 @@ class StrictOpenAI(_Base):
     @staticmethod
     def _logprobs(text: str, top: int, forced: list[str]) -> list[dict]:
         """OpenAI's shape: one entry per generated token with its top alternatives."""
-        pieces = [text] if len(text) == 1 else text.split(" ")[:8]
+        if text.startswith("{"):  # a JSON answer: each digit its own token, as OpenAI's encodings split them
+            toks = [t for t in re.split(r"(\d)", text) if t]
+        else:
+            toks = [p if i == 0 else " " + p for i, p in enumerate([text] if len(text) == 1 else text.split(" ")[:8])]
         out = []
-        for i, piece in enumerate(pieces):
-            tok = piece if i == 0 else " " + piece
+        for tok in toks:
             alts = [tok]
             if tok.strip().isdigit():  # a score: the other digits near it, then unrelated tokens
                 alts += [str(d) for d in sorted(range(5), key=lambda d: abs(d - int(tok.strip()))) if str(d) != tok.strip()]
@@ -228,6 +240,36 @@ class StrictOpenAI(_Base):
             out.append({"token": tok, "logprob": entries[0]["logprob"], "bytes": list(tok.encode()),
                         "top_logprobs": entries[:top]})
         return out
+
+
+def response_format_problem(body: dict) -> str | None:
+    """OpenAI's answer to a response_format it refuses (None: accepted): json_schema needs a name and a schema,
+    strict mode an object schema whose every object requires all its properties and allows no others, and
+    the model must take it (gpt-4, gpt-3.5-turbo and gpt-4-turbo do not)."""
+    fmt = body.get("response_format")
+    if fmt is None:
+        return None
+    if not isinstance(fmt, dict) or fmt.get("type") not in ("text", "json_object", "json_schema"):
+        return "Invalid value for 'response_format.type'"
+    if fmt["type"] != "json_schema":
+        return None
+    spec = fmt.get("json_schema") or {}
+    if not re.fullmatch(r"[a-zA-Z0-9_-]{1,64}", str(spec.get("name", ""))):
+        return "Missing required parameter: 'response_format.json_schema.name'."
+    if str(body.get("model", "")).startswith(("gpt-4-", "gpt-3.5")) or body.get("model") == "gpt-4":
+        return "Invalid parameter: 'response_format' of type 'json_schema' is not supported with this model."
+    schema = spec.get("schema")
+    if not isinstance(schema, dict) or schema.get("type") != "object":
+        return f"Invalid schema for response_format '{spec.get('name')}': schema must be a JSON Schema of 'type: \"object\"'"
+    if spec.get("strict"):
+        props = schema.get("properties") or {}
+        if schema.get("additionalProperties") is not False:
+            return (f"Invalid schema for response_format '{spec['name']}': In context=(), 'additionalProperties' is "
+                    "required to be supplied and to be false.")
+        if sorted(schema.get("required") or []) != sorted(props):
+            return (f"Invalid schema for response_format '{spec['name']}': In context=(), 'required' is required to "
+                    "be supplied and to be an array including every key in properties.")
+    return None
 
 
 class StrictAnthropic(_Base):
