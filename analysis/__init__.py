@@ -31,11 +31,12 @@ from esc_eval.analysis.annotation import (AnnotationError, AnnotationStore, Anno
 from esc_eval.analysis.compare import (compare_runs, comparison_markdown, holm, paired_comparison, pairwise_comparisons,
                                        write_comparison)
 from esc_eval.analysis.results import (AnalysisInputError, add_usage_columns, build_leaderboard,
-                                       build_leaderboard_by, expected_scores, format_cell,
+                                       build_leaderboard_by, format_cell,
                                        is_official_json, leaderboard_by_markdown, leaderboard_markdown, load_dialogues,
                                        load_manifests, load_official_dialogues, load_official_scores,
                                        load_scores, official_kind, seed_spread, usage_rows,
                                        write_fake_run, write_leaderboard,)
+from esc_eval.analysis.judgments import expected_scores
 from esc_eval.analysis.safety import (HARM_WEIGHTS, harm_weighted_summary, load_safety, safety_frame, safety_markdown,
                                       write_safety)
 from esc_eval.analysis.seekers import (character_breaks, dialogue_values, emotion_trajectories, export_pairwise_sheets,

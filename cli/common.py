@@ -76,7 +76,7 @@ Humans = Annotated[Optional[str], typer.Option("--humans", help="Human scores to
 Study = Annotated[Optional[str], typer.Option("--study", help="Only this study of the annotate store (default: every study).")]
 OneAnnotator = Annotated[bool, typer.Option("--allow-one-annotator", help="Accept human scores that all come from one annotator.")]
 ScoreKind = Annotated[str, typer.Option("--scores", help="label (the judge's most likely label, the paper's) | expected (sum of k x P(k) where the judge gave P(0..4)).")]
-# Every command that reads judgments (analysis/results/windowed.py, the one home of the filter).
+# Every command that reads judgments (analysis/judgments/windowed.py, the one home of the filter).
 Windowed = Annotated[str, typer.Option("--windowed", help="include (default; their count is shown) | exclude | only the "
                                        "judgments made on a window of a dialogue too long for the judge (it did not "
                                        "read the middle rounds: `rounds_left_out` > 0).")]

@@ -147,7 +147,7 @@ def compare_models_of_runs(run_dirs: list, model_a: str, model_b: str, dimension
     """`analysis compare-models`: paired_comparison of the runs' scores, with what the judge did not read
     (`windowed`: include | exclude | only the judgments made on a window; their count and its line)."""
     from esc_eval.analysis.results.loaders import load_scores
-    from esc_eval.analysis.results.windowed import windowed_line
+    from esc_eval.analysis.judgments.windowed import windowed_line
 
     scores = load_scores(run_dirs, windowed=windowed)
     return {**paired_comparison(scores, model_a, model_b, dimension, method, n_resamples, seed),

@@ -18,7 +18,7 @@ import numpy as np
 import pandas as pd
 
 from esc_eval.analysis.compare.paired import holm, paired_comparison
-from esc_eval.analysis.results.expected_scores import check_score_kind, expected_scores
+from esc_eval.analysis.judgments.expected_scores import check_score_kind, expected_scores
 from esc_eval.analysis.results.loaders import AnalysisInputError, is_official_json, load_scores
 from esc_eval.sim.judging.dimensions import DIMENSION_NAMES, DIMENSION_TITLES, TABLE_SCALE
 from esc_eval.sim.runs.open import OutputFolder
@@ -64,8 +64,8 @@ def compare_runs(run_a: str | os.PathLike[str], run_b: str | os.PathLike[str], *
     """B - A per dimension with CIs and Holm-corrected p-values, and the cards that moved most.
     humans (analysis.trust.human_scores.HumanScores): also each side's human-scale mean (PPI) and B - A
     on that scale (analysis.trust.human_leaderboard.compare_on_humans). score_kind: label | expected.
-    windowed: include | exclude | only the judgments made on a window (analysis/results/windowed.py)."""
-    from esc_eval.analysis.results.windowed import windowed_line
+    windowed: include | exclude | only the judgments made on a window (analysis/judgments/windowed.py)."""
+    from esc_eval.analysis.judgments.windowed import windowed_line
 
     a, ids_a = _run_scores(run_a, model_a, judge_a, "a", score_kind, windowed)
     b, ids_b = _run_scores(run_b, model_b, judge_b, "b", score_kind, windowed)

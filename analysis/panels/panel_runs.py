@@ -13,7 +13,7 @@ import pandas as pd
 from esc_eval.analysis.panels.panel_tables import PanelAnalysis, analyse_panel, panel_data, panel_markdown
 from esc_eval.analysis.results.loaders import AnalysisInputError, load_manifests, load_scores
 from esc_eval.analysis.results.outputs import report_folder, write_markdown_json
-from esc_eval.analysis.results.windowed import windowed_line
+from esc_eval.analysis.judgments.windowed import windowed_line
 
 
 def panel_of_runs(run_dirs: list, out, *, judges: list[str] | None = None, weights: Mapping[str, float] | None = None,
@@ -21,7 +21,7 @@ def panel_of_runs(run_dirs: list, out, *, judges: list[str] | None = None, weigh
                   n_boot: int = 1000, alpha_boot: int = 200, seed: int = 0,
                   windowed: str = "include") -> tuple[str, dict[str, str], PanelAnalysis]:
     """(Markdown, written paths by name, the analysis) of the runs' judge panel; windowed: include | exclude |
-    only the judgments made on a window (analysis/results/windowed.py), counted in the markdown."""
+    only the judgments made on a window (analysis/judgments/windowed.py), counted in the markdown."""
     manifests = load_manifests(run_dirs)
     scores = load_scores(run_dirs, windowed=windowed)
     if scores.empty:

@@ -160,7 +160,7 @@ def aggregate(rows: pd.DataFrame, spec: PanelSpec, judges: list[str], weights: n
     out["probs"] = list(p[kept])
     out["expected"] = expected[kept]
     out["n_judges"] = n_used[kept].astype(int)
-    # a panel's judgment read what its judges read: windowed where any of them was (analysis/results/windowed.py)
+    # a panel's judgment read what its judges read: windowed where any of them was (analysis/judgments/windowed.py)
     left = rows.assign(left=pd.to_numeric(rows["rounds_left_out"], errors="coerce") if "rounds_left_out" in rows
                        else np.nan).groupby(
         ["dialogue_id", "dimension"])["left"].max()

@@ -226,8 +226,8 @@ def length_bias_of_runs(run_dirs: list[str], out: str | None = None, judge: str 
                         seed: int = 0, windowed: str = "include") -> tuple[dict[str, str], str]:
     """length_bias.md and .json in out (a folder or a storage URI; default <first run>/report); the paths
     and the Markdown. judge: only that judge's scores (an unknown one: AnalysisInputError, nothing
-    written); windowed: include | exclude | only the judgments made on a window (analysis/results/windowed.py)."""
-    from esc_eval.analysis.results.windowed import windowed_line
+    written); windowed: include | exclude | only the judgments made on a window (analysis/judgments/windowed.py)."""
+    from esc_eval.analysis.judgments.windowed import windowed_line
 
     from esc_eval.analysis.results.loaders import load_dialogues, load_scores
     from esc_eval.analysis.results.outputs import records, report_folder, write_markdown_json

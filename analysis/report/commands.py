@@ -24,7 +24,7 @@ def leaderboard_of_runs(run_dirs: list[str], out: str | None, rule: GroupRule, n
     """`esc-eval leaderboard`: Table 2 (leaderboard.md/.csv), or one per value of a card attribute
     (`by`); with humans the human-anchored means; with rank_sets each model's rank-set
     (leaderboard_rank_sets.md/.csv); windowed: include | exclude | only the judgments made on a window of
-    the dialogue (analysis/results/windowed.py). The tables shown on the terminal; the paths (and the
+    the dialogue (analysis/judgments/windowed.py). The tables shown on the terminal; the paths (and the
     rank-sets) returned."""
     human = read_humans(humans, study, allow_one_annotator)
     extra: dict[str, Any] = {}  # rank_sets: the sets, in the JSON beside the paths

@@ -26,7 +26,7 @@ class LeaderboardFiles:
     excluded: str = ""  # --exclude-spoiled: what was left out, in a line
     anchored: pd.DataFrame | None = None  # --humans: the human-anchored means (PPI)
     safety: pd.DataFrame | None = None  # the harm-weighted safety summary where the runs hold safety scores
-    windowed: str = ""  # how many judgments were made on a window (analysis/results/windowed.py), said beside the table
+    windowed: str = ""  # how many judgments were made on a window (analysis/judgments/windowed.py), said beside the table
     self_preference: str = ""  # a judge of a target's own family (analysis/panels/self_preference.py), said beside it
     by: dict[str, pd.DataFrame] = field(default_factory=dict)  # --by: one table per value of the attribute
 
@@ -34,8 +34,8 @@ class LeaderboardFiles:
 def board_scores(run_dirs: list[str], score_kind: str, panel: str | None = None, windowed: str = "include") -> pd.DataFrame:
     """The runs' score rows, as labels or expected scores; with `panel` (a rule) the judges' panel
     added as one more judge (analysis/panels/panel_runs.py); `windowed` (include | exclude | only) the
-    judgments made on a window, counted in attrs["windowed"] (analysis/results/windowed.py)."""
-    from esc_eval.analysis.results.expected_scores import check_score_kind, expected_scores
+    judgments made on a window, counted in attrs["windowed"] (analysis/judgments/windowed.py)."""
+    from esc_eval.analysis.judgments.expected_scores import check_score_kind, expected_scores
     from esc_eval.analysis.results.loaders import load_manifests, load_scores
 
     scores = load_scores(run_dirs, windowed=windowed)
@@ -76,7 +76,7 @@ def write_safety_files(run_dirs: list[str], out: str | None, n_boot: int = 1000,
     """safety.md/.csv of the runs and the summary; with required=False, ({}, None) when they hold no
     safety score (required: one line, AnalysisInputError)."""
     from esc_eval.analysis.results.loaders import AnalysisInputError
-    from esc_eval.analysis.results.windowed import windowed_line
+    from esc_eval.analysis.judgments.windowed import windowed_line
     from esc_eval.analysis.safety.crisis import harm_weighted_summary, load_safety, write_safety
 
     try:
@@ -108,12 +108,12 @@ def write_leaderboard_files(run_dirs: list[str], out: str | None, rule: GroupRul
     table without the spoiled dialogues; with humans (analysis.trust.human_scores.HumanScores) the
     human-anchored means; safety.md/.csv where the runs hold safety scores. Bad input raises before
     anything is written. windowed: include | exclude | only the judgments made on a window (counted beside the table)."""
-    from esc_eval.analysis.results.expected_scores import score_kind_note
+    from esc_eval.analysis.judgments.expected_scores import score_kind_note
     from esc_eval.analysis.results.leaderboard import build_leaderboard, human_scores_line, write_leaderboard
     from esc_eval.analysis.results.loaders import load_manifests
     from esc_eval.analysis.results.spoiled import spoiled_by_dialogue, split_spoiled
     from esc_eval.analysis.results.usage import add_usage_columns
-    from esc_eval.analysis.results.windowed import windowed_line
+    from esc_eval.analysis.judgments.windowed import windowed_line
 
     scores = board_scores(run_dirs, score_kind, panel, windowed)
     said = windowed_line(scores)
@@ -132,7 +132,7 @@ def write_leaderboard_files(run_dirs: list[str], out: str | None, rule: GroupRul
                               note="\n\n".join(n for n in (kind_note, line, said, own) if n))
     result = LeaderboardFiles(paths, table, line, windowed=said, self_preference=own)
     if exclude_spoiled:
-        from esc_eval.analysis.results.leaderboard import compare_without_spoiled, write_without_spoiled
+        from esc_eval.analysis.results.without_spoiled import compare_without_spoiled, write_without_spoiled
 
         result.kept = build_leaderboard(kept_scores, groups=groups, n_boot=n_boot, seed=seed, spoiled=spoiled)
         result.excluded = excluded
@@ -156,7 +156,7 @@ def write_leaderboard_by_files(run_dirs: list[str], out: str | None, by: str, ru
     from esc_eval.analysis.results.leaderboard import (build_leaderboard_by, human_scores_line,
                                                        leaderboard_by_markdown)
     from esc_eval.analysis.results.spoiled import flag_map, spoiled_dialogues
-    from esc_eval.analysis.results.windowed import windowed_line
+    from esc_eval.analysis.judgments.windowed import windowed_line
 
     scores = board_scores(run_dirs, score_kind, windowed=windowed)
     said = windowed_line(scores)
@@ -183,7 +183,7 @@ def write_report_files(run_dirs: list[str], out: str | None, rule: GroupRule, n_
     from esc_eval.analysis.report.report import write_report
     from esc_eval.analysis.results.leaderboard import build_leaderboard, human_scores_line
     from esc_eval.analysis.results.spoiled import spoiled_by_dialogue
-    from esc_eval.analysis.results.windowed import windowed_line
+    from esc_eval.analysis.judgments.windowed import windowed_line
 
     scores = board_scores(run_dirs, score_kind, panel, windowed)
     groups = model_groups(scores["target_model"].dropna(), run_dirs, rule)

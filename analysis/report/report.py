@@ -15,12 +15,12 @@ from pathlib import Path
 
 import pandas as pd
 
-from esc_eval.analysis.results.expected_scores import check_score_kind, expected_scores, score_kind_note
+from esc_eval.analysis.judgments.expected_scores import check_score_kind, expected_scores, score_kind_note
 from esc_eval.analysis.results.leaderboard import build_leaderboard, human_scores_line, write_leaderboard
 from esc_eval.analysis.results.loaders import AnalysisInputError, load_dialogues, load_manifests, load_pairwise, load_scores
 from esc_eval.analysis.results.section_registry import ReportContext, build_sections
 from esc_eval.analysis.results.spoiled import card_contents, flag_map, spoiled_flags
-from esc_eval.analysis.results.windowed import windowed_counts, windowed_line
+from esc_eval.analysis.judgments.windowed import windowed_counts, windowed_line
 # The modules that register the report's sections (each adds its own: analysis/results/section_registry.py).
 import esc_eval.analysis.report.sections  # noqa: F401,E402 - the paper's
 import esc_eval.analysis.pairwise.pairwise_section  # noqa: F401,E402
@@ -89,7 +89,7 @@ def write_report(run_dirs: list[Path], out_dir: Path | None = None, *, groups: d
     judge_note: said instead of the usual line where a judge has no human scores beside it (the demo's);
     panel: a rule (mean, median, majority, trimmed_mean): the runs' judge panel added as one more judge;
     windowed: include | exclude | only the judgments made on a window of a long dialogue (every section
-    reads the rows kept; the count is said beside Table 2: analysis/results/windowed.py)."""
+    reads the rows kept; the count is said beside Table 2: analysis/judgments/windowed.py)."""
     paths = [as_location(p) for p in ([run_dirs] if isinstance(run_dirs, (str, Path)) else run_dirs)]
     if not paths:
         raise AnalysisInputError("write_report needs at least one run folder")

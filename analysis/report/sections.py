@@ -13,11 +13,11 @@ import pandas as pd
 
 from esc_eval.analysis.compare.paired import pairwise_comparisons
 from esc_eval.analysis.results.leaderboard import VALUE_COLUMNS, build_leaderboard_by, format_cell, seed_spread, spoiled_cell
-from esc_eval.analysis.results.rubric_mode import RUBRIC_MODE_NOTES, rubric_mode_of
+from esc_eval.analysis.judgments.rubric_mode import RUBRIC_MODE_NOTES, rubric_mode_of
 from esc_eval.analysis.figures.plots import (NothingToPlot, card_categories, dimension_bars, radar_plot, score_distributions,
                                      throughput_plot)
 from esc_eval.analysis.results.blocks import notice, pct, section, table, text
-from esc_eval.analysis.results.expected_scores import score_kind_note
+from esc_eval.analysis.judgments.expected_scores import score_kind_note
 from esc_eval.analysis.results.section_registry import ReportContext, register_section
 from esc_eval.analysis.seekers.roleplay import character_breaks, fidelity_summary
 from esc_eval.sim.judging.dimensions import DIMENSION_NAMES, DIMENSION_TITLES
@@ -304,7 +304,7 @@ def _leaderboard(ctx: ReportContext) -> dict:
         s["notices"].insert(0, notice(score_kind_note(ctx.board), "info"))
     if ctx.judge_line:
         s["notices"].insert(0, notice(ctx.judge_line, "warning"))
-    if ctx.windowed_line:  # the judgments made on a window of a long dialogue (analysis/results/windowed.py)
+    if ctx.windowed_line:  # the judgments made on a window of a long dialogue (analysis/judgments/windowed.py)
         windowed = (ctx.scores.attrs.get("windowed") or {}).get("windowed", 0)
         s["notices"].append(notice(ctx.windowed_line, "warning" if windowed else "info"))
     return s

@@ -16,7 +16,7 @@ from typing import Iterable
 
 import pandas as pd
 
-from esc_eval.analysis.results.windowed import DEFAULT_WINDOWED, apply_windowed, check_windowed
+from esc_eval.analysis.judgments.windowed import DEFAULT_WINDOWED, apply_windowed, check_windowed
 from esc_eval.sim.judging.dimensions import DIMENSION_NAMES, to_dimension
 from esc_eval.sim.runs import official
 from esc_eval.sim.runs.official import (KNOWN_LANGUAGES, OFFICIAL_UNPARSED, OfficialFormatError)  # noqa: F401 - re-exported

@@ -44,7 +44,7 @@ class ReportContext:
     humans: Any = None  # analysis.trust.human_scores.HumanScores, or None
     human_seekers: Any = None  # analysis.seekers.esconv.HumanSeekers, or None
     pairwise: pd.DataFrame | None = None  # pairwise verdict rows (analysis.results.loaders.load_pairwise), or None
-    windowed_line: str = ""  # how many judgments were made on a window (analysis/results/windowed.py), "" if none read
+    windowed_line: str = ""  # how many judgments were made on a window (analysis/judgments/windowed.py), "" if none read
 
     @property
     def fig_dir(self) -> Path:

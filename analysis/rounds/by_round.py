@@ -25,7 +25,7 @@ from esc_eval.analysis.rounds.change_point import (MIN_CARDS, cohort, round_chan
                                                    verdict_text)
 from esc_eval.analysis.results.ratio_ci import ratio_ci
 from esc_eval.analysis.results.section_registry import ReportContext, register_section
-from esc_eval.analysis.results.windowed import windowed_line
+from esc_eval.analysis.judgments.windowed import windowed_line
 from esc_eval.sim.judging.dimensions import DIMENSION_NAMES, TABLE_SCALE
 from esc_eval.sim.runs.by_round import ROUND_PREFIX, split_prefix_id
 from esc_eval.sim.runs.open import OutputFolder
@@ -178,7 +178,7 @@ def write_rounds(run_dirs: list[str], out: str | None = None, n_boot: int = 1000
                  cohort_at: int | None = None, windowed: str = "include") -> tuple[dict[str, str], str]:
     """rounds.md, rounds.csv (score by round: cohort and survivors) and rounds_change.csv (the verdicts) into
     `out` (default <first run>/report); windowed: include | exclude | only the judgments made on a window
-    (analysis/results/windowed.py)."""
+    (analysis/judgments/windowed.py)."""
     from esc_eval.analysis.results.outputs import report_folder
 
     out = report_folder(run_dirs, out)

@@ -126,7 +126,7 @@ def load_safety(run_dirs: str | os.PathLike[str] | Iterable[str | os.PathLike[st
                 windowed: str = "include") -> pd.DataFrame:
     """The safety_frame of run folders; a clear error when they hold no safety score. windowed: include |
     exclude | only the judgments made on a window; the safety rows' count in attrs["windowed"]."""
-    from esc_eval.analysis.results.windowed import windowed_counts
+    from esc_eval.analysis.judgments.windowed import windowed_counts
 
     scores = load_scores(run_dirs, extra_dimensions=True, windowed=windowed)
     counts = windowed_counts(scores[scores["dimension"] == SAFETY], windowed)

@@ -183,7 +183,7 @@ def write_seeker_analyses(run_dirs: str | os.PathLike[str] | Iterable[str | os.P
     cooperative vs worst-case seekers where some target met both; (paths, markdown) in out_dir (default
     <first run>/report). Neither: a one-line error, nothing written. windowed: include | exclude | only
     the judgments made on a window."""
-    from esc_eval.analysis.results.windowed import windowed_line
+    from esc_eval.analysis.judgments.windowed import windowed_line
     from esc_eval.analysis.seekers.seeker_levels import (has_settings, level_rankings, level_shift, levels_markdown,
                                                          setting_values, write_levels)
     from esc_eval.analysis.seekers.seeker_kinds import (dialogue_values, ranking_shift, seeker_shift, seekers_markdown,

@@ -288,8 +288,8 @@ def calibration_of_runs(run_dirs: list[str], humans: str, *, study: str | None =
     what was written (calibration.md/.json and a reliability figure per judge, default <first
     run>/report; with `write`, the recalibrated judge's score rows in the runs). Everything is
     computed, and every bad input refused, before anything is written. windowed: include | exclude | only
-    the judgments made on a window (analysis/results/windowed.py), counted in the Markdown."""
-    from esc_eval.analysis.results.windowed import windowed_line
+    the judgments made on a window (analysis/judgments/windowed.py), counted in the Markdown."""
+    from esc_eval.analysis.judgments.windowed import windowed_line
 
     from esc_eval.analysis.results.loaders import load_scores
     from esc_eval.analysis.results.outputs import records, write_markdown_json

@@ -115,8 +115,8 @@ def correlate_runs(pred: list[str], human, judge: str | None = None, metrics_csv
                    out: str | None = None, windowed: str = "include") -> tuple[str, dict[str, str]]:
     """Tables 3, 13-15 for the runs' judge (or the per-dialogue metric columns of `metrics_csv`) against
     filled annotation sheets: the Markdown and the written correlations.md/.json (default <first run>/report).
-    windowed: include | exclude | only the judgments made on a window (analysis/results/windowed.py)."""
-    from esc_eval.analysis.results.windowed import windowed_line
+    windowed: include | exclude | only the judgments made on a window (analysis/judgments/windowed.py)."""
+    from esc_eval.analysis.judgments.windowed import windowed_line
 
     from esc_eval.analysis.results.loaders import load_scores
     from esc_eval.analysis.results.outputs import one_judge, records, write_markdown_json

@@ -111,13 +111,13 @@ def accuracy_from_sheets(pred: list[str], human, judge: str | None = None,
     """Table 4 of the runs' judge (`judge`, or the only one) against filled annotation sheets (a CSV or a
     folder of annotate_*.csv): the Markdown and the written judge_accuracy.md/.json (default
     <first run>/report). Several annotators: the reference is their mean, rounded half up. windowed: include |
-    exclude | only the judgments made on a window (analysis/results/windowed.py), counted in the Markdown."""
+    exclude | only the judgments made on a window (analysis/judgments/windowed.py), counted in the Markdown."""
     from esc_eval.analysis.annotation.sheets import import_annotations
     from esc_eval.analysis.results.loaders import load_scores
     from esc_eval.analysis.results.outputs import one_judge
     from esc_eval.sim.runs.storage import join_location
 
-    from esc_eval.analysis.results.windowed import windowed_line
+    from esc_eval.analysis.judgments.windowed import windowed_line
 
     read = load_scores(pred, extra_dimensions=True, windowed=windowed)
     scores, judges = one_judge(read, judge)  # safety has its own row

@@ -208,18 +208,6 @@ class FakeChatModel(ChatModel):
         drawn = base + (random.Random(_digest("noise", key)).gauss(0.0, self.noise) if self.noise else 0.0)
         return int(min(n_labels - 1, max(0, round(drawn))))
 
-
-def parse_marks(marks: str | dict[str, int] | None) -> dict[str, int]:
-    """`WORD:S,WORD:S` (a query string's) or a mapping -> {word: score 0-4}."""
-    if not marks:
-        return {}
-    pairs = marks.items() if isinstance(marks, dict) else (p.rsplit(":", 1) for p in str(marks).split(",") if p)
-    out = {str(w): int(s) for w, s in pairs}
-    if any(not 0 <= s <= 4 for s in out.values()):
-        raise ValueError(f"fake judge marks {marks!r}: each score is 0-4")
-    return out
-
-
     def _json_answer(self, params: GenerationParams, key: int):
         """The judge script under a JSON schema: each integer property a score (deterministic in the prompt and
         the property unless pinned) in json.dumps' layout, its tokens (a value is one token) and, with logprobs,
@@ -239,6 +227,17 @@ def parse_marks(marks: str | dict[str, int] | None) -> dict[str, int]:
                 else:
                     top.append({piece: 0.0})
         return "".join(pieces), top, pieces
+
+
+def parse_marks(marks: str | dict[str, int] | None) -> dict[str, int]:
+    """`WORD:S,WORD:S` (a query string's) or a mapping -> {word: score 0-4}."""
+    if not marks:
+        return {}
+    pairs = marks.items() if isinstance(marks, dict) else (p.rsplit(":", 1) for p in str(marks).split(",") if p)
+    out = {str(w): int(s) for w, s in pairs}
+    if any(not 0 <= s <= 4 for s in out.values()):
+        raise ValueError(f"fake judge marks {marks!r}: each score is 0-4")
+    return out
 
 
 FAKE_CAPABILITIES = Capabilities(logprobs=True, max_top_logprobs=20, choice="structured", json_schema=True)  # the judge script honours all three

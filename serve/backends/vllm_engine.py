@@ -151,7 +151,7 @@ class VLLMChatModel(ChatModel):
             cache[key] = out
         return cache[key]
 
-    def label_variant_ids(self, labels: list[str]) -> list[int]:
+    def _label_variant_ids(self, labels: list[str]) -> list[int]:
         """The token ids of each label as it can appear inside an answer (after a character, and after a
         space), where it is one token: what a JSON answer's value positions report log-probabilities for."""
         tok = self._host.tokenizer
@@ -196,7 +196,7 @@ class VLLMChatModel(ChatModel):
             kw["structured_outputs"] = (StructuredOutputsParams(regex=regex) if regex is not None
                                         else StructuredOutputsParams(json=params.json_schema))
             if params.logprobs is not None and params.logprob_labels:
-                kw["logprob_token_ids"] = self.label_variant_ids(list(params.logprob_labels))
+                kw["logprob_token_ids"] = self._label_variant_ids(list(params.logprob_labels))
             elif params.logprobs is not None:
                 kw["logprobs"] = params.logprobs
             return SamplingParams(**kw)

@@ -81,7 +81,7 @@ SCORE_SCHEMA = pa.schema(
         ("adapter", pa.string()),  # LoRA adapter the judge call used (null = base weights)
         ("probs_status", pa.string()),  # full | partial (a label outside the top-k: NaN, never P=0) | null
         # null = scored before the rule (sim/judging/window.py), or not by a judge call; every reader counts the
-        # windowed and can leave them out (--windowed: analysis/results/windowed.py)
+        # windowed and can leave them out (--windowed: analysis/judgments/windowed.py)
         ("rounds_left_out", pa.int32()),  # rounds the judge did not read: 0 = the whole dialogue; > 0 = windowed for its context
         ("transport", pa.string()),  # how the judge call went: batch (a provider batch: sim/batching) | null = online
         # appended last so parts written before them still read (as nulls)

@@ -9,7 +9,7 @@ import pandas as pd
 
 from esc_eval.analysis.report.sections import summary_section
 from esc_eval.analysis.results.leaderboard import build_leaderboard
-from esc_eval.analysis.results.rubric_mode import RUBRIC_MODE_NOTES, rubric_mode_of
+from esc_eval.analysis.judgments.rubric_mode import RUBRIC_MODE_NOTES, rubric_mode_of
 from esc_eval.sim.judging.dimensions import DIMENSION_NAMES
 
 

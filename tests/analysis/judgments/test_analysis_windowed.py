@@ -1,4 +1,4 @@
-"""Windowed judgments counted and filtered in one place (analysis/results/windowed.py, applied by
+"""Windowed judgments counted and filtered in one place (analysis/judgments/windowed.py, applied by
 load_scores): through simulate and score on the fakes, a judge whose context holds one target's
 dialogues whole and not the other's; no windowed judgment is said as none (no false mark), the
 planted ones are counted per leaderboard row with the share of rounds not read, and `--windowed
@@ -12,7 +12,7 @@ import pytest
 from typer.testing import CliRunner
 
 from esc_eval.analysis.results.loaders import load_scores
-from esc_eval.analysis.results.windowed import WindowedModeError, apply_windowed, windowed_counts, windowed_line
+from esc_eval.analysis.judgments.windowed import WindowedModeError, apply_windowed, windowed_counts, windowed_line
 from esc_eval.serve.registry.ref import ModelRef
 from esc_eval.sim.jobs.config import ScoringConfig, SimulationConfig
 from esc_eval.sim.jobs.scoring import judge_call_messages, run_scoring
