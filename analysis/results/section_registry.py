@@ -5,7 +5,7 @@ by position.
 
 Orders are spaced by 100 (the paper's sections) so a section can go between two without moving
 others: summary 100, leaderboard 200, human scores 250, by category 300, seeds 400, distributions
-500, comparisons 600, seekers 700, seeker levels 710, simulators 800, spoiled 900, endings 950, rounds 960, safety 1000, health 1100,
+500, comparisons 600, seekers 700, seeker levels 710, simulators 800, spoiled 900, endings 950, rounds 960, sessions 965, safety 1000, health 1100,
 throughput 1200, role-play 1300, seeker fidelity 1350, cards 1400, samples 1500.
 """
 from __future__ import annotations

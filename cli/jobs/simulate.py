@@ -26,13 +26,15 @@ def simulate(
     strategy: Annotated[Optional[list[str]], typer.Option("--strategy", help="Role-play strategy, repeatable: official, zero_shot, cot, icl, cot_icl, plain, resistant, low_engagement, volatile, or one with seeker controls ('zero_shot+resistance=strong').")] = None,
     control: Annotated[Optional[list[str]], typer.Option("--control", help="Sweep a seeker control over every strategy, repeatable: control=level[,level...], e.g. resistance=none,strong (controls: engagement, resistance, expression, disclosure, volatility).")] = None,
     keep_serving: Annotated[bool, typer.Option("--keep-serving", help="Leave the run's Serve deployments up after it (GPU clusters).")] = False,
+    sessions: Annotated[Optional[int], typer.Option("--sessions", help="Run each card as a course of N sessions with the same target, 1-20 (1: the paper's single session); a row per session.")] = None,
+    memory: Annotated[Optional[str], typer.Option("--memory", help="With --sessions > 1, what the target keeps of earlier sessions: none | summary (its own notes) | transcripts.")] = None,
 ) -> None:
     """Run 5-round dialogues between ESC-Role and the target models into a run folder."""
     from esc_eval.sim.launch.options import simulate_run, simulation_config
     from esc_eval.sim.driver.progress import console, job_progress
 
     cfg = simulation_config(config, cards, target, role, limit, language, address, workers, concurrency, rounds,
-                            seeker_stop, strategy, control)
+                            seeker_stop, strategy, control, sessions=sessions, memory=memory)
     console_env(cfg.execution)
     cfg.execution.placement.keep_serving |= keep_serving
     out = out or str(default_out("sim"))

@@ -10,6 +10,7 @@ from esc_eval.serve.chat.interface import GenerationParams
 from esc_eval.serve.config import ConfigModel
 from esc_eval.serve.registry.entry import TokenPrice
 from esc_eval.serve.registry.ref import ModelRef
+from esc_eval.sim.courses.course import Memory
 from esc_eval.sim.dialogue.seeker_stop import stop_instruction
 from esc_eval.sim.judging.config import JudgeConfig
 from esc_eval.sim.judging.panel import PanelConfig
@@ -44,6 +45,16 @@ class SimulationConfig(ConfigModel):
                               "stop signal (<END:resolved> when helped, <END:gave_up> to leave; en and zh), and a dialogue "
                               "ends after the seeker turn carrying one (termination_reason 'seeker_ended'; `end_reason` and "
                               "`end_round` in the row). Off in the paper's protocol; for long runs (rounds > 5).")
+    sessions: int = Field(1, ge=1, le=20, description="Beyond the paper: each card run as a course of this many sessions "
+                          "with the same target (sim/courses/). Between two sessions the seeker's situation moves on (the "
+                          "card's `session_updates`, else an update the role model writes from the card and what was "
+                          "said) and the target keeps what `memory` says. One dialogue row per session (`course_id`, "
+                          "`session`), resumable per session. 1: the paper's single session.")
+    memory: Memory = Field("none", description="With sessions > 1, what the target's deployment keeps of the earlier "
+                           "sessions: 'none' (a bare model behind an API), 'summary' (a memory feature: the target model "
+                           "itself writes notes after each session, and its system prompt carries them), 'transcripts' "
+                           "(one long thread: its system prompt carries the earlier sessions in full, the oldest left out "
+                           "while they do not fit its context).")
     execution: ExecutionConfig = Field(default_factory=ExecutionConfig, description="Pool shape, retries and checkpoints.")
     prices: dict[str, TokenPrice] = Field(default_factory=dict, description="Per-token prices by model name or spec, overriding the registry's `price` (manifest `usage`).")
 
@@ -86,6 +97,16 @@ class SimulationConfig(ConfigModel):
         if self.seeker_stop:
             for language in self.languages or ("en", "zh"):
                 stop_instruction(language)  # ValueError naming the language without one
+        return self
+
+    @model_validator(mode="after")
+    def _memory_needs_sessions(self) -> "SimulationConfig":
+        if self.sessions == 1 and self.memory != "none":
+            raise ValueError(f"memory {self.memory!r} keeps earlier sessions: it needs sessions > 1 (sessions is 1)")
+        if self.sessions > 1:
+            from esc_eval.sim.courses.texts import check_languages
+
+            check_languages(self.languages or ("en", "zh"))  # ValueError naming the text a language lacks
         return self
 
 
