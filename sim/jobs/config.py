@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, ValidationInfo, field_validator, model_validator
 
 from esc_eval.serve.chat.interface import GenerationParams
 from esc_eval.serve.config import ConfigModel
@@ -99,15 +99,21 @@ class SimulationConfig(ConfigModel):
                 stop_instruction(language)  # ValueError naming the language without one
         return self
 
-    @model_validator(mode="after")
-    def _memory_needs_sessions(self) -> "SimulationConfig":
-        if self.sessions == 1 and self.memory != "none":
-            raise ValueError(f"memory {self.memory!r} keeps earlier sessions: it needs sessions > 1 (sessions is 1)")
-        if self.sessions > 1:
+    @field_validator("sessions")
+    @classmethod
+    def _session_texts(cls, v: int, info: ValidationInfo) -> int:
+        if v > 1:
             from esc_eval.sim.courses.texts import check_languages
 
-            check_languages(self.languages or ("en", "zh"))  # ValueError naming the text a language lacks
-        return self
+            check_languages(info.data.get("languages") or ("en", "zh"))  # ValueError naming the text a language lacks
+        return v
+
+    @field_validator("memory")
+    @classmethod
+    def _memory_needs_sessions(cls, v: str, info: ValidationInfo) -> str:
+        if v != "none" and info.data.get("sessions", 1) == 1:
+            raise ValueError(f"{v!r} keeps earlier sessions: it needs sessions > 1 (sessions is 1)")
+        return v
 
 
 class ScoringConfig(ConfigModel):

@@ -2,7 +2,8 @@
 
 A dialogue id hashes card, target name, role name, strategy and seed. What else shapes the text
 (the resolved model and its weights, the adapter, the effective generation parameters, the
-system prompts, the prompt texts, the rounds, the card file) is hashed here per named field and
+system prompts, the prompt texts, the rounds, the card file; a course's sessions, the target's
+memory and the texts between sessions, only when `sessions` > 1) is hashed here per named field and
 kept in the manifest; resuming a folder compares field by field and refuses, naming the field,
 before anything is written. A field present only in the new config (a new target) is new work,
 not a change.

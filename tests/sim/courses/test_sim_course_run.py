@@ -89,5 +89,18 @@ def test_a_folder_refuses_a_changed_course_in_one_line_with_nothing_written(tmp_
         with pytest.raises(StaleRunError, match=field):
             run_simulation(config(tmp_path, **changed), out)
     assert sorted(p.name for p in (out / "dialogues").iterdir()) == before
-    with pytest.raises(ValueError, match="it needs sessions > 1"):
+    with pytest.raises(ValueError, match="(?s)memory.*it needs sessions > 1"):
         config(tmp_path, memory="transcripts")
+
+
+def test_a_card_with_an_empty_session_update_is_refused_in_one_line(tmp_path):
+    import json
+
+    from esc_eval.sim.cards.card import CardError
+
+    card = {**sample_cards(language="en")[0].model_dump(exclude_none=True), "session_updates": ["Moved out.", " "]}
+    (tmp_path / "bad.json").write_text(json.dumps([card]))
+    cfg = config(tmp_path, sessions=3).model_copy(update={"cards": str(tmp_path / "bad.json")})
+    with pytest.raises(CardError, match=r"card #0 .*'session_updates': an empty session update") as e:
+        run_simulation(cfg, tmp_path / "run")
+    assert "\n" not in str(e.value) and not (tmp_path / "run").exists()
