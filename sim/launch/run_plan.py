@@ -174,3 +174,35 @@ def plan_run(config: Path, *, gpus: int | None = None, gpu_mem: float | None = N
             result.notes.append(f"no projection: the built-in rates are one H100's; give --rates from `esc-eval bench gpu` "
                                 f"run on a {hardware.accelerator_type}")
     return result, projection
+
+
+def parse_answer_tokens(text: str | None) -> dict[str, int]:
+    """--answer-tokens: "N" (every answer) or per use, "role=N,target=M" (a use left out: its cap);
+    ValueError with one line on anything else."""
+    if not text:
+        return {}
+    bad = (f"--answer-tokens {text!r}: give a number of tokens (every answer) or per use, e.g. role=150,target=100")
+    out: dict[str, int] = {}
+    for item in text.split(","):
+        use, eq, n = item.strip().rpartition("=")
+        if (eq and use not in ("role", "target")) or not n.strip().isdigit() or int(n) < 1:
+            raise ValueError(bad)
+        out.update({use: int(n)} if eq else {"role": int(n), "target": int(n)})
+    return out
+
+
+def plan_command(config: Path, as_json: bool = False, **options) -> tuple[int, list[str]] | None:
+    """`esc-eval plan`: plan_run with `options`, printed on stdout as text (each refusal a line) or as
+    JSON; None when every model has a place, else the exit status 1 (the refusals are printed already)."""
+    import json
+
+    result, projection = plan_run(config, **options)
+    if as_json:
+        print(json.dumps(result.as_dict() | {"projection": projection.as_dict() if projection else None}, indent=2,
+                         ensure_ascii=False, default=str))
+    else:
+        from esc_eval.serve.plan.text import plan_lines
+
+        lines = plan_lines(result)
+        print("\n".join(lines[:-1] + (projection.lines() if projection else []) + lines[-1:]))
+    return None if result.ok else (1, [])
