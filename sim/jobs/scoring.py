@@ -222,10 +222,14 @@ def prepare_input(input_path: str | Path, out_dir: str | Path | None) -> RunFold
 
 def earlier_of(run: RunFolder, judges: list[JudgeConfig]) -> dict[str, list[tuple[str, str]]]:
     """Each later session of a course -> its previous session's turns (sim/courses/continuity.py); read
-    only when a judge scores continuity."""
+    only when a judge scores continuity. ValueError in one line when one does and the run has none."""
     if not any(CONTINUITY in j.dimensions for j in judges):
         return {}
-    return earlier_sessions(run.iter_rows("dialogues", columns=["dialogue_id", "course_id", "session", "status", "turns"]))
+    found = earlier_sessions(run.iter_rows("dialogues", columns=["dialogue_id", "course_id", "session", "status", "turns"]))
+    if not found:
+        raise ValueError(f"{run}: continuity scores the later sessions of a course, and it has none "
+                         "(simulate with sessions > 1)")
+    return found
 
 
 def iter_scoring_items(run: RunFolder, judges: list[JudgeConfig], redo_errors: bool = True,
@@ -297,10 +301,7 @@ def run_scoring(cfg: ScoringConfig, input_path: str | Path, out_dir: str | Path 
     n_dialogues = sum(1 for d in run.iter_rows("dialogues", columns=["status"]) if d["status"] == "ok")
     if n_dialogues == 0:
         raise ValueError(f"{run}: no completed dialogues to score")
-    earlier = earlier_of(run, judges)
-    if not earlier and any(CONTINUITY in j.dimensions for j in judges):
-        raise ValueError(f"{run}: continuity scores the later sessions of a course, and it has none "
-                         "(simulate with sessions > 1)")
+    earlier = earlier_of(run, judges)  # continuity without a later session: one line, nothing scored
     todo = sum(1 for _ in iter_scoring_items(run, judges, earlier=earlier))
     ex = cfg.execution
     outcome = JobOutcome(on_summary)

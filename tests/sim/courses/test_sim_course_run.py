@@ -104,3 +104,17 @@ def test_a_card_with_an_empty_session_update_is_refused_in_one_line(tmp_path):
     with pytest.raises(CardError, match=r"card #0 .*'session_updates': an empty session update") as e:
         run_simulation(cfg, tmp_path / "run")
     assert "\n" not in str(e.value) and not (tmp_path / "run").exists()
+
+
+def test_continuity_on_a_run_without_courses_is_refused_in_one_line(tmp_path):
+    from esc_eval.sim.jobs.config import ScoringConfig
+    from esc_eval.sim.jobs.scoring import run_scoring
+    from esc_eval.sim.judging.config import JudgeConfig
+
+    out = tmp_path / "run"
+    run_simulation(config(tmp_path), out)
+    cfg = ScoringConfig(judge=JudgeConfig(model=ModelRef(model="fake/judge"), dimensions=["empathy", "continuity"]),
+                        execution=ExecutionConfig(executor="local"))
+    with pytest.raises(ValueError, match="continuity scores the later sessions of a course, and it has none"):
+        run_scoring(cfg, out)
+    assert not RunFolder(out).parts("scores")
