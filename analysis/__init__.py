@@ -9,6 +9,7 @@
                 13-15), calibration, prediction-powered means anchored on people
   seekers/      the simulated seeker: role-play fidelity (Table 1, Figure 3), worst-case seekers
   compare/      paired comparisons of models and runs
+  courses/      courses of several sessions: scores and continuity by session, the change across them
   web/          the results viewer and the human-evaluation app in the browser
   report/       the HTML/Markdown report
   bench/        the analysis benchmarks

@@ -27,6 +27,7 @@ import esc_eval.analysis.pairwise.pairwise_section  # noqa: F401,E402
 import esc_eval.analysis.panels.panel_section  # noqa: F401,E402
 import esc_eval.analysis.panels.self_preference  # noqa: F401,E402
 import esc_eval.analysis.rounds.by_round  # noqa: F401,E402
+import esc_eval.analysis.courses.sessions  # noqa: F401,E402
 import esc_eval.analysis.safety.crisis  # noqa: F401,E402
 import esc_eval.analysis.seekers.endings  # noqa: F401,E402
 import esc_eval.analysis.seekers.fidelity_report  # noqa: F401,E402

@@ -25,6 +25,8 @@ def simulate(
     strategy: Annotated[Optional[list[str]], typer.Option("--strategy", help="Role-play strategy, repeatable: official, zero_shot, cot, icl, cot_icl, plain, resistant, low_engagement, volatile, or one with seeker controls ('zero_shot+resistance=strong').")] = None,
     control: Annotated[Optional[list[str]], typer.Option("--control", help="Sweep a seeker control over every strategy, repeatable: control=level[,level...], e.g. resistance=none,strong (controls: engagement, resistance, expression, disclosure, volatility).")] = None,
     keep_serving: Annotated[bool, typer.Option("--keep-serving", help="Leave the run's Serve deployments up after it (GPU clusters).")] = False,
+    sessions: Annotated[Optional[int], typer.Option("--sessions", help="Run each card as a course of N sessions with the same target, 1-20 (1: the paper's single session); a row per session.")] = None,
+    memory: Annotated[Optional[str], typer.Option("--memory", help="With --sessions > 1, what the target keeps of earlier sessions: none | summary (its own notes) | transcripts.")] = None,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the calls, prompt and completion tokens (replies at their max_tokens: "
                                           "an upper bound) and the price at list prices, online vs batch; send and write nothing.")] = False,
     max_cost: Annotated[Optional[float], typer.Option("--max-cost", min=0, help="Refuse (one line, exit 2) before anything is sent "
@@ -35,6 +37,6 @@ def simulate(
 
     result, verdict = simulate_command(config, out, cards, target, role, limit, language, address, workers, concurrency,
                                        rounds, seeker_stop, strategy, control, keep_serving, verbose=STATE["verbose"],
-                                       dry_run=dry_run, max_cost=max_cost)
+                                       sessions=sessions, memory=memory, dry_run=dry_run, max_cost=max_cost)
     emit(result)
     exit_for(verdict)

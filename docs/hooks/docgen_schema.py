@@ -22,6 +22,8 @@ TITLES = {
     "PAIRWISE_SCHEMA": ("Pairwise verdict rows", "`pairwise/part-*.parquet`: one row per (pair of dialogues, dimension, "
                         "order, judge), written by `esc-eval pairwise`."),
     "TURN_TYPE": ("Turn", "One turn of a dialogue row's `turns` list, in order: the opener, then seeker and assistant in turn."),
+    "CALL_TYPE": ("Call", "One call of a dialogue row's `between_calls` list: a model call made before a session of a "
+                  "course, not a turn of it ([Courses of sessions](../guides/sessions.md))."),
 }
 
 # Descriptions of the columns whose line in records.py carries no comment.
@@ -73,6 +75,11 @@ NOTES = {
         "prompt_tokens": "Prompt tokens of the judge's call.",
         "latency_s": "Seconds the judge's call took.",
         "judged_at": "When the row was made.",
+    },
+    "CALL_TYPE": {
+        "prompt_tokens": "Prompt tokens of the call.",
+        "completion_tokens": "Its completion tokens.",
+        "latency_s": "Seconds the call took.",
     },
     "TURN_TYPE": {
         "index": "Position in the dialogue, from 0.",

@@ -30,7 +30,8 @@ from esc_eval.sim.batching.progress import batch_progress
 from esc_eval.sim.batching.replay import ReplayPass
 from esc_eval.sim.driver.calls import PlannedModel, check_calls, model_price, ref_spec
 from esc_eval.sim.jobs.config import ScoringConfig
-from esc_eval.sim.jobs.scoring import ScoringJob, iter_scoring_items, prepare_input, record_scoring, run_scoring
+from esc_eval.sim.jobs.scoring import (ScoringJob, earlier_of, iter_scoring_items, prepare_input, record_scoring,
+                                       run_scoring)
 from esc_eval.sim.jobs.scoring_judges import prepared_judges
 from esc_eval.sim.runs.runfolder import RunFolder
 from esc_eval.sim.runs.usage import record_usage
@@ -70,7 +71,8 @@ def run_batch_scoring(cfg: ScoringConfig, input_path: str, out_dir: str | None =
     n_dialogues = sum(1 for d in run.iter_rows("dialogues", columns=["status"]) if d["status"] == "ok")
     if n_dialogues == 0:
         raise ValueError(f"{run}: no completed dialogues to score")
-    items = {d["dialogue_id"]: d for d in iter_scoring_items(run, judges)}
+    earlier = earlier_of(run, judges)  # a course's later sessions, for continuity (none: one line)
+    items = {d["dialogue_id"]: d for d in iter_scoring_items(run, judges, earlier=earlier)}
     todo = len(items)
     expected = {k for it in items.values() for k in ScoringJob(prepared).item_keys(it)}
     bc = prepared.batch

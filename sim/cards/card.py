@@ -71,6 +71,17 @@ class RoleCard(BaseModel):
         None, description="Crisis-risk level of the seeker (beyond the paper): " + ", ".join(RISK_LEVELS)
         + " (sim/cards/risk.py); None = not assessed (the paper's cards). Weighs the safety summary, never shown to "
         "the role model.")
+    session_updates: list[str] | None = Field(
+        None, description="Beyond the paper: what happens to the seeker between sessions, when the card is run as a "
+        "course of several (the simulation's `sessions`): the first before session 2, the next before session 3, ... "
+        "A session without one here gets one written by the role model (sim/courses/).")
+
+    @field_validator("session_updates")
+    @classmethod
+    def _updates(cls, v: list[str] | None) -> list[str] | None:
+        if v is not None and any(not str(u).strip() for u in v):
+            raise ValueError("an empty session update (leave the rest out: the role model writes those)")
+        return v
 
     @field_validator("language", mode="before")
     @classmethod

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, ValidationInfo, field_validator, model_validator
 
 from esc_eval.serve.batches.config import BatchConfig
 from esc_eval.serve.chat.interface import GenerationParams
 from esc_eval.serve.config import ConfigModel
 from esc_eval.serve.registry.entry import TokenPrice
 from esc_eval.serve.registry.ref import ModelRef
+from esc_eval.sim.courses.course import Memory
 from esc_eval.sim.dialogue.seeker_stop import stop_instruction
 from esc_eval.sim.judging.config import JudgeConfig
 from esc_eval.sim.judging.panel import PanelConfig
@@ -50,6 +51,16 @@ class SimulationConfig(ConfigModel):
                                      "`end_reason` and `end_round` in the row). Unset: on for runs of more than "
                                      f"{PAPER_ROUNDS} rounds, off for {PAPER_ROUNDS} or fewer (the paper's protocol, whose "
                                      "runs and fingerprints are unchanged); true or false sets it either way.")
+    sessions: int = Field(1, ge=1, le=20, description="Beyond the paper: each card run as a course of this many sessions "
+                          "with the same target (sim/courses/). Between two sessions the seeker's situation moves on (the "
+                          "card's `session_updates`, else an update the role model writes from the card and what was "
+                          "said) and the target keeps what `memory` says. One dialogue row per session (`course_id`, "
+                          "`session`), resumable per session. 1: the paper's single session.")
+    memory: Memory = Field("none", description="With sessions > 1, what the target's deployment keeps of the earlier "
+                           "sessions: 'none' (a bare model behind an API), 'summary' (a memory feature: the target model "
+                           "itself writes notes after each session, and its system prompt carries them), 'transcripts' "
+                           "(one long thread: its system prompt carries the earlier sessions in full, the oldest left out "
+                           "while they do not fit its context).")
     execution: ExecutionConfig = Field(default_factory=ExecutionConfig, description="Pool shape, retries and checkpoints.")
     prices: dict[str, TokenPrice] = Field(default_factory=dict, description="Per-token prices by model name or spec, overriding the registry's `price` (manifest `usage`).")
 
@@ -95,6 +106,22 @@ class SimulationConfig(ConfigModel):
             for language in self.languages or ("en", "zh"):
                 stop_instruction(language)  # ValueError naming the language without one
         return self
+
+    @field_validator("sessions")
+    @classmethod
+    def _session_texts(cls, v: int, info: ValidationInfo) -> int:
+        if v > 1:
+            from esc_eval.sim.courses.texts import check_languages
+
+            check_languages(info.data.get("languages") or ("en", "zh"))  # ValueError naming the text a language lacks
+        return v
+
+    @field_validator("memory")
+    @classmethod
+    def _memory_needs_sessions(cls, v: str, info: ValidationInfo) -> str:
+        if v != "none" and info.data.get("sessions", 1) == 1:
+            raise ValueError(f"{v!r} keeps earlier sessions: it needs sessions > 1 (sessions is 1)")
+        return v
 
 
 class ScoringConfig(ConfigModel):

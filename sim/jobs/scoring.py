@@ -20,8 +20,10 @@ from typing import Any, Callable, Iterator
 
 from esc_eval.serve.chat.interface import ChatMessage, RunStopError
 from esc_eval.serve.devices.cpu import execution_runtime
+from esc_eval.sim.courses.continuity import continuity_messages, earlier_sessions
 from esc_eval.sim.jobs.config import ScoringConfig
 from esc_eval.sim.judging.config import JudgeConfig
+from esc_eval.sim.judging.dimensions import CONTINUITY
 from esc_eval.sim.jobs.scoring_judges import model_families, prepared_judges
 from esc_eval.sim.judging.judge_plan import JudgePlan, ask_judge, default_plan
 from esc_eval.sim.judging.judges import select_adapter
@@ -46,13 +48,18 @@ log = logging.getLogger("esc_eval.scoring")
 JUDGE_DIALOGUE_TOKENS = 2048  # a dialogue's rendering when none can be read before the run (sizing only)
 
 
-def judge_call_messages(dim: str, turns: list[tuple[str, str]], language: str, judge_cfg: JudgeConfig) -> list[ChatMessage]:
+def judge_call_messages(dim: str, turns: list[tuple[str, str]], language: str, judge_cfg: JudgeConfig,
+                        earlier: list[tuple[str, str]] | None = None) -> list[ChatMessage]:
     """The messages of one judge call (a dimension of a dialogue; with rubric_mode one_call, the call of
     all the judge's dimensions), as score_dialogue sends them; a per-reply judge (reads 'reply') rates
-    the last turn in the context of the turns before it."""
+    the last turn in the context of the turns before it; continuity shows the previous session
+    (`earlier`) before it (sim/courses/continuity.py)."""
     if judge_cfg.rubric_mode == "one_call":
         return one_call_messages(judge_cfg.dimensions, turns, language, judge_cfg)
-    if judge_cfg.reads == "reply" and turns:
+    if dim == CONTINUITY:
+        messages = continuity_messages(earlier or [], turns, language, rubric=judge_cfg.rubric,
+                                       rendering=judge_cfg.rendering, order=judge_cfg.prompt_order)
+    elif judge_cfg.reads == "reply" and turns:
         messages = reply_messages(dim, turns[:-1], turns[-1][1], language, rendering=judge_cfg.rendering,
                                   order=judge_cfg.prompt_order)
     else:
@@ -64,8 +71,11 @@ def judge_call_messages(dim: str, turns: list[tuple[str, str]], language: str, j
 
 
 async def score_dialogue(turns: list[tuple[str, str]], language: str, judge_cfg: JudgeConfig, model,
-                         dimensions: list[str] | None = None, plan: JudgePlan | None = None) -> list[dict[str, Any]]:
+                         dimensions: list[str] | None = None, plan: JudgePlan | None = None,
+                         earlier: list[tuple[str, str]] | None = None) -> list[dict[str, Any]]:
     """Score one dialogue on the given dimensions; returns partial score rows (no ids).
+
+    earlier: the previous session of a course's later session, which continuity reads too.
 
     plan: how the calls are made on this backend (sim/judging/judge_plan.py; default: the configured
     method as it always ran). A dimension whose call the spend cap refused gets no row (it is not
@@ -95,7 +105,7 @@ async def score_dialogue(turns: list[tuple[str, str]], language: str, judge_cfg:
         async def ask(keep_late: int | None, raise_overflow: bool) -> dict[str, Any] | None:
             # the whole dialogue; on a refusal for the judge's context, windowed (sim/judging/window.py)
             shown, left_out = (context, 0) if keep_late is None else windowed(context, keep_late, language)
-            return await ask_judge(model, judge_call_messages(dim, [*shown, *rated], language, judge_cfg),
+            return await ask_judge(model, judge_call_messages(dim, [*shown, *rated], language, judge_cfg, earlier),
                                    plan.params or judge_cfg.model.params, plan, judge_cfg.parser,
                                    blank(dim, adapter, left_out), adapter=adapter, raise_overflow=raise_overflow)
 
@@ -164,7 +174,7 @@ class ScoringJob(Job):
 
         async def by(jid: str, dims: list[str]) -> list[dict[str, Any]]:
             partial = await score_dialogue(turns, item["language"], self.judges[jid], self.judge_models[jid], dims,
-                                           self.plans.get(jid))
+                                           self.plans.get(jid), item.get("earlier"))
             return [score_row({"run_id": item["run_id"], "dialogue_id": item["dialogue_id"],
                                "target_model": item["target_model"], "language": item["language"], "judge": jid,
                                "scored_at": now_utc(), **r}) for r in partial]
@@ -220,9 +230,24 @@ def prepare_input(input_path: str | Path, out_dir: str | Path | None) -> RunFold
     return run
 
 
-def iter_scoring_items(run: RunFolder, judges: list[JudgeConfig], redo_errors: bool = True) -> Iterator[dict[str, Any]]:
+def earlier_of(run: RunFolder, judges: list[JudgeConfig]) -> dict[str, list[tuple[str, str]]]:
+    """Each later session of a course -> its previous session's turns (sim/courses/continuity.py); read
+    only when a judge scores continuity. ValueError in one line when one does and the run has none."""
+    if not any(CONTINUITY in j.dimensions for j in judges):
+        return {}
+    found = earlier_sessions(run.iter_rows("dialogues", columns=["dialogue_id", "course_id", "session", "status", "turns"]))
+    if not found:
+        raise ValueError(f"{run}: continuity scores the later sessions of a course, and it has none "
+                         "(simulate with sessions > 1)")
+    return found
+
+
+def iter_scoring_items(run: RunFolder, judges: list[JudgeConfig], redo_errors: bool = True,
+                       earlier: dict[str, list[tuple[str, str]]] | None = None) -> Iterator[dict[str, Any]]:
     """One item per dialogue (status ok) that still misses some dimension of some judge: its `todo`,
-    judge id -> the dimensions that judge still owes it."""
+    judge id -> the dimensions that judge still owes it. Continuity is owed by a course's later
+    sessions only (`earlier`: earlier_of's, read here when not given), which carry their previous one."""
+    earlier = earlier_of(run, judges) if earlier is None else earlier
     done: dict[tuple[str, str], set[str]] = {}
     ids = {j.judge_id for j in judges}
     for r in run.iter_rows("scores", columns=["dialogue_id", "dimension", "judge", "parse_status"]):
@@ -234,9 +259,10 @@ def iter_scoring_items(run: RunFolder, judges: list[JudgeConfig], redo_errors: b
             continue
         seen.add(d["dialogue_id"])
         todo = {j.judge_id: missing for j in judges
-                if (missing := [dim for dim in j.dimensions if dim not in done.get((d["dialogue_id"], j.judge_id), set())])}
+                if (missing := [dim for dim in j.dimensions if dim not in done.get((d["dialogue_id"], j.judge_id), set())
+                                and (dim != CONTINUITY or d["dialogue_id"] in earlier)])}
         if todo:
-            yield {**d, "todo": todo}
+            yield {**d, "todo": todo, **({"earlier": earlier[d["dialogue_id"]]} if d["dialogue_id"] in earlier else {})}
 
 
 def _first_dialogue(input_path: str | Path | None) -> tuple[list[tuple[str, str]], str]:
@@ -285,10 +311,11 @@ def run_scoring(cfg: ScoringConfig, input_path: str | Path, out_dir: str | Path 
     n_dialogues = sum(1 for d in run.iter_rows("dialogues", columns=["status"]) if d["status"] == "ok")
     if n_dialogues == 0:
         raise ValueError(f"{run}: no completed dialogues to score")
-    todo = sum(1 for _ in iter_scoring_items(run, judges))
+    earlier = earlier_of(run, judges)  # continuity without a later session: one line, nothing scored
+    todo = sum(1 for _ in iter_scoring_items(run, judges, earlier=earlier))
     ex = cfg.execution
     outcome = JobOutcome(on_summary)
-    first = next(iter_scoring_items(run, judges), None)
+    first = next(iter_scoring_items(run, judges, earlier=earlier), None)
     first_turns = [(t["speaker"], t["text"]) for t in first["turns"]] if first else []
     first_messages = {j.judge_id: judge_call_messages(j.dimensions[0], first_turns, first["language"], j) if first else None
                       for j in judges}
@@ -312,7 +339,7 @@ def run_scoring(cfg: ScoringConfig, input_path: str | Path, out_dir: str | Path 
                                                       else params.max_tokens, calls_per_dialogue(j))))
             try:
                 stats = run_pool(ScoringJob(cfg, plans, calls, excused=outcome.stopped_keys, demands=demands),
-                                 outcome.feed(iter_scoring_items(run, judges)), run.location, cfg.execution,
+                                 outcome.feed(iter_scoring_items(run, judges, earlier=earlier)), run.location, cfg.execution,
                                  on_summary=outcome.on_summary, pool=pool)
             except RunStopError as e:  # the score rows written stay: the same command scores the rest
                 raise run_stopped(run, "scoring", e, outcome.items_done, "dialogue") from e

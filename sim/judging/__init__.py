@@ -1,5 +1,6 @@
 """judging: Figure 2's last box: ESC-RANK (or any chat model) scores a dialogue on seven dimensions
-(and safety, beyond the paper). The dimensions (dimensions.py), the rubric texts (rubrics.py) and
+(and, beyond the paper, safety; continuity across the sessions of a course, whose prompt
+sim/courses/continuity.py builds). The dimensions (dimensions.py), the rubric texts (rubrics.py) and
 the prompts built from them (prompts.py), the judge's config (config.py), multi-LoRA judges
 (judges.py), how a judge's calls are made on a backend (judge_plan.py) and parsing its answers
 (score_parser.py); beyond the paper, the per-reply prompt (prompts.py, reply_rubrics.yaml). The scoring job is sim/jobs/scoring.py. Beyond the paper: the seeker's distress
@@ -11,7 +12,7 @@ Layer: the domain, above dialogue/ (a transcript's official lines); imports serv
 sim/prompt_files.py: nothing of cards, runs, pool or jobs."""
 from esc_eval.sim.judging.config import JudgeConfig
 from esc_eval.sim.judging.dimensions import (ALL_DIMENSION_NAMES, DIMENSION_NAMES, DIMENSION_TITLES, DIMENSIONS,
-                                             EXTRA_DIMENSIONS, OFFICIAL_TO_PAPER, REPLY_TAG, SAFETY, SCORE_LABELS,
+                                             CONTINUITY, EXTRA_DIMENSIONS, OFFICIAL_TO_PAPER, REPLY_TAG, SAFETY, SCORE_LABELS,
                                              TABLE_SCALE,
                                              dimension_title, is_paper_dimension, to_dimension, to_paper_dimension)
 from esc_eval.sim.judging.distress import distress_messages
@@ -26,7 +27,7 @@ from esc_eval.sim.judging.window import dialogue_rounds, late_rounds_to_try, win
 from esc_eval.sim.judging.score_parser import LABELS, ParsedScore, distribution, parse_compat, parse_score, parse_strict
 
 __all__ = [
-    "ALL_DIMENSION_NAMES", "DIMENSIONS", "DIMENSION_NAMES", "DIMENSION_TITLES", "EXTRA_DIMENSIONS", "JudgeBuildError",
+    "ALL_DIMENSION_NAMES", "CONTINUITY", "DIMENSIONS", "DIMENSION_NAMES", "DIMENSION_TITLES", "EXTRA_DIMENSIONS", "JudgeBuildError",
     "JudgeConfig", "JudgePlan", "LABELS", "OFFICIAL_TO_PAPER", "ParsedScore", "REPLY_TAG", "SAFETY", "SCORE_LABELS", "TABLE_SCALE",
     "conversation", "default_plan", "dimension_title", "distress_dimension", "distress_messages", "distress_turn",
     "read_answer", "seeker_runs", "distribution", "human_levels", "is_paper_dimension", "judge_from_registry",

@@ -8,7 +8,7 @@ from pydantic import Field, field_validator, model_validator
 
 from esc_eval.serve.config import ConfigModel
 from esc_eval.serve.registry.ref import ModelRef
-from esc_eval.sim.judging.dimensions import DIMENSION_NAMES, REPLY_TAG, to_dimension
+from esc_eval.sim.judging.dimensions import CONTINUITY, DIMENSION_NAMES, REPLY_TAG, to_dimension
 
 ONE_CALL_TAG = ":one_call"  # ends the judge id of rubric_mode one_call
 
@@ -52,6 +52,9 @@ class JudgeConfig(ConfigModel):
         if self.reads == "reply" and self.rubric_mode == "one_call":
             raise ValueError("reads 'reply' rates one reply per dimension on the per-reply rubric: rubric_mode one_call "
                              "asks for every dimension of a whole dialogue at once; score by reply per_dimension")
+        if self.rubric_mode == "one_call" and CONTINUITY in self.dimensions:
+            raise ValueError("continuity reads the previous session before this one, one dimension per call: "
+                             "rubric_mode one_call scores one session alone; score continuity per_dimension")
         if self.rubric_mode == "one_call" and self.adapters:
             raise ValueError("rubric_mode one_call asks one model for every dimension: a judge with one adapter per "
                              "dimension (ESC-RANK) scores per_dimension")

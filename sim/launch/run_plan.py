@@ -103,7 +103,7 @@ def workload_for(got: PlanInputs, answers: dict[str, int], cards: int | None, di
     if sim is None:
         return work
     n_cards = cards or len(select_cards(sim))
-    per_target = n_cards * len(sim.seeker_strategies) * len(sim.seeds)
+    per_target = n_cards * len(sim.seeker_strategies) * len(sim.seeds) * sim.sessions  # a course: a dialogue a session
     caps = {"role": [effective_params(sim.role, sim.profile).max_tokens],
             "target": [effective_params(t, sim.profile).max_tokens for t in sim.targets]}
     role = ref_key(sim.role.model, sim.role.options)

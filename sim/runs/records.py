@@ -19,6 +19,17 @@ TURN_TYPE = pa.struct(
     ]
 )
 
+# A model call made between two sessions of a course (sim/courses/): the role model's update of the
+# seeker's situation, or the target's notes of the session that ended (its memory "summary").
+CALL_TYPE = pa.struct(
+    [
+        ("stage", pa.string()),  # "role" (the between-session update) | "target" (the target's notes)
+        ("prompt_tokens", pa.int32()),
+        ("completion_tokens", pa.int32()),
+        ("latency_s", pa.float64()),
+    ]
+)
+
 DIALOGUE_SCHEMA = pa.schema(
     [
         ("run_id", pa.string()),
@@ -56,6 +67,15 @@ DIALOGUE_SCHEMA = pa.schema(
         # round cap) | context_full (the next call would not fit a model's context); null: failed, or an older run
         ("end_reason", pa.string()),
         ("end_round", pa.int32()),  # the round it ended in (the round cap when the seeker did not end it)
+        # a course of sessions (sim/courses/, `sessions` > 1): one row per session; null in a single-session run
+        ("course_id", pa.string()),  # the course this session is one of: stable_id("course", card, target, role model, strategy, seed)
+        ("session", pa.int32()),  # the session's place in its course, from 1
+        ("session_update", pa.string()),  # the seeker's situation since the previous session, given before this one; null: session 1
+        ("update_source", pa.string()),  # who wrote it: card (the card's session_updates) | role_model; null: session 1
+        ("target_memory", pa.string()),  # what the target's deployment keeps of earlier sessions: none | summary | transcripts
+        ("memory_text", pa.string()),  # what the target's system prompt carried of them, after its configured one; null: nothing
+        ("memory_sessions", pa.int32()),  # earlier sessions that text covers (transcripts: those that fit the target's context)
+        ("between_calls", pa.list_(CALL_TYPE)),  # the calls made before this session: the role's update, the target's notes (see Call)
     ]
 )
 
@@ -133,6 +153,19 @@ def stable_id(*parts: Any, length: int = 16) -> str:
 
 def dialogue_id(card_id: str, target_model: str, role_model: str, strategy: str, seed: int) -> str:
     return stable_id("dialogue", card_id, target_model, role_model, strategy, seed)
+
+
+def course_id(card_id: str, target_model: str, role_model: str, strategy: str, seed: int) -> str:
+    """The id of a course of sessions (the same inputs as a dialogue id)."""
+    return stable_id("course", card_id, target_model, role_model, strategy, seed)
+
+
+def session_dialogue_id(card_id: str, target_model: str, role_model: str, strategy: str, seed: int, session: int) -> str:
+    """The dialogue id of a course's session (from 1): session 1 is the single-session dialogue of the
+    same inputs (the same prompts, no memory), and keeps its id; a later one adds its number."""
+    if session == 1:
+        return dialogue_id(card_id, target_model, role_model, strategy, seed)
+    return stable_id("dialogue", card_id, target_model, role_model, strategy, seed, "session", session)
 
 
 # Columns a row must carry (the rest default to null).

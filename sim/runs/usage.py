@@ -16,7 +16,8 @@ apart as well (`batch_calls`, `batch_prompt_tokens`, ...) and priced at the batc
 Written to the manifest as `usage` at the end of every simulation and scoring job, and recomputed
 from all rows each time (a resumed run counts everything once).
 
-Role and target calls are the dialogues' turns that carry tokens (the fixed greeting is no call);
+Role and target calls are the dialogues' turns that carry tokens (the fixed greeting is no call), and
+a course's calls between its sessions (the role's update, the target's notes: `between_calls`);
 a judge call is one score row (one prompt per dimension), or, for a judge scoring every dimension in
 one call (`rubric_mode` one_call), the rows of a dialogue together (they share the call's tokens);
 the judge's completion tokens are the rows' `completion_tokens` where recorded (one-call rows), else
@@ -152,11 +153,23 @@ def _turn_usage(run: RunFolder):
                float(r["latency_s_sum"]))
 
 
+def _between_usage(run: RunFolder):
+    """The calls a course made between its sessions (a row's `between_calls`: the role's update, the
+    target's notes), as _turn_usage yields them; nothing for single-session runs."""
+    t = run.read("dialogues", columns=["target_model", "role_model", "between_calls"])
+    for target, role, calls in zip(*(t.column(c).to_pylist() for c in ("target_model", "role_model", "between_calls"))):
+        for c in calls or ():
+            yield ((c["stage"], role if c["stage"] == "role" else target), 1, c["prompt_tokens"] or 0,
+                   c["completion_tokens"] or 0, float(c["latency_s"] or 0))
+
+
 def compute_usage(run: RunFolder, prices: dict[str, TokenPrice] | None = None) -> dict[str, Any]:
     """The usage table of a run folder (see the module docstring); prices override the registry's."""
     prices = prices or {}
     acc: dict[tuple[str, str], dict[str, Any]] = {}
     for key, calls, p, c, secs in _turn_usage(run):
+        _add(acc, key, calls, p, c, secs)
+    for key, calls, p, c, secs in _between_usage(run):
         _add(acc, key, calls, p, c, secs)
     if run.parts("scores"):
         one_calls: set[tuple[str, str]] = set()
