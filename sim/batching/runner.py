@@ -30,8 +30,8 @@ from esc_eval.sim.batching.progress import batch_progress
 from esc_eval.sim.batching.replay import ReplayPass
 from esc_eval.sim.driver.calls import PlannedModel, check_calls, model_price, ref_spec
 from esc_eval.sim.jobs.config import ScoringConfig
-from esc_eval.sim.jobs.scoring import (ScoringJob, earlier_of, iter_scoring_items, prepare_input, record_scoring,
-                                       run_scoring)
+from esc_eval.sim.jobs.scoring import ScoringJob, earlier_of, iter_scoring_items, prepare_input, run_scoring
+from esc_eval.sim.jobs.scoring_record import record_scoring
 from esc_eval.sim.jobs.scoring_judges import prepared_judges
 from esc_eval.sim.runs.runfolder import RunFolder
 from esc_eval.sim.runs.usage import record_usage

@@ -1,6 +1,6 @@
 """jobs: Figure 2 run end to end on the pool: the simulation job (simulation.py; its cards, work
 items and demands: simulation_items.py; a course of sessions as one item: simulation_courses.py) and the scoring job (scoring.py; its judges made ready:
-scoring_judges.py), their configs (config.py), every model checked before the first item
+scoring_judges.py; what it records in the manifest: scoring_record.py), their configs (config.py), every model checked before the first item
 (preflight.py), the demo's pipeline (demo.py), the run fingerprints a resume is checked against
 (fingerprint.py), and (beyond the paper) a judge's rating of the seeker's distress at every seeker
 turn of real and simulated dialogues (distress.py).
