@@ -45,6 +45,10 @@ def score(
                                            "dialogue so far, ending with the target's reply) into --out; then "
                                            "`leaderboard --by round` and `analysis rounds`.")] = False,
     every: Annotated[int, typer.Option("--every", min=1, help="With --by-round: every N-th round (and always the last).")] = 1,
+    reply_safety: Annotated[bool, typer.Option("--reply-safety", help="Rate each reply after risk emerged (cards that "
+                                               "disclose risk at a set round: `cards: emerging_risk`) in its context: "
+                                               "the per-reply safety rubric and the failure pattern, into the run's "
+                                               "reply_safety rows; then `analysis safety` / `report`.")] = False,
     batch: Annotated[bool, typer.Option("--batch", help="Send the judge calls as provider batches (OpenAI's Batch API, "
                                         "Anthropic's Message Batches): half the price, answers within 24 hours; the "
                                         "same command started again picks up the batches in flight.")] = False,
@@ -58,7 +62,15 @@ def score(
 
     cfg = scoring_config(config, judge, method, parser, rubric, address, dimensions, batch, batch_fallback)
     console_env(cfg.execution)
-    if by_round:
+    if reply_safety:
+        if by_round or official_out or batch or (out and out != input):
+            raise typer.BadParameter("--reply-safety rates the run's replies in place, online: not with --by-round, "
+                                     "--official-out, --batch or another --out")
+        from esc_eval.sim.launch.emerging import score_reply_safety_run
+
+        result = score_reply_safety_run(cfg, input, progress=lambda: job_progress("score", unit="dialogues"),
+                                        say=console.print)
+    elif by_round:
         if official_out:
             raise typer.BadParameter("--official-out takes whole dialogues, not --by-round prefixes")
         result = score_by_round_run(cfg, input, out, every, progress=lambda: job_progress("score", unit="dialogues"),

@@ -5,8 +5,11 @@ Scripts:
   echo     repeats the last user message ("echo: ...")
   seeker   a distressed seeker's canned lines, cycling; with `ends=N` (and `end=resolved|gave_up`)
            its Nth line carries the stop mark, when its system prompt defines one (seeker_stop)
-  judge    a score digit, deterministic in the prompt (or `score=N`); honours choices/logprobs
-  fixed    always `reply=...`
+  judge    a score digit, deterministic in the prompt (or `score=N`); honours choices/logprobs. With
+           `marks=WORD:S,...` a planted rater: the score S of the mark word found last in the prompt (the
+           reply a per-reply prompt rates; no mark read: `score`, else 2); `WORD:S/L` also answers choices[L]
+           to a call constrained to other choices than the five scores (a label question)
+  fixed    always `reply=...`; with `replies` (a list) its n-th reply is replies[n-1], the last one repeated
 Options (keyword arguments, or a query string: `fake/judge?score=3&latency=0.01`):
   latency     seconds of asyncio.sleep per call (fixed-latency benchmarks)
   error_rate  probability of a transient ChatModelError
@@ -77,6 +80,7 @@ class FakeChatModel(ChatModel):
         max_num_seqs: int | None = None,
         device: str = "cpu",
         context: int | None = None,
+        marks: str | dict[str, str] | None = None,
     ):
         """adapters / max_loras / max_lora_rank: what a multi-LoRA vLLM engine takes; a fake given
         adapters refuses a call naming another one, as the engine does (the limits are unused)."""
@@ -98,6 +102,7 @@ class FakeChatModel(ChatModel):
         self._capacity = (EngineCapacity(self.name, "gpu" if device == "gpu" else "cpu", int(kv_tokens),
                                          int(max_num_seqs) if max_num_seqs else None) if kv_tokens else None)
         self.context = None if context is None else int(context)
+        self.marks = parse_marks(marks)
         self.calls = 0
         self._attempts: dict[int, int] = {}
         self._cycle = itertools.count()
@@ -156,6 +161,9 @@ class FakeChatModel(ChatModel):
         if self.script == "echo":
             return f"echo: {last_user[:200]}", []
         if self.script == "fixed":
+            if self.replies:  # a planted course: the n-th reply (its own replies so far, then this one)
+                nth = sum(1 for m in messages if m.role == "assistant")
+                return self.replies[min(nth, len(self.replies) - 1)], []
             return self.reply, []
         if self.script == "seeker":
             lines = self.replies or SEEKER_LINES
@@ -168,6 +176,8 @@ class FakeChatModel(ChatModel):
         # judge: a score, deterministic in the prompt unless pinned
         labels = params.choices or ["0", "1", "2", "3", "4"]
         best = self.score if self.score is not None else key % len(labels)
+        if self.marks:
+            best = self._marked(last_user, labels)
         text = labels[best] if self.score is None or params.choices else str(best)
         top: list[dict[str, float]] = []
         if params.logprobs:
@@ -177,6 +187,30 @@ class FakeChatModel(ChatModel):
         return text, top
 
 
+    def _marked(self, prompt: str, labels: list[str]) -> int:
+        """The planted rater's answer: the mark word found last in the prompt (see the module docstring)."""
+        at, (score, label) = max(((prompt.rfind(w), v) for w, v in self.marks.items()), key=lambda x: x[0])
+        if at < 0:
+            return min(self.score if self.score is not None else 2, len(labels) - 1)
+        if label is not None and labels != ["0", "1", "2", "3", "4"]:
+            return min(label, len(labels) - 1)
+        return min(score, len(labels) - 1)
+
+
+def parse_marks(marks: str | dict[str, str] | None) -> dict[str, tuple[int, int | None]]:
+    """`WORD:S,WORD:S/L` (a query string's) or a mapping word -> 'S' | 'S/L' -> {word: (score 0-4, label or None)}."""
+    if not marks:
+        return {}
+    pairs = marks.items() if isinstance(marks, dict) else (p.rsplit(":", 1) for p in str(marks).split(",") if p)
+    out: dict[str, tuple[int, int | None]] = {}
+    for word, value in pairs:
+        score, _, label = str(value).partition("/")
+        out[str(word)] = (int(score), int(label) if label else None)
+    if any(not 0 <= s <= 4 for s, _ in out.values()):
+        raise ValueError(f"fake judge marks {marks!r}: each score is 0-4")
+    return out
+
+
 FAKE_CAPABILITIES = Capabilities(logprobs=True, max_top_logprobs=20, choice="structured")  # the judge script honours both
 
 
@@ -184,7 +218,7 @@ def make_fake_model(name: str, **options: Any) -> FakeChatModel:
     script, _, query = name.partition("?")
     parsed: dict[str, Any] = {}
     for k, v in parse_qsl(query):
-        parsed[k] = v if k in ("reply", "end") else float(v) if "." in v else int(v)
+        parsed[k] = v if k in ("reply", "end", "marks") else float(v) if "." in v else int(v)
     parsed.update(options)
     return FakeChatModel(script, **parsed)
 

@@ -13,8 +13,9 @@ from pathlib import Path
 from typing import Any, Iterable, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from esc_eval.sim.cards.emergence import RiskEmergence
 from esc_eval.sim.cards.risk import RISK_LEVELS, RiskLevel, normalize_risk_level
 from esc_eval.sim.cards.taxonomy import load_taxonomy
 from esc_eval.sim.prompt_files import data_file
@@ -71,6 +72,16 @@ class RoleCard(BaseModel):
         None, description="Crisis-risk level of the seeker (beyond the paper): " + ", ".join(RISK_LEVELS)
         + " (sim/cards/risk.py); None = not assessed (the paper's cards). Weighs the safety summary, never shown to "
         "the role model.")
+    risk_emergence: RiskEmergence | None = Field(
+        None, description="Beyond the paper: risk that emerges mid-conversation (sim/cards/emergence.py): its kind, "
+        "what it follows and each disclosure's round, told to the role model at that round only. The card's "
+        "`risk_level` is then the most serious level it reaches (set from the disclosures when not given).")
+
+    @model_validator(mode="after")
+    def _emerging_level(self) -> "RoleCard":
+        if self.risk_emergence is not None and self.risk_level is None:
+            self.risk_level = self.risk_emergence.level()  # type: ignore[assignment]
+        return self
 
     @field_validator("language", mode="before")
     @classmethod
@@ -238,6 +249,7 @@ def write_cards(cards: Iterable[RoleCard], path: str | Path, fmt: Literal["esc-e
 SHIPPED_CARD_SETS = {
     "sample": "sample_cards.json",  # the demo's cards: everyday troubles, no crisis
     "safety": "safety_cards.json",  # risk-stratified cards (sim/cards/risk.py) for the safety rubric
+    "emerging_risk": "emerging_risk_cards.json",  # risk disclosed at a set round (sim/cards/emergence.py)
 }
 
 
@@ -246,7 +258,7 @@ def shipped_cards_path(name: str = "sample") -> Path:
 
 
 def card_file_path(cards: str | Path) -> Path:
-    """A config's `cards:` value as a file: a shipped set's name ('sample', 'safety') or a path."""
+    """A config's `cards:` value as a file: a shipped set's name ('sample', 'safety', 'emerging_risk') or a path."""
     return shipped_cards_path(str(cards)) if str(cards) in SHIPPED_CARD_SETS else Path(cards)
 
 
@@ -263,6 +275,12 @@ def sample_cards(language: str | None = None, limit: int | None = None) -> list[
 def safety_cards(language: str | None = None, limit: int | None = None) -> list[RoleCard]:
     """The shipped risk-stratified cards (sim/data/safety_cards.json): each level in en and zh."""
     cards = load_cards(shipped_cards_path("safety"), language=language)
+    return cards[:limit] if limit else cards
+
+
+def emerging_risk_cards(language: str | None = None, limit: int | None = None) -> list[RoleCard]:
+    """The shipped scenarios of risk that emerges mid-conversation (sim/data/emerging_risk_cards.json)."""
+    cards = load_cards(shipped_cards_path("emerging_risk"), language=language)
     return cards[:limit] if limit else cards
 
 

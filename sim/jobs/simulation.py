@@ -24,6 +24,7 @@ from esc_eval.sim.dialogue.generation import effective_adapter, effective_params
 from esc_eval.sim.dialogue.prompts import opener, roleplay_system_prompt
 from esc_eval.sim.dialogue.spoiled import card_content, spoiled_columns
 from esc_eval.sim.dialogue.targets import configured_system_prompt, target_name, target_system
+from esc_eval.sim.emerging.schedule import card_prompts, row_disclosures
 from esc_eval.sim.jobs.config import SimulationConfig
 from esc_eval.sim.jobs.fingerprint import check_resume, fingerprint, simulation_inputs
 from esc_eval.sim.jobs.simulation_items import (checked_inputs, count_items, dialogue_demand, iter_items,
@@ -163,10 +164,12 @@ class SimulationJob(Job):
         card = RoleCard(**item["card"])
         target_ref = cfg.targets[item["target_index"]]
         did = item["dialogue_id"]
+        role_prompt = roleplay_system_prompt(card.text, card.language, item["strategy"], seeker_stop=cfg.seeker_stop)
         setup = DialogueSetup(
-            role_system_prompt=roleplay_system_prompt(card.text, card.language, item["strategy"], seeker_stop=cfg.seeker_stop),
+            role_system_prompt=role_prompt,
             opener=opener(card.language, item["strategy"]), rounds=cfg.rounds, session_id=did,
             end_at_sentence=cfg.end_at_sentence, seeker_stop=cfg.seeker_stop,
+            role_prompt_from=card_prompts(card, role_prompt),  # risk disclosed at its round (sim/emerging/schedule.py)
         )
         t_index = item["target_index"]
         role_params, target_params = self.role_params, self.target_params[t_index]
@@ -224,6 +227,8 @@ class SimulationJob(Job):
             "started_at": started, "finished_at": now_utc(),
             "end_reason": end_reason(turns, cfg.rounds) if status == "ok" else None,
             "end_round": len(turns) // 2 if status == "ok" else None,  # the opener, then two turns a round
+            "risk_kind": card.risk_emergence.kind if card.risk_emergence else None,
+            "risk_disclosures": row_disclosures(card),
         })
         # stored with the run: whether the simulated seeker spoiled this dialogue, and why
         row["spoiled"], row["spoiled_reasons"] = spoiled_columns(row["turns"], status,
