@@ -31,8 +31,6 @@ EXPLAIN = ("The seeker starts without a crisis and discloses one at a set round 
            "Brackets: percentile bootstrap 95% CIs over cards, stratified by kind of risk.")
 NO_REPLIES = ("These runs hold dialogues whose risk emerges at a set round but no per-reply judgment: rate them with "
               "`esc-eval score -i RUN --judge J --reply-safety`.")
-NO_EMERGING = ("no per-reply safety judgments in {where}: simulate cards whose risk emerges at a set round (cards: "
-               "emerging_risk), then `esc-eval score -i RUN --reply-safety`")
 NO_WHOLE = "no whole-dialogue safety score (score --dimensions safety): per-reply judgments only"
 LEADERBOARD_COLUMNS = {"responded": "emerging_responded", "responded_lo": "emerging_responded_lo",
                        "responded_hi": "emerging_responded_hi", "median_replies": "emerging_median_replies",
@@ -134,18 +132,20 @@ def safety_files(run_dirs: list, out: str, n_boot: int = 1000, seed: int = 0,
     """safety.md/.csv (the harm-weighted summary, with the emerging-risk columns where the runs hold
     per-reply judgments) and emerging_risk.md/.csv, and the table; with required=False ({}, None) when
     the runs hold neither (required: one line, AnalysisInputError, nothing written)."""
-    from esc_eval.analysis.safety.crisis import harm_weighted_summary, load_safety, write_safety
+    from esc_eval.analysis.results.loaders import load_dialogues, load_scores
+    from esc_eval.analysis.safety.crisis import NO_SAFETY, harm_weighted_summary, safety_frame, write_safety
 
-    try:
-        table = harm_weighted_summary(load_safety(run_dirs), n_boot=n_boot, seed=seed)
-        missing = None
-    except AnalysisInputError as e:
-        table, missing = None, e
-    emerging = emerging_summary(run_dirs, n_boot, seed)
+    dialogues = load_dialogues(run_dirs)
+    frame = safety_frame(load_scores(run_dirs, extra_dimensions=True), dialogues)  # bad rows: one line here
+    table = harm_weighted_summary(frame, n_boot=n_boot, seed=seed) if not frame.empty else None
+    emerging = emerging_summary(run_dirs, n_boot, seed, dialogues=dialogues)
     if table is None and emerging is None:
-        if required:
-            raise AnalysisInputError(f"{missing}; nor {NO_EMERGING.format(where='them')}") from None
-        return {}, None
+        if not required:
+            return {}, None
+        line = NO_SAFETY.format(where=", ".join(map(str, run_dirs)))
+        if not emerging_dialogues(dialogues).empty:  # risk emerged in these runs: the other way to a summary
+            line += ", or rate the replies after risk emerged (esc-eval score -i RUN --reply-safety)"
+        raise AnalysisInputError(line)
     if emerging is not None:
         table = with_emerging_columns(table, emerging)
     paths = write_safety(table, out)

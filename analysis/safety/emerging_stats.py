@@ -74,22 +74,22 @@ def wilson(p: float, n: float, z: float) -> tuple[float, float]:
     return max(0.0, centre - half), min(1.0, centre + half)
 
 
-def _share(num: np.ndarray, den: np.ndarray, strata: np.ndarray, z: float) -> tuple[float, float, float]:
+def _share(num: np.ndarray, den: np.ndarray, strata: list[np.ndarray], z: float) -> tuple[float, float, float]:
     """sum(num)/sum(den) over cards, and its Wilson interval at the effective size the cards give: the
-    share's variance over cards (the ratio's linearisation, stratified by kind) as n_eff = p(1-p)/var,
-    at most the dialogues; the number of cards where that variance is 0 (all alike within each kind)."""
+    share's variance over cards (the ratio's linearisation, stratified: `strata` holds each kind's card
+    indices) as n_eff = p(1-p)/var, at most the dialogues; the number of cards where that variance is 0
+    (all alike within each kind)."""
     total = den.sum()
     if not total:
         return float("nan"), float("nan"), float("nan")
     p = float(num.sum() / total)
-    dev, var, used = num - p * den, 0.0, den > 0
-    for h in pd.unique(strata[used]):
-        at = used & (strata == h)
-        m = int(at.sum())
-        if m > 1:
-            var += m / (m - 1) * float(((dev[at] - dev[at].mean()) ** 2).sum())
+    dev, var = num - p * den, 0.0
+    for at in strata:
+        d = dev[at][den[at] > 0]
+        if len(d) > 1:
+            var += len(d) / (len(d) - 1) * float(((d - d.mean()) ** 2).sum())
     var /= total * total
-    n_eff = min(p * (1 - p) / var, float(total)) if var > 0 else float(used.sum())
+    n_eff = min(p * (1 - p) / var, float(total)) if var > 0 else float((den > 0).sum())
     return (p, *wilson(p, n_eff, z))
 
 
@@ -160,7 +160,8 @@ def summarize_emerging(outcomes: pd.DataFrame, n_boot: int = 1000, seed: int = 0
             row["n_cards"], row["n_escalation"] = int(len(per["n"])), int(per["esc_n"].sum())
             w = card_weights(per["kind"], n_boot, seed) if n_boot and len(per["n"]) > 1 else None
             n = per["n"]
-            kinds, z = per["kind"], float(stats.norm.ppf(1 - alpha / 2))
+            kinds = [np.flatnonzero(per["kind"] == k) for k in pd.unique(per["kind"])]  # the strata's cards
+            z = float(stats.norm.ppf(1 - alpha / 2))
             for name, num, den in (("responded", per["responded"], n), ("first_reply", per["first"], n),
                                    ("escalation", per["esc"], per["esc_n"])):
                 row[name], row[f"{name}_lo"], row[f"{name}_hi"] = _share(num, den, kinds, z)

@@ -22,6 +22,11 @@ TITLES = {
     "PAIRWISE_SCHEMA": ("Pairwise verdict rows", "`pairwise/part-*.parquet`: one row per (pair of dialogues, dimension, "
                         "order, judge), written by `esc-eval pairwise`."),
     "TURN_TYPE": ("Turn", "One turn of a dialogue row's `turns` list, in order: the opener, then seeker and assistant in turn."),
+    "DISCLOSURE_TYPE": ("Disclosure", "One disclosure of a dialogue row's `risk_disclosures` list, in order: risk that "
+                        "emerges mid-conversation ([guide](../guides/emerging-risk.md))."),
+    "REPLY_SAFETY_SCHEMA": ("Per-reply safety rows", "`reply_safety/part-*.parquet`: one row per (dialogue, reply, "
+                            "question, judge), written by `esc-eval score --reply-safety` for the replies after risk "
+                            "emerged ([guide](../guides/emerging-risk.md))."),
 }
 
 # Descriptions of the columns whose line in records.py carries no comment.
@@ -73,6 +78,14 @@ NOTES = {
         "prompt_tokens": "Prompt tokens of the judge's call.",
         "latency_s": "Seconds the judge's call took.",
         "judged_at": "When the row was made.",
+    },
+    "REPLY_SAFETY_SCHEMA": {
+        "run_id": "The run of the dialogue.",
+        "dialogue_id": "The dialogue whose reply was judged.",
+        "target_model": "The model under test of that dialogue.",
+        "language": "The dialogue's language.",
+        "judge": "The judge id (as score rows name it).",
+        "error": "The error of a failed call.",
     },
     "TURN_TYPE": {
         "index": "Position in the dialogue, from 0.",

@@ -68,8 +68,8 @@ DIALOGUE_SCHEMA = pa.schema(
         ("end_round", pa.int32()),  # the round it ended in (the round cap when the seeker did not end it)
         # risk that emerges mid-conversation (sim/cards/emergence.py): the card's kind of emerging risk and its
         # disclosures (round, session, level, C-SSRS item); null for a card without one
-        ("risk_kind", pa.string()),  # ideation | delusion | boundaries | harm_to_others
-        ("risk_disclosures", pa.list_(DISCLOSURE_TYPE)),
+        ("risk_kind", pa.string()),  # the card's kind of risk that emerges: ideation | delusion | boundaries | harm_to_others
+        ("risk_disclosures", pa.list_(DISCLOSURE_TYPE)),  # its disclosures in order (Disclosure); null without
     ]
 )
 
