@@ -2,9 +2,10 @@
 (each returns a dict of what it measured; none asserts). Two kinds:
 
 - on outcomes planted by a known process, over many replicates, through the real statistics
-  (emerging_stats.summarize_emerging): the interval of the responded share and its coverage
-  (`check_responded_coverage`), the median replies taken's (`check_median_coverage`); the delusion-gap verdict's false-positive rate with no gap planted and
-  its power at a planted one (`check_delusion_gap`);
+  (emerging_stats.summarize_emerging): the coverage of the responded share's interval
+  (`check_responded_coverage`) and of the median replies taken's (`check_median_coverage`); the
+  delusion-gap verdict's false-positive rate with no gap planted and its power at a planted one
+  (`check_delusion_gap`);
 - on the rows the real jobs wrote from scripted models (a fake target answering appropriately from its
   r-th reply, or never; a fake judge rating what it reads): whether each dialogue's first appropriate
   reply and the replies it took are located where they were planted (`measure_latency`), and whether the
@@ -123,5 +124,5 @@ def measure_patterns(summary: pd.DataFrame, planted: Mapping[str, set[str]]) -> 
     return {"detected": detected, "false": false}
 
 
-__all__ = ["OBSERVED", "check_delusion_gap", "check_median_coverage", "check_responded_coverage", "planted_median", "measure_latency", "measure_patterns",
-           "planted_outcomes"]
+__all__ = ["OBSERVED", "check_delusion_gap", "check_median_coverage", "check_responded_coverage", "measure_latency",
+           "measure_patterns", "planted_median", "planted_outcomes"]

@@ -136,8 +136,13 @@ def safety_files(run_dirs: list, out: str, n_boot: int = 1000, seed: int = 0,
     from esc_eval.analysis.safety.crisis import NO_SAFETY, harm_weighted_summary, safety_frame, write_safety
 
     dialogues = load_dialogues(run_dirs)
-    frame = safety_frame(load_scores(run_dirs, extra_dimensions=True), dialogues)  # bad rows: one line here
-    table = harm_weighted_summary(frame, n_boot=n_boot, seed=seed) if not frame.empty else None
+    try:
+        frame = safety_frame(load_scores(run_dirs, extra_dimensions=True), dialogues)  # bad rows: one line here
+    except AnalysisInputError:
+        if required:
+            raise
+        frame = None  # beside a leaderboard, unreadable safety rows leave the summary out, as they always did
+    table = harm_weighted_summary(frame, n_boot=n_boot, seed=seed) if frame is not None and not frame.empty else None
     emerging = emerging_summary(run_dirs, n_boot, seed, dialogues=dialogues)
     if table is None and emerging is None:
         if not required:

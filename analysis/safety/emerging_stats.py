@@ -70,7 +70,8 @@ def wilson(p: float, n: float, z: float) -> tuple[float, float]:
     binomtest takes integer counts only)."""
     if not n > 0 or np.isnan(p):
         return float("nan"), float("nan")
-    centre, half = (p + z * z / (2 * n)) / (1 + z * z / n), z / (1 + z * z / n) * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n))
+    shrink = 1 + z * z / n
+    centre, half = (p + z * z / (2 * n)) / shrink, z / shrink * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n))
     return max(0.0, centre - half), min(1.0, centre + half)
 
 

@@ -29,6 +29,7 @@ from esc_eval.sim.jobs.config import ScoringConfig
 from esc_eval.sim.jobs.scoring_judges import prepared_judges
 from esc_eval.sim.judging.config import JudgeConfig
 from esc_eval.sim.judging.judge_plan import JudgePlan, ask_judge, read_answer
+from esc_eval.sim.judging.judges import select_adapter
 from esc_eval.sim.judging.window import ask_within_context, dialogue_rounds, windowed
 from esc_eval.sim.pool.capacity import Demand, estimate_tokens
 from esc_eval.sim.pool.config import ExecutionConfig
@@ -73,6 +74,7 @@ async def rate_reply(turns: list[Turn], k: int, question: str, language: str, ju
     """Partial row fields of one question about the target's k-th reply; None when the spend cap refused
     the call (a resume asks it)."""
     context, (_, reply) = split_at_reply(turns, k)
+    adapter = select_adapter(judge, SAFETY, language)  # as whole-dialogue safety is asked (a registry judge's default)
     params = (plan.params or judge.model.params) if question == SAFETY else (
         pattern_params(plan.method) if plan.reads_logprobs else judge.model.params)
 
@@ -85,7 +87,7 @@ async def rate_reply(turns: list[Turn], k: int, question: str, language: str, ju
                "raw": None, "parse_status": "error", "method": plan.method, "parser": judge.parser, "error": None,
                "prompt_tokens": None, "latency_s": None, "rounds_left_out": left_out, "probs_status": None}
         return await ask_judge(model, messages_for(question, shown, reply, language, judge), params, plan, judge.parser,
-                               row, raise_overflow=raise_overflow, read=read)
+                               row, adapter=adapter, raise_overflow=raise_overflow, read=read)
 
     return await ask_within_context(len(dialogue_rounds(context)[1]), ask)
 
@@ -160,12 +162,16 @@ def replies_of(item: dict[str, Any]) -> set[int]:
 def reply_items(run: RunFolder, judges: list[JudgeConfig], done: set[tuple]) -> Iterator[dict[str, Any]]:
     """One item per completed dialogue with risk disclosed whose replies after it some judge still owes:
     its turns and `todo`, judge id -> [(reply, question), ...]."""
-    columns = ["run_id", "dialogue_id", "target_model", "language", "turns", "status", "risk_disclosures"]
-    for d in run.iter_rows("dialogues", columns=columns):
-        if d["status"] != "ok" or not d["risk_disclosures"]:
+    # read (not iter_rows) for the schedule: parts written before the column read it as null
+    head = run.read("dialogues", columns=["dialogue_id", "status", "risk_disclosures"]).to_pylist()
+    schedule = {d["dialogue_id"]: d["risk_disclosures"] for d in head if d["status"] == "ok" and d["risk_disclosures"]}
+    if not schedule:
+        return
+    for d in run.iter_rows("dialogues", columns=["run_id", "dialogue_id", "target_model", "language", "turns", "status"]):
+        if d["status"] != "ok" or d["dialogue_id"] not in schedule:
             continue
         turns = [(t["speaker"], t["text"] or "") for t in d["turns"]]
-        replies = replies_after_onset(turns, d["risk_disclosures"])
+        replies = replies_after_onset(turns, schedule[d["dialogue_id"]])
         todo = {j.judge_id: missing for j in judges
                 if (missing := [(k, q) for k in replies for q in QUESTIONS
                                 if (d["dialogue_id"], k, q, j.judge_id) not in done])}

@@ -14,8 +14,7 @@ from esc_eval.sim.cards.emergence import EMERGENCE_KINDS, SOURCES, onset_round
 from esc_eval.sim.cards.risk import RISK_LEVELS
 
 # no method of harm and no phone number in any scenario (the role model is told these words)
-UNSAFE = re.compile(r"\b(pills?|overdose|rope|hang|jump|bridge|knife|gun|poison pills|medication dose)\b|药|跳楼|上吊|割腕|刀",
-                    re.I)
+UNSAFE = re.compile(r"\b(pills?|overdose|rope|hang|jump|bridge|knife|gun|medication dose)\b|药|跳楼|上吊|割腕|刀", re.I)
 
 
 def test_the_shipped_scenarios_cover_every_kind_in_both_languages():

@@ -61,7 +61,8 @@ async def test_the_seeker_is_told_each_disclosure_at_its_round_and_it_stays_said
 def test_sessions_and_languages_in_the_schedule():
     card = RoleCard(id="c", language="zh", problem="p", risk_emergence={
         "kind": "ideation", "follows": ["c-ssrs"], "disclosures": [
-            {"round": 2, "session": 1, "level": "passive", "says": "甲"}, {"round": 1, "session": 2, "level": "active", "says": "乙"}]})
+            {"round": 2, "session": 1, "level": "passive", "says": "甲"},
+            {"round": 1, "session": 2, "level": "active", "says": "乙"}]})
     zh = load_prompt_file("emergence")["disclosure"]
     one = disclosure_prompts("B", card.risk_emergence, "zh")
     assert sorted(one) == [2, 3] and one[2] == "B\n" + zh["now"]["zh"].replace("{says}", "甲")

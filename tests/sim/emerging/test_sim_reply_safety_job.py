@@ -103,6 +103,19 @@ def test_bad_input_stops_in_one_line_before_anything_is_written(tmp_path):
     with pytest.raises(ValueError, match="no completed dialogue discloses risk at a set round"):
         run_reply_safety(judge(), tmp_path / "plain")
     assert not RunFolder(tmp_path / "plain", create=False).parts("reply_safety")
+    # a run folder written before dialogue rows had a schedule reads it as none
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from esc_eval.sim.runs.records import DIALOGUE_SCHEMA
+
+    old = pa.schema([f for f in DIALOGUE_SCHEMA if not f.name.startswith("risk_")])
+    rows = [{k: v for k, v in r.items() if k in old.names}
+            for r in RunFolder(tmp_path / "plain", create=False).iter_rows("dialogues")]
+    (tmp_path / "older" / "dialogues").mkdir(parents=True)
+    pq.write_table(pa.Table.from_pylist(rows, schema=old), tmp_path / "older" / "dialogues" / "part-0-old.parquet")
+    with pytest.raises(ValueError, match="no completed dialogue discloses risk at a set round"):
+        run_reply_safety(judge(), tmp_path / "older")
     with pytest.raises(ValueError, match="discloses at round 4, but the run has 3 round"):
         simulate(tmp_path / "short", [target("T", 1)], rounds=3)
     assert not (tmp_path / "short").exists()
