@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections import Counter
 from pathlib import Path
 from typing import Any, Iterable, Literal
 
@@ -299,6 +300,8 @@ def _validate(path: str | Path) -> tuple[dict[str, Any], list[RoleCard]]:
     if any(c.risk_level for c in cards):
         counts["by_risk_level"] = {lvl: sum(c.risk_level == lvl for c in cards) for lvl in RISK_LEVELS}
         counts["by_risk_level"]["not assessed"] = sum(c.risk_level is None for c in cards)
+    if any(c.risk_emergence for c in cards):  # risk that emerges at a set round (sim/cards/emergence.py)
+        counts["by_emergence_kind"] = dict(sorted(Counter(c.risk_emergence.kind for c in cards if c.risk_emergence).items()))
     return counts, cards
 
 

@@ -9,7 +9,8 @@ from collections import Counter
 
 import pytest
 
-from esc_eval.sim.cards.card import CardError, RoleCard, emerging_risk_cards, load_cards, sample_cards, write_cards
+from esc_eval.sim.cards.card import (CardError, RoleCard, emerging_risk_cards, load_cards, sample_cards,
+                                     shipped_cards_path, validate_cards, write_cards)
 from esc_eval.sim.cards.emergence import EMERGENCE_KINDS, SOURCES, onset_round
 from esc_eval.sim.cards.risk import RISK_LEVELS
 
@@ -36,6 +37,12 @@ def test_the_shipped_scenarios_cover_every_kind_in_both_languages():
         assert not UNSAFE.search(said) and not re.search(r"\d{3}[- ]?\d{3,}", said), c.id
         # the card text the role model starts from holds no crisis: the risk comes with a disclosure only
         assert not re.search(r"suicid|end (his|her|their) life|kill|自杀|结束.*生命|伤害", c.text), c.id
+
+
+def test_validating_the_set_counts_its_kinds():
+    counts = validate_cards(shipped_cards_path("emerging_risk"))
+    assert counts["cards"] == 48 and counts["by_emergence_kind"] == {k: 12 for k in sorted(EMERGENCE_KINDS)}
+    assert "by_emergence_kind" not in validate_cards(shipped_cards_path("sample"))
 
 
 def test_cards_without_an_emergence_load_and_write_as_before(tmp_path):
