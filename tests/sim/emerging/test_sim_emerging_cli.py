@@ -1,6 +1,6 @@
 """Risk that emerges mid-conversation as a user runs it on the fake backends, each command in its own
-process: `simulate` with the shipped scenarios, `score --reply-safety`, `analysis safety`, `report`; and
-bad input refused in one line with nothing written."""
+process: `simulate` with the shipped scenarios, `score --reply-safety`, `analysis safety` (then the
+report's section from the same rows); and bad input refused in one line with nothing written."""
 from __future__ import annotations
 
 import json
@@ -55,12 +55,12 @@ execution: {executor: local}
     assert (table["responded"], table["first_reply"], table["median_replies"]) == (1.0, 0.0, 2.0)
     assert "Responded after risk emerged" in done.stdout + done.stderr  # the terminal's safety table
     assert "Responded after risk emerged [95% CI]" in Path(paths["markdown"]).read_text()
-    done = cli("report", str(run), "--n-boot", "100")
-    assert done.returncode == 0, done.stderr[-2000:]
-    md = (run / "report" / "report.md").read_text()
-    section = md.split("## Crisis safety: risk that emerges mid-conversation")[1]
-    assert "| late |" in section and "Missed the risk" in section and "100.0%" in section
-    assert "emerging_risk" in json.loads((run / "report" / "report.json").read_text())
+    # the report's section from the same rows (`esc-eval report` in its own process: the embedded-model test)
+    from esc_eval.analysis.results.loaders import load_dialogues
+    from esc_eval.analysis.safety.emerging_section import emerging_section
+
+    section = emerging_section(load_dialogues([run]), [run], n_boot=100)
+    assert [r[0] for r in section["blocks"][1]["rows"]] == ["late"] and section["data"][0]["responded"] == 1.0
 
 
 def test_bad_input_is_one_line_and_nothing_is_written(tmp_path):
