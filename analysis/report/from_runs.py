@@ -73,20 +73,13 @@ def model_groups(models: Iterable, run_dirs: list[str] | None, rule: GroupRule) 
 
 def write_safety_files(run_dirs: list[str], out: str | None, n_boot: int = 1000, seed: int = 0,
                        required: bool = True, windowed: str = "include") -> tuple[dict[str, Any], pd.DataFrame | None]:
-    """safety.md/.csv of the runs and the summary; with required=False, ({}, None) when they hold no
-    safety score (required: one line, AnalysisInputError)."""
-    from esc_eval.analysis.results.loaders import AnalysisInputError
-    from esc_eval.analysis.judgments.windowed import windowed_line
-    from esc_eval.analysis.safety.crisis import harm_weighted_summary, load_safety, write_safety
+    """safety.md/.csv of the runs and the summary, with risk that emerges mid-conversation beside it
+    (emerging_risk.md/.csv: analysis/safety/emerging_section.py); with required=False, ({}, None) when they
+    hold neither (required: one line, AnalysisInputError). windowed: include | exclude | only the
+    judgments made on a window (analysis/judgments/windowed.py)."""
+    from esc_eval.analysis.safety.emerging_section import safety_files
 
-    try:
-        frame = load_safety(run_dirs, windowed)
-    except AnalysisInputError:
-        if required:
-            raise
-        return {}, None
-    table = harm_weighted_summary(frame, n_boot=n_boot, seed=seed)
-    return write_safety(table, out or join_location(run_dirs[0], "report"), note=windowed_line(frame.attrs["windowed"])), table
+    return safety_files(run_dirs, out or join_location(run_dirs[0], "report"), n_boot, seed, required, windowed)
 
 
 def marked_board(table: pd.DataFrame, scores: pd.DataFrame, run_dirs: list[str], humans, n_boot: int,

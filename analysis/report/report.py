@@ -29,6 +29,7 @@ import esc_eval.analysis.panels.self_preference  # noqa: F401,E402
 import esc_eval.analysis.rounds.by_round  # noqa: F401,E402
 import esc_eval.analysis.courses.sessions  # noqa: F401,E402
 import esc_eval.analysis.safety.crisis  # noqa: F401,E402
+import esc_eval.analysis.safety.emerging_section  # noqa: F401,E402
 import esc_eval.analysis.seekers.endings  # noqa: F401,E402
 import esc_eval.analysis.seekers.fidelity_report  # noqa: F401,E402
 import esc_eval.analysis.seekers.seeker_kinds  # noqa: F401,E402

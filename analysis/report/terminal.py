@@ -74,15 +74,19 @@ def show_safety(table) -> None:
     """The harm-weighted summary as a terminal table (the per-level means are in safety.md)."""
     from esc_eval.analysis.safety.crisis import pct_ci
 
+    emerging = "emerging_responded" in table.columns  # risk that emerged mid-conversation: its column too
     t = Table(title="Crisis safety (x25; harm-weighted, apart from the seven dimensions)", pad_edge=False)
-    for c in ("Model", "Judge", "n", "Safety [95% CI]", "Unweighted", "Failures (weighted)"):
+    for c in ("Model", "Judge", "n", "Safety [95% CI]", "Unweighted", "Failures (weighted)",
+              *(["Responded after risk emerged"] if emerging else [])):
         t.add_column(c, justify="left" if c in ("Model", "Judge") else "right", overflow="fold")
     for _, r in table.iterrows():
         ci = "n/a" if r["safety"] != r["safety"] else f"{r['safety']:.1f}" + (
             "" if r["safety_lo"] != r["safety_lo"] else f" [{r['safety_lo']:.1f}, {r['safety_hi']:.1f}]")
         t.add_row(str(r["model"]), str(r["judge"]), str(r["n_scored"]), ci,
                   "-" if r["unweighted"] != r["unweighted"] else f"{r['unweighted']:.1f}",
-                  pct_ci(r["failure_rate"], r["failure_rate_lo"], r["failure_rate_hi"]))
+                  pct_ci(r["failure_rate"], r["failure_rate_lo"], r["failure_rate_hi"]),
+                  *([pct_ci(r["emerging_responded"], r["emerging_responded_lo"], r["emerging_responded_hi"])]
+                    if emerging else []))
     console.print(t)
 
 

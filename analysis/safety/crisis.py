@@ -167,9 +167,18 @@ WEIGHTS_TEXT = ("Safety is scored on its own rubric (recognises the risk, respon
                 "score of 0 or 1. Brackets: bootstrap 95% CIs over dialogues (cards when cards repeat).")
 
 
+EMERGING_HEADER = "Responded after risk emerged [95% CI]"  # analysis/safety/emerging_section.py's column, where present
+
+
 def safety_markdown(df: pd.DataFrame) -> str:
-    lines = ["| " + " | ".join(HEADERS) + " |", "|" + "---|" * len(HEADERS)]
-    lines += ["| " + " | ".join(str(c).replace("|", "/") for c in r) + " |" for r in _rows(df)]
+    emerging = "emerging_responded" in df.columns
+    headers = [*HEADERS[:-1], EMERGING_HEADER, HEADERS[-1]] if emerging else HEADERS
+    rows = _rows(df)
+    if emerging:
+        rows = [[*row[:-1], pct_ci(r["emerging_responded"], r["emerging_responded_lo"], r["emerging_responded_hi"]),
+                 row[-1]] for row, (_, r) in zip(rows, df.iterrows())]
+    lines = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
+    lines += ["| " + " | ".join(str(c).replace("|", "/") for c in r) + " |" for r in rows]
     return WEIGHTS_TEXT + "\n\n" + "\n".join(lines) + "\n"
 
 

@@ -35,6 +35,10 @@ def score(
                                           "prices (online vs batch, per dimension vs one call per dialogue); send and write nothing.")] = False,
     max_cost: Annotated[Optional[float], typer.Option("--max-cost", min=0, help="Refuse (one line, exit 2) before anything is sent "
                                                       "when the estimate at list prices, in US dollars, is over this.")] = None,
+    reply_safety: Annotated[bool, typer.Option("--reply-safety", help="Rate each reply after risk emerged (cards that "
+                                               "disclose risk at a set round: `cards: emerging_risk`) in its context: "
+                                               "the per-reply safety rubric and the failure pattern, into the run's "
+                                               "reply_safety rows; then `analysis safety` / `report`.")] = False,
     batch: Annotated[bool, typer.Option("--batch", help="Send the judge calls as provider batches (OpenAI's Batch API, "
                                         "Anthropic's Message Batches): half the price, answers within 24 hours; the "
                                         "same command started again picks up the batches in flight.")] = False,
@@ -49,9 +53,12 @@ def score(
         raise typer.BadParameter("--official-out takes whole dialogues, not --by-round prefixes")
     if (by_round or by_reply) and (dry_run or max_cost is not None):
         raise typer.BadParameter("--dry-run / --max-cost price whole dialogues, not --by-round prefixes")
+    if reply_safety and (by_round or by_reply or official_out or batch or dry_run or (out and out != input)):
+        raise typer.BadParameter("--reply-safety rates the run's replies in place, online: not with --by-round, "
+                                 "--by-reply, --official-out, --batch, --dry-run or another --out")
     result, verdict = score_command(input, out, config, judge, method, parser, rubric, official_out, address, dimensions,
                                     by_round, every, verbose=STATE["verbose"], by_reply=by_reply, batch=batch,
                                     batch_fallback=batch_fallback, rubric_mode=rubric_mode, dry_run=dry_run,
-                                    max_cost=max_cost)
+                                    max_cost=max_cost, reply_safety=reply_safety)
     emit(result)
     exit_for(verdict)

@@ -24,6 +24,11 @@ TITLES = {
     "TURN_TYPE": ("Turn", "One turn of a dialogue row's `turns` list, in order: the opener, then seeker and assistant in turn."),
     "CALL_TYPE": ("Call", "One call of a dialogue row's `between_calls` list: a model call made before a session of a "
                   "course, not a turn of it ([Courses of sessions](../guides/sessions.md))."),
+    "DISCLOSURE_TYPE": ("Disclosure", "One disclosure of a dialogue row's `risk_disclosures` list, in order: risk that "
+                        "emerges mid-conversation ([guide](../guides/emerging-risk.md))."),
+    "REPLY_SAFETY_SCHEMA": ("Per-reply safety rows", "`reply_safety/part-*.parquet`: one row per (dialogue, reply, "
+                            "question, judge), written by `esc-eval score --reply-safety` for the replies after risk "
+                            "emerged ([guide](../guides/emerging-risk.md))."),
 }
 
 # Descriptions of the columns whose line in records.py carries no comment.
@@ -80,6 +85,14 @@ NOTES = {
         "prompt_tokens": "Prompt tokens of the call.",
         "completion_tokens": "Its completion tokens.",
         "latency_s": "Seconds the call took.",
+    },
+    "REPLY_SAFETY_SCHEMA": {
+        "run_id": "The run of the dialogue.",
+        "dialogue_id": "The dialogue whose reply was judged.",
+        "target_model": "The model under test of that dialogue.",
+        "language": "The dialogue's language.",
+        "judge": "The judge id (as score rows name it).",
+        "error": "The error of a failed call.",
     },
     "TURN_TYPE": {
         "index": "Position in the dialogue, from 0.",

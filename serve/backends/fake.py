@@ -10,9 +10,12 @@ Scripts:
            json_schema of integer fields (a score each, json.dumps' layout, one token per value). With
            `marks=WORD:S,...` a planted rater: the score of the mark word it read last (the reply a
            per-reply prompt rates, the last reply of a dialogue), plus `noise` (the sd of a normal
-           draw, seeded by the prompt and `seed`), rounded and clipped to 0-4; no mark read: `score`, else 2
-  fixed    always `reply=...`; with `bad_from=K`, `bad_reply=...` from its K-th reply on (a failure
-           planted from round K: the opener is not the target's)
+           draw, seeded by the prompt and `seed`), rounded and clipped to 0-4; no mark read: `score`, else 2;
+           `WORD:S/L` also answers choices[L] to a call constrained to other choices than the five
+           scores (a label question)
+  fixed    always `reply=...`; with `replies` (a list) its n-th reply is replies[n-1], the last one
+           repeated; with `bad_from=K`, `bad_reply=...` from its K-th reply on (a failure planted from
+           round K: the opener is not the target's)
 Options (keyword arguments, or a query string: `fake/judge?score=3&latency=0.01`):
   latency     seconds of asyncio.sleep per call (fixed-latency benchmarks)
   error_rate  probability of a transient ChatModelError
@@ -84,7 +87,7 @@ class FakeChatModel(ChatModel):
         max_num_seqs: int | None = None,
         device: str = "cpu",
         context: int | None = None,
-        marks: str | dict[str, int] | None = None,
+        marks: str | dict[str, str] | None = None,
         noise: float = 0.0,
         bad_from: int | None = None,
         bad_reply: str = "Whatever.",
@@ -174,6 +177,8 @@ class FakeChatModel(ChatModel):
             return f"echo: {last_user[:200]}", []
         if self.script == "fixed":
             nth = 1 + sum(1 for m in messages if m.role == "assistant")  # its own replies so far, then this one
+            if self.replies:  # a planted course: the n-th reply
+                return self.replies[min(nth - 1, len(self.replies) - 1)], []
             return (self.bad_reply if self.bad_from is not None and nth >= self.bad_from else self.reply), []
         if self.script == "seeker":
             lines = self.replies or SEEKER_LINES
@@ -192,7 +197,7 @@ class FakeChatModel(ChatModel):
         labels = params.choices or ["0", "1", "2", "3", "4"]
         best = self.score if self.score is not None else key % len(labels)
         if self.marks:
-            best = self._marked(last_user, key, len(labels))
+            best = self._marked(last_user, key, labels)
         text = labels[best] if self.score is None or params.choices else str(best)
         top: list[dict[str, float]] = []
         if params.logprobs:
@@ -201,12 +206,15 @@ class FakeChatModel(ChatModel):
             top = [{lab: math.log(w / total) for lab, w in zip(labels, weights)}]
         return text, top
 
-    def _marked(self, prompt: str, key: int, n_labels: int) -> int:
-        """The planted rater's score: the mark word found last in the prompt, with its noise."""
-        found = max(((prompt.rfind(w), s) for w, s in self.marks.items()), default=(-1, 0))
-        base = found[1] if found[0] >= 0 else (self.score if self.score is not None else 2)
+    def _marked(self, prompt: str, key: int, labels: list[str]) -> int:
+        """The planted rater's answer: the mark word found last in the prompt (see the module docstring),
+        a score with its noise, or a label question's planted label."""
+        at, (score, label) = max(((prompt.rfind(w), v) for w, v in self.marks.items()), key=lambda x: x[0])
+        if at >= 0 and label is not None and labels != ["0", "1", "2", "3", "4"]:
+            return min(label, len(labels) - 1)
+        base = score if at >= 0 else (self.score if self.score is not None else 2)
         drawn = base + (random.Random(_digest("noise", key)).gauss(0.0, self.noise) if self.noise else 0.0)
-        return int(min(n_labels - 1, max(0, round(drawn))))
+        return int(min(len(labels) - 1, max(0, round(drawn))))
 
     def _json_answer(self, params: GenerationParams, key: int):
         """The judge script under a JSON schema: each integer property a score (deterministic in the prompt and
@@ -229,13 +237,16 @@ class FakeChatModel(ChatModel):
         return "".join(pieces), top, pieces
 
 
-def parse_marks(marks: str | dict[str, int] | None) -> dict[str, int]:
-    """`WORD:S,WORD:S` (a query string's) or a mapping -> {word: score 0-4}."""
+def parse_marks(marks: str | dict[str, str] | None) -> dict[str, tuple[int, int | None]]:
+    """`WORD:S,WORD:S/L` (a query string's) or a mapping word -> 'S' | 'S/L' -> {word: (score 0-4, label or None)}."""
     if not marks:
         return {}
     pairs = marks.items() if isinstance(marks, dict) else (p.rsplit(":", 1) for p in str(marks).split(",") if p)
-    out = {str(w): int(s) for w, s in pairs}
-    if any(not 0 <= s <= 4 for s in out.values()):
+    out: dict[str, tuple[int, int | None]] = {}
+    for word, value in pairs:
+        score, _, label = str(value).partition("/")
+        out[str(word)] = (int(score), int(label) if label else None)
+    if any(not 0 <= s <= 4 for s, _ in out.values()):
         raise ValueError(f"fake judge marks {marks!r}: each score is 0-4")
     return out
 

@@ -96,6 +96,19 @@ def card_file(cfg: SimulationConfig) -> Path:
     return card_file_path(cfg.cards)
 
 
+EMERGENCE = "emergence"  # the disclosure frames' file (sim/data/prompts/emergence.yaml), when cards disclose risk
+
+
+def emergence_inputs(cards: Path) -> dict[str, str]:
+    """{"emergence": sha256 of the disclosure frames} when the card file's cards disclose risk at a round
+    (their texts reach the role model), else {}: runs without such cards keep their fingerprint."""
+    from esc_eval.sim.cards.card import load_cards
+
+    if not any(c.risk_emergence is not None for c in load_cards(cards)):
+        return {}
+    return {EMERGENCE: hashlib.sha256(data_file(f"{PROMPTS}/{EMERGENCE}.yaml").read_bytes()).hexdigest()}
+
+
 def prompt_hashes() -> dict[str, str]:
     return {name: hashlib.sha256(data_file(f"{PROMPTS}/{name}").read_bytes()).hexdigest() for name in PROMPT_FILES}
 
@@ -122,6 +135,7 @@ def simulation_inputs(cfg: SimulationConfig, target_systems: dict[str, str | Non
     return {
         **{flag: True for flag in FLAGS if getattr(cfg, flag)},
         **({"course": course} if course else {}),
+        **emergence_inputs(cards),
         "profile": cfg.profile,
         "rounds": cfg.rounds,
         "cards": {"path": str(cards), "sha256": sha256_file(cards)},
@@ -143,6 +157,8 @@ def fingerprint(inputs: dict[str, Any]) -> dict[str, str]:
             out[flag] = "true"
     if inputs.get("course"):
         out["course"] = digest(inputs["course"])
+    if inputs.get(EMERGENCE):
+        out[EMERGENCE] = inputs[EMERGENCE][:16]
     return out
 
 

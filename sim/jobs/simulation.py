@@ -25,6 +25,7 @@ from esc_eval.sim.dialogue.generation import effective_adapter, effective_params
 from esc_eval.sim.dialogue.prompts import opener, roleplay_system_prompt
 from esc_eval.sim.dialogue.spoiled import card_content, spoiled_columns
 from esc_eval.sim.dialogue.targets import configured_system_prompt, target_name, target_system
+from esc_eval.sim.emerging.schedule import card_prompts, row_disclosures
 from esc_eval.sim.jobs.config import SimulationConfig
 from esc_eval.sim.jobs.fingerprint import check_resume, fingerprint, simulation_inputs
 from esc_eval.sim.jobs.simulation_courses import checkpoint_keys, run_course_item
@@ -189,10 +190,12 @@ class SimulationJob(Job):
             return await run_course_item(item, card, base, role, target, cfg, self._checkpoints(), classify_failure,
                                          self.budget_stopped)
         did = item["dialogue_id"]
+        role_prompt = roleplay_system_prompt(card.text, card.language, item["strategy"], seeker_stop=cfg.seeker_stop)
         setup = DialogueSetup(
-            role_system_prompt=roleplay_system_prompt(card.text, card.language, item["strategy"], seeker_stop=cfg.seeker_stop),
+            role_system_prompt=role_prompt,
             opener=opener(card.language, item["strategy"]), rounds=cfg.rounds, session_id=did,
             end_at_sentence=cfg.end_at_sentence, seeker_stop=cfg.seeker_stop,
+            role_prompt_from=card_prompts(card, role_prompt),  # risk disclosed at its round (sim/emerging/schedule.py)
         )
         resume = self._load_ckpt(did)
         started = now_utc()
@@ -234,6 +237,8 @@ class SimulationJob(Job):
             "started_at": started, "finished_at": now_utc(),
             "end_reason": end_reason(turns, cfg.rounds) if status == "ok" else None,
             "end_round": len(turns) // 2 if status == "ok" else None,  # the opener, then two turns a round
+            "risk_kind": card.risk_emergence.kind if card.risk_emergence else None,
+            "risk_disclosures": row_disclosures(card),
         })
         # stored with the run: whether the simulated seeker spoiled this dialogue, and why
         row["spoiled"], row["spoiled_reasons"] = spoiled_columns(row["turns"], status,

@@ -23,6 +23,7 @@ from esc_eval.sim.cards.card import RoleCard, card_file_path, load_cards
 from esc_eval.sim.dialogue.generation import effective_params, samples
 from esc_eval.sim.dialogue.prompts import opener, roleplay_system_prompt
 from esc_eval.sim.dialogue.targets import configured_system_prompt, target_name, target_system
+from esc_eval.sim.emerging.schedule import check_disclosure_rounds
 from esc_eval.sim.jobs.config import SimulationConfig
 from esc_eval.sim.driver.calls import PlannedModel
 from esc_eval.sim.pool.capacity import Demand, estimate_tokens
@@ -51,6 +52,7 @@ def checked_inputs(cfg: SimulationConfig, run_dir: str | os.PathLike[str] | None
     cards = select_cards(cfg)
     if not cards:
         raise ValueError(f"no role cards selected from {cfg.cards!r} (check languages / card_ids / limit)")
+    check_disclosure_rounds(cards, cfg.rounds)  # risk disclosed at a round the run reaches (sim/emerging)
     if run_dir is not None and not is_uri(str(run_dir)):
         LocalStorage(run_dir).refuse_unwritable()
     return cards

@@ -70,12 +70,14 @@ def score_command(input_path: str, out: str | None = None, config: Path | None =
                   official_out: Path | None = None, address: str | None = None, dimensions: str | None = None,
                   by_round: bool = False, every: int = 1, verbose: bool = False, by_reply: bool = False,
                   batch: bool = False, batch_fallback: str | None = None, rubric_mode: str | None = None,
-                  dry_run: bool = False, max_cost: float | None = None) -> tuple[dict[str, Any], Verdict]:
+                  dry_run: bool = False, max_cost: float | None = None,
+                  reply_safety: bool = False) -> tuple[dict[str, Any], Verdict]:
     """`esc-eval score`: the input's dialogues scored, online or as provider batches (`batch`); with
     by_round each as it stood after each round, into `out` (by_reply: each round's reply rated in the
     context before it); rubric_mode one_call: one call per dialogue for every dimension; with dry_run the
     estimate instead (nothing sent, nothing written), with max_cost a refusal over it; each judge's
-    unscored answers shown as a table."""
+    unscored answers shown as a table; reply_safety: each reply after risk emerged rated in place
+    (the per-reply safety rubric and its failure pattern: the run's reply_safety rows)."""
     from esc_eval.sim.driver.environment import pass_driver_env
     from esc_eval.sim.driver.outcome import outcome_line
     from esc_eval.sim.driver.progress import console, job_progress
@@ -88,7 +90,12 @@ def score_command(input_path: str, out: str | None = None, config: Path | None =
     if estimate is not None:
         return estimate, None
     pass_driver_env(cfg.execution, verbose)
-    if by_round or by_reply:
+    if reply_safety:  # each reply after risk emerged, rated in its context (sim/launch/emerging.py)
+        from esc_eval.sim.launch.emerging import score_reply_safety_run
+
+        result = score_reply_safety_run(cfg, input_path, progress=lambda: job_progress("score", unit="dialogues"),
+                                        say=console.print)
+    elif by_round or by_reply:
         result = score_by_round_run(cfg, input_path, out, every, progress=lambda: job_progress("score", unit="dialogues"),
                                     say=console.print, rule="reply" if by_reply else "prefix")
     else:

@@ -18,8 +18,8 @@ from esc_eval.sim.runs.official import (KNOWN_LANGUAGES, OFFICIAL_UNPARSED, Offi
                                         write_official_dialogues, write_official_scores)
 from esc_eval.sim.runs.open import OutputFolder, StorageSpec, open_storage
 from esc_eval.sim.runs.parse_failures import parse_failure_report
-from esc_eval.sim.runs.records import (DIALOGUE_SCHEMA, PAIRWISE_SCHEMA, SCORE_SCHEMA, dialogue_id, dialogue_row, pairwise_row,
-                                       score_row, stable_id)
+from esc_eval.sim.runs.records import (DIALOGUE_SCHEMA, PAIRWISE_SCHEMA, REPLY_SAFETY_SCHEMA, SCORE_SCHEMA, dialogue_id,
+                                       dialogue_row, pairwise_row, reply_safety_row, score_row, stable_id)
 from esc_eval.sim.runs.runfolder import RunFolder, now_utc
 from esc_eval.sim.runs.storage import (LocalStorage, RunFolderError, RunStorage, as_location, atomic_write_bytes, is_uri,
                                        join_location, local_path, location_name, redact_uri)
@@ -31,7 +31,7 @@ __all__ = [
     "BY_ROUND_RULES", "ROUND_PREFIX", "prefix_id", "round_prefixes", "split_prefix_id", "write_round_prefixes",
     "ArrowStorage", "DIALOGUE_SCHEMA", "KNOWN_LANGUAGES", "LocalStorage", "OFFICIAL_UNPARSED", "OfficialFormatError",
     "OutputFolder", "RUN_FOLDER_CACHE", "RunFolder", "RunFolderCallCache", "RunFolderError", "RunStorage",
-    "PAIRWISE_SCHEMA", "SCORE_SCHEMA", "ShippedStorage", "StorageServer", "StorageSpec", "TurnCheckpoints", "as_location",
+    "PAIRWISE_SCHEMA", "REPLY_SAFETY_SCHEMA", "SCORE_SCHEMA", "reply_safety_row", "ShippedStorage", "StorageServer", "StorageSpec", "TurnCheckpoints", "as_location",
     "atomic_write_bytes", "clear_folder", "compact_folder", "compute_usage", "dialogue_id", "dialogue_row", "has_logs",
     "export_run_official", "is_uri", "join_location", "local_path", "location_name", "now_utc", "official_file_name", "official_keys",
     "open_storage", "parse_failure_report", "parse_official_name", "read_folder", "read_official_dialogues",

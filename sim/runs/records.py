@@ -30,6 +30,16 @@ CALL_TYPE = pa.struct(
     ]
 )
 
+# One disclosure of risk that emerges mid-conversation, as the dialogue row keeps it (its text stays in the card).
+DISCLOSURE_TYPE = pa.struct(
+    [
+        ("round", pa.int32()),  # the seeker's turn it was told to say it in (from 1)
+        ("session", pa.int32()),  # the session of a course (1: a single-session run)
+        ("level", pa.string()),  # the crisis-risk level once said (sim/cards/risk.py)
+        ("c_ssrs", pa.int32()),  # the C-SSRS ideation item (1-5) for suicidal ideation; null otherwise
+    ]
+)
+
 DIALOGUE_SCHEMA = pa.schema(
     [
         ("run_id", pa.string()),
@@ -76,6 +86,10 @@ DIALOGUE_SCHEMA = pa.schema(
         ("memory_text", pa.string()),  # what the target's system prompt carried of them, after its configured one; null: nothing
         ("memory_sessions", pa.int32()),  # earlier sessions that text covers (transcripts: those that fit the target's context)
         ("between_calls", pa.list_(CALL_TYPE)),  # the calls made before this session: the role's update, the target's notes (see Call)
+        # risk that emerges mid-conversation (sim/cards/emergence.py): the card's kind of emerging risk and its
+        # disclosures (round, session, level, C-SSRS item); null for a card without one
+        ("risk_kind", pa.string()),  # the card's kind of risk that emerges: ideation | delusion | boundaries | harm_to_others
+        ("risk_disclosures", pa.list_(DISCLOSURE_TYPE)),  # its disclosures in order (Disclosure); null without
     ]
 )
 
@@ -145,6 +159,35 @@ PAIRWISE_SCHEMA = pa.schema(
 )
 
 
+# One reply of a target judged in its context after risk emerged (sim/jobs/reply_safety.py): the judge read
+# the dialogue up to the target's k-th reply and answered one question about that reply.
+REPLY_SAFETY_SCHEMA = pa.schema(
+    [
+        ("run_id", pa.string()),
+        ("dialogue_id", pa.string()),
+        ("target_model", pa.string()),
+        ("language", pa.string()),
+        ("judge", pa.string()),
+        ("reply", pa.int32()),  # the target's k-th reply (from 1: the reply of round k)
+        ("question", pa.string()),  # safety (the per-reply rubric, 0-4) | pattern (the failure pattern it shows)
+        ("score", pa.int8()),  # safety: 0-4, the most likely answer; null for a pattern row or an unusable answer
+        ("label", pa.string()),  # pattern: its name (sim/data/prompts/emergence.yaml); null for a safety row
+        ("probs", pa.list_(pa.float32())),  # P over the question's answers (0-4, or the patterns' numbers) when given
+        ("expected", pa.float64()),  # safety: sum_k k * P(k)
+        ("raw", pa.string()),  # the judge's raw answer
+        ("parse_status", pa.string()),  # ok | parse_failure | error
+        ("method", pa.string()),  # logprob | logprob:logit_bias | logprob:top_logprobs | generate
+        ("parser", pa.string()),  # strict | compat (safety answers)
+        ("error", pa.string()),
+        ("prompt_tokens", pa.int32()),
+        ("latency_s", pa.float64()),
+        ("rounds_left_out", pa.int32()),  # rounds of the context before the reply the judge did not read (sim/judging/window.py)
+        ("probs_status", pa.string()),  # full | partial | null
+        ("scored_at", pa.timestamp("ms", tz="UTC")),
+    ]
+)
+
+
 def stable_id(*parts: Any, length: int = 16) -> str:
     """A stable hash of the parts (dialogue id = card, target, role model, strategy, seed)."""
     payload = json.dumps([str(p) for p in parts], ensure_ascii=False)
@@ -171,6 +214,7 @@ def session_dialogue_id(card_id: str, target_model: str, role_model: str, strate
 # Columns a row must carry (the rest default to null).
 DIALOGUE_REQUIRED = ("run_id", "dialogue_id", "card_id", "language", "target_model", "turns", "status")
 SCORE_REQUIRED = ("run_id", "dialogue_id", "dimension", "parse_status", "judge")
+REPLY_SAFETY_REQUIRED = ("run_id", "dialogue_id", "judge", "reply", "question", "parse_status")
 PAIRWISE_REQUIRED = ("run_id", "pair_id", "dialogue_a", "dialogue_b", "model_a", "model_b", "dimension", "order",
                      "parse_status", "judge")
 
@@ -199,3 +243,8 @@ def score_row(fields: dict[str, Any] | None = None, /, **kw: Any) -> dict[str, A
 def pairwise_row(fields: dict[str, Any] | None = None, /, **kw: Any) -> dict[str, Any]:
     """A pairwise verdict row with every PAIRWISE_SCHEMA column, in schema order (see dialogue_row)."""
     return _row(PAIRWISE_SCHEMA, PAIRWISE_REQUIRED, "pairwise", {**(fields or {}), **kw})
+
+
+def reply_safety_row(fields: dict[str, Any] | None = None, /, **kw: Any) -> dict[str, Any]:
+    """A per-reply safety row with every REPLY_SAFETY_SCHEMA column, in schema order (see dialogue_row)."""
+    return _row(REPLY_SAFETY_SCHEMA, REPLY_SAFETY_REQUIRED, "reply safety", {**(fields or {}), **kw})
