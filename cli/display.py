@@ -95,12 +95,13 @@ def show_leaderboard_files(result, score_kind: str, rank_sets=None) -> None:
 
 def write_report_for(run_dirs: list[str], out: Optional[str], n_boot: int = 1000, seed: int = 0, samples: int = 3,
                      humans=None, score_kind: str = "label", human_seekers=None, judge_note: str | None = None,
-                     panel: str | None = None):
+                     panel: str | None = None, embedding=None):
     """The report's files (analysis/report/from_runs.py) and its leaderboard on the terminal; the paths."""
     from esc_eval.analysis.report.from_runs import write_report_files
 
     result = write_report_files(run_dirs, out, registry_rule, n_boot, seed, samples, humans, score_kind,
-                                human_seekers=human_seekers, judge_note=judge_note, panel=check_rule(panel))
+                                human_seekers=human_seekers, judge_note=judge_note, panel=check_rule(panel),
+                                embedding=embedding)
     show_leaderboard(result.table, score_kind)
     show_line(result.line)
     if result.anchored is not None:

@@ -2,13 +2,14 @@
 large run (`viewer.py`), the annotation server under annotators (`annotation.py`), and the trust
 pipeline (calibration, PPI, the report) on a fake run of the paper's size (`trust.py`), and seeker
 fidelity on 8,500 simulated against 1,300 human dialogues (`fidelity.py`), and Bradley-Terry ratings
-with their bootstrap over the paper's 655 cards and 14 targets (`pairwise.py`).
+with their bootstrap over the paper's 655 cards and 14 targets (`pairwise.py`), and the embedding
+model's sentences per second (`embedding.py`).
 
 Layer: the top of analysis."""
 import importlib
 
 _NAMES = {"bench_viewer": "viewer", "bench_annotation": "annotation", "bench_trust": "trust",
-          "bench_fidelity": "fidelity", "bench_pairwise": "pairwise"}
+          "bench_fidelity": "fidelity", "bench_pairwise": "pairwise", "bench_embedding": "embedding"}
 
 
 def __getattr__(name: str):

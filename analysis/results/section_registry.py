@@ -6,7 +6,8 @@ by position.
 Orders are spaced by 100 (the paper's sections) so a section can go between two without moving
 others: summary 100, leaderboard 200, human scores 250, by category 300, seeds 400, distributions
 500, comparisons 600, seekers 700, seeker levels 710, simulators 800, spoiled 900, endings 950, rounds 960, safety 1000, health 1100,
-throughput 1200, role-play 1300, seeker fidelity 1350, cards 1400, samples 1500.
+throughput 1200, role-play 1300, seeker fidelity 1350, seeker realism by embedding 1360, the seeker's own view
+1370, cards 1400, samples 1500.
 """
 from __future__ import annotations
 
@@ -40,6 +41,7 @@ class ReportContext:
     judge_line: str = ""  # the line beside Table 2 when a judge has no human scores ("" if none)
     humans: Any = None  # analysis.trust.human_scores.HumanScores, or None
     human_seekers: Any = None  # analysis.seekers.esconv.HumanSeekers, or None
+    embedding: Any = None  # analysis.realism.EmbeddingOptions: compare the seekers with human_seekers by embedding too
     pairwise: pd.DataFrame | None = None  # pairwise verdict rows (analysis.results.loaders.load_pairwise), or None
 
     @property

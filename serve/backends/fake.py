@@ -4,7 +4,8 @@ orchestration benchmarks run the same code path as production.
 Scripts:
   echo     repeats the last user message ("echo: ...")
   seeker   a distressed seeker's canned lines, cycling; with `ends=N` (and `end=resolved|gave_up`)
-           its Nth line carries the stop mark, when its system prompt defines one (seeker_stop)
+           its Nth line carries the stop mark, when its system prompt defines one (seeker_stop); asked
+           with `choices` (its own rating of the support, sim/seekerview) it answers as the judge does
   judge    a score digit, deterministic in the prompt (or `score=N`); honours choices/logprobs
   fixed    always `reply=...`
 Options (keyword arguments, or a query string: `fake/judge?score=3&latency=0.01`):
@@ -124,7 +125,7 @@ class FakeChatModel(ChatModel):
             raise RunStopError(f"the engine for {self.name} died {self.calls - self.dies_after} times; not restarting it "
                                "again", model=self.name)
         key = 0
-        if self.error_rate or self.timeout_rate or self.script == "judge":
+        if self.error_rate or self.timeout_rate or self.script == "judge" or params.choices:
             # Hashing the conversation costs; only faults and judge scores need it.
             key = _digest(self.seed, session_id, [(m.role, m.content) for m in messages], adapter)
         if self.error_rate or self.timeout_rate:
@@ -157,7 +158,7 @@ class FakeChatModel(ChatModel):
             return f"echo: {last_user[:200]}", []
         if self.script == "fixed":
             return self.reply, []
-        if self.script == "seeker":
+        if self.script == "seeker" and not params.choices:
             lines = self.replies or SEEKER_LINES
             turn = sum(1 for m in messages if m.role == "assistant")
             line = lines[turn % len(lines)]
@@ -165,7 +166,7 @@ class FakeChatModel(ChatModel):
             if self.ends is not None and turn + 1 == self.ends and told:
                 line = f"{line} <END:{self.end}>"
             return line, []
-        # judge: a score, deterministic in the prompt unless pinned
+        # judge (or a seeker asked to choose): a score, deterministic in the prompt unless pinned
         labels = params.choices or ["0", "1", "2", "3", "4"]
         best = self.score if self.score is not None else key % len(labels)
         text = labels[best] if self.score is None or params.choices else str(best)
