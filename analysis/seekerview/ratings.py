@@ -50,7 +50,8 @@ def wide(ratings: pd.DataFrame) -> pd.DataFrame:
     keys = [*GROUP, "dialogue_id"]
     if ratings.empty:
         return pd.DataFrame(columns=[*keys, *QUESTIONS])
-    w = ratings.pivot_table(index=keys, columns="item", values="value", aggfunc="last", dropna=False).reset_index()
+    r = ratings.fillna({c: "" for c in GROUP}).drop_duplicates([*keys, "item"], keep="last")
+    w = r.set_index([*keys, "item"])["value"].unstack("item").reset_index()  # an unusable answer stays NaN
     for q in SEEKER_RATING_ITEMS:
         if q not in w.columns:
             w[q] = np.nan
@@ -71,7 +72,7 @@ def _mean_ci(v: np.ndarray, n_boot: int, seed: int) -> tuple[float, float, float
 
 def rating_summary(ratings: pd.DataFrame, n_boot: int = 1000, seed: int = 0) -> pd.DataFrame:
     """Per rater x target x role model x strategy x language and question: n, unusable, mean [95% CI]."""
-    w = wide(ratings.fillna({c: "" for c in GROUP}))
+    w = wide(ratings)
     rows = []
     for key, g in w.groupby(GROUP, sort=True, dropna=False):
         for q in QUESTIONS:
@@ -108,8 +109,8 @@ def agreement_rows(ratings: pd.DataFrame, scores: pd.DataFrame | None = None, n_
         g = g.drop_duplicates("dialogue_id").set_index("dialogue_id")
         pairs = []
         for q in QUESTIONS:
-            both = g[[q]].join(truth[[q]], rsuffix="_ref", how="inner")
-            pairs.append((LABELS[q], q, both[q], both[f"{q}_ref"]))
+            both = pd.concat([g[q].rename("rater"), truth[q].rename("ref")], axis=1, join="inner")
+            pairs.append((LABELS[q], q, both["rater"], both["ref"]))
         families.append((rater, "as the seeker", pairs))
     if scores is not None and not scores.empty:
         value = scores["expected"].where(scores["expected"].notna(), scores["score"]) if "expected" in scores else scores["score"]
@@ -120,8 +121,8 @@ def agreement_rows(ratings: pd.DataFrame, scores: pd.DataFrame | None = None, n_
             for dim in sorted(j["dimension"].unique(), key=lambda d: (order.get(d, len(order)), d)):
                 per = j[j["dimension"] == dim].groupby("dialogue_id")["value"].mean()
                 for q in ("empathy", "relevance", CHANGE):
-                    both = truth[[q]].join(per.rename("judge"), how="inner")
-                    pairs.append((dim, q, both["judge"], both[q]))
+                    both = pd.concat([per.rename("judge"), truth[q].rename("ref")], axis=1, join="inner")
+                    pairs.append((dim, q, both["judge"], both["ref"]))
             families.append((judge, "seven-dimension judge", pairs))
     rows = []
     for rater, kind, pairs in families:

