@@ -6,8 +6,8 @@ the reference (the people, or the simulated seeker) with the verdict as a plain 
 (`agreement.py` `agrees_with_people`), the report's section and the check of a judge against the people
 who were helped (`section.py`).
 
-Layer: beside seekers and trust, over results; the models it needs are run by the caller (the check's
-`run`: sim/launch/seeker_check.py)."""
+Layer: above seekers (it reads people's dialogues with their reader, seekers/esconv.py) and trust, under
+ranking; the models it needs are run by the caller (the check's `run`: sim/launch/seeker_check.py)."""
 from esc_eval.analysis.seekerview.agreement import AGREES, DISAGREES, UNCLEAR, agrees_with_people, bootstrap_spearman
 from esc_eval.analysis.seekerview.ratings import (PEOPLE, QUESTIONS, agreement_rows, load_seeker_ratings, rating_summary,
                                                   reference_rater, wide)
