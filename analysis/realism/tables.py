@@ -1,6 +1,8 @@
 """The comparison by embedding as the fidelity's Markdown and as the report's section (blocks)."""
 from __future__ import annotations
 
+import json
+
 import numpy as np
 
 from esc_eval.analysis.realism.compare import EmbeddingResult
@@ -55,7 +57,7 @@ def embedding_section(result: EmbeddingResult, people: str = "") -> Section:
     s["blocks"].append(text(" ".join(p for p in (people, _head(result),
                                                  READING.replace("{alpha}", f"{result.meta['alpha']:g}")) if p)))
     s["blocks"].append(table(HEADERS, embedding_rows(result), {0, 1, 2, 12}, id=SECTION_ID))
-    s["data"] = {"meta": result.meta, "rows": result.rows.to_dict("records")}
+    s["data"] = {"meta": result.meta, "rows": json.loads(result.rows.to_json(orient="records"))}  # NaN -> null
     return s
 
 

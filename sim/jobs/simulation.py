@@ -280,7 +280,7 @@ def run_simulation(cfg: SimulationConfig, run_dir: str | Path,
     own_pool = WorkerPool(ex) if cfg.seeker_ratings and pool is None else None
     with own_pool or contextlib.nullcontext():
         result = _simulate(cfg, cards, run, run_id, skip, total, todo, outcome, on_start, pool or own_pool)
-        if cfg.seeker_ratings:
+        if cfg.seeker_ratings and not outcome.budget_stopped:  # the spend cap stopped the dialogues: a resume rates
             result["seeker_ratings"] = rate_dialogues(cfg, cards, run, pool or own_pool)
     return result
 

