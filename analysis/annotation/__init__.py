@@ -6,16 +6,17 @@ Studio), and the rubric people score by (`rubric.py`).
 
 Layer: above results; beside figures and textmetrics. The web pages that collect answers are in
 analysis.web; what answers say about a judge is in analysis.trust."""
-from esc_eval.analysis.annotation.agreement import (agreement_markdown, agreement_summary, icc_oneway, icc_table,
+from esc_eval.analysis.annotation.agreement import (agreement_markdown, agreement_of_sheets, agreement_summary, icc_oneway, icc_table,
                                                     krippendorff_alpha, pairwise_kappa, quadratic_weighted_kappa,
                                                     sheet_agreement)
 from esc_eval.analysis.annotation.answers import AnnotationStoreError
 from esc_eval.analysis.annotation.formats import annotation_table, import_labelstudio, labelstudio_export
-from esc_eval.analysis.annotation.sheets import AnnotationError, export_annotation_sheets, import_annotations, sheet_dialogue_text
+from esc_eval.analysis.annotation.sheets import (AnnotationError, export_annotation_sheets, import_annotations,
+                                                sheet_dialogue_text, sheets_of_runs)
 from esc_eval.analysis.annotation.store import AnnotationStore
 from esc_eval.analysis.annotation.study import StudyConfig, create_study
 
-__all__ = ["AnnotationError", "AnnotationStore", "AnnotationStoreError", "StudyConfig", "agreement_markdown",
+__all__ = ["agreement_of_sheets", "sheets_of_runs", "AnnotationError", "AnnotationStore", "AnnotationStoreError", "StudyConfig", "agreement_markdown",
            "agreement_summary", "annotation_table", "create_study", "export_annotation_sheets", "icc_oneway", "icc_table",
            "import_annotations", "import_labelstudio", "krippendorff_alpha", "labelstudio_export", "pairwise_kappa",
            "quadratic_weighted_kappa", "sheet_agreement", "sheet_dialogue_text"]

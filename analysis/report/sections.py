@@ -1,7 +1,8 @@
 """The sections of the run report, in the paper's order: a summary, the leaderboard (Table 2) with
 its figures, scores by card category and by seed, score distributions, pairwise comparisons, run
 health, throughput, role-play fidelity, the cards and sample dialogues. Each returns a section of
-report_blocks.py's blocks; report.py puts them in order and renders them (Markdown, HTML, JSON)."""
+analysis/results/blocks.py's blocks, registered with its place (analysis/results/section_registry.py);
+report.py builds what is registered, in order, and renders it (Markdown, HTML, JSON)."""
 from __future__ import annotations
 
 import base64
@@ -297,6 +298,9 @@ def _leaderboard(ctx: ReportContext) -> dict:
         s["notices"].insert(0, notice(score_kind_note(ctx.board), "info"))
     if ctx.judge_line:
         s["notices"].insert(0, notice(ctx.judge_line, "warning"))
+    if ctx.windowed_line:  # the judgments made on a window of a long dialogue (analysis/results/windowed.py)
+        windowed = (ctx.scores.attrs.get("windowed") or {}).get("windowed", 0)
+        s["notices"].append(notice(ctx.windowed_line, "warning" if windowed else "info"))
     return s
 
 

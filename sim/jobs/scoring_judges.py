@@ -41,8 +41,11 @@ def with_registry_adapters(judge: JudgeConfig) -> JudgeConfig:
 
             built = judge_from_registry(entry.name, method=judge.method, rubric=judge.rubric, dimensions=judge.dimensions)
             model = built.model.model_copy(update={"params": update.get("model", judge.model).params})
-            # keep the id the caller knows this judge by (score rows, --official-out, parse-failure report)
-            return built.model_copy(update={**update, "model": model, "parser": judge.parser, "name": judge.judge_id})
+            # keep the id the caller knows this judge by (score rows, --official-out, parse-failure report), and
+            # what it reads (a per-reply judge's id adds its tag to that name)
+            name = judge.name or judge.model_copy(update={"reads": "dialogue"}).judge_id
+            return built.model_copy(update={**update, "model": model, "parser": judge.parser, "name": name,
+                                            "reads": judge.reads})
     return judge.model_copy(update=update) if update else judge
 
 

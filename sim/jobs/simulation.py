@@ -59,6 +59,7 @@ class SimulationJob(Job):
     kind = "dialogues"
     default_concurrency = 32  # dialogues per worker without GPU engines, as measured on CPUs
     unit = "dialogue"
+    demand: tuple[Demand, list[Demand]] | None  # its own: what demands() gives the pool, per engine
 
     def __init__(self, cfg: SimulationConfig, run_dir: str, run_id: str, calls: CallSettings | None = None,
                  excused: set[str] | None = None, first_target: int = 0,

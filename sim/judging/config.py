@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 
 from esc_eval.serve.config import ConfigModel
 from esc_eval.serve.registry.ref import ModelRef
-from esc_eval.sim.judging.dimensions import DIMENSION_NAMES, to_dimension
+from esc_eval.sim.judging.dimensions import DIMENSION_NAMES, REPLY_TAG, to_dimension
 
 
 class JudgeConfig(ConfigModel):
@@ -26,12 +26,26 @@ class JudgeConfig(ConfigModel):
     adapters: dict[str, str] | None = Field(None, description="LoRA adapter per dimension (multi-LoRA judge, official layout).")
     system_prompt: str | None = Field(None, description="System message put before the rubric's messages when they have none (a registry judge's judge_system_prompt: ESC-RANK's InternLM2 meta instruction).")
     name: str | None = Field(None, description="Judge id written into score rows (default: the model string).")
+    reads: Literal["dialogue", "reply"] = Field(
+        "dialogue", description="'dialogue': the judge rates the whole dialogue it reads (the paper); 'reply': it rates "
+        "the dialogue's last reply, read in the context before it, on the per-reply rubric (sim/data/prompts/"
+        "reply_rubrics.yaml, the seven dimensions; `rubric` is then unused): `score --by-reply`. The judge id "
+        "says so (`:reply`).")
 
     @field_validator("dimensions")
     @classmethod
     def _dims(cls, v: list[str]) -> list[str]:
         return [to_dimension(d) for d in v]
 
+    @model_validator(mode="after")
+    def _reply_rubrics(self) -> "JudgeConfig":
+        beyond = [d for d in self.dimensions if d not in DIMENSION_NAMES]
+        if self.reads == "reply" and beyond:
+            raise ValueError(f"reads 'reply': no per-reply rubric for {', '.join(beyond)} (only the seven dimensions)")
+        return self
+
     @property
     def judge_id(self) -> str:
+        if self.reads == "reply":  # a per-reply judgment is another measurement: never under the dialogue judge's id
+            return f"{self.name}{REPLY_TAG}" if self.name else f"{self.model.model}:{self.method}{REPLY_TAG}"
         return self.name or f"{self.model.model}:{self.method}:{self.rubric}"

@@ -26,6 +26,8 @@ DIMENSION_TITLES = {
     "overall": "Overall",
 }
 SCORE_LABELS = ["0", "1", "2", "3", "4"]
+# The end of a per-reply judge's id (config.py `reads: reply`): its rows rate one reply, not a dialogue.
+REPLY_TAG = ":reply"
 # The paper's tables show mean score x 25 (a 0-100 scale).
 TABLE_SCALE = 25.0
 

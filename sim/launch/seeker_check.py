@@ -111,3 +111,20 @@ def run_seeker_check(cfg: SeekerCheckConfig, people: list[dict[str, Any]], out_d
 def seeker_check_runner(cfg: SeekerCheckConfig, progress: Callable[..., ContextManager[Any]] | None = None):
     """What analysis' seeker check calls to run the models (analysis never reaches them): people -> folder."""
     return lambda people, out_dir: run_seeker_check(cfg, people, out_dir, progress)
+
+
+def seeker_check_command(humans: str, check: Callable[..., tuple[str, dict[str, Any]]], judge: str | None = None,
+                         scorer: str | None = None, score: bool | None = None, config: Path | None = None,
+                         limit: int | None = None, n_boot: int = 1000, seed: int = 0, out: str | None = None,
+                         verbose: bool = False) -> tuple[str, dict[str, Any]]:
+    """`esc-eval analysis seeker-check`: the config (YAML and options, checked at the door), then `check`
+    (analysis.seekerview.section seeker_check_of_people: the file read, the people handed to this module's
+    runner, the tables) into the run folder `out` (default runs/seeker-check-<UTC time>). Its Markdown and files."""
+    from esc_eval.serve.config import load_config
+    from esc_eval.sim.driver.environment import pass_driver_env
+    from esc_eval.sim.driver.progress import job_progress
+
+    cfg = load_config(config, SeekerCheckConfig, {"judge.model": judge, "scorer.model.model": scorer, "score": score})
+    pass_driver_env(cfg.execution, verbose)
+    out = out or str(Path("runs") / f"seeker-check-{now_utc().strftime('%Y%m%d-%H%M%S')}")
+    return check(humans, out, limit=limit, n_boot=n_boot, seed=seed, run=seeker_check_runner(cfg, job_progress))

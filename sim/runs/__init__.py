@@ -9,7 +9,8 @@ round (by_round.py).
 
 Layer: machinery above the domain (judging's dimensions, dialogue's transcript lines); imports
 serve (the registry's prices): nothing of pool or jobs."""
-from esc_eval.sim.runs.by_round import ROUND_PREFIX, prefix_id, round_prefixes, split_prefix_id, write_round_prefixes
+from esc_eval.sim.runs.by_round import (BY_ROUND_RULES, ROUND_PREFIX, prefix_id, round_prefixes, split_prefix_id,
+                                        write_round_prefixes)
 from esc_eval.sim.runs.call_cache import RUN_FOLDER_CACHE, RunFolderCallCache
 from esc_eval.sim.runs.checkpoints import TurnCheckpoints, clear_folder, compact_folder, has_logs, read_folder
 from esc_eval.sim.runs.official import (KNOWN_LANGUAGES, OFFICIAL_UNPARSED, OfficialFormatError, export_run_official,
@@ -29,7 +30,7 @@ from esc_eval.sim.runs.storage_server import ShippedStorage, StorageServer, star
 from esc_eval.sim.runs.usage import compute_usage, record_usage, refresh_usage
 
 __all__ = [
-    "ROUND_PREFIX", "prefix_id", "round_prefixes", "split_prefix_id", "write_round_prefixes",
+    "BY_ROUND_RULES", "ROUND_PREFIX", "prefix_id", "round_prefixes", "split_prefix_id", "write_round_prefixes",
     "ArrowStorage", "DIALOGUE_SCHEMA", "KNOWN_LANGUAGES", "LocalStorage", "OFFICIAL_UNPARSED", "OfficialFormatError",
     "OutputFolder", "RUN_FOLDER_CACHE", "RunFolder", "RunFolderCallCache", "RunFolderError", "RunStorage",
     "PAIRWISE_SCHEMA", "SCORE_SCHEMA", "SEEKER_RATING_ITEMS", "SEEKER_RATING_SCHEMA", "seeker_rating_row", "ShippedStorage", "StorageServer", "StorageSpec", "TurnCheckpoints", "as_location",

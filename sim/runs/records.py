@@ -71,7 +71,7 @@ SCORE_SCHEMA = pa.schema(
         ("expected", pa.float64()),  # sum_k k * P(k)
         ("raw", pa.string()),  # the judge's raw answer
         ("parse_status", pa.string()),  # ok | parse_failure | error
-        ("judge", pa.string()),
+        ("judge", pa.string()),  # the judge id; ends in ':reply' for a per-reply judge (score --by-reply)
         ("method", pa.string()),  # logprob | generate
         ("parser", pa.string()),  # strict | compat
         ("error", pa.string()),
@@ -80,8 +80,10 @@ SCORE_SCHEMA = pa.schema(
         ("scored_at", pa.timestamp("ms", tz="UTC")),
         ("adapter", pa.string()),  # LoRA adapter the judge call used (null = base weights)
         ("probs_status", pa.string()),  # full | partial (a label outside the top-k: NaN, never P=0) | null
-        # null = scored before the rule (sim/judging/window.py), or not by a judge call
+        # null = scored before the rule (sim/judging/window.py), or not by a judge call; every reader counts the
+        # windowed and can leave them out (--windowed: analysis/results/windowed.py)
         ("rounds_left_out", pa.int32()),  # rounds the judge did not read: 0 = the whole dialogue; > 0 = windowed for its context
+        ("transport", pa.string()),  # how the judge call went: batch (a provider batch: sim/batching) | null = online
     ]
 )
 
@@ -107,7 +109,7 @@ PAIRWISE_SCHEMA = pa.schema(
         ("preferred", pa.string()),  # the verdict in the pair's terms: a | b | tie; null = no usable answer
         ("raw", pa.string()),  # the judge's raw answer
         ("parse_status", pa.string()),  # ok | parse_failure | error
-        ("judge", pa.string()),
+        ("judge", pa.string()),  # the judge id; ends in ':reply' for a per-reply judge (score --by-reply)
         ("method", pa.string()),  # logprob | generate
         ("probs", pa.list_(pa.float32())),  # P(first, second, tie) when the judge exposes it
         ("error", pa.string()),

@@ -11,6 +11,8 @@ charged to what held the GPUs (the manifest's `gpu_charges`, one per run of a jo
   role and a target sharing a GPU are charged their parts, not the whole GPU each); targets whose
   engines a worker holds one at a time split the job's time by their call-seconds;
 - no charge (fake models, older manifests): job wall time x workers x GPUs per worker.
+Judge calls a provider batch answered (score rows with transport `batch`: sim/batching) are counted
+apart as well (`batch_calls`, `batch_prompt_tokens`, ...) and priced at the batch price.
 Written to the manifest as `usage` at the end of every simulation and scoring job, and recomputed
 from all rows each time (a resumed run counts everything once).
 
@@ -23,6 +25,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from esc_eval.serve.batches.config import batch_price
 from esc_eval.serve.registry.entry import TokenPrice
 from esc_eval.sim.runs.runfolder import RunFolder
 
@@ -51,13 +54,17 @@ def _is_api(spec: str) -> bool:
     return spec.startswith(API_BACKENDS)
 
 
-def _add(acc: dict, key: tuple[str, str], calls: int, prompt: int, completion: int, seconds: float) -> None:
+def _add(acc: dict, key: tuple[str, str], calls: int, prompt: int, completion: int, seconds: float,
+         batched: bool = False) -> None:
     row = acc.setdefault(key, {"stage": key[0], "model": key[1], "calls": 0, "prompt_tokens": 0,
                                "completion_tokens": 0, "call_seconds": 0.0})
     row["calls"] += calls
     row["prompt_tokens"] += prompt
     row["completion_tokens"] += completion
     row["call_seconds"] += seconds
+    if batched:  # a judge call a provider batch answered (sim/batching): priced at the batch price
+        for k, v in (("batch_calls", calls), ("batch_prompt_tokens", prompt), ("batch_completion_tokens", completion)):
+            row[k] = row.get(k, 0) + v
 
 
 def _job_runs(manifest: dict[str, Any], job: str) -> list[dict[str, Any]]:
@@ -147,11 +154,13 @@ def compute_usage(run: RunFolder, prices: dict[str, TokenPrice] | None = None) -
     for key, calls, p, c, secs in _turn_usage(run):
         _add(acc, key, calls, p, c, secs)
     if run.parts("scores"):
-        for s in run.iter_rows("scores", columns=["judge", "prompt_tokens", "latency_s", "method", "parse_status"]):
+        # read (not iter_rows): parts written before the `transport` column read it as null
+        for s in run.read("scores", columns=["judge", "prompt_tokens", "latency_s", "method", "parse_status",
+                                             "transport"]).to_pylist():
             if s["parse_status"] == "error" and not s["prompt_tokens"]:
                 continue  # a call that never reached the model
             _add(acc, ("judge", s["judge"]), 1, s["prompt_tokens"] or 0, 1 if (s["method"] or "").startswith("logprob") else 0,
-                 float(s["latency_s"] or 0))
+                 float(s["latency_s"] or 0), batched=s["transport"] == "batch")
     manifest = run.read_manifest()
     # The judge id is the judge's model string unless named otherwise (JudgeConfig.name).
     judge_model = ((manifest.get("scoring") or {}).get("config") or {}).get("judge", {}).get("model", {}).get("model")
@@ -173,8 +182,11 @@ def compute_usage(run: RunFolder, prices: dict[str, TokenPrice] | None = None) -
         row["dollars"] = None
         if _is_api(spec):
             if price is not None:
-                row["dollars"] = round(row["prompt_tokens"] / 1e6 * price.prompt_per_1m
-                                       + row["completion_tokens"] / 1e6 * price.completion_per_1m, 6)
+                batched = batch_price(price)
+                bp, bc = row.get("batch_prompt_tokens", 0), row.get("batch_completion_tokens", 0)
+                row["dollars"] = round((row["prompt_tokens"] - bp) / 1e6 * price.prompt_per_1m
+                                       + (row["completion_tokens"] - bc) / 1e6 * price.completion_per_1m
+                                       + bp / 1e6 * batched.prompt_per_1m + bc / 1e6 * batched.completion_per_1m, 6)
                 total_dollars += row["dollars"]
         else:
             # one engine per model per worker (or one deployment), shared by the stages of a job
@@ -189,7 +201,9 @@ def compute_usage(run: RunFolder, prices: dict[str, TokenPrice] | None = None) -
     api_calls = {k: v for k, v in api_calls.items() if v}
     return {"by_stage": rows, "engines": engine_rows, "total_dollars": round(total_dollars, 6), "api_calls": api_calls,
             "cache_hits": sum(int(m.get("cache_hits", 0)) for v in api_calls.values() for m in v.get("models", {}).values()),
-            "notes": "engine_seconds = Serve replica-seconds, or job wall time x worker actors for in-process engines "
+            "notes": "batch_* = the judge calls a provider batch answered, priced at the batch price (half the "
+                     "online price: serve/batches/config.py); engine_seconds = Serve replica-seconds, or job wall "
+                     "time x worker actors for in-process engines "
                      "(targets held one at a time split it by call-seconds); gpu_seconds = replica-seconds x GPUs per "
                      "replica (a fraction where replicas share a GPU), or engine_seconds x num_gpus_per_worker x the "
                      "engine's share of the worker's GPUs; dollars only for API models with a price; "

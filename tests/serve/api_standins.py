@@ -9,7 +9,8 @@ StrictOpenAI     POST /v1/chat/completions: OpenAI's request fields only (anythi
                  smooths its limits).
 StrictAnthropic  POST /v1/messages: the Messages API's fields (max_tokens required; system at the top
                  level; roles user/assistant alternating from user), x-api-key and anthropic-version
-                 headers; its response and error shapes; 429 with retry-after on demand.
+                 headers; its response and error shapes; 429 with retry-after on demand; "prompt is too
+                 long" past a configured context.
 
 Judge prompts ("... score (The number only) ...") get a digit, deterministic in the prompt; other
 prompts get a short reply, deterministic too. Both count requests by content, so a test can tell
@@ -65,6 +66,8 @@ def _tokens(text: str) -> int:
 
 
 class _Base:
+    client_max_size = 2**20  # request bodies up to this (aiohttp's default); the batch stand-ins take more
+
     def __init__(self, *, key: str | None = None, rpm: float | None = None, fail_every: int = 0,
                  retry_after: float = 0.2):
         self.key, self.rpm, self.fail_every, self.retry_after = key, rpm, fail_every, retry_after
@@ -113,7 +116,7 @@ class _Base:
         def run() -> None:
             self.loop = asyncio.new_event_loop()
             asyncio.set_event_loop(self.loop)
-            app = web.Application()
+            app = web.Application(client_max_size=self.client_max_size)
             self.routes(app)
             self.runner = web.AppRunner(app)
             self.loop.run_until_complete(self.runner.setup())
@@ -155,6 +158,11 @@ class StrictOpenAI(_Base):
             body = await request.json()
         except ValueError:
             return self.error(400, "We could not parse the JSON body of your request.")
+        return self.respond(body)
+
+    def respond(self, body: dict, limited: bool = True) -> web.Response:
+        """The answer to one request body (the online route's, and each line of a batch: limited=False,
+        as a batch's requests are not held to the per-minute rate)."""
         unknown = sorted(set(body) - OPENAI_FIELDS)
         if unknown:
             return self.error(400, f"Unrecognized request argument supplied: {unknown[0]}", param=unknown[0])
@@ -182,7 +190,7 @@ class StrictOpenAI(_Base):
                            f"{prompt + max_tokens} tokens ({prompt} in the messages, {max_tokens} in the completion). "
                            "Please reduce the length of the messages or completion.",
                 "type": "invalid_request_error", "param": "messages", "code": "context_length_exceeded"}}, status=400)
-        wait = self._should_429()
+        wait = self._should_429() if limited else None
         if wait is not None:
             self.refused_429 += 1
             return self.error(429, "Rate limit reached for requests", "requests", headers={"Retry-After": f"{wait:.3f}"})
@@ -238,7 +246,10 @@ class StrictAnthropic(_Base):
             return self.error(401, "authentication_error", "invalid x-api-key")
         if not request.headers.get("anthropic-version"):
             return self.error(400, "invalid_request_error", "anthropic-version: header is required")
-        body = await request.json()
+        return self.respond(await request.json())
+
+    def respond(self, body: dict, limited: bool = True) -> web.Response:
+        """The answer to one Messages body (the online route's, and each request of a batch: limited=False)."""
         unknown = sorted(set(body) - ANTHROPIC_FIELDS)
         if unknown:
             return self.error(400, "invalid_request_error", f"{unknown[0]}: Extra inputs are not permitted")
@@ -249,7 +260,11 @@ class StrictAnthropic(_Base):
             return self.error(400, "invalid_request_error", f"messages: roles must alternate from user, got {roles}")
         if "temperature" in body and not 0 <= body["temperature"] <= 1:
             return self.error(400, "invalid_request_error", "temperature: must be between 0 and 1")
-        wait = self._should_429()
+        prompt = sum(_tokens(json.dumps(m["content"])) for m in body["messages"]) + _tokens(json.dumps(body.get("system", "")))
+        if self.context is not None and prompt + int(body["max_tokens"]) > self.context:
+            return self.error(400, "invalid_request_error",
+                              f"prompt is too long: {prompt} tokens > {self.context - int(body['max_tokens'])} maximum")
+        wait = self._should_429() if limited else None
         if wait is not None:
             self.refused_429 += 1
             return self.error(429, "rate_limit_error", "Number of request tokens has exceeded your per-minute rate limit",
@@ -258,7 +273,6 @@ class StrictAnthropic(_Base):
         self.ok += 1
         self.times.append(time.monotonic())
         text = reply_for(body["messages"], int(body["max_tokens"]))
-        prompt = sum(_tokens(json.dumps(m["content"])) for m in body["messages"]) + _tokens(json.dumps(body.get("system", "")))
         return web.json_response({
             "id": f"msg_{self.requests:024d}", "type": "message", "role": "assistant", "model": body["model"],
             "content": [{"type": "text", "text": text}], "stop_reason": "end_turn", "stop_sequence": None,
