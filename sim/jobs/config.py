@@ -61,6 +61,12 @@ class SimulationConfig(ConfigModel):
                            "itself writes notes after each session, and its system prompt carries them), 'transcripts' "
                            "(one long thread: its system prompt carries the earlier sessions in full, the oldest left out "
                            "while they do not fit its context).")
+    seeker_ratings: bool = Field(False, description="The person's own view: after the dialogues, the role model, still "
+                                 "as the seeker, rates each completed one as ESConv's seekers did (empathy and relevance "
+                                 "1-5, its emotion intensity before and after; sim/seekerview), into the run folder's "
+                                 "`seeker_ratings` rows (resumable; turning it on for a finished run rates its "
+                                 "dialogues). Off in the paper's protocol; the dialogues and the fingerprint are the "
+                                 "same either way.")
     execution: ExecutionConfig = Field(default_factory=ExecutionConfig, description="Pool shape, retries and checkpoints.")
     prices: dict[str, TokenPrice] = Field(default_factory=dict, description="Per-token prices by model name or spec, overriding the registry's `price` (manifest `usage`).")
 

@@ -6,6 +6,7 @@ and writes a row per session (simulation_courses.py), resumable per session.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import platform
@@ -290,6 +291,20 @@ def run_simulation(cfg: SimulationConfig, run_dir: str | Path,
                                                    "runtime": execution_runtime(ex.dtype, gpu=ex.num_gpus_per_worker > 0)},
                         versions=versions())
     outcome = JobOutcome(on_summary)
+    # the seeker's own view runs after the dialogues on the same workers: the role's engine started once
+    own_pool = WorkerPool(ex) if cfg.seeker_ratings and pool is None else None
+    with own_pool or contextlib.nullcontext():
+        result = _simulate(cfg, cards, run, run_id, skip, total, todo, outcome, on_start, pool or own_pool)
+        if cfg.seeker_ratings and not outcome.budget_stopped:  # the spend cap stopped the dialogues: a resume rates
+            result["seeker_ratings"] = rate_dialogues(cfg, cards, run, pool or own_pool)
+    return result
+
+
+def _simulate(cfg: SimulationConfig, cards: list[RoleCard], run: RunFolder, run_id: str, skip: set[str], total: int,
+              todo: int, outcome: JobOutcome, on_start: Callable[[int, int], None] | None,
+              pool: WorkerPool | None) -> dict[str, Any]:
+    """The dialogues' pass of run_simulation (its checks done, the manifest written)."""
+    ex = cfg.execution
     with prepare_calls(planned_models(cfg, cards), ex, cfg.prices, run.location) as calls:  # bad input stops here
         if on_start:
             on_start(total, todo)
@@ -315,3 +330,24 @@ def run_simulation(cfg: SimulationConfig, run_dir: str | Path,
     run.update_manifest(simulation={"last": result})
     record_usage(run, cfg.prices)  # calls, tokens, engine time and dollars per model and stage
     return result
+
+
+def rate_dialogues(cfg: SimulationConfig, cards: list[RoleCard], run: RunFolder, pool: WorkerPool | None) -> dict[str, Any]:
+    """The person's own view (sim/seekerview): the role model, in its role as each completed dialogue's
+    seeker (the card's role prompt and the dialogue's strategy), answers ESConv's questions about it.
+    Every completed dialogue of the folder whose card this config selects; resumable."""
+    from esc_eval.sim.seekerview.job import run_ratings, seeker_rater
+
+    by_id = {c.id: c for c in cards}
+    keep = ["run_id", "dialogue_id", "card_id", "language", "target_model", "role_model", "strategy", "turns", "status"]
+    dialogues = [d for d in run.iter_rows("dialogues", columns=keep) if d["status"] == "ok" and d["card_id"] in by_id]
+
+    def system_for(d: dict[str, Any]) -> str:
+        card = by_id[d["card_id"]]
+        return roleplay_system_prompt(card.text, card.language, d["strategy"], seeker_stop=cfg.seeker_stop)
+
+    log.info("the seeker's own view of %d dialogues", len(dialogues))
+    if not dialogues:
+        return {"dialogues": 0, "rater": seeker_rater(cfg.role)}
+    return run_ratings(cfg.role, seeker_rater(cfg.role), dialogues, run.location, cfg.execution, cfg.prices,
+                       adapter=effective_adapter(cfg.role), system_for=system_for, pool=pool)

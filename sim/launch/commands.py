@@ -39,11 +39,12 @@ def simulate_command(config: Path | None = None, out: str | None = None, cards: 
                      concurrency: int | None = None, rounds: int | None = None, seeker_stop: bool | None = None,
                      strategies: list[str] | None = None, controls: list[str] | None = None,
                      keep_serving: bool = False, verbose: bool = False, sessions: int | None = None,
-                     memory: str | None = None, dry_run: bool = False,
-                     max_cost: float | None = None) -> tuple[dict[str, Any], Verdict]:
+                     memory: str | None = None, dry_run: bool = False, max_cost: float | None = None,
+                     seeker_ratings: bool | None = None) -> tuple[dict[str, Any], Verdict]:
     """`esc-eval simulate`: the dialogues into the run folder `out` (default runs/sim-<UTC time>); with
-    sessions > 1, each card's course of sessions (sim/courses/); with dry_run the estimate instead
-    (nothing sent, nothing written), with max_cost a refusal over it."""
+    sessions > 1, each card's course of sessions (sim/courses/); with seeker_ratings, the seeker's own
+    view of them after (sim/seekerview); with dry_run the estimate instead (nothing sent, nothing
+    written), with max_cost a refusal over it."""
     from esc_eval.sim.driver.environment import pass_driver_env
     from esc_eval.sim.driver.outcome import outcome_line
     from esc_eval.sim.driver.progress import console, job_progress
@@ -51,7 +52,8 @@ def simulate_command(config: Path | None = None, out: str | None = None, cards: 
     from esc_eval.sim.runs.storage import redact_uri
 
     cfg = simulation_config(config, cards, targets, role, limit, language, address, workers, concurrency, rounds,
-                            seeker_stop, strategies, controls, sessions=sessions, memory=memory)
+                            seeker_stop, strategies, controls, sessions=sessions, memory=memory,
+                            seeker_ratings=seeker_ratings)
     from esc_eval.sim.launch.dry_run import simulate_estimate
 
     estimate = priced_first(lambda: simulate_estimate(cfg), dry_run, max_cost)

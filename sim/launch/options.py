@@ -161,13 +161,14 @@ def simulation_config(config: Path | None = None, cards: Path | None = None, tar
                       concurrency: int | None = None, rounds: int | None = None,
                       seeker_stop: bool | None = None, strategies: list[str] | None = None,
                       controls: list[str] | None = None, sessions: int | None = None,
-                      memory: str | None = None) -> SimulationConfig:
+                      memory: str | None = None, seeker_ratings: bool | None = None) -> SimulationConfig:
     """The simulation config: `config` (YAML, or the defaults) with each option given set over it.
     controls: the CLI's `control=level[,level...]` items (sim/dialogue/seeker_controls.py parse_sweep)."""
     from esc_eval.serve.config import load_config
     from esc_eval.sim.dialogue.seeker_controls import parse_sweep
 
     o: dict[str, Any] = {"cards": str(cards) if cards else None, "limit": limit, "rounds": rounds, "seeker_stop": seeker_stop,
+                         "seeker_ratings": seeker_ratings,
                          "languages": [language] if language else None,
                          "execution.ray_address": address, "execution.workers": workers,
                          "execution.concurrency": concurrency, "sessions": sessions, "memory": memory}

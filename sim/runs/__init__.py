@@ -1,4 +1,5 @@
-"""runs: the run folder, what every job writes and every reader reads: the row schemas (records.py),
+"""runs: the run folder, what every job writes and every reader reads: the row schemas (records.py:
+dialogues, scores, pairwise verdicts, the seeker's own ratings),
 the folder itself (runfolder.py: manifest, atomic Parquet parts, one row per key), where its files
 live (storage.py: the interface and local disk; storage_objects.py: object stores; storage_server.py:
 the writer on the driver's node; open.py picks one), turn checkpoints (checkpoints.py), the call
@@ -18,8 +19,9 @@ from esc_eval.sim.runs.official import (KNOWN_LANGUAGES, OFFICIAL_UNPARSED, Offi
                                         write_official_dialogues, write_official_scores)
 from esc_eval.sim.runs.open import OutputFolder, StorageSpec, open_storage
 from esc_eval.sim.runs.parse_failures import parse_failure_report
-from esc_eval.sim.runs.records import (DIALOGUE_SCHEMA, PAIRWISE_SCHEMA, REPLY_SAFETY_SCHEMA, SCORE_SCHEMA, dialogue_id,
-                                       dialogue_row, pairwise_row, reply_safety_row, score_row, stable_id)
+from esc_eval.sim.runs.records import (DIALOGUE_SCHEMA, PAIRWISE_SCHEMA, REPLY_SAFETY_SCHEMA, SCORE_SCHEMA,
+                                       SEEKER_RATING_ITEMS, SEEKER_RATING_SCHEMA, dialogue_id, dialogue_row, pairwise_row,
+                                       reply_safety_row, score_row, seeker_rating_row, stable_id)
 from esc_eval.sim.runs.runfolder import RunFolder, now_utc
 from esc_eval.sim.runs.storage import (LocalStorage, RunFolderError, RunStorage, as_location, atomic_write_bytes, is_uri,
                                        join_location, local_path, location_name, redact_uri)
@@ -31,7 +33,8 @@ __all__ = [
     "BY_ROUND_RULES", "ROUND_PREFIX", "prefix_id", "round_prefixes", "split_prefix_id", "write_round_prefixes",
     "ArrowStorage", "DIALOGUE_SCHEMA", "KNOWN_LANGUAGES", "LocalStorage", "OFFICIAL_UNPARSED", "OfficialFormatError",
     "OutputFolder", "RUN_FOLDER_CACHE", "RunFolder", "RunFolderCallCache", "RunFolderError", "RunStorage",
-    "PAIRWISE_SCHEMA", "REPLY_SAFETY_SCHEMA", "SCORE_SCHEMA", "reply_safety_row", "ShippedStorage", "StorageServer", "StorageSpec", "TurnCheckpoints", "as_location",
+    "PAIRWISE_SCHEMA", "REPLY_SAFETY_SCHEMA", "SCORE_SCHEMA", "SEEKER_RATING_ITEMS", "SEEKER_RATING_SCHEMA", "reply_safety_row",
+    "seeker_rating_row", "ShippedStorage", "StorageServer", "StorageSpec", "TurnCheckpoints", "as_location",
     "atomic_write_bytes", "clear_folder", "compact_folder", "compute_usage", "dialogue_id", "dialogue_row", "has_logs",
     "export_run_official", "is_uri", "join_location", "local_path", "location_name", "now_utc", "official_file_name", "official_keys",
     "open_storage", "parse_failure_report", "parse_official_name", "read_folder", "read_official_dialogues",

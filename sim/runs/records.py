@@ -188,6 +188,36 @@ REPLY_SAFETY_SCHEMA = pa.schema(
 )
 
 
+# The person's own view (sim/seekerview): one rating of one dialogue on one of the questions ESConv's seekers
+# answered after their conversation (Liu et al., 2021), by one rater: the simulated seeker at the end of its
+# dialogue ('<role model>:seeker'), a judge reading a dialogue in the seeker's place ('<judge>:as-seeker'), or
+# the people who were helped ('people': ESConv's own survey, copied in for the check against people).
+SEEKER_RATING_ITEMS = ("empathy", "relevance", "intensity_before", "intensity_after")
+SEEKER_RATING_SCHEMA = pa.schema(
+    [
+        ("run_id", pa.string()),
+        ("dialogue_id", pa.string()),
+        ("card_id", pa.string()),
+        ("language", pa.string()),
+        ("target_model", pa.string()),  # the supporter: the model under test, or "people (supporter)"
+        ("role_model", pa.string()),  # the seeker: the role model, or "people"
+        ("strategy", pa.string()),  # the seeker's strategy (a setting with its controls), as in the dialogue row
+        ("item", pa.string()),  # one of SEEKER_RATING_ITEMS
+        ("rater", pa.string()),  # '<role model>:seeker' | '<judge>:as-seeker' | 'people'
+        ("rating", pa.int8()),  # 1-5, the most likely answer; null when the answer was unusable or the call failed
+        ("probs", pa.list_(pa.float32())),  # P(1..5) when the model gives it
+        ("expected", pa.float64()),  # sum_k k * P(k), 1-5; the people's own answer for rater 'people'
+        ("raw", pa.string()),  # the model's raw answer
+        ("parse_status", pa.string()),  # ok | parse_failure | error
+        ("method", pa.string()),  # logprob | logprob:logit_bias | logprob:top_logprobs | generate | survey
+        ("error", pa.string()),
+        ("prompt_tokens", pa.int32()),
+        ("latency_s", pa.float64()),
+        ("rated_at", pa.timestamp("ms", tz="UTC")),
+    ]
+)
+
+
 def stable_id(*parts: Any, length: int = 16) -> str:
     """A stable hash of the parts (dialogue id = card, target, role model, strategy, seed)."""
     payload = json.dumps([str(p) for p in parts], ensure_ascii=False)
@@ -215,6 +245,7 @@ def session_dialogue_id(card_id: str, target_model: str, role_model: str, strate
 DIALOGUE_REQUIRED = ("run_id", "dialogue_id", "card_id", "language", "target_model", "turns", "status")
 SCORE_REQUIRED = ("run_id", "dialogue_id", "dimension", "parse_status", "judge")
 REPLY_SAFETY_REQUIRED = ("run_id", "dialogue_id", "judge", "reply", "question", "parse_status")
+SEEKER_RATING_REQUIRED = ("run_id", "dialogue_id", "item", "rater", "parse_status")
 PAIRWISE_REQUIRED = ("run_id", "pair_id", "dialogue_a", "dialogue_b", "model_a", "model_b", "dimension", "order",
                      "parse_status", "judge")
 
@@ -248,3 +279,8 @@ def pairwise_row(fields: dict[str, Any] | None = None, /, **kw: Any) -> dict[str
 def reply_safety_row(fields: dict[str, Any] | None = None, /, **kw: Any) -> dict[str, Any]:
     """A per-reply safety row with every REPLY_SAFETY_SCHEMA column, in schema order (see dialogue_row)."""
     return _row(REPLY_SAFETY_SCHEMA, REPLY_SAFETY_REQUIRED, "reply safety", {**(fields or {}), **kw})
+
+
+def seeker_rating_row(fields: dict[str, Any] | None = None, /, **kw: Any) -> dict[str, Any]:
+    """A seeker-rating row with every SEEKER_RATING_SCHEMA column, in schema order (see dialogue_row)."""
+    return _row(SEEKER_RATING_SCHEMA, SEEKER_RATING_REQUIRED, "seeker rating", {**(fields or {}), **kw})
