@@ -8,7 +8,8 @@ others. The sections registered, as `id order` (tests/analysis/results/test_anal
 fails when this list and the registry part):
 summary 100, leaderboard 200, human-scores 250, self-preference 260, panels 270, pairwise 280, rank-sets 285,
 judge-length 290, by-category 300, seeds 400, distributions 500, comparisons 600, seekers 700,
-seeker-levels 710, simulators 800, spoiled 900, endings 950, rounds 960, sessions 965, safety 1000, health 1100,
+seeker-levels 710, simulators 800, spoiled 900, endings 950, rounds 960, sessions 965, safety 1000, emerging_risk 1010,
+health 1100,
 throughput 1200, roleplay 1300, seeker_fidelity 1350, seeker_realism 1360, seeker_view 1370, cards 1400,
 samples 1500.
 """

@@ -65,6 +65,8 @@ class SeekerRatingJob(Job):
     default_concurrency = 8
     unit = "dialogue rated"
 
+    demand: Demand | None  # what one item asks of the rater's engine (its own; demands() gives it to the pool)
+
     def __init__(self, ref: ModelRef, rater: str, plan: JudgePlan, execution: ExecutionConfig, adapter: str | None = None,
                  calls: CallSettings | None = None, excused: set | None = None, demand: Demand | None = None):
         self.ref, self.rater, self.plan, self.execution, self.adapter = ref, rater, plan, execution, adapter
