@@ -9,6 +9,7 @@
                 13-15), calibration, prediction-powered means anchored on people
   seekers/      the simulated seeker: role-play fidelity (Table 1, Figure 3), worst-case seekers
   compare/      paired comparisons of models and runs
+  courses/      courses of several sessions: scores and continuity by session, the change across them
   web/          the results viewer and the human-evaluation app in the browser
   report/       the HTML/Markdown report
   bench/        the analysis benchmarks
@@ -18,8 +19,10 @@ Layers (pyproject [tool.importlinter], checked in CI): bench > report | web > co
 trust | seekers > annotation | figures | textmetrics > results. analysis may import sim's data
 definitions (dimensions, record schemas, the official-format adapter, run folders); it never
 imports serve, train or cli, so whatever needs the model registry (e.g. Table 2 groups) is passed
-in by the caller. This package exports the names most callers need, from where they live; the
-report and the web apps (matplotlib, jinja2, the servers) load on first use."""
+in by the caller. This package exports the names most callers need, from where they live, the web apps
+included (they add about 0.2 s to `import esc_eval.analysis`, 4.5-6 s on the loaded 2-core AVX-512
+EPYC, measured 2026-12-05). `write_report` is not among them: its module loads jinja2 and matplotlib,
+1.0-1.5 s more there; import it from analysis.report.report."""
 
 from esc_eval.analysis.annotation import (AnnotationError, AnnotationStore, AnnotationStoreError, StudyConfig,
                                           agreement_markdown, agreement_summary, annotation_table, create_study,
@@ -29,11 +32,12 @@ from esc_eval.analysis.annotation import (AnnotationError, AnnotationStore, Anno
 from esc_eval.analysis.compare import (compare_runs, comparison_markdown, holm, paired_comparison, pairwise_comparisons,
                                        write_comparison)
 from esc_eval.analysis.results import (AnalysisInputError, add_usage_columns, build_leaderboard,
-                                       build_leaderboard_by, expected_scores, format_cell,
+                                       build_leaderboard_by, format_cell,
                                        is_official_json, leaderboard_by_markdown, leaderboard_markdown, load_dialogues,
                                        load_manifests, load_official_dialogues, load_official_scores,
                                        load_scores, official_kind, seed_spread, usage_rows,
                                        write_fake_run, write_leaderboard,)
+from esc_eval.analysis.judgments import expected_scores
 from esc_eval.analysis.safety import (HARM_WEIGHTS, harm_weighted_summary, load_safety, safety_frame, safety_markdown,
                                       write_safety)
 from esc_eval.analysis.seekers import (character_breaks, dialogue_values, emotion_trajectories, export_pairwise_sheets,
@@ -48,18 +52,8 @@ from esc_eval.analysis.trust import (CalibrationResult, HumanScores, MeanEstimat
                                      correlation_markdown, correlation_table, correlations_with_ci, ece, human_anchored,
                                      judge_accuracy, judge_agreement, load_human_scores, make_recalibration, ppi_mean,
                                      reliability, scores_wide, write_accuracy, write_anchored, write_calibrated_rows)
-
-_LAZY = {"write_report": "report", "ResultsViewer": "web", "make_server": "web", "AnnotationService": "web",
-         "make_annotation_server": "web", "live_results": "web"}
-
-
-def __getattr__(name: str):
-    if name in _LAZY:
-        import importlib
-
-        return getattr(importlib.import_module(f"{__name__}.{_LAZY[name]}"), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
+from esc_eval.analysis.web import (AnnotationService, ResultsViewer, live_results, make_annotation_server,
+                                   make_server)
 
 __all__ = [
     "AnalysisInputError", "AnnotationError",
@@ -70,7 +64,7 @@ __all__ = [
     "load_dialogues", "load_manifests", "load_official_dialogues", "load_official_scores", "load_scores",
     "negativity", "paired_comparison", "pairwise_comparisons", "pairwise_kappa", "quadratic_weighted_kappa",
     "roleplay_markdown", "roleplay_table", "scores_wide", "text_metrics", "tokenize", "win_rates",
-    "write_accuracy", "write_leaderboard", "write_report",
+    "write_accuracy", "write_leaderboard",
     "ResultsViewer", "add_usage_columns", "compare_runs", "comparison_markdown", "correlation_ci_markdown",
     "correlations_with_ci", "export_pairwise_sheets", "import_pairwise_sheets", "load_references", "make_server",
     "run_text_metrics", "usage_rows", "win_rates_with_ci", "write_comparison", "write_fake_run",

@@ -21,6 +21,7 @@ from esc_eval.cli.jobs import cards, demo, pairwise, score, simulate, train
 from esc_eval.cli.ops import bench, check, docs, plan, serve
 from esc_eval.cli.results import analysis, annotate, compare, export, report, view
 from esc_eval.cli.common import STATE
+from esc_eval.serve.engines.args import cpu_kv_cache_env
 
 app = typer.Typer(add_completion=False, no_args_is_help=True,
                   help="ESC-Eval on Ray + vLLM: role-played emotional-support dialogues, 7-dimension judging, the paper's tables.")
@@ -53,7 +54,7 @@ def _main(debug: Annotated[bool, typer.Option("--debug", help="Show tracebacks."
     logging.basicConfig(level=logging.INFO if verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     # Quiet engines by default; workers inherit this through the Ray runtime env.
     os.environ.setdefault("VLLM_LOGGING_LEVEL", "INFO" if verbose else "WARNING")
-    os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "2")
+    cpu_kv_cache_env()  # the one default (serve/devices/cpu.py); workers and replicas inherit it
 
 
 KNOWN_ERRORS: tuple[type[BaseException], ...] = (ValueError, FileNotFoundError, PermissionError, TimeoutError, KeyError, OSError)

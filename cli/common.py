@@ -1,9 +1,9 @@
-"""What every command module shares: the global flags, JSON output, the engine environment."""
+"""What every command module shares: the global flags, JSON output, the exit status, door checks of
+options several commands take."""
 from __future__ import annotations
 
 import functools
 import json
-import os
 import re
 import sys
 from pathlib import Path
@@ -14,40 +14,24 @@ import typer
 # --debug / --verbose of the root command (set by cli.app's callback before any command runs).
 STATE = {"debug": False, "verbose": False}
 
-# Environment variables that workers and engines must see as the driver does.
-ENGINE_ENV_KEYS = ("VLLM_CPU_KVCACHE_SPACE", "VLLM_LOGGING_LEVEL", "ESC_EVAL_CACHE", "ESC_EVAL_MODEL_PATHS",
-                   "ESC_EVAL_MODEL_PATHS_FILE", "HF_HUB_OFFLINE")
+
+def emit(data: Any, out: Path | None = None) -> None:
+    """Results go to stdout as JSON (progress and errors go to stderr); with `out`, the same text also
+    goes to that file (a benchmark's -o)."""
+    text = json.dumps(data, indent=2, ensure_ascii=False, default=str)
+    if out:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(text + "\n", encoding="utf-8")
+    print(text)
 
 
-def emit(data: Any, **kw: Any) -> None:
-    """Results go to stdout as JSON (progress and errors go to stderr)."""
-    print(json.dumps(data, indent=2, ensure_ascii=False, default=str, **kw))
-
-
-def exec_env() -> dict[str, str]:
-    return {k: os.environ[k] for k in ENGINE_ENV_KEYS if k in os.environ}
-
-
-def console_env(ex) -> None:
-    """Pass the driver's engine environment to the workers of an ExecutionConfig."""
-    ex.env = {**ex.env, **exec_env()}
-    # Engines are chatty: their logs stay in Ray's log files unless --verbose.
-    ex.log_to_driver = ex.log_to_driver and STATE["verbose"]
-
-
-def exit_for_outcome(result: dict[str, Any], kind: str, max_failure_rate: float) -> None:
-    """After the result is printed: exit non-zero with one line when the job stopped on its budget
-    or failed past the threshold (sim/driver/outcome.py); the rows stay for a resume."""
-    import sys
-
-    import typer
-
-    from esc_eval.sim.driver.outcome import outcome_line
-
-    verdict = outcome_line(result, kind, max_failure_rate)
+def exit_for(verdict: tuple[int, str | list[str]] | None, prefix: str = "error: ") -> None:
+    """After the result is printed: exit non-zero with its line(s) on stderr when the command's verdict
+    says so (a job that stopped on its budget or failed past its threshold: sim/driver/outcome.py, the
+    rows staying for a resume; a benchmark whose phases failed, or that Ctrl-C stopped)."""
     if verdict is not None:
-        code, line = verdict
-        sys.stderr.write(f"error: {line}\n")
+        code, lines = verdict
+        sys.stderr.write("".join(f"{prefix}{line}\n" for line in ([lines] if isinstance(lines, str) else lines)))
         raise typer.Exit(code)
 
 
@@ -59,18 +43,19 @@ def local_out(value: Path | None) -> Path | None:
     """The callback of an `--out` that writes local files only: a storage URI is refused in one line
     (else Path would make a folder named `s3:` here)."""
     if value is not None and _FOLDED_URI.match(str(value)):
-        import typer
-
-        uri = re.sub(r":/", "://", str(value), count=1)
-        raise typer.BadParameter(f"{uri}: this command writes local files only; give a local path "
-                                 "(simulate, score, demo, report, compare and the analysis reports take storage URIs)")
+        raise typer.BadParameter(f"{re.sub(r':/', '://', str(value), count=1)}: this command writes local files only; "
+                                 "give a local path (simulate, score, demo, report, compare and the analysis reports "
+                                 "take storage URIs)")
     return value
 
 
-def default_out(prefix: str) -> Path:
-    from esc_eval.sim.runs.runfolder import now_utc
+def check_rule(panel: Optional[str]) -> Optional[str]:
+    """--panel's rule, checked at the door (None: no panel)."""
+    from esc_eval.sim.judging.panel import PANEL_RULES
 
-    return Path("runs") / f"{prefix}-{now_utc().strftime('%Y%m%d-%H%M%S')}"
+    if panel is not None and panel not in PANEL_RULES:
+        raise typer.BadParameter(f"--panel {panel!r}: a rule is one of {', '.join(PANEL_RULES)}")
+    return panel
 
 
 def renamed(old: str, new: str, command: Callable[..., Any]) -> Callable[..., Any]:
@@ -91,3 +76,7 @@ Humans = Annotated[Optional[str], typer.Option("--humans", help="Human scores to
 Study = Annotated[Optional[str], typer.Option("--study", help="Only this study of the annotate store (default: every study).")]
 OneAnnotator = Annotated[bool, typer.Option("--allow-one-annotator", help="Accept human scores that all come from one annotator.")]
 ScoreKind = Annotated[str, typer.Option("--scores", help="label (the judge's most likely label, the paper's) | expected (sum of k x P(k) where the judge gave P(0..4)).")]
+# Every command that reads judgments (analysis/judgments/windowed.py, the one home of the filter).
+Windowed = Annotated[str, typer.Option("--windowed", help="include (default; their count is shown) | exclude | only the "
+                                       "judgments made on a window of a dialogue too long for the judge (it did not "
+                                       "read the middle rounds: `rounds_left_out` > 0).")]

@@ -5,16 +5,18 @@ answers -> ESC-RANK judges):
   cards/      the role cards, the taxonomy, crisis-risk levels
   dialogue/   one dialogue as a pure async function, role-play prompts, the transcript's lines
   judging/    dimensions, rubrics, the judge's prompts and plan, score parsing
+  courses/    a card run as a course of sessions: the between-session step, the continuity prompt
 The machinery:
   runs/       the run folder: schemas, storage, checkpoints, usage, the official JSON
   pool/       the batch layer: Ray actor pool, workers, call settings, capacity, placement
   jobs/       the simulation and scoring jobs, their configs, fingerprints, placement
   cardbuild/  building cards from source datasets (Section 2.2)
   bench/      the benchmarks and the release's reference loops
-prompt_files.py finds the shipped data (sim/data/: prompts, card sets, taxonomy) for all of them.
+prompt_files.py finds the shipped data (sim/data/: prompts, card sets, taxonomy) for all of them;
+console.py is the terminal (stderr) their progress and every command's tables go to.
 
 Layers (pyproject [tool.importlinter], checked in CI): bench > jobs | cardbuild > pool > runs >
-judging > dialogue | cards > prompt_files; the domain never imports runs, pool or jobs; the pool
+courses > judging > dialogue | cards > prompt_files | console; the domain never imports runs, pool or jobs; the pool
 imports nothing of the domain. sim imports serve; it imports neither analysis, train nor cli.
 This package exports the names most callers need, from where they live."""
 from esc_eval.serve.config import ConfigError, load_config

@@ -1,7 +1,7 @@
 """Training: SFT datasets (data/: role-play with loss on the seeker's turns; judge from annotations),
 LoRA + DeepSpeed on Ray Train and judge evaluation (ACC / ACC_soft, Table 4) (jobs/), adapters and
 registry entries for serve/ (adapter_registry.py); config.py and errors.py are shared by both rooms
-(the `esc-eval train` commands are in cli/jobs/train.py).
+(the `esc-eval train` commands parse in cli/jobs/train.py and run train/jobs/terminal.py).
 
 Layer: beside analysis, above sim. train may import sim and serve; never analysis or cli.
 Inside: jobs > data > config | adapter_registry > errors.

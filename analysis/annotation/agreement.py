@@ -196,3 +196,13 @@ def sheet_agreement(annotations: pd.DataFrame, out=None) -> str:
             "summary": json.loads(summary.to_json(orient="records")),
             "pairs": json.loads(pairs.to_json(orient="records"))}, indent=2), encoding="utf-8")
     return md
+
+
+def agreement_of_sheets(sheets: list, out=None) -> str:
+    """`esc-eval annotate agreement`: sheet_agreement of filled sheets (files, or one folder of annotate_*.csv)."""
+    from pathlib import Path
+
+    from esc_eval.analysis.annotation.sheets import import_annotations
+
+    paths = [Path(p) for p in sheets]
+    return sheet_agreement(import_annotations(paths[0] if len(paths) == 1 and paths[0].is_dir() else paths), out)

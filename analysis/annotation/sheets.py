@@ -102,6 +102,14 @@ def _parse_score(raw) -> float | None | str:
     return value
 
 
+def sheets_of_runs(run_dirs: list[str], out_dir: str | Path, annotators: list[str] | int = 2, seed: int = 0) -> dict[str, str]:
+    """`esc-eval annotate sheets`: export_annotation_sheets of the runs' dialogues; the paths."""
+    from esc_eval.analysis.results.loaders import load_dialogues
+
+    paths = export_annotation_sheets(load_dialogues(run_dirs), out_dir, annotators=annotators, seed=seed)
+    return {k: str(v) for k, v in paths.items()}
+
+
 def import_annotations(paths: str | Path | Iterable[str | Path]) -> pd.DataFrame:
     """Filled sheets (wide, as exported; or long with dimension/score columns) -> long rows
     annotator, dialogue_id, dimension, score, comment, source. Empty score cells are skipped.

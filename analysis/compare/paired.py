@@ -150,6 +150,19 @@ def pairwise_comparisons(scores: pd.DataFrame, dimension: str = "average", metho
     return df
 
 
+def compare_models_of_runs(run_dirs: list, model_a: str, model_b: str, dimension: str = "average",
+                           method: Method = "permutation", n_resamples: int = 10000, seed: int = 0,
+                           windowed: str = "include") -> dict:
+    """`analysis compare-models`: paired_comparison of the runs' scores, with what the judge did not read
+    (`windowed`: include | exclude | only the judgments made on a window; their count and its line)."""
+    from esc_eval.analysis.results.loaders import load_scores
+    from esc_eval.analysis.judgments.windowed import windowed_line
+
+    scores = load_scores(run_dirs, windowed=windowed)
+    return {**paired_comparison(scores, model_a, model_b, dimension, method, n_resamples, seed),
+            "windowed": scores.attrs["windowed"], "windowed_line": windowed_line(scores)}
+
+
 def _planted_check(r):
     """One planted replicate (analysis/checks): the paired test of the duo's judge J2, A against B."""
     from esc_eval.analysis.checks.registry import PLANTED, Outcome, within

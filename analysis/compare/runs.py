@@ -18,7 +18,7 @@ import numpy as np
 import pandas as pd
 
 from esc_eval.analysis.compare.paired import holm, paired_comparison
-from esc_eval.analysis.results.expected_scores import check_score_kind, expected_scores
+from esc_eval.analysis.judgments.expected_scores import check_score_kind, expected_scores
 from esc_eval.analysis.results.loaders import AnalysisInputError, is_official_json, load_scores
 from esc_eval.sim.judging.dimensions import DIMENSION_NAMES, DIMENSION_TITLES, TABLE_SCALE
 from esc_eval.sim.runs.open import OutputFolder
@@ -29,9 +29,10 @@ KEYS = {"dialogue": ["dialogue_id"], "card": ["language", "card_id", "seed"]}
 
 
 def _run_scores(path: str | os.PathLike[str], model: str | None, judge: str | None, side: str,
-                score_kind: str = "label") -> tuple[pd.DataFrame, set[str]]:
-    """(the side's score rows, every dialogue id the run holds scores for)."""
-    scores = load_scores([path])
+                score_kind: str = "label", windowed: str = "include") -> tuple[pd.DataFrame, set[str]]:
+    """(the side's score rows, every dialogue id the run holds scores for); the rows' windowed count in attrs."""
+    scores = load_scores([path], windowed=windowed)
+    counts = scores.attrs["windowed"]
     every_id = set(scores["dialogue_id"])
     if check_score_kind(score_kind) == "expected":
         scores = expected_scores(scores)
@@ -52,18 +53,23 @@ def _run_scores(path: str | os.PathLike[str], model: str | None, judge: str | No
     scores = scores.merge(seeds, on="dialogue_id", how="left")
     scores["seed"] = scores["seed"].fillna(0).astype("int64")
     scores["card_id"] = scores["card_id"].astype(str)
+    scores.attrs["windowed"] = counts
     return scores, every_id
 
 
 def compare_runs(run_a: str | os.PathLike[str], run_b: str | os.PathLike[str], *, pair_by: PairBy = "auto",
                  model_a: str | None = None, model_b: str | None = None, judge_a: str | None = None,
                  judge_b: str | None = None, n_resamples: int = 5_000, seed: int = 0, top: int = 10,
-                 humans: Any = None, score_kind: str = "label") -> dict[str, Any]:
+                 humans: Any = None, score_kind: str = "label", windowed: str = "include") -> dict[str, Any]:
     """B - A per dimension with CIs and Holm-corrected p-values, and the cards that moved most.
     humans (analysis.trust.human_scores.HumanScores): also each side's human-scale mean (PPI) and B - A
-    on that scale (analysis.trust.human_leaderboard.compare_on_humans). score_kind: label | expected."""
-    a, ids_a = _run_scores(run_a, model_a, judge_a, "a", score_kind)
-    b, ids_b = _run_scores(run_b, model_b, judge_b, "b", score_kind)
+    on that scale (analysis.trust.human_leaderboard.compare_on_humans). score_kind: label | expected.
+    windowed: include | exclude | only the judgments made on a window (analysis/judgments/windowed.py)."""
+    from esc_eval.analysis.judgments.windowed import windowed_line
+
+    a, ids_a = _run_scores(run_a, model_a, judge_a, "a", score_kind, windowed)
+    b, ids_b = _run_scores(run_b, model_b, judge_b, "b", score_kind, windowed)
+    said = {"a": windowed_line(a.attrs["windowed"]), "b": windowed_line(b.attrs["windowed"])}
     if humans is not None:  # bad human scores fail before anything is computed (the whole runs' dialogues)
         humans.check_runs(ids_a | ids_b, "either run")
     if pair_by not in ("auto", "dialogue", "card"):
@@ -122,6 +128,7 @@ def compare_runs(run_a: str | os.PathLike[str], run_b: str | os.PathLike[str], *
         "n_resamples": n_resamples, "seed": seed,
         "dimensions": json.loads(dims.to_json(orient="records")),
         "cards_moved": json.loads(moved.to_json(orient="records")),
+        "windowed": said,
     }
     if humans is not None:
         from esc_eval.analysis.trust.human_leaderboard import compare_on_humans
@@ -144,6 +151,7 @@ def comparison_markdown(result: dict[str, Any]) -> str:
              f"B {result['models_b']}; judges A {result['judges_a']}, B {result['judges_b']}. Scores x25; "
              f"diff = B - A with a bootstrap 95% CI; p from a paired sign-flip permutation test "
              f"({result['n_resamples']} resamples), Holm-corrected over the rows.", "",
+             *[f"Run {k.upper()}: {v}" for k, v in (result.get("windowed") or {}).items() if v], "",
              "| Dimension | pairs | A | B | B - A | 95% CI | p | p (Holm) |", "|---|---:|---:|---:|---:|---|---:|---:|"]
     for r in result["dimensions"]:
         title = DIMENSION_TITLES.get(r["dimension"], r["dimension"].capitalize())
@@ -178,3 +186,17 @@ def default_compare_out(run_a: str, run_b: str) -> str:
 
     folder_b = run_b if is_uri(run_b) or Path(run_b).is_dir() else str(Path(run_b).parent)
     return join_location(folder_b, "report", f"compare-{location_name(run_a)}")
+
+
+def compare_of_runs(run_a: str, run_b: str, out: str | None = None, *, humans: str | None = None,
+                    study: str | None = None, allow_one_annotator: bool = False, **options: Any) -> dict[str, str]:
+    """`esc-eval compare`: the human scores (--humans) read and checked first, compare_runs with `options`,
+    compare.md/.json written into `out` (default <RUN_B>/report/compare-<A>), the Markdown shown on the
+    terminal; the paths."""
+    from esc_eval.analysis.trust.human_scores import read_humans
+    from esc_eval.sim.console import console
+
+    result = compare_runs(run_a, run_b, humans=read_humans(humans, study, allow_one_annotator), **options)
+    paths = write_comparison(result, out or default_compare_out(run_a, run_b))
+    console.print(comparison_markdown(result), markup=False, highlight=False)
+    return {k: str(v) for k, v in paths.items()}

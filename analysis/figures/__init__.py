@@ -1,18 +1,11 @@
 """analysis.figures: every figure (matplotlib, headless): the report's plots (`plots.py`: dimension
 bars, radar, score distributions, card categories, win rates) and the benchmarks' (`bench_plots.py`).
 
-Layer: above results; beside annotation and textmetrics. matplotlib loads on first use of a name
-from this package."""
-import importlib
+Layer: above results; beside annotation and textmetrics. Importing this package loads matplotlib:
+every module that imports one of its figures draws with plots.py anyway."""
+from esc_eval.analysis.figures.bench_plots import bench_serve_plots
+from esc_eval.analysis.figures.plots import (NothingToPlot, card_categories, dimension_bars, radar_plot,
+                                             score_distributions, win_rate_plot)
 
-_NAMES = {"NothingToPlot": "plots", "card_categories": "plots", "dimension_bars": "plots", "radar_plot": "plots",
-          "score_distributions": "plots", "win_rate_plot": "plots", "bench_serve_plots": "bench_plots"}
-
-
-def __getattr__(name: str):
-    if name in _NAMES:
-        return getattr(importlib.import_module(f"{__name__}.{_NAMES[name]}"), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
-__all__ = list(_NAMES)
+__all__ = ["NothingToPlot", "bench_serve_plots", "card_categories", "dimension_bars", "radar_plot", "score_distributions",
+           "win_rate_plot"]

@@ -14,11 +14,11 @@ intervals over cards, an Elo-scale table and the agreement with the pointwise ra
 from esc_eval.analysis.pairwise.bradley_terry import PairwiseRatings, bt_ratings
 from esc_eval.analysis.pairwise.bt_fit import fit_bt, to_elo, win_tensor
 from esc_eval.analysis.pairwise.fake_verdicts import fake_verdict_frame, write_fake_verdicts
-from esc_eval.analysis.pairwise.pairwise_analysis import PairwiseAnalysis, analyse_pairwise, write_pairwise
+from esc_eval.analysis.pairwise.pairwise_analysis import PairwiseAnalysis, analyse_pairwise, pairwise_of_runs, write_pairwise
 from esc_eval.analysis.pairwise.position_bias import POOLED, position_bias
 from esc_eval.analysis.pairwise.rank_agreement import rank_agreement
 from esc_eval.analysis.pairwise.verdicts import FLIP_NOTE, Outcomes, combine_orders
 
-__all__ = ["FLIP_NOTE", "POOLED", "Outcomes", "PairwiseAnalysis", "PairwiseRatings", "analyse_pairwise", "bt_ratings",
+__all__ = ["pairwise_of_runs", "FLIP_NOTE", "POOLED", "Outcomes", "PairwiseAnalysis", "PairwiseRatings", "analyse_pairwise", "bt_ratings",
            "combine_orders", "fake_verdict_frame", "fit_bt", "position_bias", "rank_agreement", "to_elo", "win_tensor",
            "write_fake_verdicts", "write_pairwise"]

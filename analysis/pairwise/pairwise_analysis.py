@@ -110,3 +110,15 @@ def write_pairwise(result: PairwiseAnalysis, out_dir: str | os.PathLike[str]) ->
                                  encoding="utf-8")
         result.ratings.ratings.to_csv(files["csv"], index=False)
         return {k: str(v) for k, v in out.finals(files).items()}
+
+
+def pairwise_of_runs(run_dirs: list[str], judge: str | None = None, dimensions: list[str] | None = None,
+                     n_boot: int = 1000, seed: int = 0, out: str | None = None) -> tuple[str, dict[str, str]]:
+    """`esc-eval analysis pairwise-ratings`: the runs' pairwise verdicts (and their pointwise scores, for
+    the tau) analysed, written into `out` (default <first run>/report); the Markdown and the paths."""
+    from esc_eval.analysis.results.loaders import load_pairwise, load_scores
+    from esc_eval.analysis.results.outputs import report_folder
+
+    result = analyse_pairwise(load_pairwise(run_dirs), load_scores(run_dirs), judge=judge, dimensions=dimensions,
+                              n_boot=n_boot, seed=seed)
+    return pairwise_markdown(result), write_pairwise(result, report_folder(run_dirs, out))

@@ -20,7 +20,7 @@ import pandas as pd
 
 from esc_eval.analysis.panels.panel_scores import aggregate, latest_rows
 from esc_eval.analysis.panels.panel_spec import PanelSpec
-from esc_eval.analysis.results.expected_scores import expected_scores
+from esc_eval.analysis.judgments.expected_scores import expected_scores
 from esc_eval.analysis.results.leaderboard import build_leaderboard
 from esc_eval.analysis.results.rank_stats import kendall_tau, ranks
 

@@ -160,8 +160,13 @@ def aggregate(rows: pd.DataFrame, spec: PanelSpec, judges: list[str], weights: n
     out["probs"] = list(p[kept])
     out["expected"] = expected[kept]
     out["n_judges"] = n_used[kept].astype(int)
+    # a panel's judgment read what its judges read: windowed where any of them was (analysis/judgments/windowed.py)
+    left = rows.assign(left=pd.to_numeric(rows["rounds_left_out"], errors="coerce") if "rounds_left_out" in rows
+                       else np.nan).groupby(
+        ["dialogue_id", "dimension"])["left"].max()
     out = out.assign(raw=None, parse_status="ok", judge=spec.judge_id, method="panel", parser=None, error=None,
-                     prompt_tokens=np.nan, latency_s=np.nan, adapter=None, probs_status="full", rounds_left_out=np.nan)
+                     prompt_tokens=np.nan, latency_s=np.nan, adapter=None, probs_status="full",
+                     rounds_left_out=[left.get((d, m), np.nan) for d, m in zip(out["dialogue_id"], out["dimension"])])
     for c in PANEL_COLUMNS:
         if c not in out.columns:
             out[c] = None

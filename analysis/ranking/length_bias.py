@@ -222,21 +222,26 @@ def length_bias_markdown(assoc: pd.DataFrame, adjusted: pd.DataFrame) -> str:
                       markdown_table(ADJUSTED_HEADERS, adjusted_rows(adjusted))])
 
 
-def length_bias_of_runs(run_dirs: list[str], out: str, judge: str | None = None, n_boot: int = 1000,
-                        seed: int = 0) -> tuple[dict[str, str], str]:
-    """length_bias.md and .json in out (a folder or a storage URI); the paths and the Markdown.
-    judge: only that judge's scores (an unknown one: AnalysisInputError, nothing written)."""
-    from esc_eval.analysis.results.loaders import load_dialogues, load_scores
-    from esc_eval.analysis.results.outputs import records, write_markdown_json
+def length_bias_of_runs(run_dirs: list[str], out: str | None = None, judge: str | None = None, n_boot: int = 1000,
+                        seed: int = 0, windowed: str = "include") -> tuple[dict[str, str], str]:
+    """length_bias.md and .json in out (a folder or a storage URI; default <first run>/report); the paths
+    and the Markdown. judge: only that judge's scores (an unknown one: AnalysisInputError, nothing
+    written); windowed: include | exclude | only the judgments made on a window (analysis/judgments/windowed.py)."""
+    from esc_eval.analysis.judgments.windowed import windowed_line
 
-    scores = load_scores(run_dirs)
+    from esc_eval.analysis.results.loaders import load_dialogues, load_scores
+    from esc_eval.analysis.results.outputs import records, report_folder, write_markdown_json
+
+    scores = load_scores(run_dirs, windowed=windowed)
+    said = windowed_line(scores)
     if judge is not None:
         judges = sorted(scores["judge"].dropna().unique())
         if judge not in judges:
             raise AnalysisInputError(f"--judge {judge}: the runs hold scores of {judges or 'no judge'}")
         scores = scores[scores["judge"] == judge]
     assoc, adjusted = length_audit(length_frame(scores, load_dialogues(run_dirs)), n_boot=n_boot, seed=seed)
-    markdown = length_bias_markdown(assoc, adjusted)
-    paths = write_markdown_json(out, "length_bias", "# Length bias of the judge\n\n" + markdown,
-                                {"association": records(assoc), "adjusted": records(adjusted)})
+    markdown = (said + "\n\n" if said else "") + length_bias_markdown(assoc, adjusted)
+    paths = write_markdown_json(report_folder(run_dirs, out), "length_bias", "# Length bias of the judge\n\n" + markdown,
+                                {"association": records(assoc), "adjusted": records(adjusted),
+                                 "windowed": scores.attrs["windowed"]})
     return paths, markdown

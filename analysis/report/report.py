@@ -15,23 +15,28 @@ from pathlib import Path
 
 import pandas as pd
 
-from esc_eval.analysis.results.expected_scores import check_score_kind, expected_scores, score_kind_note
+from esc_eval.analysis.judgments.expected_scores import check_score_kind, expected_scores, score_kind_note
 from esc_eval.analysis.results.leaderboard import build_leaderboard, human_scores_line, write_leaderboard
 from esc_eval.analysis.results.loaders import AnalysisInputError, load_dialogues, load_manifests, load_pairwise, load_scores
 from esc_eval.analysis.results.section_registry import ReportContext, build_sections
 from esc_eval.analysis.results.spoiled import card_contents, flag_map, spoiled_flags
+from esc_eval.analysis.judgments.windowed import windowed_counts, windowed_line
 # The modules that register the report's sections (each adds its own: analysis/results/section_registry.py).
 import esc_eval.analysis.report.sections  # noqa: F401,E402 - the paper's
 import esc_eval.analysis.pairwise.pairwise_section  # noqa: F401,E402
 import esc_eval.analysis.panels.panel_section  # noqa: F401,E402
+import esc_eval.analysis.panels.self_preference  # noqa: F401,E402
 import esc_eval.analysis.rounds.by_round  # noqa: F401,E402
+import esc_eval.analysis.courses.sessions  # noqa: F401,E402
 import esc_eval.analysis.safety.crisis  # noqa: F401,E402
+import esc_eval.analysis.safety.emerging_section  # noqa: F401,E402
 import esc_eval.analysis.seekers.endings  # noqa: F401,E402
 import esc_eval.analysis.seekers.fidelity_report  # noqa: F401,E402
 import esc_eval.analysis.seekers.seeker_kinds  # noqa: F401,E402
 import esc_eval.analysis.seekers.seeker_levels  # noqa: F401,E402
 import esc_eval.analysis.seekers.simulators  # noqa: F401,E402
 import esc_eval.analysis.seekers.spoiled_section  # noqa: F401,E402
+import esc_eval.analysis.seekerview.section  # noqa: F401,E402
 import esc_eval.analysis.trust.report_sections  # noqa: F401,E402
 import esc_eval.analysis.ranking.bias_sections  # noqa: F401,E402
 from esc_eval.sim.judging.dimensions import DIMENSION_NAMES, TABLE_SCALE
@@ -77,26 +82,32 @@ def render_html(context: dict) -> str:
 def write_report(run_dirs: list[Path], out_dir: Path | None = None, *, groups: dict[str, str] | None = None,
                  leaderboard: pd.DataFrame | None = None, n_boot: int = 1000, seed: int = 0, n_samples: int = 3, n_resamples: int = 2000,
                  title: str = "ESC-Eval report", humans=None, score_kind: str = "label", human_seekers=None,
-                 judge_note: str | None = None, panel: str | None = None) -> dict[str, Path]:
+                 judge_note: str | None = None, panel: str | None = None, windowed: str = "include",
+                 embedding=None) -> dict[str, Path]:
     """Write report.html, report.md, leaderboard.md/.csv and figures/*.png; default out_dir is
     <first run>/report/. groups: model -> close/open/domain (the CLI passes the registry's; unknown models show as unassigned).
     Returns the written paths by name ("html", "markdown", "leaderboard_md", "leaderboard_csv",
     "figure:<name>"). humans (analysis.trust.human_scores.HumanScores): add the human-anchored leaderboard
     and the judges' calibration; score_kind "expected": tables from sum k x P(k) where the judge gave P(0..4);
     human_seekers (analysis.seekers.esconv.HumanSeekers): add "Is the simulated seeker like a person?";
+    embedding (analysis.realism.EmbeddingOptions): with human_seekers, add the comparison by embedding;
     judge_note: said instead of the usual line where a judge has no human scores beside it (the demo's);
-    panel: a rule (mean, median, majority, trimmed_mean): the runs' judge panel added as one more judge."""
+    panel: a rule (mean, median, majority, trimmed_mean): the runs' judge panel added as one more judge;
+    windowed: include | exclude | only the judgments made on a window of a long dialogue (every section
+    reads the rows kept; the count is said beside Table 2: analysis/judgments/windowed.py)."""
     paths = [as_location(p) for p in ([run_dirs] if isinstance(run_dirs, (str, Path)) else run_dirs)]
     if not paths:
         raise AnalysisInputError("write_report needs at least one run folder")
     manifests = load_manifests(paths)  # read (and checked) before any output folder is made
     dialogues = load_dialogues(paths)
-    all_scores = load_scores(paths, extra_dimensions=True)  # safety rows reach only their own sections
+    all_scores = load_scores(paths, extra_dimensions=True, windowed=windowed)  # safety rows reach only their own sections
+    counts = all_scores.attrs["windowed"]
     if panel is not None:  # the judges' panel as one more judge in every section (analysis/panels/panel_runs.py)
         from esc_eval.analysis.panels.panel_runs import with_panel_rows
 
         all_scores = with_panel_rows(all_scores, manifests, panel)
     scores = all_scores[all_scores["dimension"].isin(DIMENSION_NAMES)].reset_index(drop=True)
+    scores.attrs["windowed"] = counts
     if humans is not None:
         humans.check_runs(set(scores["dialogue_id"]))  # bad human scores: one line, nothing written
     # A report of a run folder in object storage is written locally, then uploaded beside it.
@@ -105,12 +116,14 @@ def write_report(run_dirs: list[Path], out_dir: Path | None = None, *, groups: d
                                            leaderboard=leaderboard, n_boot=n_boot, seed=seed, n_samples=n_samples,
                                            n_resamples=n_resamples, title=title, humans=humans,
                                            score_kind=check_score_kind(score_kind), human_seekers=human_seekers,
-                                           judge_note=judge_note))
+                                           judge_note=judge_note, windowed=counts,
+                                           embedding=embedding))
 
 
 def _write_report(paths: list, out: Path, manifests: dict, dialogues: pd.DataFrame, scores: pd.DataFrame,
                   all_scores: pd.DataFrame, *, groups, leaderboard, n_boot, seed, n_samples, n_resamples,
-                  title, humans=None, score_kind="label", human_seekers=None, judge_note=None) -> dict[str, Path]:
+                  title, humans=None, score_kind="label", human_seekers=None, judge_note=None,
+                  windowed=None, embedding=None) -> dict[str, Path]:
     # The tables read expected scores when asked; distributions, samples and health keep the labels.
     board = expected_scores(scores) if score_kind == "expected" else scores
     # leaderboard: the caller's Table 2 (built once, with its grouping rule); else built here.
@@ -121,13 +134,15 @@ def _write_report(paths: list, out: Path, manifests: dict, dialogues: pd.DataFra
     from esc_eval.analysis.results.usage import add_usage_columns
 
     line = human_scores_line(board["judge"].dropna().unique(), anchored=humans is not None, instead=judge_note)
+    said = windowed_line(windowed or scores)  # the windowed judgments, counted where the rows were read
     lb_paths = write_leaderboard(add_usage_columns(lb, manifests), out, note="\n\n".join(
-        n for n in (score_kind_note(board) if score_kind == "expected" else "", line) if n))
+        n for n in (score_kind_note(board) if score_kind == "expected" else "", line, said) if n))
     written["leaderboard_md"], written["leaderboard_csv"] = lb_paths["markdown"], lb_paths["csv"]
     ctx = ReportContext(paths=paths, out=out, manifests=manifests, dialogues=dialogues, scores=scores,
                         all_scores=all_scores, board=board, leaderboard=lb, groups=groups or {}, n_boot=n_boot, seed=seed,
                         n_samples=n_samples, n_resamples=n_resamples, score_kind=score_kind, judge_line=line,
-                        humans=humans, human_seekers=human_seekers, pairwise=load_pairwise(paths))
+                        humans=humans, human_seekers=human_seekers, pairwise=load_pairwise(paths), windowed_line=said,
+                        embedding=embedding)
     sections = build_sections(ctx)  # every registered section that applies, in its order
     for s in sections:
         for b in s["blocks"]:
@@ -147,6 +162,7 @@ def _write_report(paths: list, out: Path, manifests: dict, dialogues: pd.DataFra
         "runs": runs, "generated_at": generated, "sections": [s["id"] for s in sections],
         "notices": [{"section": s["id"], **n} for s in sections for n in s["notices"]],
         "leaderboard": json.loads(lb.to_json(orient="records")), "scores": score_kind,
+        "windowed": windowed or windowed_counts(scores),
         **{s["id"]: s["data"] for s in sections if s.get("data") is not None},
     }, indent=2, ensure_ascii=False), encoding="utf-8")
     written["json"] = out / "report.json"

@@ -1,7 +1,8 @@
 """The sections of the run report, in the paper's order: a summary, the leaderboard (Table 2) with
 its figures, scores by card category and by seed, score distributions, pairwise comparisons, run
 health, throughput, role-play fidelity, the cards and sample dialogues. Each returns a section of
-report_blocks.py's blocks; report.py puts them in order and renders them (Markdown, HTML, JSON)."""
+analysis/results/blocks.py's blocks, registered with its place (analysis/results/section_registry.py);
+report.py builds what is registered, in order, and renders it (Markdown, HTML, JSON)."""
 from __future__ import annotations
 
 import base64
@@ -12,10 +13,11 @@ import pandas as pd
 
 from esc_eval.analysis.compare.paired import pairwise_comparisons
 from esc_eval.analysis.results.leaderboard import VALUE_COLUMNS, build_leaderboard_by, format_cell, seed_spread, spoiled_cell
+from esc_eval.analysis.judgments.rubric_mode import RUBRIC_MODE_NOTES, rubric_mode_of
 from esc_eval.analysis.figures.plots import (NothingToPlot, card_categories, dimension_bars, radar_plot, score_distributions,
                                      throughput_plot)
 from esc_eval.analysis.results.blocks import notice, pct, section, table, text
-from esc_eval.analysis.results.expected_scores import score_kind_note
+from esc_eval.analysis.judgments.expected_scores import score_kind_note
 from esc_eval.analysis.results.section_registry import ReportContext, register_section
 from esc_eval.analysis.seekers.roleplay import character_breaks, fidelity_summary
 from esc_eval.sim.judging.dimensions import DIMENSION_NAMES, DIMENSION_TITLES
@@ -50,6 +52,11 @@ def summary_section(paths: list[Path], manifests: dict, dialogues: pd.DataFrame,
                                         "error"))
     s["blocks"].append(table(["Run folder", "Run id", "Dialogues", "ok", "failed", "Score rows", "Judges"], rows,
                               {0, 1, 6}, id="runs"))
+    for judge, g in (scores.groupby("judge") if not scores.empty else []):
+        mode = rubric_mode_of(g)
+        if mode != "per_dimension":  # the paper's protocol says nothing; another one says so
+            s["notices"].append(notice(f"Judge {judge}: {RUBRIC_MODE_NOTES[mode]}; its rows are that judge's, beside "
+                                       "the per-dimension judge's, never averaged with them.", "info"))
     return s
 
 
@@ -297,6 +304,9 @@ def _leaderboard(ctx: ReportContext) -> dict:
         s["notices"].insert(0, notice(score_kind_note(ctx.board), "info"))
     if ctx.judge_line:
         s["notices"].insert(0, notice(ctx.judge_line, "warning"))
+    if ctx.windowed_line:  # the judgments made on a window of a long dialogue (analysis/judgments/windowed.py)
+        windowed = (ctx.scores.attrs.get("windowed") or {}).get("windowed", 0)
+        s["notices"].append(notice(ctx.windowed_line, "warning" if windowed else "info"))
     return s
 
 

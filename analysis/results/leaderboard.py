@@ -14,6 +14,8 @@ import pandas as pd
 from scipy import stats
 
 from esc_eval.analysis.results.loaders import AnalysisInputError
+from esc_eval.analysis.judgments.rubric_mode import RUBRIC_MODE_NOTES, rubric_mode_of
+from esc_eval.analysis.judgments.windowed import with_windowed
 from esc_eval.sim.judging.dimensions import DIMENSION_NAMES, DIMENSION_TITLES, TABLE_SCALE
 from esc_eval.sim.runs.open import OutputFolder
 
@@ -32,7 +34,7 @@ def leaderboard_columns() -> list[str]:
     cols = list(KEY_COLUMNS) + ["n_dialogues", "n_spoiled"]
     for c in VALUE_COLUMNS:
         cols += [c, f"{c}_lo", f"{c}_hi"]
-    return cols + ["n_scores", "parse_failure_rate", "notes"]
+    return cols + ["n_scores", "parse_failure_rate", "n_windowed", "unread_share", "notes"]
 
 
 def check_score_frame(scores: pd.DataFrame) -> None:
@@ -133,7 +135,7 @@ def build_leaderboard(
     one row per judge, and a note says so). Columns: n_dialogues; per dimension title
     (Fluency..Overall) the mean score x 25 with `<col>_lo`/`<col>_hi` bootstrap CI bounds over
     dialogues; Average (mean of the seven) with its CI; n_scores (score rows); parse_failure_rate
-    (share of score rows with no usable score); notes (why a number or CI is missing); n_spoiled: how
+    (share of score rows with no usable score); n_windowed and unread_share (windowed.py); notes (why a number or CI is missing); n_spoiled: how
     many of the row's dialogues the simulator spoiled, from `spoiled` (dialogue id -> flag,
     analysis/results/spoiled.py spoiled_by_dialogue; NaN where none of them has a flag).
     Groups: model -> close | open | domain; models not in the mapping are "unassigned".
@@ -184,6 +186,9 @@ def build_leaderboard(
                              "interval is rough (too narrow at this size)")
         if mixed_judges:
             notes.append(f"scores from several judges in this table; this row is judge {judge}")
+        mode = rubric_mode_of(g)
+        if mode != "per_dimension":
+            notes.append(RUBRIC_MODE_NOTES[mode])
         row = {"language": language, "group": groups.get(model, UNASSIGNED_GROUP), "model": model,
                "judge": judge, "n_dialogues": int(len(m)), "n_spoiled": _n_spoiled(m.index, spoiled)}
         for i, c in enumerate(VALUE_COLUMNS):
@@ -196,7 +201,7 @@ def build_leaderboard(
     order = df["group"].map(lambda x: GROUP_ORDER.get(str(x).lower(), len(GROUP_ORDER)))
     df = df.assign(_g=order, _avg=-df["Average"].fillna(-np.inf))
     df = df.sort_values(["language", "_g", "_avg", "model", "judge"], kind="stable")
-    return df.drop(columns=["_g", "_avg"]).reset_index(drop=True)
+    return with_windowed(df.drop(columns=["_g", "_avg"]).reset_index(drop=True), scores)  # windowed.py
 
 
 def _n_spoiled(dialogue_ids: pd.Index, spoiled: Mapping[str, bool | None] | None) -> float:
@@ -350,47 +355,3 @@ def seed_spread(scores: pd.DataFrame, dialogues: pd.DataFrame) -> pd.DataFrame:
                      "seed_min": float(np.nanmin(v)), "seed_max": float(np.nanmax(v)),
                      "per_seed": "; ".join(f"{k}: {x:.2f}" for k, x in per.items())})
     return pd.DataFrame(rows, columns=cols)
-
-
-SPOILED_COLUMNS = ["language", "model", "judge", "n_all", "n_kept", "average_all", "average_kept", "change"]
-
-
-def compare_without_spoiled(full: pd.DataFrame, kept: pd.DataFrame) -> pd.DataFrame:
-    """Per (language, model, judge) of the full Table 2: dialogues and Average with every dialogue
-    and without the spoiled ones, and the change (without - with); a model left with no dialogue
-    has NaN."""
-    key = ["language", "model", "judge"]
-    k = kept.set_index(key)[["n_dialogues", "Average"]] if not kept.empty else pd.DataFrame(columns=["n_dialogues", "Average"])
-    rows = []
-    for _, r in full.iterrows():
-        at = tuple(r[c] for c in key)
-        n_kept, avg = (int(k.loc[at, "n_dialogues"]), float(k.loc[at, "Average"])) if at in k.index else (0, float("nan"))
-        rows.append({"language": r["language"], "model": r["model"], "judge": r["judge"], "n_all": int(r["n_dialogues"]),
-                     "n_kept": n_kept, "average_all": float(r["Average"]), "average_kept": avg,
-                     "change": avg - float(r["Average"])})
-    return pd.DataFrame(rows, columns=SPOILED_COLUMNS)
-
-
-def without_spoiled_markdown(kept: pd.DataFrame, comparison: pd.DataFrame, excluded: str) -> str:
-    """The Average with and without the spoiled dialogues side by side, then Table 2 without them."""
-    lines = [excluded, "", "## Next to the table with them", "",
-             "| Language | Model | Judge | n (all) | n (without spoiled) | Average (all) | Average (without spoiled) | Change |",
-             "|---|---|---|---:|---:|---:|---:|---:|"]
-    f = lambda v, sign="": "n/a" if v != v else f"{v:{sign}.2f}"  # noqa: E731 - NaN -> n/a
-    for _, r in comparison.iterrows():
-        lines.append(f"| {r['language']} | {r['model']} | {r['judge']} | {r['n_all']} | {r['n_kept']} | "
-                     f"{f(r['average_all'])} | {f(r['average_kept'])} | {f(r['change'], '+')} |")
-    return "\n".join(lines) + "\n\n## Without the spoiled dialogues\n\n" + leaderboard_markdown(kept)
-
-
-def write_without_spoiled(kept: pd.DataFrame, comparison: pd.DataFrame, out_dir: str | Path, excluded: str) -> dict[str, Path]:
-    """leaderboard_without_spoiled.md (the comparison, then Table 2 without them), its .csv and
-    leaderboard_spoiled_change.csv (the comparison) in out_dir."""
-    with OutputFolder(out_dir) as out:
-        md, csv, change = (out / "leaderboard_without_spoiled.md", out / "leaderboard_without_spoiled.csv",
-                           out / "leaderboard_spoiled_change.csv")
-        md.write_text("# Leaderboard without the dialogues the simulator spoiled (mean score x 25, bootstrap 95% CI)\n\n"
-                      + without_spoiled_markdown(kept, comparison, excluded), encoding="utf-8")
-        kept.to_csv(csv, index=False)
-        comparison.to_csv(change, index=False)
-        return out.finals({"markdown": md, "csv": csv, "change_csv": change})

@@ -16,6 +16,7 @@ from typing import Iterable
 
 import pandas as pd
 
+from esc_eval.analysis.judgments.windowed import DEFAULT_WINDOWED, apply_windowed, check_windowed
 from esc_eval.sim.judging.dimensions import DIMENSION_NAMES, to_dimension
 from esc_eval.sim.runs import official
 from esc_eval.sim.runs.official import (KNOWN_LANGUAGES, OFFICIAL_UNPARSED, OfficialFormatError)  # noqa: F401 - re-exported
@@ -63,8 +64,14 @@ def _empty(schema) -> pd.DataFrame:
     return df
 
 
-def load_scores(run_dirs: PathLike | Iterable[PathLike], *, extra_dimensions: bool = False) -> pd.DataFrame:
+def load_scores(run_dirs: PathLike | Iterable[PathLike], *, extra_dimensions: bool = False,
+                windowed: str = DEFAULT_WINDOWED) -> pd.DataFrame:
     """Score rows of one or more run folders, latest row per (run_id, dialogue_id, dimension, judge).
+
+    windowed (windowed.py, the one home of the filter): include (default) | exclude | only the
+    judgments made on a window of a dialogue too long for the judge (`rounds_left_out` > 0); the
+    count is in the frame's attrs["windowed"], and `n_rounds` (the dialogue's rounds) is joined
+    with `card_id` for the share of rounds the judge did not read.
 
     Only the paper's seven dimensions unless `extra_dimensions`: the rows of dimensions beyond
     the paper (safety) are reported apart (analysis/safety/crisis.py) and never reach Table 2, its
@@ -79,7 +86,11 @@ def load_scores(run_dirs: PathLike | Iterable[PathLike], *, extra_dimensions: bo
     paper's name; `card_id` is joined from the folders' dialogue rows when they exist.
     A folder without scores contributes no rows (the caller reports that; it is not an error).
     """
-    paths = _as_paths(run_dirs)
+    check_windowed(windowed)
+    return apply_windowed(_load_scores(_as_paths(run_dirs), extra_dimensions), windowed)
+
+
+def _load_scores(paths: list, extra_dimensions: bool) -> pd.DataFrame:
     frames = []
     official = []
     for i, p in enumerate(paths):
@@ -158,20 +169,22 @@ def _finish_scores(df: pd.DataFrame, paths: list[Path], extra_dimensions: bool =
             f"dimension {row['dimension']} is outside 0-4"
         )
     cards = _card_ids(paths)
-    df = df.merge(cards, on="dialogue_id", how="left") if not cards.empty else df.assign(card_id=None)
+    df = df.merge(cards, on="dialogue_id", how="left") if not cards.empty else df.assign(card_id=None, n_rounds=None)
     return df.drop(columns=["_order", "_folder"]).sort_values(
         ["language", "target_model", "dialogue_id", "dimension"], kind="stable"
     ).reset_index(drop=True)
 
 
 def _card_ids(paths: list[Path]) -> pd.DataFrame:
+    """Each dialogue's card and rounds (the opener and two turns a round: n_turns // 2)."""
     frames = []
     for p in paths:
-        t = _open(p).read("dialogues", columns=["dialogue_id", "card_id"])
+        t = _open(p).read("dialogues", columns=["dialogue_id", "card_id", "n_turns"])
         frames.append(t.to_pandas())
     if not frames:
-        return pd.DataFrame(columns=["dialogue_id", "card_id"])
-    return pd.concat(frames, ignore_index=True).drop_duplicates("dialogue_id", keep="last")
+        return pd.DataFrame(columns=["dialogue_id", "card_id", "n_rounds"])
+    out = pd.concat(frames, ignore_index=True).drop_duplicates("dialogue_id", keep="last")
+    return out.assign(n_rounds=out["n_turns"] // 2).drop(columns="n_turns")
 
 
 def load_dialogues(run_dirs: PathLike | Iterable[PathLike]) -> pd.DataFrame:

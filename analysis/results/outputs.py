@@ -3,6 +3,7 @@ extra file, such as a figure) in one local folder or storage URI, all or nothing
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any, Callable
 
@@ -10,6 +11,14 @@ import pandas as pd
 
 from esc_eval.analysis.results.loaders import AnalysisInputError
 from esc_eval.sim.runs.open import OutputFolder
+
+
+def report_folder(run_dirs, out=None):
+    """Where an analysis of `run_dirs` (one run, or several: the first's) writes: `out`, else <first run>/report."""
+    from esc_eval.sim.runs.storage import join_location
+
+    first = run_dirs if isinstance(run_dirs, (str, os.PathLike)) else list(run_dirs)[0]
+    return out or join_location(first, "report")
 
 
 def markdown_table(headers: list[str], rows: list[list]) -> str:

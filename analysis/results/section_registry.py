@@ -4,9 +4,14 @@ registered, in order, from one context. A new analysis registers a section; noth
 by position.
 
 Orders are spaced by 100 (the paper's sections) so a section can go between two without moving
-others: summary 100, leaderboard 200, human scores 250, by category 300, seeds 400, distributions
-500, comparisons 600, seekers 700, seeker levels 710, simulators 800, spoiled 900, endings 950, rounds 960, safety 1000, health 1100,
-throughput 1200, role-play 1300, seeker fidelity 1350, cards 1400, samples 1500.
+others. The sections registered, as `id order` (tests/analysis/results/test_analysis_section_registry.py
+fails when this list and the registry part):
+summary 100, leaderboard 200, human-scores 250, self-preference 260, panels 270, pairwise 280, rank-sets 285,
+judge-length 290, by-category 300, seeds 400, distributions 500, comparisons 600, seekers 700,
+seeker-levels 710, simulators 800, spoiled 900, endings 950, rounds 960, sessions 965, safety 1000, emerging_risk 1010,
+health 1100,
+throughput 1200, roleplay 1300, seeker_fidelity 1350, seeker_realism 1360, seeker_view 1370, cards 1400,
+samples 1500.
 """
 from __future__ import annotations
 
@@ -40,7 +45,9 @@ class ReportContext:
     judge_line: str = ""  # the line beside Table 2 when a judge has no human scores ("" if none)
     humans: Any = None  # analysis.trust.human_scores.HumanScores, or None
     human_seekers: Any = None  # analysis.seekers.esconv.HumanSeekers, or None
+    embedding: Any = None  # analysis.realism.EmbeddingOptions: compare the seekers with human_seekers by embedding too
     pairwise: pd.DataFrame | None = None  # pairwise verdict rows (analysis.results.loaders.load_pairwise), or None
+    windowed_line: str = ""  # how many judgments were made on a window (analysis/judgments/windowed.py), "" if none read
 
     @property
     def fig_dir(self) -> Path:

@@ -122,9 +122,17 @@ def harm_weighted_summary(frame: pd.DataFrame, n_boot: int = 1000, seed: int = 0
     return df.sort_values(["judge", "safety", "model"], ascending=[True, False, True], kind="stable").reset_index(drop=True)
 
 
-def load_safety(run_dirs: str | os.PathLike[str] | Iterable[str | os.PathLike[str]]) -> pd.DataFrame:
-    """The safety_frame of run folders; a clear error when they hold no safety score."""
-    frame = safety_frame(load_scores(run_dirs, extra_dimensions=True), load_dialogues(run_dirs))
+def load_safety(run_dirs: str | os.PathLike[str] | Iterable[str | os.PathLike[str]],
+                windowed: str = "include") -> pd.DataFrame:
+    """The safety_frame of run folders; a clear error when they hold no safety score. windowed: include |
+    exclude | only the judgments made on a window; the safety rows' count in attrs["windowed"]."""
+    from esc_eval.analysis.judgments.windowed import windowed_counts
+
+    scores = load_scores(run_dirs, extra_dimensions=True, windowed=windowed)
+    counts = windowed_counts(scores[scores["dimension"] == SAFETY], windowed)
+    counts["left_out_of_table"] = scores.attrs["windowed"]["left_out_of_table"]
+    frame = safety_frame(scores, load_dialogues(run_dirs))
+    frame.attrs["windowed"] = counts
     if frame.empty:
         where = run_dirs if isinstance(run_dirs, (str, os.PathLike)) else ", ".join(map(str, run_dirs))
         raise AnalysisInputError(NO_SAFETY.format(where=where))
@@ -159,18 +167,27 @@ WEIGHTS_TEXT = ("Safety is scored on its own rubric (recognises the risk, respon
                 "score of 0 or 1. Brackets: bootstrap 95% CIs over dialogues (cards when cards repeat).")
 
 
+EMERGING_HEADER = "Responded after risk emerged [95% CI]"  # analysis/safety/emerging_section.py's column, where present
+
+
 def safety_markdown(df: pd.DataFrame) -> str:
-    lines = ["| " + " | ".join(HEADERS) + " |", "|" + "---|" * len(HEADERS)]
-    lines += ["| " + " | ".join(str(c).replace("|", "/") for c in r) + " |" for r in _rows(df)]
+    emerging = "emerging_responded" in df.columns
+    headers = [*HEADERS[:-1], EMERGING_HEADER, HEADERS[-1]] if emerging else HEADERS
+    rows = _rows(df)
+    if emerging:
+        rows = [[*row[:-1], pct_ci(r["emerging_responded"], r["emerging_responded_lo"], r["emerging_responded_hi"]),
+                 row[-1]] for row, (_, r) in zip(rows, df.iterrows())]
+    lines = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
+    lines += ["| " + " | ".join(str(c).replace("|", "/") for c in r) + " |" for r in rows]
     return WEIGHTS_TEXT + "\n\n" + "\n".join(lines) + "\n"
 
 
-def write_safety(df: pd.DataFrame, out_dir: str | os.PathLike[str]) -> dict[str, str]:
-    """safety.md and safety.csv in out_dir (a folder or a storage URI)."""
+def write_safety(df: pd.DataFrame, out_dir: str | os.PathLike[str], note: str = "") -> dict[str, str]:
+    """safety.md and safety.csv in out_dir (a folder or a storage URI); note: a line under the title."""
     with OutputFolder(out_dir) as out:
         md, csv = out / "safety.md", out / "safety.csv"
-        md.write_text("# Crisis safety (beyond the paper, apart from the seven dimensions)\n\n" + safety_markdown(df),
-                      encoding="utf-8")
+        md.write_text("# Crisis safety (beyond the paper, apart from the seven dimensions)\n\n" + (note + "\n\n" if note else "")
+                      + safety_markdown(df), encoding="utf-8")
         df.to_csv(csv, index=False)
         return {k: str(v) for k, v in out.finals({"markdown": md, "csv": csv}).items()}
 

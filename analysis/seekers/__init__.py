@@ -12,9 +12,11 @@ with a shipped sample of our own writing in data/), per-dialogue features of bot
 the card, the report's section and the files (`fidelity_report.py`).
 
 Layer: above annotation and results; beside trust."""
-from esc_eval.analysis.seekers.roleplay import (character_breaks, emotion_trajectories, fidelity_summary, negativity,
+from esc_eval.analysis.seekers.roleplay import (character_breaks, emotion_trajectories, fidelity_summary,
+                                                fidelity_summary_of_runs, negativity,
                                                 roleplay_markdown, roleplay_table, win_rates)
-from esc_eval.analysis.seekers.roleplay_sheets import export_pairwise_sheets, import_pairwise_sheets, win_rates_with_ci
+from esc_eval.analysis.seekers.roleplay_sheets import (export_pairwise_sheets, import_pairwise_sheets, pairwise_sheets_of_runs,
+                                                       win_rates_with_ci)
 from esc_eval.analysis.seekers.seeker_kinds import (dialogue_values, ranking_shift, seeker_shift,
                                                     seekers_markdown, write_seekers)
 from esc_eval.analysis.seekers.seeker_levels import (level_rankings, level_shift, levels_markdown, levels_section,
@@ -29,7 +31,7 @@ from esc_eval.analysis.seekers.fidelity_features import dialogue_features, round
 from esc_eval.analysis.seekers.fidelity_report import (fidelity_card, fidelity_markdown, seeker_fidelity,
                                                        seeker_fidelity_section, write_fidelity)
 
-__all__ = ["level_rankings", "level_shift", "levels_markdown", "levels_section", "setting_values", "write_levels",
+__all__ = ["fidelity_summary_of_runs", "pairwise_sheets_of_runs", "level_rankings", "level_shift", "levels_markdown", "levels_section", "setting_values", "write_levels",
            "ending_counts", "endings_section", "character_breaks", "dialogue_values", "emotion_trajectories", "export_pairwise_sheets", "fidelity_summary",
            "import_pairwise_sheets", "negativity", "ranking_shift", "roleplay_markdown",
            "roleplay_table", "seeker_shift", "seekers_markdown", "win_rates", "win_rates_with_ci", "write_seekers",

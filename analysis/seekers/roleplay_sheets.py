@@ -65,6 +65,15 @@ def export_pairwise_sheets(dialogues: pd.DataFrame, role_a: str, role_b: str, ou
     return paths
 
 
+
+def pairwise_sheets_of_runs(run_dirs: list[str], role_a: str, role_b: str, out: str | os.PathLike[str], seed: int = 0,
+                            target: str | None = None) -> dict[str, str]:
+    """`esc-eval analysis roleplay-export`: export_pairwise_sheets of the runs' dialogues; the paths."""
+    from esc_eval.analysis.results.loaders import load_dialogues
+
+    paths = export_pairwise_sheets(load_dialogues(run_dirs), role_a, role_b, out, seed=seed, target=target)
+    return {k: str(v) for k, v in paths.items()}
+
 def import_pairwise_sheets(sheets: list[str | os.PathLike[str]], key: str | os.PathLike[str]
                            ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """(judgments for roleplay_table, comparisons for win_rates) from filled sheets and the key.

@@ -20,6 +20,7 @@ import pandas as pd
 
 from esc_eval.analysis.results.blocks import notice, section, table, text
 from esc_eval.analysis.results.loaders import AnalysisInputError, load_dialogues, load_scores
+from esc_eval.analysis.results.outputs import report_folder
 from esc_eval.analysis.results.section_registry import register_section
 from esc_eval.analysis.seekers.rankings import bootstrap_rankings, card_matrix, dialogue_scores, interval
 from esc_eval.analysis.seekers.seeker_kinds import markdown_table, write_analysis
@@ -176,17 +177,21 @@ def simulators_section(scores: pd.DataFrame, dialogues: pd.DataFrame, n_boot: in
 
 
 def write_seeker_analyses(run_dirs: str | os.PathLike[str] | Iterable[str | os.PathLike[str]],
-                          out_dir: str | os.PathLike[str], dimension: str = "average", by: str = "auto",
-                          n_boot: int = 1000, seed: int = 0) -> tuple[dict[str, str], str]:
+                          out_dir: str | os.PathLike[str] | None = None, dimension: str = "average", by: str = "auto",
+                          n_boot: int = 1000, seed: int = 0, windowed: str = "include") -> tuple[dict[str, str], str]:
     """`esc-eval analysis seekers`: the simulators' rankings where the runs hold 2+ simulators, and
-    cooperative vs worst-case seekers where some target met both; (paths, markdown). Neither: a
-    one-line error, nothing written."""
+    cooperative vs worst-case seekers where some target met both; (paths, markdown) in out_dir (default
+    <first run>/report). Neither: a one-line error, nothing written. windowed: include | exclude | only
+    the judgments made on a window."""
+    from esc_eval.analysis.judgments.windowed import windowed_line
     from esc_eval.analysis.seekers.seeker_levels import (has_settings, level_rankings, level_shift, levels_markdown,
                                                          setting_values, write_levels)
     from esc_eval.analysis.seekers.seeker_kinds import (dialogue_values, ranking_shift, seeker_shift, seekers_markdown,
                                                         write_seekers)
 
-    scores = load_scores(run_dirs, extra_dimensions=dimension == SAFETY)
+    out_dir = report_folder(run_dirs, out_dir)
+    scores = load_scores(run_dirs, extra_dimensions=dimension == SAFETY, windowed=windowed)
+    said = windowed_line(scores)
     dialogues = load_dialogues(run_dirs)
     where = run_dirs if isinstance(run_dirs, (str, os.PathLike)) else ", ".join(map(str, run_dirs))
     sims = simulator_values(dialogue_scores(scores, dialogues, dimension), by)
@@ -199,7 +204,7 @@ def write_seeker_analyses(run_dirs: str | os.PathLike[str] | Iterable[str | os.P
         raise AnalysisInputError(f"{where}: {_one_simulator_line(sims, by)}, and no target met both cooperative and "
                                  "worst-case seekers; simulate the same cards and targets with a second role model, or "
                                  "with strategies: [official, resistant, low_engagement, volatile]")
-    paths, parts = {}, []
+    paths, parts = {}, [said + "\n"] if said else []
     if sims["simulator"].nunique() >= 2:
         ranked, taus = simulator_rankings(sims, n_boot=n_boot, seed=seed)
         paths.update({f"simulators_{k}": v for k, v in write_simulators(ranked, taus, out_dir, dimension).items()})

@@ -11,7 +11,8 @@ import pandas as pd
 
 from esc_eval.analysis.checks.registry import VerdictCheck, register_check
 from esc_eval.analysis.results.blocks import notice, pct, section, table, text
-from esc_eval.analysis.results.leaderboard import build_leaderboard, compare_without_spoiled
+from esc_eval.analysis.results.leaderboard import build_leaderboard
+from esc_eval.analysis.results.without_spoiled import compare_without_spoiled
 from esc_eval.analysis.results.spoiled import NO_CARD, exclude_spoiled, with_spoiled
 from esc_eval.analysis.results.section_registry import register_section
 from esc_eval.sim.dialogue.spoiled import REASON_TITLES, REASONS

@@ -75,3 +75,19 @@ def text_metrics_markdown(corpus: pd.DataFrame) -> str:
 
 
 __all__ = ["METRIC_NAMES", "load_references", "references_by_dialogue", "run_text_metrics", "text_metrics_markdown"]
+
+
+def text_metrics_of_runs(run_dirs: list[str], references: str | os.PathLike[str],
+                         out: str | None = None) -> tuple[str, dict[str, str]]:
+    """`esc-eval analysis text-metrics`: the metrics of the runs' assistant replies against the references
+    (load_references), text_metrics.md/.json and text_metrics_per_dialogue.csv written into `out` (default
+    <first run>/report); the Markdown and the paths."""
+    from esc_eval.analysis.results.loaders import load_dialogues
+    from esc_eval.analysis.results.outputs import records, report_folder, write_markdown_json
+
+    per, corpus = run_text_metrics(load_dialogues(run_dirs), load_references(references))
+    md = text_metrics_markdown(corpus)
+    paths = write_markdown_json(report_folder(run_dirs, out), "text_metrics",
+                                "# Text metrics against references\n\n" + md, {"corpus": records(corpus)},
+                                extra={"text_metrics_per_dialogue.csv": lambda p: per.to_csv(p, index=False)})
+    return md, {"markdown": paths["markdown"], "json": paths["json"], "per_dialogue": paths["text_metrics_per_dialogue.csv"]}

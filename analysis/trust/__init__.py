@@ -12,12 +12,12 @@ from esc_eval.analysis.trust.calibration_runs import CalibrationResult, calibrat
 from esc_eval.analysis.trust.correlation import correlate, correlation_markdown, correlation_table, scores_wide
 from esc_eval.analysis.trust.correlation_ci import correlation_ci_markdown, correlations_with_ci
 from esc_eval.analysis.trust.human_leaderboard import anchored_markdown, compare_on_humans, human_anchored, write_anchored
-from esc_eval.analysis.trust.human_scores import HumanScores, load_human_scores
+from esc_eval.analysis.trust.human_scores import HumanScores, load_human_scores, read_humans
 from esc_eval.analysis.trust.judge_accuracy import accuracy_markdown, judge_accuracy, write_accuracy
 from esc_eval.analysis.trust.judge_agreement import agreement_table_markdown, judge_agreement
 from esc_eval.analysis.trust.ppi import MeanEstimate, classical_mean, ppi_mean
 
-__all__ = ["CalibrationResult", "HumanScores", "MeanEstimate", "accuracy_markdown", "agreement_table_markdown",
+__all__ = ["read_humans", "CalibrationResult", "HumanScores", "MeanEstimate", "accuracy_markdown", "agreement_table_markdown",
            "anchored_markdown", "brier", "calibrate", "calibration_markdown", "classical_mean",
            "compare_on_humans", "correlate", "correlation_ci_markdown", "correlation_markdown", "correlation_table",
            "correlations_with_ci", "ece", "human_anchored", "judge_accuracy", "judge_agreement",

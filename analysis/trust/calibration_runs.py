@@ -292,11 +292,14 @@ def calibration_of_runs(run_dirs: list[str], humans: str, *, study: str | None =
                         judges: list[str] | None = None, dimensions: list[str] | None = None,
                         method: str = "temperature", folds: int = 5, write: bool = True,
                         allow_one_annotator: bool = False, n_boot: int = 1000, seed: int = 0,
-                        out: str | None = None) -> tuple[str, dict]:
+                        out: str | None = None, windowed: str = "include") -> tuple[str, dict]:
     """Each judge's P(0..4) against human scores and its recalibration (`calibrate`): the Markdown and
     what was written (calibration.md/.json and a reliability figure per judge, default <first
     run>/report; with `write`, the recalibrated judge's score rows in the runs). Everything is
-    computed, and every bad input refused, before anything is written."""
+    computed, and every bad input refused, before anything is written. windowed: include | exclude | only
+    the judgments made on a window (analysis/judgments/windowed.py), counted in the Markdown."""
+    from esc_eval.analysis.judgments.windowed import windowed_line
+
     from esc_eval.analysis.results.loaders import load_scores
     from esc_eval.analysis.results.outputs import records, write_markdown_json
     from esc_eval.analysis.trust.human_scores import load_human_scores
@@ -308,12 +311,14 @@ def calibration_of_runs(run_dirs: list[str], humans: str, *, study: str | None =
     except ValueError as e:
         raise AnalysisInputError(f"--dimension: {e}") from None
     human = load_human_scores(humans, study=study, allow_one_annotator=allow_one_annotator)
-    result = calibrate(load_scores(run_dirs), human, method=method, judges=judges, dimensions=dims, folds=folds,
+    read = load_scores(run_dirs, windowed=windowed)
+    result = calibrate(read, human, method=method, judges=judges, dimensions=dims, folds=folds,
                        n_boot=n_boot, seed=seed)
-    md = "# Judge calibration against human scores\n\n" + calibration_markdown(result)
+    said = windowed_line(read)
+    md = "# Judge calibration against human scores\n\n" + (said + "\n\n" if said else "") + calibration_markdown(result)
     figures = {f"calibration_{''.join(c if c.isalnum() else '_' for c in j)}.png": j for j in result.table["judge"].unique()}
     data = {"method": method, "folds": folds, "humans": human.source, "n_boot": n_boot,
-            "rows": records(result.table), "reliability": records(result.bins)}
+            "rows": records(result.table), "reliability": records(result.bins), "windowed": read.attrs["windowed"]}
     paths: dict = write_markdown_json(out or join_location(run_dirs[0], "report"), "calibration", md, data,
                                       extra={name: (lambda p, j=j: reliability_figure(result, j, p))
                                              for name, j in figures.items()})

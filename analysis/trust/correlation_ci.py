@@ -112,9 +112,12 @@ def load_human(paths) -> pd.DataFrame:
 
 def correlate_runs(pred: list[str], human, judge: str | None = None, metrics_csv=None, level: str = "both",
                    pairing: str = "matched", n_boot: int = 1000, seed: int = 0,
-                   out: str | None = None) -> tuple[str, dict[str, str]]:
+                   out: str | None = None, windowed: str = "include") -> tuple[str, dict[str, str]]:
     """Tables 3, 13-15 for the runs' judge (or the per-dialogue metric columns of `metrics_csv`) against
-    filled annotation sheets: the Markdown and the written correlations.md/.json (default <first run>/report)."""
+    filled annotation sheets: the Markdown and the written correlations.md/.json (default <first run>/report).
+    windowed: include | exclude | only the judgments made on a window (analysis/judgments/windowed.py)."""
+    from esc_eval.analysis.judgments.windowed import windowed_line
+
     from esc_eval.analysis.results.loaders import load_scores
     from esc_eval.analysis.results.outputs import one_judge, records, write_markdown_json
     from esc_eval.sim.runs.storage import join_location
@@ -122,7 +125,9 @@ def correlate_runs(pred: list[str], human, judge: str | None = None, metrics_csv
     levels = {"both": ["sample", "dataset"], "sample": ["sample"], "dataset": ["dataset"]}.get(level)
     if levels is None:
         raise AnalysisInputError(f"--level must be sample, dataset or both, got {level!r}")
-    scores, judges = one_judge(load_scores(pred, extra_dimensions=True), judge)  # safety has its own row
+    read = load_scores(pred, extra_dimensions=True, windowed=windowed)
+    scores, judges = one_judge(read, judge)  # safety has its own row
+    said = windowed_line(read) if metrics_csv is None else ""  # the judge's readings, not the metrics'
     if metrics_csv is not None:
         try:
             metrics = pd.read_csv(metrics_csv)
@@ -140,9 +145,9 @@ def correlate_runs(pred: list[str], human, judge: str | None = None, metrics_csv
     hum = load_human(human)
     table = pd.concat([correlations_with_ci(metrics, hum, level=lv, pairing=pairing, label=label, n_boot=n_boot,
                                             seed=seed) for lv in levels], ignore_index=True)
-    md = correlation_ci_markdown(table)
+    md = (said + "\n\n" if said else "") + correlation_ci_markdown(table)
     paths = write_markdown_json(out or join_location(pred[0], "report"), "correlations",
                                 "# Judge vs human correlations\n\n" + md,
                                 {"judge": judge or (judges[0] if judges else None), "n_boot": n_boot,
-                                 "rows": records(table)})
+                                 "rows": records(table), "windowed": read.attrs["windowed"]})
     return md, paths

@@ -96,6 +96,13 @@ def load_human_scores(source: str | Path, *, study: str | None = None, allow_one
     return HumanScores(long, str(source))
 
 
+
+def read_humans(humans: str | Path | None, study: str | None = None, allow_one_annotator: bool = False) -> HumanScores | None:
+    """A --humans option read and checked (load_human_scores), None when not given."""
+    if humans is None:
+        return None
+    return load_human_scores(humans, study=study, allow_one_annotator=allow_one_annotator)
+
 def _store_path(path: Path) -> Path | None:
     if path.is_dir():
         from esc_eval.analysis.annotation.store import default_store_path

@@ -95,32 +95,38 @@ def accuracy_markdown(acc: pd.DataFrame, judge: str = "judge") -> str:
     return "\n".join(lines) + "\n"
 
 
-def write_accuracy(acc: pd.DataFrame, out_dir: str | Path, judge: str = "judge") -> dict[str, Path]:
+def write_accuracy(acc: pd.DataFrame, out_dir: str | Path, judge: str = "judge", note: str = "") -> dict[str, Path]:
     """judge_accuracy.json (one object per dimension + average) and judge_accuracy.md (a folder or a storage URI)."""
     with OutputFolder(out_dir) as out:
         js, md = out / "judge_accuracy.json", out / "judge_accuracy.md"
         records = json.loads(acc.to_json(orient="records"))  # NaN -> null
         js.write_text(json.dumps({"judge": judge, "dimensions": records}, indent=2), encoding="utf-8")
-        md.write_text(f"# Judge accuracy ({judge})\n\n" + accuracy_markdown(acc, judge), encoding="utf-8")
+        md.write_text(f"# Judge accuracy ({judge})\n\n" + (note + "\n\n" if note else "") + accuracy_markdown(acc, judge),
+                      encoding="utf-8")
         return out.finals({"json": js, "markdown": md})
 
 
 def accuracy_from_sheets(pred: list[str], human, judge: str | None = None,
-                         out: str | None = None) -> tuple[str, dict[str, str]]:
+                         out: str | None = None, windowed: str = "include") -> tuple[str, dict[str, str]]:
     """Table 4 of the runs' judge (`judge`, or the only one) against filled annotation sheets (a CSV or a
     folder of annotate_*.csv): the Markdown and the written judge_accuracy.md/.json (default
-    <first run>/report). Several annotators: the reference is their mean, rounded half up."""
+    <first run>/report). Several annotators: the reference is their mean, rounded half up. windowed: include |
+    exclude | only the judgments made on a window (analysis/judgments/windowed.py), counted in the Markdown."""
     from esc_eval.analysis.annotation.sheets import import_annotations
     from esc_eval.analysis.results.loaders import load_scores
     from esc_eval.analysis.results.outputs import one_judge
     from esc_eval.sim.runs.storage import join_location
 
-    scores, judges = one_judge(load_scores(pred, extra_dimensions=True), judge)  # safety has its own row
+    from esc_eval.analysis.judgments.windowed import windowed_line
+
+    read = load_scores(pred, extra_dimensions=True, windowed=windowed)
+    scores, judges = one_judge(read, judge)  # safety has its own row
+    said = windowed_line(read)
     name = judge or (judges[0] if judges else "judge")
     ref = import_annotations(human)
     # scores are integers: the mean of several annotators rounded half up
     ref = (ref.groupby(["dialogue_id", "dimension"], as_index=False)["score"].mean()
            .assign(score=lambda d: (d["score"] + 0.5).apply(int).astype(float)))
     acc = judge_accuracy(scores, ref)
-    paths = write_accuracy(acc, out or join_location(pred[0], "report"), judge=name)
-    return accuracy_markdown(acc, name), {k: str(v) for k, v in paths.items()}
+    paths = write_accuracy(acc, out or join_location(pred[0], "report"), judge=name, note=said)
+    return (said + "\n\n" if said else "") + accuracy_markdown(acc, name), {k: str(v) for k, v in paths.items()}

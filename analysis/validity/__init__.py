@@ -6,8 +6,8 @@ analyses declare their own (adopted.py) and the sections and commands with none,
 Layer: the top of analysis, beside bench/; it reads every analysis. The planted runs come from a
 runner the CLI hands in (sim/bench/planted: analysis never imports sim's jobs)."""
 from esc_eval.analysis.validity.bench import POWER, Runner, collect, size_row, summarize
-from esc_eval.analysis.validity.run import SIZES, load_all_checks, run_validity
+from esc_eval.analysis.validity.run import SIZES, bench_validity_command, load_all_checks, run_validity
 from esc_eval.analysis.validity.table import markdown, write_json
 
-__all__ = ["POWER", "Runner", "SIZES", "collect", "load_all_checks", "markdown", "run_validity", "size_row",
+__all__ = ["POWER", "Runner", "SIZES", "bench_validity_command", "collect", "load_all_checks", "markdown", "run_validity", "size_row",
            "summarize", "write_json"]

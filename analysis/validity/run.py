@@ -59,3 +59,13 @@ def run_validity(runner: Runner, *, seeds: int = 100, first_seed: int = 0, sizes
     if out is not None:
         write_json(result, out)
     return markdown(result)
+
+
+def bench_validity_command(make_runner: Callable[[str | Path | None], Runner], work: str | Path | None = None, *,
+                           seeds: int = 100, sizes: list[int] | None = None, checks: list[str] | None = None,
+                           out: str | Path | None = None, n_boot: int = 1000, people: str | Path | None = None) -> str:
+    """`esc-eval bench validity` once its options are parsed: the planted runs' runner made in `work`
+    (sim/bench/planted's planted_runner, which analysis may not import, comes in as `make_runner`),
+    then run_validity's table."""
+    return run_validity(make_runner(work), seeds=seeds, sizes=tuple(sizes) if sizes else None, checks=checks,
+                        out=out, n_boot=n_boot, people=people)

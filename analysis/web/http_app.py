@@ -162,3 +162,22 @@ class Server:
 
     def server_close(self) -> None:
         self.socket.close()
+
+
+def _interrupt(signum, frame) -> None:
+    raise KeyboardInterrupt
+
+
+def serve_until_stopped(server: Server) -> None:
+    """Serve until Ctrl-C or a plain kill, which stop it cleanly even when started with SIGINT
+    ignored (a background job)."""
+    import signal
+
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    signal.signal(signal.SIGTERM, _interrupt)
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.server_close()

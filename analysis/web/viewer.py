@@ -7,7 +7,7 @@ existed, has its turns read once, part by part, to compute them; the folder's ca
 result). A dialogue's turns are read from its own part file when it is opened, and the
 full-text search streams the `turns` column batch by batch through a pyarrow dataset scanner.
 
-`esc-eval view` (cli/results/view.py) serves these queries as JSON (analysis/web/viewer_server.py).
+`esc-eval view` (cli/results/view.py) serves these queries as JSON (analysis/web/viewer_server.py serve_viewer).
 """
 from __future__ import annotations
 

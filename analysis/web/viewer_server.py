@@ -58,3 +58,19 @@ def make_server(viewer: ResultsViewer, host: str = "127.0.0.1", port: int = 8765
     }
     app = json_app(viewer_page, {path: locked(r) for path, r in routes.items()}, {}, loopback=is_loopback(host))
     return Server(app, host, port)
+
+
+def serve_viewer(run_dirs: list[str], host: str = "127.0.0.1", port: int = 8765) -> None:
+    """`esc-eval view`: the runs indexed, then the viewer served on host:port until Ctrl-C."""
+    import time
+
+    from esc_eval.analysis.web.http_app import serve_until_stopped
+    from esc_eval.sim.console import console
+
+    t0 = time.perf_counter()
+    viewer = ResultsViewer(run_dirs)
+    server = make_server(viewer, host, port)
+    bound_host, bound_port = server.server_address[:2]
+    console.print(f"{len(viewer.index)} dialogues from {len(run_dirs)} run(s) indexed in "
+                  f"{time.perf_counter() - t0:.2f} s; serving http://{bound_host}:{bound_port}/ (Ctrl-C stops)")
+    serve_until_stopped(server)

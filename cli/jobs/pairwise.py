@@ -7,7 +7,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from esc_eval.cli.common import console_env, emit, exit_for_outcome
+from esc_eval.cli.common import STATE, emit, exit_for
 
 
 def pairwise(
@@ -23,14 +23,9 @@ def pairwise(
 ) -> None:
     """Compare targets head to head: for every card two targets both talked to, which supporter did better
     on each dimension (or a tie), asked in both orders; resumable. The plan is printed before anything runs."""
-    from esc_eval.sim.pairwise.job import judge_pairs
-    from esc_eval.sim.pairwise.config import pairwise_config
-    from esc_eval.sim.driver.progress import console, job_progress
+    from esc_eval.sim.pairwise.job import pairwise_command
 
-    cfg = pairwise_config(config, judge, plan, reference, dimensions, method, address)
-    console_env(cfg.execution)
-    result = judge_pairs(cfg, input, dry_run=dry_run, progress=lambda: job_progress("pairwise", unit="pairs"),
-                         say=console.print)
+    result, verdict = pairwise_command(input, judge, plan, reference, dimensions, method, dry_run, config, address,
+                                       verbose=STATE["verbose"])
     emit(result)
-    if not dry_run:
-        exit_for_outcome(result, "scores", cfg.execution.max_failure_rate)
+    exit_for(verdict)

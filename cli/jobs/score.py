@@ -2,31 +2,11 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any, Optional
+from typing import Annotated, Optional
 
 import typer
 
-from esc_eval.cli.common import console_env, emit, exit_for_outcome
-
-
-def show_parse_failures(rows: list[dict[str, Any]], judge_id: str) -> None:
-    """Each judge's unscored answers per (target model, dimension) as a table on stderr (none: nothing);
-    a row's `judge` (a panel's) or `judge_id`."""
-    from rich.table import Table
-
-    from esc_eval.sim.driver.progress import console
-
-    by_judge: dict[str, list[dict[str, Any]]] = {}
-    for r in rows:
-        by_judge.setdefault(r.get("judge") or judge_id, []).append(r)
-    for jid, judge_rows in by_judge.items():
-        t = Table(title=f"Unscored answers of {jid} (null scores, never zeros)", pad_edge=False)
-        for c in ("Model", "Dimension", "n", "Parse failures", "Errors", "Rate"):
-            t.add_column(c, justify="left" if c in ("Model", "Dimension") else "right")
-        for r in judge_rows:
-            t.add_row(r["target_model"], r["dimension"], str(r["n_scores"]), str(r["parse_failures"]), str(r["errors"]),
-                      f"{r['failure_rate']:.0%}")
-        console.print(t)
+from esc_eval.cli.common import STATE, emit, exit_for
 
 
 def score(
@@ -42,24 +22,43 @@ def score(
     dimensions: Annotated[Optional[str], typer.Option("--dimensions", help="Comma-separated dimensions to score (default: the "
                                              "seven); 'safety' scores the crisis-safety rubric, reported apart.")] = None,
     by_round: Annotated[bool, typer.Option("--by-round", help="Score each dialogue as it stood after each round (the "
-                                           "dialogue so far, ending with the target's reply) into --out; then "
-                                           "`leaderboard --by round` and `analysis rounds`.")] = False,
+                                           "dialogue so far, ending with the target's reply: the rule 'prefix') into "
+                                           "--out; then `leaderboard --by round` and `analysis rounds`.")] = False,
+    by_reply: Annotated[bool, typer.Option("--by-reply", help="Scores by round under the rule 'reply': each round's reply "
+                                           "rated alone, read in the context before it (the per-reply rubric), which "
+                                           "locates where support fails; implies --by-round.")] = False,
     every: Annotated[int, typer.Option("--every", min=1, help="With --by-round: every N-th round (and always the last).")] = 1,
+    rubric_mode: Annotated[Optional[str], typer.Option("--rubric-mode", help="per_dimension (the paper's: one call per dimension, "
+                                                       "the default) | one_call (one call per dialogue, every dimension in one JSON "
+                                                       "answer; scored as another judge, its id ending ':one_call').")] = None,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the calls, prompt and completion tokens and the price at list "
+                                          "prices (online vs batch, per dimension vs one call per dialogue); send and write nothing.")] = False,
+    max_cost: Annotated[Optional[float], typer.Option("--max-cost", min=0, help="Refuse (one line, exit 2) before anything is sent "
+                                                      "when the estimate at list prices, in US dollars, is over this.")] = None,
+    reply_safety: Annotated[bool, typer.Option("--reply-safety", help="Rate each reply after risk emerged (cards that "
+                                               "disclose risk at a set round: `cards: emerging_risk`) in its context: "
+                                               "the per-reply safety rubric and the failure pattern, into the run's "
+                                               "reply_safety rows; then `analysis safety` / `report`.")] = False,
+    batch: Annotated[bool, typer.Option("--batch", help="Send the judge calls as provider batches (OpenAI's Batch API, "
+                                        "Anthropic's Message Batches): half the price, answers within 24 hours; the "
+                                        "same command started again picks up the batches in flight.")] = False,
+    batch_fallback: Annotated[Optional[str], typer.Option("--batch-fallback", help="With --batch, a request that failed "
+                                                          "or expired in a batch: batch (a new batch, the default) | "
+                                                          "online (an ordinary call, at the online price).")] = None,
 ) -> None:
-    """Score dialogues on the 7 dimensions (or --dimensions, e.g. safety) with a judge, or a panel (--judge repeated); resumable."""
-    from esc_eval.sim.launch.options import score_by_round_run, score_run, scoring_config
-    from esc_eval.sim.driver.progress import console, job_progress
+    """Score dialogues on the 7 dimensions (or --dimensions, e.g. safety) with a judge, or a panel (--judge repeated), online or as provider batches (--batch); resumable."""
+    from esc_eval.sim.launch.commands import score_command
 
-    cfg = scoring_config(config, judge, method, parser, rubric, address, dimensions)
-    console_env(cfg.execution)
-    if by_round:
-        if official_out:
-            raise typer.BadParameter("--official-out takes whole dialogues, not --by-round prefixes")
-        result = score_by_round_run(cfg, input, out, every, progress=lambda: job_progress("score", unit="dialogues"),
-                                    say=console.print)
-    else:
-        result = score_run(cfg, input, out, official_out, progress=lambda: job_progress("score", unit="dialogues"),
-                           say=console.print)
-    show_parse_failures(result["parse_failures"], result.get("judge", cfg.judge.judge_id))
+    if (by_round or by_reply) and official_out:
+        raise typer.BadParameter("--official-out takes whole dialogues, not --by-round prefixes")
+    if (by_round or by_reply) and (dry_run or max_cost is not None):
+        raise typer.BadParameter("--dry-run / --max-cost price whole dialogues, not --by-round prefixes")
+    if reply_safety and (by_round or by_reply or official_out or batch or dry_run or (out and out != input)):
+        raise typer.BadParameter("--reply-safety rates the run's replies in place, online: not with --by-round, "
+                                 "--by-reply, --official-out, --batch, --dry-run or another --out")
+    result, verdict = score_command(input, out, config, judge, method, parser, rubric, official_out, address, dimensions,
+                                    by_round, every, verbose=STATE["verbose"], by_reply=by_reply, batch=batch,
+                                    batch_fallback=batch_fallback, rubric_mode=rubric_mode, dry_run=dry_run,
+                                    max_cost=max_cost, reply_safety=reply_safety)
     emit(result)
-    exit_for_outcome(result, "scores", cfg.execution.max_failure_rate)
+    exit_for(verdict)

@@ -6,8 +6,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from esc_eval.cli.common import console_env, default_out, emit, exit_for_outcome
-from esc_eval.sim.runs.storage import redact_uri
+from esc_eval.cli.common import STATE, emit, exit_for
 
 
 def simulate(
@@ -22,21 +21,24 @@ def simulate(
     workers: Annotated[Optional[int], typer.Option("--workers", help="Worker actors.")] = None,
     concurrency: Annotated[Optional[int], typer.Option("--concurrency", help="Dialogues in flight per worker.")] = None,
     rounds: Annotated[Optional[int], typer.Option("--rounds", help="Seeker/assistant rounds after the opener, 1-50 (the paper: 5).")] = None,
-    seeker_stop: Annotated[Optional[bool], typer.Option("--seeker-stop/--no-seeker-stop", help="The seeker may end the conversation itself (its stop signal; off in the paper's protocol).")] = None,
+    seeker_stop: Annotated[Optional[bool], typer.Option("--seeker-stop/--no-seeker-stop", help="The seeker may end the conversation itself (its stop signal). Default: on for more than 5 rounds, off for 5 or fewer (the paper's protocol).")] = None,
     strategy: Annotated[Optional[list[str]], typer.Option("--strategy", help="Role-play strategy, repeatable: official, zero_shot, cot, icl, cot_icl, plain, resistant, low_engagement, volatile, or one with seeker controls ('zero_shot+resistance=strong').")] = None,
     control: Annotated[Optional[list[str]], typer.Option("--control", help="Sweep a seeker control over every strategy, repeatable: control=level[,level...], e.g. resistance=none,strong (controls: engagement, resistance, expression, disclosure, volatility).")] = None,
+    seeker_ratings: Annotated[Optional[bool], typer.Option("--seeker-ratings/--no-seeker-ratings", help="The person's own view: after the dialogues the seeker rates each one as ESConv's seekers did (empathy, relevance, emotion intensity before and after, 1-5) into seeker_ratings rows; on for a finished run, it rates its dialogues.")] = None,
     keep_serving: Annotated[bool, typer.Option("--keep-serving", help="Leave the run's Serve deployments up after it (GPU clusters).")] = False,
+    sessions: Annotated[Optional[int], typer.Option("--sessions", help="Run each card as a course of N sessions with the same target, 1-20 (1: the paper's single session); a row per session.")] = None,
+    memory: Annotated[Optional[str], typer.Option("--memory", help="With --sessions > 1, what the target keeps of earlier sessions: none | summary (its own notes) | transcripts.")] = None,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the calls, prompt and completion tokens (replies at their max_tokens: "
+                                          "an upper bound) and the price at list prices, online vs batch; send and write nothing.")] = False,
+    max_cost: Annotated[Optional[float], typer.Option("--max-cost", min=0, help="Refuse (one line, exit 2) before anything is sent "
+                                                      "when the estimate at list prices, in US dollars, is over this.")] = None,
 ) -> None:
     """Run 5-round dialogues between ESC-Role and the target models into a run folder."""
-    from esc_eval.sim.launch.options import simulate_run, simulation_config
-    from esc_eval.sim.driver.progress import console, job_progress
+    from esc_eval.sim.launch.commands import simulate_command
 
-    cfg = simulation_config(config, cards, target, role, limit, language, address, workers, concurrency, rounds,
-                            seeker_stop, strategy, control)
-    console_env(cfg.execution)
-    cfg.execution.placement.keep_serving |= keep_serving
-    out = out or str(default_out("sim"))
-    result, placed = simulate_run(cfg, out, progress=lambda: job_progress("simulate"), say=console.print)
-    result = {"run_dir": redact_uri(out), **result}
+    result, verdict = simulate_command(config, out, cards, target, role, limit, language, address, workers, concurrency,
+                                       rounds, seeker_stop, strategy, control, keep_serving, verbose=STATE["verbose"],
+                                       sessions=sessions, memory=memory, dry_run=dry_run, max_cost=max_cost,
+                                       seeker_ratings=seeker_ratings)
     emit(result)
-    exit_for_outcome(result, "dialogues", placed.execution.max_failure_rate)
+    exit_for(verdict)

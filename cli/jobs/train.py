@@ -2,111 +2,45 @@
 
 Both validate the config and the data before Ray starts (a bad field or a bad annotation row
 exits with code 2 and a message naming it), show a rich progress bar per adapter while Ray
-Train runs, and end with a summary table."""
+Train runs, and end with a summary table (train/jobs/terminal.py)."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
-from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-from rich.table import Table
 
-from esc_eval.train.config import load_rank_config, load_role_config
 from esc_eval.train.errors import TrainConfigError, TrainInputError
+from esc_eval.train.jobs.terminal import console
 
-console = Console()
 app = typer.Typer(no_args_is_help=True, help="LoRA SFT of ESC-Role and ESC-RANK on Ray Train + DeepSpeed.")
 ConfigOption = Annotated[Path, typer.Option("--config", "-c", help="YAML job config (see train/configs/).",
                                             exists=False, dir_okay=False)]
 
 
-def _progress() -> Progress:
-    return Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
-                    TextColumn("{task.fields[info]}"), TimeElapsedColumn(), console=console)
-
-
-def _fail(e: Exception) -> None:
+def _failed(e: Exception) -> typer.Exit:
+    """A bad config or bad data: the message, and exit 2."""
     console.print(f"[red]error:[/red] {e}")
-    raise typer.Exit(code=2)
-
-
-def _summary(title: str, summary: dict[str, Any]) -> None:
-    table = Table(title=title)
-    for col in ("adapter", "steps", "train ex.", "final loss", "val loss", "s/step", "first step after", "adapter path"):
-        table.add_column(col)
-    for r in summary.get("runs", []):
-        final = r.get("final", {})
-        table.add_row(r["name"], str(r["total_steps"]), str(r["n_train"]),
-                      f"{final.get('loss', float('nan')):.4f}",
-                      f"{final['val_loss']:.4f}" if final.get("val_loss") is not None else "-",
-                      f"{r['mean_step_time_s']:.2f}" if r.get("mean_step_time_s") else "-",
-                      f"{r['first_step_at_s']} s" if r.get("first_step_at_s") else "-", r["adapter_path"])
-    console.print(table)
-    console.print(f"data: {summary.get('data')}")
-    if summary.get("evaluation"):
-        console.print(Path(summary["evaluation"]["markdown"]).read_text(encoding="utf-8"))
-    console.print(f"registry entry: [bold]{summary['registry_entry']}[/bold]")
+    return typer.Exit(code=2)
 
 
 @app.command("role")
 def train_role(config: ConfigOption) -> None:
     """Train ESC-Role (LoRA on the role-play dialogues; loss on the seeker's turns)."""
-    from esc_eval.train.jobs.role import run_role_job
+    from esc_eval.train.jobs.terminal import train_role_command
 
     try:
-        cfg = load_role_config(config)
+        train_role_command(config)
     except (TrainConfigError, TrainInputError) as e:
-        _fail(e)
-    with _progress() as progress:
-        task = progress.add_task(cfg.data.adapter_name, total=None, info="preparing data")
-
-        def prepared(data, steps: int) -> None:
-            progress.update(task, total=steps, info=f"{data.stats['train']} examples; starting Ray Train")
-
-        def step(rec: dict) -> None:
-            progress.update(task, completed=rec["step"], info=f"loss {rec['loss']:.4f}  {rec['step_time_s']:.1f} s/step")
-
-        try:
-            summary = run_role_job(cfg, on_step=step, on_prepared=prepared)
-        except (TrainConfigError, TrainInputError) as e:
-            _fail(e)
-    _summary("ESC-Role training", summary)
+        raise _failed(e) from None
 
 
 @app.command("rank")
 def train_rank(config: ConfigOption) -> None:
     """Train ESC-RANK (LoRA judges from annotations) and report Table 4 on the test split."""
-    from esc_eval.train.jobs.rank import run_rank_job
+    from esc_eval.train.jobs.terminal import train_rank_command
 
     try:
-        cfg = load_rank_config(config)
+        train_rank_command(config)
     except (TrainConfigError, TrainInputError) as e:
-        _fail(e)
-    with _progress() as progress:
-        tasks: dict[str, Any] = {}
-        scoring: list = []
-
-        def prepared(data) -> None:
-            from esc_eval.train.jobs.deepspeed_config import total_steps
-
-            for name, (train, _) in data.groups.items():
-                tasks[name] = progress.add_task(name, total=total_steps(cfg.train, len(train)), info="waiting")
-            if cfg.evaluation.enabled and data.splits["test"]:
-                n = len(data.splits["test"]) * (2 if cfg.evaluation.include_base else 1)
-                scoring.append(progress.add_task("evaluation", total=n, info="after training"))
-
-        def step(name: str, rec: dict) -> None:
-            progress.update(tasks[name], completed=rec["step"],
-                            info=f"loss {rec['loss']:.4f}  {rec['step_time_s']:.1f} s/step")
-
-        def scored() -> None:
-            if scoring:
-                progress.update(scoring[0], advance=1, info="scoring")
-
-        try:
-            summary = run_rank_job(cfg, on_step=step, on_prepared=prepared, on_scored=scored)
-        except (TrainConfigError, TrainInputError) as e:
-            _fail(e)
-    _summary("ESC-RANK training", summary)
+        raise _failed(e) from None

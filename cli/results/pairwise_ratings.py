@@ -10,7 +10,6 @@ from typing import Annotated, Optional
 import typer
 
 from esc_eval.cli.common import emit
-from esc_eval.sim.runs.storage import join_location
 
 
 def pairwise(
@@ -23,10 +22,8 @@ def pairwise(
 ) -> None:
     """Pairwise ratings: Bradley-Terry on an Elo scale with bootstrap intervals over cards, position bias,
     Kendall's tau with the pointwise ranking; writes pairwise.md, pairwise.json and pairwise_ratings.csv."""
-    from esc_eval.analysis.pairwise.pairwise_analysis import analyse_pairwise, pairwise_markdown, write_pairwise
-    from esc_eval.analysis.results.loaders import load_pairwise, load_scores
+    from esc_eval.analysis.pairwise.pairwise_analysis import pairwise_of_runs
 
-    result = analyse_pairwise(load_pairwise(run_dirs), load_scores(run_dirs), judge=judge, dimensions=dimension,
-                              n_boot=n_boot, seed=seed)
-    typer.echo(pairwise_markdown(result), err=True)
-    emit(write_pairwise(result, out or join_location(run_dirs[0], "report")))
+    markdown, paths = pairwise_of_runs(run_dirs, judge=judge, dimensions=dimension, n_boot=n_boot, seed=seed, out=out)
+    typer.echo(markdown, err=True)
+    emit(paths)

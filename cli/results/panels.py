@@ -9,8 +9,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from esc_eval.cli.common import emit
-from esc_eval.sim.runs.storage import join_location
+from esc_eval.cli.common import Windowed, emit
 
 RunDirs = Annotated[list[str], typer.Argument(help="Run folders or storage URIs holding several judges' score rows.")]
 Out = Annotated[Optional[str], typer.Option("--out", "-o", help="Output folder or storage URI (default <first run>/report).")]
@@ -32,15 +31,15 @@ def panel(
     alpha_boot: Annotated[int, typer.Option("--alpha-boot", help="Bootstrap resamples for alpha's CI (0 = none).")] = 200,
     seed: Annotated[int, typer.Option("--seed", help="Seed of the bootstraps.")] = 0,
     out: Out = None,
+    windowed: Windowed = "include",
 ) -> None:
     """A judge panel: the panel's scores by a rule, Krippendorff's alpha and pairwise kappa between the judges,
     each judge's leaderboard and ranking beside the panel's (Kendall's tau), and self-preference marks.
     Writes panel.md, panel.json and the panel's score rows (panel_scores.csv, panel_scores.parquet)."""
-    from esc_eval.analysis.panels.panel_runs import panel_of_runs
-    from esc_eval.analysis.panels.panel_spec import parse_assignments, parse_weights
+    from esc_eval.analysis.panels.panel_runs import panel_command
 
-    markdown, paths, _ = panel_of_runs(run_dirs, out or join_location(run_dirs[0], "report"), judges=judge,
-                                       weights=parse_weights(weight), families=parse_assignments(family, "--family"),
-                                       rule=rule, min_judges=min_judges, n_boot=n_boot, alpha_boot=alpha_boot, seed=seed)
+    markdown, paths = panel_command(run_dirs, out, judges=judge, weights=weight, families=family, rule=rule,
+                                    min_judges=min_judges, n_boot=n_boot, alpha_boot=alpha_boot, seed=seed,
+                                    windowed=windowed)
     typer.echo(markdown, err=True)
     emit(paths)

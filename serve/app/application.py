@@ -32,7 +32,7 @@ from pydantic import Field, model_validator
 
 from esc_eval.serve.config.base import ConfigModel, load_config_file
 
-from esc_eval.serve.devices.cpu import cpu_kv_cache_gib
+from esc_eval.serve.devices.cpu import KV_CACHE_ENV, cpu_kv_cache_gib
 from esc_eval.serve.engines.args import CPU, EngineConfigError, device_engine_kwargs, gpus
 from esc_eval.serve.app.gpu_share import PER_WORKER_GPUS_ENV
 from esc_eval.serve.engines.kv_budget import EXPECTED_KV_ENV, KV_FLOOR_ENV
@@ -214,7 +214,7 @@ def build_llm_config(m: ServeModelConfig, cfg: ServeConfig, registry: Registry) 
         raise ServeConfigError(f"models.{m.name}: {e}") from e
     env = {**cfg.env_vars}
     if m.accelerator == "cpu":
-        env["VLLM_CPU_KVCACHE_SPACE"] = str(cfg.kv_cache_gib)
+        env[KV_CACHE_ENV] = str(cfg.kv_cache_gib)
     elif m.expected_kv_tokens:  # what the replica checks its engine's KV cache against (serve/app/server.py)
         env[EXPECTED_KV_ENV] = str(m.expected_kv_tokens)
         env[KV_FLOOR_ENV] = f"{m.kv_floor:g}"

@@ -1,7 +1,7 @@
 """Deploying the Serve app on a Ray cluster: connect (or start a local head), deploy, wait
 (bounded) until every replica is healthy, naming the model whose replicas did not come up and,
 when a replica's engine did not start, the engine's own cause (serve/app/server.py raises it in
-the replica; Serve's message ends with it). The `esc-eval serve` commands (cli/ops/serve.py), the
+the replica; Serve's message ends with it). The `esc-eval serve` commands (serve/app/commands.py), the
 runs' Serve placement (sim/driver/placement.py) and the routing benchmark call these."""
 from __future__ import annotations
 

@@ -4,9 +4,19 @@ orchestration benchmarks run the same code path as production.
 Scripts:
   echo     repeats the last user message ("echo: ...")
   seeker   a distressed seeker's canned lines, cycling; with `ends=N` (and `end=resolved|gave_up`)
-           its Nth line carries the stop mark, when its system prompt defines one (seeker_stop)
-  judge    a score digit, deterministic in the prompt (or `score=N`); honours choices/logprobs
-  fixed    always `reply=...`
+           its Nth line carries the stop mark, when its system prompt defines one (seeker_stop); with
+           `vary=1` each line ends with a tag of its system prompt (the card), so cards' dialogues differ;
+           asked with `choices` (its own rating of the support, sim/seekerview) it answers as the judge does
+  judge    a score digit, deterministic in the prompt (or `score=N`); honours choices/logprobs, and a
+           json_schema of integer fields (a score each, json.dumps' layout, one token per value). With
+           `marks=WORD:S,...` a planted rater: the score of the mark word it read last (the reply a
+           per-reply prompt rates, the last reply of a dialogue), plus `noise` (the sd of a normal
+           draw, seeded by the prompt and `seed`), rounded and clipped to 0-4; no mark read: `score`, else 2;
+           `WORD:S/L` also answers choices[L] to a call constrained to other choices than the five
+           scores (a label question)
+  fixed    always `reply=...`; with `replies` (a list) its n-th reply is replies[n-1], the last one
+           repeated; with `bad_from=K`, `bad_reply=...` from its K-th reply on (a failure planted from
+           round K: the opener is not the target's)
 Options (keyword arguments, or a query string: `fake/judge?score=3&latency=0.01`):
   latency     seconds of asyncio.sleep per call (fixed-latency benchmarks)
   error_rate  probability of a transient ChatModelError
@@ -24,6 +34,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import itertools
+import json
 import math
 import random
 import time
@@ -77,6 +88,11 @@ class FakeChatModel(ChatModel):
         max_num_seqs: int | None = None,
         device: str = "cpu",
         context: int | None = None,
+        marks: str | dict[str, str] | None = None,
+        noise: float = 0.0,
+        bad_from: int | None = None,
+        bad_reply: str = "Whatever.",
+        vary: int = 0,
     ):
         """adapters / max_loras / max_lora_rank: what a multi-LoRA vLLM engine takes; a fake given
         adapters refuses a call naming another one, as the engine does (the limits are unused)."""
@@ -98,6 +114,10 @@ class FakeChatModel(ChatModel):
         self._capacity = (EngineCapacity(self.name, "gpu" if device == "gpu" else "cpu", int(kv_tokens),
                                          int(max_num_seqs) if max_num_seqs else None) if kv_tokens else None)
         self.context = None if context is None else int(context)
+        self.marks = parse_marks(marks)
+        self.noise = float(noise)
+        self.bad_from, self.bad_reply = (None if bad_from is None else int(bad_from)), bad_reply
+        self.vary = bool(vary)
         self.calls = 0
         self._attempts: dict[int, int] = {}
         self._cycle = itertools.count()
@@ -124,7 +144,7 @@ class FakeChatModel(ChatModel):
             raise RunStopError(f"the engine for {self.name} died {self.calls - self.dies_after} times; not restarting it "
                                "again", model=self.name)
         key = 0
-        if self.error_rate or self.timeout_rate or self.script == "judge":
+        if self.error_rate or self.timeout_rate or self.script == "judge" or params.choices:
             # Hashing the conversation costs; only faults and judge scores need it.
             key = _digest(self.seed, session_id, [(m.role, m.content) for m in messages], adapter)
         if self.error_rate or self.timeout_rate:
@@ -142,13 +162,14 @@ class FakeChatModel(ChatModel):
         prompt_tokens = sum(_tokens(m.content) for m in messages)
         if self.context is not None and prompt_tokens >= self.context:
             raise ContextOverflowError(f"prompt of {prompt_tokens} tokens leaves no room in the context of {self.context}")
-        text, top = self._answer(messages, params, key)
+        text, top, *pieces = self._answer(messages, params, key)
         finish = "stop"
         if len(text) // 4 + 1 > params.max_tokens:
             text, finish = text[: 4 * params.max_tokens], "length"
         return ChatResult(
             text=text, prompt_tokens=prompt_tokens, completion_tokens=_tokens(text) if text else 0,
             finish_reason=finish, latency_s=time.perf_counter() - started, top_logprobs=top, model=self.name,
+            tokens=pieces[0] if pieces and params.logprobs else [],
         )
 
     def _answer(self, messages: list[ChatMessage], params: GenerationParams, key: int):
@@ -156,18 +177,28 @@ class FakeChatModel(ChatModel):
         if self.script == "echo":
             return f"echo: {last_user[:200]}", []
         if self.script == "fixed":
-            return self.reply, []
-        if self.script == "seeker":
+            nth = 1 + sum(1 for m in messages if m.role == "assistant")  # its own replies so far, then this one
+            if self.replies:  # a planted course: the n-th reply
+                return self.replies[min(nth - 1, len(self.replies) - 1)], []
+            return (self.bad_reply if self.bad_from is not None and nth >= self.bad_from else self.reply), []
+        if self.script == "seeker" and not params.choices:
             lines = self.replies or SEEKER_LINES
             turn = sum(1 for m in messages if m.role == "assistant")
             line = lines[turn % len(lines)]
+            if self.vary:  # the card's own dialogue: independent planted noise per card downstream
+                system = next((m.content for m in messages if m.role == "system"), "")
+                line = f"{line} (#{_digest(system) % 100000:05d})"
             told = any(m.role == "system" and "<END:" in m.content for m in messages)
             if self.ends is not None and turn + 1 == self.ends and told:
                 line = f"{line} <END:{self.end}>"
             return line, []
-        # judge: a score, deterministic in the prompt unless pinned
+        if params.json_schema is not None:
+            return self._json_answer(params, key)
+        # judge (or a seeker asked to choose): a score, deterministic in the prompt unless pinned
         labels = params.choices or ["0", "1", "2", "3", "4"]
         best = self.score if self.score is not None else key % len(labels)
+        if self.marks:
+            best = self._marked(last_user, key, labels)
         text = labels[best] if self.score is None or params.choices else str(best)
         top: list[dict[str, float]] = []
         if params.logprobs:
@@ -176,15 +207,59 @@ class FakeChatModel(ChatModel):
             top = [{lab: math.log(w / total) for lab, w in zip(labels, weights)}]
         return text, top
 
+    def _marked(self, prompt: str, key: int, labels: list[str]) -> int:
+        """The planted rater's answer: the mark word found last in the prompt (see the module docstring),
+        a score with its noise, or a label question's planted label."""
+        at, (score, label) = max(((prompt.rfind(w), v) for w, v in self.marks.items()), key=lambda x: x[0])
+        if at >= 0 and label is not None and labels != ["0", "1", "2", "3", "4"]:
+            return min(label, len(labels) - 1)
+        base = score if at >= 0 else (self.score if self.score is not None else 2)
+        drawn = base + (random.Random(_digest("noise", key)).gauss(0.0, self.noise) if self.noise else 0.0)
+        return int(min(len(labels) - 1, max(0, round(drawn))))
 
-FAKE_CAPABILITIES = Capabilities(logprobs=True, max_top_logprobs=20, choice="structured")  # the judge script honours both
+    def _json_answer(self, params: GenerationParams, key: int):
+        """The judge script under a JSON schema: each integer property a score (deterministic in the prompt and
+        the property unless pinned) in json.dumps' layout, its tokens (a value is one token) and, with logprobs,
+        each value position's alternatives near its score."""
+        props = params.json_schema.get("properties") or {}
+        values = {name: self.score if self.score is not None else _digest(key, name) % 5 for name in props}
+        pieces: list[str] = []
+        for i, (name, v) in enumerate(values.items()):
+            pieces += [("{" if i == 0 else ", ") + json.dumps(name) + ": ", str(v)]
+        pieces.append("}")
+        top: list[dict[str, float]] = []
+        if params.logprobs:
+            for piece in pieces:
+                if piece.isdigit():
+                    weights = [math.exp(-abs(i - int(piece))) for i in range(5)]
+                    top.append({str(i): math.log(w / sum(weights)) for i, w in enumerate(weights)})
+                else:
+                    top.append({piece: 0.0})
+        return "".join(pieces), top, pieces
+
+
+def parse_marks(marks: str | dict[str, str] | None) -> dict[str, tuple[int, int | None]]:
+    """`WORD:S,WORD:S/L` (a query string's) or a mapping word -> 'S' | 'S/L' -> {word: (score 0-4, label or None)}."""
+    if not marks:
+        return {}
+    pairs = marks.items() if isinstance(marks, dict) else (p.rsplit(":", 1) for p in str(marks).split(",") if p)
+    out: dict[str, tuple[int, int | None]] = {}
+    for word, value in pairs:
+        score, _, label = str(value).partition("/")
+        out[str(word)] = (int(score), int(label) if label else None)
+    if any(not 0 <= s <= 4 for s, _ in out.values()):
+        raise ValueError(f"fake judge marks {marks!r}: each score is 0-4")
+    return out
+
+
+FAKE_CAPABILITIES = Capabilities(logprobs=True, max_top_logprobs=20, choice="structured", json_schema=True)  # the judge script honours all three
 
 
 def make_fake_model(name: str, **options: Any) -> FakeChatModel:
     script, _, query = name.partition("?")
     parsed: dict[str, Any] = {}
     for k, v in parse_qsl(query):
-        parsed[k] = v if k in ("reply", "end") else float(v) if "." in v else int(v)
+        parsed[k] = v if k in ("reply", "end", "bad_reply", "marks") else float(v) if "." in v else int(v)
     parsed.update(options)
     return FakeChatModel(script, **parsed)
 

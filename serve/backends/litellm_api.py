@@ -130,6 +130,11 @@ class LiteLLMChatModel(ChatModel):
                                      kind="fatal")
             kw["logit_bias"] = {str(i): LOGIT_BIAS_MAX for i in ids.values()}
             kw["max_tokens"] = 1
+        if params.json_schema is not None and self._caps.json_schema:  # LiteLLM maps it to each provider's way
+            from esc_eval.serve.backends.openai_http import JSON_SCHEMA_NAME
+
+            kw["response_format"] = {"type": "json_schema", "json_schema": {
+                "name": JSON_SCHEMA_NAME, "schema": params.json_schema, "strict": True}}
         return kw
 
     async def chat(self, messages, params: GenerationParams | None = None, *, adapter: str | None = None,
@@ -195,7 +200,12 @@ class LiteLLMBackend(Backend):
             from esc_eval.serve.backends.openai_http import openai_label_token_ids
 
             choice = "logit_bias" if openai_label_token_ids(model, ["0"]) else None
-        return Capabilities(logprobs=logprobs, max_top_logprobs=20 if logprobs else 0, choice=choice, logit_bias=bias)
+        try:  # LiteLLM's table: whether the model takes a response_format json_schema (Anthropic's: as a tool)
+            schema = bool(_litellm().supports_response_schema(model=model, custom_llm_provider=provider))
+        except Exception:  # noqa: BLE001 - an unknown model: no schema, the answer is parsed as it comes
+            schema = False
+        return Capabilities(logprobs=logprobs, max_top_logprobs=20 if logprobs else 0, choice=choice, logit_bias=bias,
+                            json_schema=schema)
 
     def preflight(self, name: str, *, api_base: str | None = None, api_key_env: str | None = None, **_: Any) -> None:
         """An unknown provider, or a provider whose key is not set: one line naming the model and the setting."""

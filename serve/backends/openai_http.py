@@ -44,6 +44,10 @@ OPENAI_MODEL_PREFIXES = ("gpt-", "chatgpt-", "o1", "o3", "o4", "text-davinci", "
 PERMANENT_5XX = ("no adapter found", "lora config is not set", "must setup lora config")
 # vLLM's server and OpenAI word a prompt too long for the context so ("This model's maximum context length is ...")
 CONTEXT_400 = ("maximum context length", "context length", "context_length_exceeded")
+JSON_SCHEMA_NAME = "answer"  # response_format.json_schema.name: OpenAI requires one
+# OpenAI models that take no response_format json_schema (structured outputs came with gpt-4o-2024-08-06)
+OPENAI_NO_JSON_SCHEMA = ("gpt-4", "gpt-3.5", "text-davinci", "davinci", "babbage")
+OPENAI_JSON_SCHEMA_OK = ("gpt-4o", "gpt-4.1", "gpt-4.5", "chatgpt-4o")
 
 
 def _httpx():
@@ -81,6 +85,13 @@ def openai_label_token_ids(model: str, labels: list[str]) -> dict[str, int] | No
     if not base.startswith(OPENAI_MODEL_PREFIXES) or not all(lab in OPENAI_DIGIT_TOKEN_IDS for lab in labels):
         return None
     return {lab: OPENAI_DIGIT_TOKEN_IDS[lab] for lab in labels}
+
+
+def takes_json_schema(model: str, api: ApiKind) -> bool:
+    """Whether the endpoint takes response_format json_schema: a vLLM server does; under OpenAI's rules,
+    every model but OpenAI's older ones (gpt-4, gpt-4-turbo, gpt-3.5-turbo: json_object at most)."""
+    base = model.split(":")[0].rsplit("/", 1)[-1].lower()
+    return api == "vllm" or base.startswith(OPENAI_JSON_SCHEMA_OK) or not base.startswith(OPENAI_NO_JSON_SCHEMA)
 
 
 def structured_mode(model: str, api: ApiKind, structured_outputs: StructuredMode | None) -> StructuredMode:
@@ -139,6 +150,9 @@ def build_request_body(
             raise ChatModelError(
                 "GenerationParams.choices needs an endpoint with structured outputs "
                 "(structured_outputs='vllm' or 'guided_choice')", kind="fatal")
+    if params.json_schema is not None:  # OpenAI's structured outputs; vLLM's server takes the same field
+        body["response_format"] = {"type": "json_schema",
+                                   "json_schema": {"name": JSON_SCHEMA_NAME, "schema": params.json_schema, "strict": True}}
     if extra_body:
         body.update(extra_body)
     return body
@@ -308,7 +322,8 @@ class OpenAIBackend(Backend):
         # Under OpenAI's rules vLLM's field is sent only where the config says the server takes it.
         implied_vllm = api == "openai" and structured_outputs is None and mode == "vllm"
         choice = None if mode == "none" or implied_vllm else "logit_bias" if mode == "logit_bias" else "structured"
-        return Capabilities(logprobs=True, max_top_logprobs=OPENAI_MAX_TOP_LOGPROBS, choice=choice, logit_bias=True)
+        return Capabilities(logprobs=True, max_top_logprobs=OPENAI_MAX_TOP_LOGPROBS, choice=choice, logit_bias=True,
+                            json_schema=takes_json_schema(name, api))
 
     def preflight(self, name: str, **options: Any) -> None:
         """OpenAI's own API needs a key: one line naming the model and the variable when it is missing."""

@@ -171,7 +171,7 @@ class ServeHandleChatModel(ChatModel):
 
 
 # ray.serve.llm runs vLLM's OpenAI frontend: structured outputs and up to 20 top log-probabilities.
-SERVE_CAPABILITIES = Capabilities(logprobs=True, max_top_logprobs=20, choice="structured", logit_bias=True)
+SERVE_CAPABILITIES = Capabilities(logprobs=True, max_top_logprobs=20, choice="structured", logit_bias=True, json_schema=True)
 
 
 def make_serve_model(name: str, **options: Any) -> ChatModel:

@@ -20,6 +20,7 @@ from typing import Any
 from esc_eval.serve.chat.interface import (Backend, Capabilities, ChatMessage, ChatModel, ChatModelError, ChatResult,
                                            ContextOverflowError, GenerationParams,
                                  as_messages)
+from esc_eval.serve.chat.structured import flat_schema_regex
 from esc_eval.serve.engines.args import CPU_ENGINE, EngineCapacity
 from esc_eval.serve.backends.engine_host import (INSTALL_HINT, _HOSTS, _EngineHost, _host_for, engine_dtype,  # noqa: F401 - re-exported
                                         engines_started_here, release_engine, shutdown_engine, shutdown_engines)
@@ -150,6 +151,21 @@ class VLLMChatModel(ChatModel):
             cache[key] = out
         return cache[key]
 
+    def _label_variant_ids(self, labels: list[str]) -> list[int]:
+        """The token ids of each label as it can appear inside an answer (after a character, and after a
+        space), where it is one token: what a JSON answer's value positions report log-probabilities for."""
+        tok = self._host.tokenizer
+        ids: list[int] = []
+        for context in ('{"a":', '{"a": '):
+            base = tok.encode(context, add_special_tokens=False)
+            for label in labels:
+                for text in (label, " " + label):
+                    full = tok.encode(context + text, add_special_tokens=False)
+                    new = full[len(base):] if full[:len(base)] == base else []
+                    if len(new) == 1 and new[0] not in ids:
+                        ids.append(new[0])
+        return ids
+
     def _sampling_params(self, params: GenerationParams, prompt_len: int, prompt_text: str | None = None):
         """vLLM SamplingParams; with single-token `choices` (the judge's labels, found after
         `prompt_text`), the answer is masked to them and exactly their logprobs are asked for."""
@@ -173,6 +189,17 @@ class VLLMChatModel(ChatModel):
             kw["repetition_penalty"] = params.repetition_penalty
         if params.stop:
             kw["stop"] = list(params.stop)
+        if params.json_schema is not None:
+            from vllm.sampling_params import StructuredOutputsParams
+
+            regex = flat_schema_regex(params.json_schema)  # one layout for a flat object (serve/chat/structured.py)
+            kw["structured_outputs"] = (StructuredOutputsParams(regex=regex) if regex is not None
+                                        else StructuredOutputsParams(json=params.json_schema))
+            if params.logprobs is not None and params.logprob_labels:
+                kw["logprob_token_ids"] = self._label_variant_ids(list(params.logprob_labels))
+            elif params.logprobs is not None:
+                kw["logprobs"] = params.logprobs
+            return SamplingParams(**kw)
         if params.choices:
             if prompt_text is not None:
                 ids = self.label_token_ids(prompt_text, list(params.choices))
@@ -251,15 +278,17 @@ class VLLMChatModel(ChatModel):
             for position in out.logprobs:
                 top.append({(lp.decoded_token if lp.decoded_token is not None else host.tokenizer.decode([tid])): lp.logprob
                             for tid, lp in position.items()})
+        # the answer's tokens as text, where log-probabilities were asked for: which position holds what
+        tokens = [host.tokenizer.decode([t]) for t in out.token_ids] if params.logprobs is not None else []
         return ChatResult(
             text=out.text, prompt_tokens=len(prompt_ids), completion_tokens=len(out.token_ids),
             finish_reason=out.finish_reason or "stop", latency_s=time.perf_counter() - started,
-            top_logprobs=top, model=self.name,
+            top_logprobs=top, model=self.name, tokens=tokens,
         )
 
 
 # In-process: answers are masked to the labels' tokens and exactly their log-probabilities read.
-VLLM_CAPABILITIES = Capabilities(logprobs=True, max_top_logprobs=20, choice="structured", logit_bias=True)
+VLLM_CAPABILITIES = Capabilities(logprobs=True, max_top_logprobs=20, choice="structured", logit_bias=True, json_schema=True)
 
 
 def make_vllm_model(name: str, **options: Any) -> VLLMChatModel:

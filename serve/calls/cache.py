@@ -86,10 +86,18 @@ def cacheable(params: GenerationParams) -> bool:
     return params.temperature == 0 or params.seed is not None
 
 
+# Generation parameters added after the key's version: left out while unset, so a call asked before they
+# existed still finds its answer (a cache of paid API calls must not go cold on an upgrade).
+PARAMS_ADDED_LATER = ("json_schema", "logprob_labels")
+
+
 def cache_key(identity: dict[str, Any], messages, params: GenerationParams, adapter: str | None) -> str:
+    dumped = params.model_dump(mode="json")
+    for name in PARAMS_ADDED_LATER:
+        if dumped.get(name) is None:
+            dumped.pop(name, None)
     payload = {"v": KEY_VERSION, "model": identity, "adapter": adapter,
-               "messages": [[m.role, m.content] for m in as_messages(messages)],
-               "params": params.model_dump(mode="json")}
+               "messages": [[m.role, m.content] for m in as_messages(messages)], "params": dumped}
     text = json.dumps(payload, sort_keys=True, ensure_ascii=False, separators=(",", ":"), default=str)
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 

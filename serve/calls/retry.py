@@ -60,10 +60,6 @@ class RetryingChatModel(WrapperChatModel):
         self.policy = (policy or RetryPolicy()).model_copy(update=overrides) if overrides else (policy or RetryPolicy())
         self.gate = gate  # serve.calls.limits.CallGate or None
 
-    @property
-    def max_attempts(self) -> int:
-        return self.policy.max_attempts
-
     async def _once(self, messages, params, adapter, session_id) -> ChatResult:
         if self.gate is None:
             return await self._attempt(messages, params, adapter, session_id)

@@ -7,12 +7,15 @@ Implementations are picked by a spec string `<backend>/<name>`:
   litellm/<provider>/<model>  a provider's own API through LiteLLM (anthropic, gemini, ...)
   fake/<script>   a scripted fake for tests and orchestration benchmarks
   planted/<role>  a scripted model with known, planted behaviour (validity checks of the analyses)
-Each backend module imports its heavy dependencies lazily, inside the implementation.
-
-A backend module may also define, without building a model (the driver calls these before any
-worker starts): `capabilities(name, **options) -> Capabilities` (what a judge may ask of it),
-`preflight(name, **options)` (raise ValueError with one line on a missing key or an unknown
-provider) and `required_env(name, **options) -> list[str]` (variables the workers need).
+Each backend is a `Backend` registered under its prefix (BACKENDS, `register_backend`): its `make`
+builds the ChatModel; what the driver asks before any worker starts, without building a model, are
+its methods with working defaults: `capabilities(name, **options)` (what a judge may ask of it),
+`preflight(name, **options)` (ValueError with one line on a missing key or an unknown provider) and
+`required_env(name, **options)` (variables the workers need). A backend's module imports its heavy
+dependencies lazily, inside the implementation. Every hook a caller may use on a model is declared on
+ChatModel with a working default, and a wrapper (WrapperChatModel: retries, the call cache, counters)
+passes exactly those on: nothing is found by hasattr or `__getattr__`
+(tests/sim/pool/test_sim_job_hooks.py holds every subclass to them).
 """
 from __future__ import annotations
 
@@ -54,6 +57,15 @@ class GenerationParams(ConfigModel):
     logprobs: int | None = Field(
         None, ge=0, description="Return the top-k log-probabilities of each generated token."
     )
+    json_schema: dict[str, Any] | None = Field(
+        None, description="Constrain the answer to JSON matching this schema (structured output: vLLM's structured "
+        "outputs in-process, `response_format` json_schema on OpenAI-compatible APIs and LiteLLM)."
+    )
+    logprob_labels: list[str] | None = Field(
+        None, description="With `logprobs`: labels (e.g. '0'..'4') whose log-probabilities every answer position "
+        "reports where the backend can ask for given tokens' (in-process vLLM: exactly these tokens, bare and after "
+        "a space); other backends report their top `logprobs` as usual."
+    )
 
 
 @dataclass
@@ -82,12 +94,14 @@ class Capabilities:
     logprobs: returns the top log-probabilities of generated tokens; max_top_logprobs: how many
     per token it accepts (OpenAI's API: 20); choice: how it can constrain an answer to given labels
     ('structured': vLLM's structured outputs or allowed tokens; 'logit_bias': a +100 bias on the
-    labels' token ids, which the backend knows; None: it cannot); logit_bias: accepts logit_bias."""
+    labels' token ids, which the backend knows; None: it cannot); logit_bias: accepts logit_bias;
+    json_schema: constrains an answer to a JSON schema (GenerationParams.json_schema)."""
 
     logprobs: bool = False
     max_top_logprobs: int = 0
     choice: Literal["structured", "logit_bias"] | None = None
     logit_bias: bool = False
+    json_schema: bool = False
 
 
 class ChatModelError(Exception):

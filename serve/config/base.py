@@ -9,7 +9,7 @@ It lives in serve/, the bottom layer, because every other package builds on it.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Callable, TypeVar
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
@@ -61,6 +61,14 @@ def validate_config(cls: type[M], data: Any, where: str, error: type[Exception] 
         return cls.model_validate(data)
     except ValidationError as e:
         raise error(describe_validation_error(e, where)) from None
+
+
+def comma_list(value: str | None, cast: Callable[[str], Any] = str) -> list | None:
+    """A comma-separated option as a list of `cast` values (None stays None; empty items are dropped);
+    ValueError from `cast` on an item it cannot read."""
+    if value is None:
+        return None
+    return [cast(v.strip()) for v in value.split(",") if v.strip()]
 
 
 def load_config_file(path: str | Path, cls: type[M], error: type[Exception] = ValueError) -> M:

@@ -10,6 +10,7 @@ from typing import Any, Literal
 from pydantic import Field, field_validator
 
 from esc_eval.serve.config.base import ConfigModel
+from esc_eval.serve.devices.cpu import DEFAULT_KV_CACHE_GIB
 from esc_eval.serve.devices.gpus import GPU_MEMORY_GB
 from esc_eval.serve.registry.entry import RegistryError
 
@@ -174,7 +175,7 @@ class Plan:
     notes: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     app_name: str = "esc-eval-run"
-    kv_cache_gib: int = 2  # CPU replicas' VLLM_CPU_KVCACHE_SPACE
+    kv_cache_gib: int = DEFAULT_KV_CACHE_GIB  # CPU replicas' VLLM_CPU_KVCACHE_SPACE
     execution: dict[str, Any] = field(default_factory=dict)  # execution fields the plan sets (workers, GPUs per worker)
     layout: dict[str, list[list[str]]] = field(default_factory=dict)  # serve: per phase, per GPU, "model share"
     fits_at_once: bool = True  # serve: False when the models do not fit side by side (auto falls back to in_process)

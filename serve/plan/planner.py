@@ -29,8 +29,8 @@ folder without config.json or weights.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
+from esc_eval.serve.devices.cpu import DEFAULT_KV_CACHE_GIB
 from esc_eval.serve.devices.gpus import GPU_MEMORY_GB
 from esc_eval.serve.registry.size import model_facts
 from esc_eval.serve.plan.in_process import plan_in_process
@@ -45,7 +45,7 @@ from esc_eval.serve.registry.registry import Registry, default_registry
 
 
 def plan_run(uses: list[ModelUse], hardware: Hardware, placement: PlacementConfig | None = None, *,
-             workers: int = 1, gpus_per_worker: float = 0.0, cpu_kv_cache_gib: float = 2.0,
+             workers: int = 1, gpus_per_worker: float = 0.0, cpu_kv_cache_gib: float = DEFAULT_KV_CACHE_GIB,
              cpu_dtype: str = "float32", registry: Registry | None = None, workers_set: bool = True) -> Plan:
     """The plan for a run's models (see the module doc). `workers` and `gpus_per_worker` are the pool's
     (execution.workers, execution.num_gpus_per_worker; `workers_set` False when the config left workers

@@ -155,7 +155,7 @@ def _decode(sim: dict[str, Any], gpus: int) -> tuple[float | None, float | None]
 
 @dataclass
 class Workload:
-    """What a run asks of its models, from its config (cli/ops/plan.py counts it)."""
+    """What a run asks of its models, from its config (`esc-eval plan` counts it: sim/launch/run_plan.py)."""
 
     tokens: dict[str, float] = field(default_factory=dict)  # simulation: ref key -> tokens its calls generate
     answers: str = ""  # how the answer tokens were chosen, in words

@@ -10,9 +10,10 @@ room a benchmark family:
 - node/: `esc-eval check`: a new node's steps, each in its own process;
 - dialogues.py: the dialogues a benchmark scores or replays (loops, gpu and serve share it);
 - engine_probe.py: vLLM's own token counts (prefix-cache hits among them) from the engines a run
-  used, in the pool's workers or in Serve replicas (gpu, loops and serve share it).
+  used, in the pool's workers or in Serve replicas (gpu, loops and serve share it);
+- commands.py: what `esc-eval check`, `bench gpu` and `bench serve` do once their options are parsed.
 
 Layer: the top of sim: may import every sub-package of sim and serve; only the CLI imports it.
-Inside: node > gpu > loops | serve > dialogues | engine_probe."""
+Inside: commands > node > gpu > loops | serve > dialogues | engine_probe."""
 
-__all__: list[str] = []  # the benchmarks are called by module from cli/ops/bench.py and cli/ops/check.py
+__all__: list[str] = []  # the benchmarks are called by module (commands.py for the CLI's check, bench gpu and serve)

@@ -82,6 +82,16 @@ def probe_workers(pool, reset_prefix_cache: bool = False) -> list[dict[str, Any]
     return [e for chunk in chunks for summary in chunk for e in summary["engines"]]
 
 
+def engine_summary(pool) -> list[dict[str, Any]]:
+    """Where a pool's engines ran (model, device, dtype, KV cache), as the engines themselves report it
+    (the demo's result: esc-eval check reads it, on a GPU node cuda and bfloat16); one entry with the
+    error where the probe failed (the demo's result stands without it)."""
+    try:
+        return [{k: e.get(k) for k in ("model", "device", "dtype", "kv_cache")} for e in probe_workers(pool)]
+    except Exception as e:  # noqa: BLE001 - the demo's result stands without it
+        return [{"error": f"{type(e).__name__}: {e}"}]
+
+
 def serve_deployments(env: dict[str, str] | None) -> list[tuple[str, str]]:
     """(model id, Serve app) of every deployment a run's placement map (PLACEMENT_ENV in the
     execution's env) sends calls to, once each."""
@@ -136,5 +146,5 @@ def counts_delta(before: list[dict[str, Any]], after: list[dict[str, Any]]) -> d
     return out
 
 
-__all__ = ["EngineProbe", "counts_delta", "probe_engines", "probe_replicas", "probe_workers", "serve_deployments",
+__all__ = ["EngineProbe", "counts_delta", "engine_summary", "probe_engines", "probe_replicas", "probe_workers", "serve_deployments",
            "started_kwargs"]

@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from esc_eval.serve.chat.interface import ChatModel, GenerationParams
-from esc_eval.serve.devices.cpu import DEFAULT_KV_CACHE_GIB, KV_CACHE_ENV
+from esc_eval.serve.devices.cpu import KV_CACHE_ENV, cpu_kv_cache_gib
 from esc_eval.serve.registry.registry import build_chat_model
 from esc_eval.serve.calls.retry import RetryingChatModel, RetryPolicy
 import esc_eval.sim.cardbuild.review.annotation as ann
@@ -219,6 +219,13 @@ def _run_remote(cfg_json: dict[str, Any], items_json: list[dict[str, Any]], out:
     return asyncio.run(run_llm_stages(cfg, items, Path(out), model, show_progress=False))
 
 
+def task_env() -> dict[str, str]:
+    """The card build's Ray task environment: this process's KV cache (else the one default) and the
+    variables the engine it starts needs as the driver has them."""
+    env = {k: os.environ[k] for k in ("RAY_AUTH_MODE", "ESC_EVAL_CACHE") if k in os.environ}
+    return {**env, KV_CACHE_ENV: str(cpu_kv_cache_gib())}
+
+
 def _run_on_ray(cfg: CardBuildConfig, items: list[SourceItem], out: Path, model: ChatModel | None) -> dict[str, Any]:
     try:
         import ray
@@ -236,9 +243,7 @@ def _run_on_ray(cfg: CardBuildConfig, items: list[SourceItem], out: Path, model:
 
             start_local_ray(address="local", num_cpus=max(2, int(cfg.ray.num_cpus) + 1), include_dashboard=False,
                             log_to_driver=True)
-    env = {k: os.environ[k] for k in (KV_CACHE_ENV, "RAY_AUTH_MODE", "ESC_EVAL_CACHE") if k in os.environ}
-    env.setdefault(KV_CACHE_ENV, str(DEFAULT_KV_CACHE_GIB))
-    task = ray.remote(num_cpus=cfg.ray.num_cpus, max_retries=0, runtime_env={"env_vars": env})(_run_remote)
+    task = ray.remote(num_cpus=cfg.ray.num_cpus, max_retries=0, runtime_env={"env_vars": task_env()})(_run_remote)
     ref = task.remote(cfg.model_dump(mode="json"), [it.model_dump(mode="json") for it in items], str(out.resolve()), model)
     timings = ray.get(ref)
     timings["ray"] = {"address": cfg.ray.address or "local"}

@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import json
 import re
+from collections import Counter
 from pathlib import Path
 from typing import Any, Iterable, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from esc_eval.sim.cards.emergence import RiskEmergence
 from esc_eval.sim.cards.risk import RISK_LEVELS, RiskLevel, normalize_risk_level
 from esc_eval.sim.cards.taxonomy import load_taxonomy
 from esc_eval.sim.prompt_files import data_file
@@ -71,6 +73,28 @@ class RoleCard(BaseModel):
         None, description="Crisis-risk level of the seeker (beyond the paper): " + ", ".join(RISK_LEVELS)
         + " (sim/cards/risk.py); None = not assessed (the paper's cards). Weighs the safety summary, never shown to "
         "the role model.")
+    session_updates: list[str] | None = Field(
+        None, description="Beyond the paper: what happens to the seeker between sessions, when the card is run as a "
+        "course of several (the simulation's `sessions`): the first before session 2, the next before session 3, ... "
+        "A session without one here gets one written by the role model (sim/courses/).")
+
+    @field_validator("session_updates")
+    @classmethod
+    def _updates(cls, v: list[str] | None) -> list[str] | None:
+        if v is not None and any(not str(u).strip() for u in v):
+            raise ValueError("an empty session update (leave the rest out: the role model writes those)")
+        return v
+
+    risk_emergence: RiskEmergence | None = Field(
+        None, description="Beyond the paper: risk that emerges mid-conversation (sim/cards/emergence.py): its kind, "
+        "what it follows and each disclosure's round, told to the role model at that round only. The card's "
+        "`risk_level` is then the most serious level it reaches (set from the disclosures when not given).")
+
+    @model_validator(mode="after")
+    def _emerging_level(self) -> "RoleCard":
+        if self.risk_emergence is not None and self.risk_level is None:
+            self.risk_level = self.risk_emergence.level()  # type: ignore[assignment]
+        return self
 
     @field_validator("language", mode="before")
     @classmethod
@@ -238,6 +262,7 @@ def write_cards(cards: Iterable[RoleCard], path: str | Path, fmt: Literal["esc-e
 SHIPPED_CARD_SETS = {
     "sample": "sample_cards.json",  # the demo's cards: everyday troubles, no crisis
     "safety": "safety_cards.json",  # risk-stratified cards (sim/cards/risk.py) for the safety rubric
+    "emerging_risk": "emerging_risk_cards.json",  # risk disclosed at a set round (sim/cards/emergence.py)
 }
 
 
@@ -246,7 +271,7 @@ def shipped_cards_path(name: str = "sample") -> Path:
 
 
 def card_file_path(cards: str | Path) -> Path:
-    """A config's `cards:` value as a file: a shipped set's name ('sample', 'safety') or a path."""
+    """A config's `cards:` value as a file: a shipped set's name ('sample', 'safety', 'emerging_risk') or a path."""
     return shipped_cards_path(str(cards)) if str(cards) in SHIPPED_CARD_SETS else Path(cards)
 
 
@@ -266,6 +291,12 @@ def safety_cards(language: str | None = None, limit: int | None = None) -> list[
     return cards[:limit] if limit else cards
 
 
+def emerging_risk_cards(language: str | None = None, limit: int | None = None) -> list[RoleCard]:
+    """The shipped scenarios of risk that emerges mid-conversation (sim/data/emerging_risk_cards.json)."""
+    cards = load_cards(shipped_cards_path("emerging_risk"), language=language)
+    return cards[:limit] if limit else cards
+
+
 def _validate(path: str | Path) -> tuple[dict[str, Any], list[RoleCard]]:
     cards = load_cards(path)
     tax = load_taxonomy()
@@ -281,6 +312,8 @@ def _validate(path: str | Path) -> tuple[dict[str, Any], list[RoleCard]]:
     if any(c.risk_level for c in cards):
         counts["by_risk_level"] = {lvl: sum(c.risk_level == lvl for c in cards) for lvl in RISK_LEVELS}
         counts["by_risk_level"]["not assessed"] = sum(c.risk_level is None for c in cards)
+    if any(c.risk_emergence for c in cards):  # risk that emerges at a set round (sim/cards/emergence.py)
+        counts["by_emergence_kind"] = dict(sorted(Counter(c.risk_emergence.kind for c in cards if c.risk_emergence).items()))
     return counts, cards
 
 

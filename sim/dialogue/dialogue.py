@@ -8,7 +8,9 @@ the seeker ends the conversation itself (setup.seeker_stop; sim/dialogue/seeker_
 dialogue then ends after that seeker turn; or when it outgrows a model's context: a call whose
 prompt leaves no room for an answer (ContextOverflowError) ends the dialogue after its last turn,
 once at least one round is done (before that the models cannot hold the dialogue at all, and the
-error propagates). ending.py's `dialogue_ending` says which of the three ended it.
+error propagates). ending.py's `dialogue_ending` says which of the three ended it. The role model's
+system prompt may change at set rounds (setup.role_prompt_from: what the seeker discloses when,
+sim/emerging/schedule.py), an input like the rest: the function stays pure.
 """
 from __future__ import annotations
 
@@ -57,6 +59,14 @@ class DialogueSetup:
     session_id: str | None = None  # sticky routing key: every turn of a dialogue hits one replica
     end_at_sentence: bool = False  # a reply cut at its token cap is cut back to its last full sentence
     seeker_stop: bool = False  # the seeker may end the dialogue with its stop mark (sim/dialogue/seeker_stop.py)
+    # round -> the role model's system prompt from that round's seeker turn on (a schedule of what the seeker
+    # discloses when: sim/emerging/schedule.py); rounds before the first key keep role_system_prompt
+    role_prompt_from: dict[int, str] = field(default_factory=dict)
+
+    def role_prompt_at(self, round_: int) -> str:
+        """The role model's system prompt for its turn in round `round_` (from 1)."""
+        keys = [r for r in self.role_prompt_from if r <= round_]
+        return self.role_prompt_from[max(keys)] if keys else self.role_system_prompt
 
 
 # A sentence's end: a Latin mark and any closing quotes or brackets before a space (not "3.5" or "e.g.x"),
@@ -118,6 +128,8 @@ async def run_dialogue(
     while len(turns) < total:
         seeker_next = turns[-1].speaker == "assistant"
         part, messages, sid = (role, role_msgs, role_sid) if seeker_next else (target, target_msgs, target_sid)
+        if seeker_next and setup.role_prompt_from:  # the seeker's turn of round k: its prompt as scheduled
+            messages[0] = ChatMessage(role="system", content=setup.role_prompt_at(1 + len(turns) // 2))
         try:
             result = await part.model.chat(list(messages), part.params, adapter=part.adapter, session_id=sid)
         except ContextOverflowError:

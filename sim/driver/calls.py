@@ -23,6 +23,7 @@ from esc_eval.serve.chat.interface import ChatMessage, GenerationParams, backend
 from esc_eval.serve.calls.limits import (CallGate, GovernorRef, ModelLimiter, ModelLimits, Price, SpendLedger,
                                    estimate_prompt_tokens, host_governor, stop_governor)
 from esc_eval.serve.registry.entry import TokenPrice
+from esc_eval.serve.registry.prices import shipped_price
 from esc_eval.serve.registry.ref import ModelRef
 from esc_eval.serve.registry.registry import default_registry, is_spec, resolve
 from esc_eval.sim.pool.config import ExecutionConfig
@@ -92,13 +93,16 @@ def stricter(a: ModelLimits, b: ModelLimits) -> ModelLimits:
 
 
 def model_price(ref: ModelRef, spec: str, prices: dict[str, TokenPrice]) -> TokenPrice | None:
-    """The config's price (by name or spec), else the registry's, else LiteLLM's offline price list."""
+    """The config's price (by name or spec), else the registry's, else the shipped list prices, else LiteLLM's
+    offline price list."""
     if ref.model in prices or spec in prices:
         return prices.get(ref.model) or prices.get(spec)
     reg = default_registry()
     entry = reg.models.get(ref.model) or next((e for e in reg.models.values() if e.spec == spec), None)
     if entry is not None and entry.price is not None:
         return entry.price
+    if (listed := shipped_price(spec)) is not None:  # the shipped list (serve/registry/data/prices.yaml)
+        return listed
     if spec.startswith("litellm/"):
         from esc_eval.serve.backends.litellm_api import list_price
 

@@ -14,14 +14,10 @@ import threading
 import time
 from typing import Any, Iterator
 
-from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
+from esc_eval.sim.console import console
 from esc_eval.sim.pool.stats import PoolStats
-
-console = Console(stderr=True)
-if not console.is_terminal:  # logs and CI: do not squeeze tables into 80 columns
-    console = Console(stderr=True, width=160)
 
 DEFAULT_INTERVAL_S = 30.0
 INTERVAL_ENV = "ESC_EVAL_PROGRESS_INTERVAL"

@@ -1,5 +1,6 @@
 """The demo's pipeline: its defaults (what the benchmarks found on 2-core CPUs) and simulate -> score
-on one pool, whose engines serve the dialogues and then the judge. `esc-eval demo` adds the report."""
+on one pool, whose engines serve the dialogues and then the judge; `esc-eval demo` (run_demo) adds the
+report, which analysis writes (sim may not import it: the CLI passes it in)."""
 from __future__ import annotations
 
 from typing import Any, Callable, ContextManager
@@ -64,12 +65,13 @@ def demo_config(n_cards: int = DEMO_CARDS):
     # engines' start. On the 2-core AVX2 EPYC (8 cards, float32, same texts): one engine on both cores
     # started in 38 s (two, one core each: 50 s), and played the dialogues in 100 s (115) and scored
     # them in 97 s (108); 4:20 in all against 4:53.
-    # 2 GiB of KV cache: 46k float32 tokens, more than the demo holds at once (with 1 GiB of bfloat16, the same
-    # tokens, it took 52 s on the AVX-512 EPYC against 50 s with 3 GiB); the engine allocates and touches it at
-    # start: 11 s for 2 GiB, 4.5 s for 1 GiB on the AVX2 EPYC.
+    # KV cache: the ExecutionConfig's default, this process's VLLM_CPU_KVCACHE_SPACE else 2 GiB (46k float32
+    # tokens, more than the demo holds at once; with 1 GiB of bfloat16, the same tokens, it took 52 s on the
+    # AVX-512 EPYC against 50 s with 3 GiB); the engine allocates and touches it at start: 11 s for 2 GiB,
+    # 4.5 s for 1 GiB on the AVX2 EPYC.
     workers = 1
     execution = dict(workers=1, num_cpus_per_worker=float(cores), cpu_bind="all" if cores > 1 else "auto",
-                     dtype="auto", env={"VLLM_CPU_KVCACHE_SPACE": "2"})
+                     dtype="auto")
     if decide_accelerator().kind == "cuda":  # one worker either way: only where its engine runs changes
         execution = dict(workers=1, num_cpus_per_worker=1.0, num_gpus_per_worker=1.0, cpu_bind="auto", dtype="auto")
     # each worker gets its share of the dialogues (cards x the two targets) in one chunk
@@ -110,3 +112,41 @@ def run_pipeline(cfg: PipelineConfig, out: str, progress: Callable[..., ContextM
             score_result = run_scoring(cfg.scoring, out, on_summary=jp.on_summary if jp else None,
                                        on_start=jp.on_start if jp else None, pool=pool)
         return sim_result, score_result, probe(pool) if probe else None
+
+
+def run_demo(cards: int = DEMO_CARDS, out: str = "runs/demo", config: str | None = None, address: str | None = None,
+             verbose: bool = False, probe: Callable[[Any], Any] | None = None,
+             report: Callable[..., dict[str, Any]] | None = None) -> tuple[dict[str, Any], tuple[int, str] | None]:
+    """`esc-eval demo`: the demo's config (or the pipeline YAML `config`), every model checked before
+    anything starts, the pipeline with progress on the terminal, then report(out, judge_note, rule)
+    (analysis/report/commands.py demo_report: the report and its leaderboard, the seeker-fidelity card;
+    rule: the model registry's groups). The result and the verdict its exit status comes from
+    (sim/driver/outcome.py: the simulation's, else the scoring's)."""
+    from esc_eval.serve.config import load_config
+    from esc_eval.serve.devices.cpu import cpu_info, resolve_dtype
+    from esc_eval.serve.registry.registry import model_groups
+    from esc_eval.sim.driver.environment import pass_driver_env
+    from esc_eval.sim.driver.outcome import outcome_line
+    from esc_eval.sim.driver.progress import console, job_progress
+    from esc_eval.sim.jobs.preflight import preflight_run
+
+    cfg = load_config(config, PipelineConfig) if config else demo_config(cards)
+    for ex in (cfg.simulation.execution, cfg.scoring.execution):
+        pass_driver_env(ex, verbose)
+        ex.ray_address = address or ex.ray_address
+    # the machine (a GPU node whose torch cannot use its GPUs), then every model: one line each, nothing started
+    preflight_run(cfg.simulation, cfg.scoring)
+    sim_cfg = cfg.simulation
+    console.print(f"[bold]esc-eval demo[/bold]: {cards} cards x {', '.join(t.target_name for t in sim_cfg.targets)} "
+                  f"(role {sim_cfg.role.model}, judge {cfg.scoring.judge.model.model}) -> {out}")
+    ex = sim_cfg.execution
+    console.print(f"[dim]{ex.workers} worker(s), cpu_bind {ex.cpu_bind}, dtype {ex.dtype} -> "
+                  f"{resolve_dtype(ex.dtype, gpu=ex.num_gpus_per_worker > 0)} on {cpu_info().describe()}[/dim]")
+    sim_result, score_result, engines = run_pipeline(cfg, out, progress=job_progress, probe=probe)
+    small = {sim_cfg.role.model, cfg.scoring.judge.model.model} == {"vllm/embedded"}
+    paths = report(out, SMALL_MODELS_NOTE if small else None, model_groups) if report else {}
+    result = {"run_dir": str(out), "simulation": sim_result, "scoring": score_result, "engines": engines,
+              "files": {k: str(v) for k, v in paths.items()}}
+    verdict = (outcome_line({"run_dir": str(out), **sim_result}, "dialogues", sim_cfg.execution.max_failure_rate)
+               or outcome_line({"run_dir": str(out), **score_result}, "scores", cfg.scoring.execution.max_failure_rate))
+    return result, verdict

@@ -83,6 +83,7 @@ class DistressJob(Job):
     kind = "scores"
     default_concurrency = 8
     unit = "dialogue rated"
+    demand: Demand | None  # what one item asks of the judge's engine (its own; demands() gives it to the pool)
 
     def __init__(self, cfg: DistressConfig, plan: JudgePlan, calls: CallSettings | None = None,
                  excused: set[tuple[str, str]] | None = None, demand: Demand | None = None):
@@ -209,3 +210,18 @@ def run_distress(cfg: DistressConfig, dialogues: list[dict[str, Any]], out_dir: 
     run.update_manifest(distress={"last": result})
     record_usage(run, cfg.prices)
     return result
+
+
+def distress_rater(cfg: DistressConfig, target: str):
+    """The distress job over the dialogues it is given, with progress on the terminal, into the run
+    folder `target`: what analysis' fidelity_of_runs calls as its `rate` (its ratings and the judge's id)."""
+    def rate(items: list[dict]):
+        import pandas as pd
+
+        from esc_eval.sim.driver.progress import job_progress
+
+        with job_progress("distress", unit="dialogues") as jp:
+            run_distress(cfg, items, target, on_summary=jp.on_summary, on_start=jp.on_start)
+        return pd.DataFrame(distress_ratings(target, cfg.judge_id), columns=["dialogue_id", "seeker_turn", "rating"]), cfg.judge_id
+
+    return rate

@@ -2,7 +2,8 @@
 
 A dialogue id hashes card, target name, role name, strategy and seed. What else shapes the text
 (the resolved model and its weights, the adapter, the effective generation parameters, the
-system prompts, the prompt texts, the rounds, the card file) is hashed here per named field and
+system prompts, the prompt texts, the rounds, the card file; a course's sessions, the target's
+memory and the texts between sessions, only when `sessions` > 1) is hashed here per named field and
 kept in the manifest; resuming a folder compares field by field and refuses, naming the field,
 before anything is written. A field present only in the new config (a new target) is new work,
 not a change.
@@ -29,6 +30,7 @@ from esc_eval.sim.prompt_files import PROMPTS, data_file
 
 SMALL_FILE = 4 << 20  # files up to 4 MiB (configs, tokenizers) are hashed in full
 PROMPT_FILES = ("roleplay.yaml", "seeker_controls.yaml")  # the simulation's prompt texts (rubrics are the judge's)
+COURSE_PROMPTS = "sessions.yaml"  # a course's texts between sessions (sim/courses/texts.py), hashed only in courses
 # Settings recorded only when on; off is their absence, so turning one on or off for a folder is a change.
 FLAGS = ("end_at_sentence", "seeker_stop")
 
@@ -94,6 +96,19 @@ def card_file(cfg: SimulationConfig) -> Path:
     return card_file_path(cfg.cards)
 
 
+EMERGENCE = "emergence"  # the disclosure frames' file (sim/data/prompts/emergence.yaml), when cards disclose risk
+
+
+def emergence_inputs(cards: Path) -> dict[str, str]:
+    """{"emergence": sha256 of the disclosure frames} when the card file's cards disclose risk at a round
+    (their texts reach the role model), else {}: runs without such cards keep their fingerprint."""
+    from esc_eval.sim.cards.card import load_cards
+
+    if not any(c.risk_emergence is not None for c in load_cards(cards)):
+        return {}
+    return {EMERGENCE: hashlib.sha256(data_file(f"{PROMPTS}/{EMERGENCE}.yaml").read_bytes()).hexdigest()}
+
+
 def prompt_hashes() -> dict[str, str]:
     return {name: hashlib.sha256(data_file(f"{PROMPTS}/{name}").read_bytes()).hexdigest() for name in PROMPT_FILES}
 
@@ -102,13 +117,25 @@ def digest(value: Any) -> str:
     return hashlib.sha256(json.dumps(value, sort_keys=True, ensure_ascii=False, default=str).encode()).hexdigest()[:16]
 
 
+def course_inputs(cfg: SimulationConfig) -> dict[str, Any] | None:
+    """A course's own inputs (sessions, the target's memory, the texts between sessions); None for the
+    single-session runs, which record nothing of them (so their fingerprints are as before)."""
+    if cfg.sessions == 1:
+        return None
+    texts = hashlib.sha256(data_file(f"{PROMPTS}/{COURSE_PROMPTS}").read_bytes()).hexdigest()
+    return {"sessions": cfg.sessions, "memory": cfg.memory, "prompts": texts}
+
+
 def simulation_inputs(cfg: SimulationConfig, target_systems: dict[str, str | None]) -> dict[str, Any]:
     """The inputs of a simulation (card file sha256, prompt files, models), for the manifest.
     target_systems: target name -> the system prompt it is given (None = the language default)."""
     cards = card_file(cfg)
+    course = course_inputs(cfg)
     # the flags only when on: runs made before they existed keep their fingerprint
     return {
         **{flag: True for flag in FLAGS if getattr(cfg, flag)},
+        **({"course": course} if course else {}),
+        **emergence_inputs(cards),
         "profile": cfg.profile,
         "rounds": cfg.rounds,
         "cards": {"path": str(cards), "sha256": sha256_file(cards)},
@@ -128,6 +155,10 @@ def fingerprint(inputs: dict[str, Any]) -> dict[str, str]:
     for flag in FLAGS:
         if inputs.get(flag):
             out[flag] = "true"
+    if inputs.get("course"):
+        out["course"] = digest(inputs["course"])
+    if inputs.get(EMERGENCE):
+        out[EMERGENCE] = inputs[EMERGENCE][:16]
     return out
 
 
@@ -158,6 +189,8 @@ def check_resume(run_dir: str | Path, old: dict[str, Any] | None, new_inputs: di
     for flag in FLAGS:  # absent = off (not new work, as a new target is)
         old_fp.setdefault(flag, "false")
         new_fp.setdefault(flag, "false")
+    old_fp.setdefault("course", "one session")  # absent = a single session, so courses never mix with it
+    new_fp.setdefault("course", "one session")
     for key, value in new_fp.items():
         if key in old_fp and old_fp[key] != value:
             where = _leaf_diff(_inputs_of(key, old.get("inputs") or {}), _inputs_of(key, new_inputs), key) or key

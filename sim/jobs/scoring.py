@@ -19,13 +19,16 @@ from pathlib import Path
 from typing import Any, Callable, Iterator
 
 from esc_eval.serve.chat.interface import ChatMessage, RunStopError
-from esc_eval.serve.devices.cpu import execution_runtime
+from esc_eval.sim.courses.continuity import continuity_messages, earlier_sessions
 from esc_eval.sim.jobs.config import ScoringConfig
 from esc_eval.sim.judging.config import JudgeConfig
-from esc_eval.sim.jobs.scoring_judges import model_families, prepared_judges
+from esc_eval.sim.judging.dimensions import CONTINUITY
+from esc_eval.sim.jobs.scoring_judges import prepared_judges
+from esc_eval.sim.jobs.scoring_record import record_scoring
 from esc_eval.sim.judging.judge_plan import JudgePlan, ask_judge, default_plan
 from esc_eval.sim.judging.judges import select_adapter
-from esc_eval.sim.judging.prompts import judge_messages
+from esc_eval.sim.judging.one_call import one_call_messages, plan_one_call, score_one_call
+from esc_eval.sim.judging.prompts import judge_messages, reply_messages
 from esc_eval.sim.judging.window import ask_within_context, dialogue_rounds, windowed
 from esc_eval.sim.driver.calls import CallSettings, PlannedModel, check_calls, prepare_calls
 from esc_eval.sim.pool.capacity import Demand, estimate_tokens
@@ -45,40 +48,66 @@ log = logging.getLogger("esc_eval.scoring")
 JUDGE_DIALOGUE_TOKENS = 2048  # a dialogue's rendering when none can be read before the run (sizing only)
 
 
-def judge_call_messages(dim: str, turns: list[tuple[str, str]], language: str, judge_cfg: JudgeConfig) -> list[ChatMessage]:
-    """The messages of one judge call (a dimension of a dialogue), as score_dialogue sends them."""
-    messages = judge_messages(dim, turns, language, rubric=judge_cfg.rubric, rendering=judge_cfg.rendering,
-                              order=judge_cfg.prompt_order)
+def judge_call_messages(dim: str, turns: list[tuple[str, str]], language: str, judge_cfg: JudgeConfig,
+                        earlier: list[tuple[str, str]] | None = None) -> list[ChatMessage]:
+    """The messages of one judge call (a dimension of a dialogue; with rubric_mode one_call, the call of
+    all the judge's dimensions), as score_dialogue sends them; a per-reply judge (reads 'reply') rates
+    the last turn in the context of the turns before it; continuity shows the previous session
+    (`earlier`) before it (sim/courses/continuity.py)."""
+    if judge_cfg.rubric_mode == "one_call":
+        return one_call_messages(judge_cfg.dimensions, turns, language, judge_cfg)
+    if dim == CONTINUITY:
+        messages = continuity_messages(earlier or [], turns, language, rubric=judge_cfg.rubric,
+                                       rendering=judge_cfg.rendering, order=judge_cfg.prompt_order)
+    elif judge_cfg.reads == "reply" and turns:
+        messages = reply_messages(dim, turns[:-1], turns[-1][1], language, rendering=judge_cfg.rendering,
+                                  order=judge_cfg.prompt_order)
+    else:
+        messages = judge_messages(dim, turns, language, rubric=judge_cfg.rubric, rendering=judge_cfg.rendering,
+                                  order=judge_cfg.prompt_order)
     if judge_cfg.system_prompt and messages[0].role != "system":
         messages = [ChatMessage(role="system", content=judge_cfg.system_prompt), *messages]
     return messages
 
 
 async def score_dialogue(turns: list[tuple[str, str]], language: str, judge_cfg: JudgeConfig, model,
-                         dimensions: list[str] | None = None, plan: JudgePlan | None = None) -> list[dict[str, Any]]:
+                         dimensions: list[str] | None = None, plan: JudgePlan | None = None,
+                         earlier: list[tuple[str, str]] | None = None) -> list[dict[str, Any]]:
     """Score one dialogue on the given dimensions; returns partial score rows (no ids).
+
+    earlier: the previous session of a course's later session, which continuity reads too.
 
     plan: how the calls are made on this backend (sim/judging/judge_plan.py; default: the configured
     method as it always ran). A dimension whose call the spend cap refused gets no row (it is not
     a failure: a resume scores it)."""
     dims = dimensions or judge_cfg.dimensions
+    if judge_cfg.rubric_mode == "one_call":  # every dimension in one call (sim/judging/one_call)
+        return await score_one_call(turns, language, judge_cfg, model, dims,
+                                    plan or plan_one_call(judge_cfg, model.capabilities))
     plan = plan or default_plan(judge_cfg)
 
-    n_rounds = len(dialogue_rounds(turns)[1])
+    reply = judge_cfg.reads == "reply"
+    # a per-reply judge windows the context before the reply (the reply itself is always shown)
+    context, rated = (turns[:-1], turns[-1:]) if reply else (turns, [])
+    n_rounds = len(dialogue_rounds(context)[1])
+
+    def blank(dim: str, adapter: str | None, left_out: int) -> dict[str, Any]:
+        return {"dimension": dim, "score": None, "probs": None, "expected": None, "raw": None,
+                "parse_status": "error", "method": plan.method, "parser": judge_cfg.parser, "error": None,
+                "prompt_tokens": None, "latency_s": None, "adapter": adapter, "probs_status": None,
+                "rounds_left_out": left_out, "rubric_mode": "per_dimension"}
 
     async def one(dim: str) -> dict[str, Any] | None:
         adapter = select_adapter(judge_cfg, dim, language)
+        if reply and (not rated or rated[0][0] != "assistant"):  # an item's failure is its row, never a crash
+            return {**blank(dim, adapter, 0), "error": "no reply to rate: the dialogue does not end with the assistant's turn"}
 
         async def ask(keep_late: int | None, raise_overflow: bool) -> dict[str, Any] | None:
             # the whole dialogue; on a refusal for the judge's context, windowed (sim/judging/window.py)
-            shown, left_out = (turns, 0) if keep_late is None else windowed(turns, keep_late, language)
-            row: dict[str, Any] = {"dimension": dim, "score": None, "probs": None, "expected": None, "raw": None,
-                                   "parse_status": "error", "method": plan.method, "parser": judge_cfg.parser,
-                                   "error": None, "prompt_tokens": None, "latency_s": None, "adapter": adapter,
-                                   "probs_status": None, "rounds_left_out": left_out}
-            return await ask_judge(model, judge_call_messages(dim, shown, language, judge_cfg),
-                                   plan.params or judge_cfg.model.params, plan, judge_cfg.parser, row,
-                                   adapter=adapter, raise_overflow=raise_overflow)
+            shown, left_out = (context, 0) if keep_late is None else windowed(context, keep_late, language)
+            return await ask_judge(model, judge_call_messages(dim, [*shown, *rated], language, judge_cfg, earlier),
+                                   plan.params or judge_cfg.model.params, plan, judge_cfg.parser,
+                                   blank(dim, adapter, left_out), adapter=adapter, raise_overflow=raise_overflow)
 
         return await ask_within_context(n_rounds, ask)
 
@@ -114,7 +143,7 @@ class ScoringJob(Job):
         self.judges = {j.judge_id: j for j in cfg.judges}
         self.plans = plans or {}  # judge id -> how its calls are made (absent: the configured method as it always ran)
         self.judge_demands = demands or []  # (judge ref, what a dialogue's calls hold in its engine: sim/pool/capacity.py)
-        self.calls_per_item = sum(len(j.dimensions) for j in cfg.judges)  # one judge call per judge and dimension
+        self.calls_per_item = sum(calls_per_dialogue(j) for j in cfg.judges)  # per judge: one a dimension, or one
         self.calls = calls  # cache, limits, spend cap (sim/driver/calls.py)
         self.excused = excused if excused is not None else set()  # the driver's: stopped by the cap, owe no row
 
@@ -145,7 +174,7 @@ class ScoringJob(Job):
 
         async def by(jid: str, dims: list[str]) -> list[dict[str, Any]]:
             partial = await score_dialogue(turns, item["language"], self.judges[jid], self.judge_models[jid], dims,
-                                           self.plans.get(jid))
+                                           self.plans.get(jid), item.get("earlier"))
             return [score_row({"run_id": item["run_id"], "dialogue_id": item["dialogue_id"],
                                "target_model": item["target_model"], "language": item["language"], "judge": jid,
                                "scored_at": now_utc(), **r}) for r in partial]
@@ -154,7 +183,10 @@ class ScoringJob(Job):
         rows = [r for rs in await asyncio.gather(*(by(j, d) for j, d in item["todo"].items())) for r in rs]
         ok = all(r["parse_status"] == "ok" for r in rows)
         errors = [r["error"] for r in rows if r["parse_status"] == "error"]
-        summary = {"ok": ok, "calls": len(rows), "tokens": sum(r["prompt_tokens"] or 0 for r in rows),
+        # a one-call's rows (a dimension each) are one call: counted once, with its prompt
+        calls = list({(r["judge"], r["dimension"] if r.get("rubric_mode") != "one_call" else None): r
+                      for r in rows}.values())
+        summary = {"ok": ok, "calls": len(calls), "tokens": sum(r["prompt_tokens"] or 0 for r in calls),
                    "rows": len(rows), "unscored": sum(r["score"] is None for r in rows), "errors": len(errors),
                    "error": errors[0] if errors else None}
         scored = {(r["judge"], r["dimension"]) for r in rows}
@@ -198,9 +230,24 @@ def prepare_input(input_path: str | Path, out_dir: str | Path | None) -> RunFold
     return run
 
 
-def iter_scoring_items(run: RunFolder, judges: list[JudgeConfig], redo_errors: bool = True) -> Iterator[dict[str, Any]]:
+def earlier_of(run: RunFolder, judges: list[JudgeConfig]) -> dict[str, list[tuple[str, str]]]:
+    """Each later session of a course -> its previous session's turns (sim/courses/continuity.py); read
+    only when a judge scores continuity. ValueError in one line when one does and the run has none."""
+    if not any(CONTINUITY in j.dimensions for j in judges):
+        return {}
+    found = earlier_sessions(run.iter_rows("dialogues", columns=["dialogue_id", "course_id", "session", "status", "turns"]))
+    if not found:
+        raise ValueError(f"{run}: continuity scores the later sessions of a course, and it has none "
+                         "(simulate with sessions > 1)")
+    return found
+
+
+def iter_scoring_items(run: RunFolder, judges: list[JudgeConfig], redo_errors: bool = True,
+                       earlier: dict[str, list[tuple[str, str]]] | None = None) -> Iterator[dict[str, Any]]:
     """One item per dialogue (status ok) that still misses some dimension of some judge: its `todo`,
-    judge id -> the dimensions that judge still owes it."""
+    judge id -> the dimensions that judge still owes it. Continuity is owed by a course's later
+    sessions only (`earlier`: earlier_of's, read here when not given), which carry their previous one."""
+    earlier = earlier_of(run, judges) if earlier is None else earlier
     done: dict[tuple[str, str], set[str]] = {}
     ids = {j.judge_id for j in judges}
     for r in run.iter_rows("scores", columns=["dialogue_id", "dimension", "judge", "parse_status"]):
@@ -212,9 +259,10 @@ def iter_scoring_items(run: RunFolder, judges: list[JudgeConfig], redo_errors: b
             continue
         seen.add(d["dialogue_id"])
         todo = {j.judge_id: missing for j in judges
-                if (missing := [dim for dim in j.dimensions if dim not in done.get((d["dialogue_id"], j.judge_id), set())])}
+                if (missing := [dim for dim in j.dimensions if dim not in done.get((d["dialogue_id"], j.judge_id), set())
+                                and (dim != CONTINUITY or d["dialogue_id"] in earlier)])}
         if todo:
-            yield {**d, "todo": todo}
+            yield {**d, "todo": todo, **({"earlier": earlier[d["dialogue_id"]]} if d["dialogue_id"] in earlier else {})}
 
 
 def _first_dialogue(input_path: str | Path | None) -> tuple[list[tuple[str, str]], str]:
@@ -251,6 +299,9 @@ def run_scoring(cfg: ScoringConfig, input_path: str | Path, out_dir: str | Path 
     judge's rows apart under its id, each resumable on its own); returns the job's summary."""
     from esc_eval.sim.jobs.preflight import preflight_run
 
+    if cfg.batch.enabled:  # e.g. a demo config asking for batches: they are `score --batch`'s (sim/batching)
+        raise ValueError("scoring.batch.enabled: provider batches are sent by `esc-eval score --batch`; this job "
+                         "scores online (set batch.enabled: false here)")
     preflight_run(scoring=cfg)  # every judge would start (its folder, its config as vLLM resolves it): nothing written
     cfg, plans, methods = prepared_judges(cfg)
     judges = cfg.judges
@@ -260,10 +311,11 @@ def run_scoring(cfg: ScoringConfig, input_path: str | Path, out_dir: str | Path 
     n_dialogues = sum(1 for d in run.iter_rows("dialogues", columns=["status"]) if d["status"] == "ok")
     if n_dialogues == 0:
         raise ValueError(f"{run}: no completed dialogues to score")
-    todo = sum(1 for _ in iter_scoring_items(run, judges))
+    earlier = earlier_of(run, judges)  # continuity without a later session: one line, nothing scored
+    todo = sum(1 for _ in iter_scoring_items(run, judges, earlier=earlier))
     ex = cfg.execution
     outcome = JobOutcome(on_summary)
-    first = next(iter_scoring_items(run, judges), None)
+    first = next(iter_scoring_items(run, judges, earlier=earlier), None)
     first_turns = [(t["speaker"], t["text"]) for t in first["turns"]] if first else []
     first_messages = {j.judge_id: judge_call_messages(j.dimensions[0], first_turns, first["language"], j) if first else None
                       for j in judges}
@@ -271,13 +323,7 @@ def run_scoring(cfg: ScoringConfig, input_path: str | Path, out_dir: str | Path 
                for j in judges]
     first_id = judges[0].judge_id
     with prepare_calls(planned, ex, cfg.prices, run.location) as calls:  # bad input stops here, before any call
-        run.update_manifest(scoring={"config": cfg.model_dump(mode="json"), "judge": first_id,
-                                     "judges": [j.judge_id for j in judges],
-                                     "judge_models": {j.judge_id: j.model.model for j in judges},
-                                     "judge_method": methods[first_id], "judge_methods": methods,
-                                     "panel": panel_record(cfg),
-                                     "runtime": execution_runtime(ex.dtype, gpu=ex.num_gpus_per_worker > 0)},
-                            families=merged_families(run, cfg))
+        record_scoring(run, cfg, methods)
         if on_start:
             on_start(n_dialogues, todo)
         started = time.time()
@@ -290,10 +336,10 @@ def run_scoring(cfg: ScoringConfig, input_path: str | Path, out_dir: str | Path 
                 demands.append((j.model, judge_demand(j.model.model, sum(estimate_tokens(m.content)
                                                                          for m in first_messages[j.judge_id]),
                                                       1 if plans[j.judge_id].reads_logprobs and params.choices
-                                                      else params.max_tokens, len(j.dimensions))))
+                                                      else params.max_tokens, calls_per_dialogue(j))))
             try:
                 stats = run_pool(ScoringJob(cfg, plans, calls, excused=outcome.stopped_keys, demands=demands),
-                                 outcome.feed(iter_scoring_items(run, judges)), run.location, cfg.execution,
+                                 outcome.feed(iter_scoring_items(run, judges, earlier=earlier)), run.location, cfg.execution,
                                  on_summary=outcome.on_summary, pool=pool)
             except RunStopError as e:  # the score rows written stay: the same command scores the rest
                 raise run_stopped(run, "scoring", e, outcome.items_done, "dialogue") from e
@@ -307,28 +353,9 @@ def run_scoring(cfg: ScoringConfig, input_path: str | Path, out_dir: str | Path 
     return result
 
 
-def panel_record(cfg: ScoringConfig) -> dict[str, Any] | None:
-    """What the manifest says of a panel (analysis/panels reads it): its rule and, per judge, its id,
-    weight, family and model; None for one judge (a panel of an earlier scoring no longer holds)."""
-    if cfg.panel is None:
-        return None
-    families = model_families(cfg, [], {})["judges"]
-    return {"rule": cfg.panel.rule, "judges": [{"judge": m.judge.judge_id, "weight": m.weight,
-                                                "family": families[m.judge.judge_id], "model": m.judge.model.model}
-                                               for m in cfg.panel.judges]}
-
-
-def merged_families(run: RunFolder, cfg: ScoringConfig) -> dict[str, dict[str, str | None]]:
-    """The manifest's `families` with this scoring's targets and judges added (a run folder scored by
-    several judges, one command each, keeps every judge's family)."""
-    manifest = run.read_manifest()
-    targets = sorted({d["target_model"] for d in run.iter_rows("dialogues", columns=["target_model"]) if d["target_model"]})
-    # a named target (ModelRef.name) is the model it runs
-    named = {t["name"]: t["model"] for t in ((manifest.get("simulation") or {}).get("config") or {}).get("targets", [])
-             if isinstance(t, dict) and t.get("name")}
-    new = model_families(cfg, targets, named)
-    old = manifest.get("families") or {}
-    return {k: {**(old.get(k) or {}), **new[k]} for k in ("targets", "judges")}
+def calls_per_dialogue(judge: JudgeConfig) -> int:
+    """A judge's calls per dialogue: one per dimension (the paper's), or one (rubric_mode one_call)."""
+    return 1 if judge.rubric_mode == "one_call" else len(judge.dimensions)
 
 
 def judge_demand(judge: str, prompt_tokens: int, answer_cap: int, calls_per_item: int) -> Demand:

@@ -14,6 +14,7 @@ from esc_eval.serve.registry.registry import default_registry, is_spec, resolve
 from esc_eval.sim.jobs.config import ScoringConfig
 from esc_eval.sim.judging.config import JudgeConfig
 from esc_eval.sim.judging.judge_plan import JudgePlan, plan_judge
+from esc_eval.sim.judging.one_call import plan_one_call
 
 log = logging.getLogger("esc_eval.scoring")
 
@@ -39,17 +40,25 @@ def with_registry_adapters(judge: JudgeConfig) -> JudgeConfig:
         else:
             from esc_eval.sim.judging.judges import judge_from_registry
 
+            if judge.rubric_mode == "one_call":
+                raise ValueError(f"judge {judge.model.model!r} scores with one adapter per dimension: rubric_mode "
+                                 "one_call asks one model for every dimension (score it per_dimension)")
+
             built = judge_from_registry(entry.name, method=judge.method, rubric=judge.rubric, dimensions=judge.dimensions)
             model = built.model.model_copy(update={"params": update.get("model", judge.model).params})
-            # keep the id the caller knows this judge by (score rows, --official-out, parse-failure report)
-            return built.model_copy(update={**update, "model": model, "parser": judge.parser, "name": judge.judge_id})
+            # keep the id the caller knows this judge by (score rows, --official-out, parse-failure report), and
+            # what it reads (a per-reply judge's id adds its tag to that name)
+            name = judge.name or judge.model_copy(update={"reads": "dialogue"}).judge_id
+            return built.model_copy(update={**update, "model": model, "parser": judge.parser, "name": name,
+                                            "reads": judge.reads})
     return judge.model_copy(update=update) if update else judge
 
 
 def judge_plan_for(judge: JudgeConfig) -> JudgePlan:
     """The judge's plan on its backend (without building the model), the fallback logged."""
     spec, implied = resolve(judge.model.model)
-    plan = plan_judge(judge, backend_capabilities(spec, **{**implied, **judge.model.options}))
+    caps = backend_capabilities(spec, **{**implied, **judge.model.options})
+    plan = plan_one_call(judge, caps) if judge.rubric_mode == "one_call" else plan_judge(judge, caps)
     if plan.note:
         log.warning("%s", plan.note)
     return plan

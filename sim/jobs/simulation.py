@@ -1,10 +1,12 @@
 """Simulation: expand cards x targets x strategies x seeds lazily, run each dialogue on the pool,
 write one dialogue row per item (ok or failed, with its reason), resumable by stable id and,
-within a dialogue, by turn-level checkpoints.
+within a dialogue, by turn-level checkpoints. With `sessions` > 1 an item is a course of sessions
+and writes a row per session (simulation_courses.py), resumable per session.
 """
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import platform
@@ -24,9 +26,11 @@ from esc_eval.sim.dialogue.generation import effective_adapter, effective_params
 from esc_eval.sim.dialogue.prompts import opener, roleplay_system_prompt
 from esc_eval.sim.dialogue.spoiled import card_content, spoiled_columns
 from esc_eval.sim.dialogue.targets import configured_system_prompt, target_name, target_system
+from esc_eval.sim.emerging.schedule import card_prompts, row_disclosures
 from esc_eval.sim.jobs.config import SimulationConfig
 from esc_eval.sim.jobs.fingerprint import check_resume, fingerprint, simulation_inputs
-from esc_eval.sim.jobs.simulation_items import (checked_inputs, count_items, dialogue_demand, iter_items,
+from esc_eval.sim.jobs.simulation_courses import checkpoint_keys, run_course_item
+from esc_eval.sim.jobs.simulation_items import (calls_per_item, checked_inputs, count_items, dialogue_demand, iter_items,
                                                 planned_models)
 from esc_eval.sim.driver.calls import CallSettings, check_calls, prepare_calls
 from esc_eval.sim.pool.capacity import Demand
@@ -58,6 +62,7 @@ class SimulationJob(Job):
     kind = "dialogues"
     default_concurrency = 32  # dialogues per worker without GPU engines, as measured on CPUs
     unit = "dialogue"
+    demand: tuple[Demand, list[Demand]] | None  # its own: what demands() gives the pool, per engine
 
     def __init__(self, cfg: SimulationConfig, run_dir: str, run_id: str, calls: CallSettings | None = None,
                  excused: set[str] | None = None, first_target: int = 0,
@@ -67,7 +72,7 @@ class SimulationJob(Job):
         self.demand = demand  # what a dialogue asks of the role's and each target's engine (sim/pool/capacity.py)
         self.run_dir = run_dir
         self.run_id = run_id
-        self.calls_per_item = 2 * cfg.rounds  # model calls of a dialogue (the opener is none)
+        self.calls_per_item = calls_per_item(cfg)  # model calls of a dialogue (the opener is none), or of a course
         self.calls = calls  # cache, limits, spend cap (sim/driver/calls.py)
         self.budget_stopped: set[str] = set()  # dialogues the spend cap stopped: no row, checkpoints kept
         self.excused = excused if excused is not None else set()  # the driver's: stopped by the cap, owe no row
@@ -94,7 +99,7 @@ class SimulationJob(Job):
 
     # -- the driver's check that every dialogue sent has its row -----------------------------
     def item_keys(self, item: dict[str, Any]) -> list[str]:
-        return [item["dialogue_id"]]
+        return list(item.get("session_ids") or [item["dialogue_id"]])  # a course: a row per session
 
     def present_keys(self, run: RunFolder) -> set[str]:
         return set(run.read("dialogues", columns=["dialogue_id"]).column("dialogue_id").to_pylist()) | self.excused
@@ -111,7 +116,8 @@ class SimulationJob(Job):
     def after_flush(self, items: list[dict[str, Any]]) -> None:
         ckpts = self._checkpoints()
         if ckpts is not None:
-            ckpts.done(it["dialogue_id"] for it in items if it["dialogue_id"] not in self.budget_stopped)
+            ckpts.done(key for it in items if it["dialogue_id"] not in self.budget_stopped
+                       for key in (checkpoint_keys(it) if "session_ids" in it else [it["dialogue_id"]]))
 
     def rerun(self, items: list[dict[str, Any]]) -> None:
         """These items were re-sent here after their worker was lost: read what its log left."""
@@ -162,12 +168,6 @@ class SimulationJob(Job):
         cfg = self.cfg
         card = RoleCard(**item["card"])
         target_ref = cfg.targets[item["target_index"]]
-        did = item["dialogue_id"]
-        setup = DialogueSetup(
-            role_system_prompt=roleplay_system_prompt(card.text, card.language, item["strategy"], seeker_stop=cfg.seeker_stop),
-            opener=opener(card.language, item["strategy"]), rounds=cfg.rounds, session_id=did,
-            end_at_sentence=cfg.end_at_sentence, seeker_stop=cfg.seeker_stop,
-        )
         t_index = item["target_index"]
         role_params, target_params = self.role_params, self.target_params[t_index]
         # The run's seed reaches every sampled call, so N seeds give N different dialogues per card.
@@ -179,6 +179,25 @@ class SimulationJob(Job):
         system = target_system(self.target_systems[t_index], card.language)
         target = Participant(self.target_models[t_index], target_params, system_prompt=system or None,
                              adapter=self.target_adapters[t_index])
+        base = {  # the columns every row of this item shares
+            "run_id": self.run_id, "card_id": card.id, "language": card.language,
+            "category_1": card.category_1, "category_2": card.category_2, "category_3": card.category_3,
+            "card_source": card.source, "risk_level": card.risk_level, "target_model": target_name(target_ref), "role_model": cfg.role.model,
+            "strategy": item["strategy"], "seed": item["seed"],
+            "target_params": target_params.model_dump_json(), "role_params": role_params.model_dump_json(),
+            "role_adapter": self.role_adapter, "target_adapter": self.target_adapters[t_index], "profile": cfg.profile,
+        }
+        if "session_ids" in item:  # a course of sessions (sim/jobs/simulation_courses.py)
+            return await run_course_item(item, card, base, role, target, cfg, self._checkpoints(), classify_failure,
+                                         self.budget_stopped)
+        did = item["dialogue_id"]
+        role_prompt = roleplay_system_prompt(card.text, card.language, item["strategy"], seeker_stop=cfg.seeker_stop)
+        setup = DialogueSetup(
+            role_system_prompt=role_prompt,
+            opener=opener(card.language, item["strategy"]), rounds=cfg.rounds, session_id=did,
+            end_at_sentence=cfg.end_at_sentence, seeker_stop=cfg.seeker_stop,
+            role_prompt_from=card_prompts(card, role_prompt),  # risk disclosed at its round (sim/emerging/schedule.py)
+        )
         resume = self._load_ckpt(did)
         started = now_utc()
         turns: list[Turn] = list(resume)
@@ -211,12 +230,7 @@ class SimulationJob(Job):
         if status == "ok":
             reason = dialogue_ending(turns, cfg.rounds)  # completed | seeker_ended | context_full
         row = dialogue_row({
-            "run_id": self.run_id, "dialogue_id": did, "card_id": card.id, "language": card.language,
-            "category_1": card.category_1, "category_2": card.category_2, "category_3": card.category_3,
-            "card_source": card.source, "risk_level": card.risk_level, "target_model": target_name(target_ref), "role_model": cfg.role.model,
-            "strategy": item["strategy"], "seed": item["seed"],
-            "target_params": target_params.model_dump_json(), "role_params": role_params.model_dump_json(),
-            "role_adapter": self.role_adapter, "target_adapter": self.target_adapters[t_index], "profile": cfg.profile,
+            **base, "dialogue_id": did,
             # the checkpointed rows are these turns' rows already (encoded once per turn)
             "turns": saved if len(saved) == len(turns) else [t.to_row() for t in turns], "n_turns": len(turns), "status": status,
             "termination_reason": reason, "error": error, "attempts": cfg.execution.max_attempts if status != "ok" else 1,
@@ -224,6 +238,8 @@ class SimulationJob(Job):
             "started_at": started, "finished_at": now_utc(),
             "end_reason": end_reason(turns, cfg.rounds) if status == "ok" else None,
             "end_round": len(turns) // 2 if status == "ok" else None,  # the opener, then two turns a round
+            "risk_kind": card.risk_emergence.kind if card.risk_emergence else None,
+            "risk_disclosures": row_disclosures(card),
         })
         # stored with the run: whether the simulated seeker spoiled this dialogue, and why
         row["spoiled"], row["spoiled_reasons"] = spoiled_columns(row["turns"], status,
@@ -275,6 +291,20 @@ def run_simulation(cfg: SimulationConfig, run_dir: str | Path,
                                                    "runtime": execution_runtime(ex.dtype, gpu=ex.num_gpus_per_worker > 0)},
                         versions=versions())
     outcome = JobOutcome(on_summary)
+    # the seeker's own view runs after the dialogues on the same workers: the role's engine started once
+    own_pool = WorkerPool(ex) if cfg.seeker_ratings and pool is None else None
+    with own_pool or contextlib.nullcontext():
+        result = _simulate(cfg, cards, run, run_id, skip, total, todo, outcome, on_start, pool or own_pool)
+        if cfg.seeker_ratings and not outcome.budget_stopped:  # the spend cap stopped the dialogues: a resume rates
+            result["seeker_ratings"] = rate_dialogues(cfg, cards, run, pool or own_pool)
+    return result
+
+
+def _simulate(cfg: SimulationConfig, cards: list[RoleCard], run: RunFolder, run_id: str, skip: set[str], total: int,
+              todo: int, outcome: JobOutcome, on_start: Callable[[int, int], None] | None,
+              pool: WorkerPool | None) -> dict[str, Any]:
+    """The dialogues' pass of run_simulation (its checks done, the manifest written)."""
+    ex = cfg.execution
     with prepare_calls(planned_models(cfg, cards), ex, cfg.prices, run.location) as calls:  # bad input stops here
         if on_start:
             on_start(total, todo)
@@ -300,3 +330,24 @@ def run_simulation(cfg: SimulationConfig, run_dir: str | Path,
     run.update_manifest(simulation={"last": result})
     record_usage(run, cfg.prices)  # calls, tokens, engine time and dollars per model and stage
     return result
+
+
+def rate_dialogues(cfg: SimulationConfig, cards: list[RoleCard], run: RunFolder, pool: WorkerPool | None) -> dict[str, Any]:
+    """The person's own view (sim/seekerview): the role model, in its role as each completed dialogue's
+    seeker (the card's role prompt and the dialogue's strategy), answers ESConv's questions about it.
+    Every completed dialogue of the folder whose card this config selects; resumable."""
+    from esc_eval.sim.seekerview.job import run_ratings, seeker_rater
+
+    by_id = {c.id: c for c in cards}
+    keep = ["run_id", "dialogue_id", "card_id", "language", "target_model", "role_model", "strategy", "turns", "status"]
+    dialogues = [d for d in run.iter_rows("dialogues", columns=keep) if d["status"] == "ok" and d["card_id"] in by_id]
+
+    def system_for(d: dict[str, Any]) -> str:
+        card = by_id[d["card_id"]]
+        return roleplay_system_prompt(card.text, card.language, d["strategy"], seeker_stop=cfg.seeker_stop)
+
+    log.info("the seeker's own view of %d dialogues", len(dialogues))
+    if not dialogues:
+        return {"dialogues": 0, "rater": seeker_rater(cfg.role)}
+    return run_ratings(cfg.role, seeker_rater(cfg.role), dialogues, run.location, cfg.execution, cfg.prices,
+                       adapter=effective_adapter(cfg.role), system_for=system_for, pool=pool)

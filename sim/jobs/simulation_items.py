@@ -23,10 +23,11 @@ from esc_eval.sim.cards.card import RoleCard, card_file_path, load_cards
 from esc_eval.sim.dialogue.generation import effective_params, samples
 from esc_eval.sim.dialogue.prompts import opener, roleplay_system_prompt
 from esc_eval.sim.dialogue.targets import configured_system_prompt, target_name, target_system
+from esc_eval.sim.emerging.schedule import check_disclosure_rounds
 from esc_eval.sim.jobs.config import SimulationConfig
 from esc_eval.sim.driver.calls import PlannedModel
 from esc_eval.sim.pool.capacity import Demand, estimate_tokens
-from esc_eval.sim.runs.records import dialogue_id
+from esc_eval.sim.runs.records import course_id, dialogue_id, session_dialogue_id
 from esc_eval.sim.runs.storage import LocalStorage, is_uri
 
 
@@ -51,6 +52,7 @@ def checked_inputs(cfg: SimulationConfig, run_dir: str | os.PathLike[str] | None
     cards = select_cards(cfg)
     if not cards:
         raise ValueError(f"no role cards selected from {cfg.cards!r} (check languages / card_ids / limit)")
+    check_disclosure_rounds(cards, cfg.rounds)  # risk disclosed at a round the run reaches (sim/emerging)
     if run_dir is not None and not is_uri(str(run_dir)):
         LocalStorage(run_dir).refuse_unwritable()
     return cards
@@ -65,12 +67,22 @@ def targets_side_by_side(cfg: SimulationConfig) -> bool:
 
 
 def iter_items(cfg: SimulationConfig, cards: list[RoleCard], skip: set[str]) -> Iterator[dict[str, Any]]:
-    """Work items, generated lazily (memory stays flat for any product size); target by target, so a
+    """Work items, generated lazily (memory stays flat for any product size): a dialogue each, or with
+    `sessions` > 1 a course each (its sessions depend on each other: one item runs them in order, and a
+    course is done when every session has its row); target by target, so a
     worker holding one target engine at a time (sim/pool/participants.py TargetEngines) switches once each,
     or the targets in turn for each card when they are Serve deployments side by side (every target's
     replicas busy at once)."""
     def item(t_index: int, target: ModelRef, seed: int, strategy: str, card: RoleCard) -> dict[str, Any] | None:
-        did = dialogue_id(card.id, target_name(target), cfg.role.model, strategy, seed)
+        name = target_name(target)
+        if cfg.sessions > 1:  # a course: one item, its sessions in order (sim/jobs/simulation_courses.py)
+            ids = [session_dialogue_id(card.id, name, cfg.role.model, strategy, seed, k) for k in range(1, cfg.sessions + 1)]
+            if all(i in skip for i in ids):
+                return None
+            return {"dialogue_id": ids[0], "course_id": course_id(card.id, name, cfg.role.model, strategy, seed),
+                    "session_ids": ids, "card": card.model_dump(), "target_index": t_index, "strategy": strategy,
+                    "seed": seed}
+        did = dialogue_id(card.id, name, cfg.role.model, strategy, seed)
         return None if did in skip else {"dialogue_id": did, "card": card.model_dump(), "target_index": t_index,
                                          "strategy": strategy, "seed": seed}
 
@@ -128,8 +140,10 @@ def dialogue_demand(cfg: SimulationConfig, cards: list[RoleCard]) -> tuple[Deman
     systems = []
     for t in cfg.targets:
         systems.append(estimate_tokens(target_system(configured_system_prompt(t), sample[0].language)))
+    # a course whose target keeps the earlier transcripts holds them in its calls: counted as that many rounds more
+    rounds = cfg.rounds * (cfg.sessions if cfg.memory == "transcripts" else 1)
     return dialogue_demands(cfg.role.model, [t.model for t in cfg.targets], role_system=role_system,
-                            opener=estimate_tokens(opener(sample[0].language, strategy)), rounds=cfg.rounds,
+                            opener=estimate_tokens(opener(sample[0].language, strategy)), rounds=rounds,
                             role_cap=effective_params(cfg.role, cfg.profile).max_tokens, target_systems=systems,
                             target_caps=[effective_params(t, cfg.profile).max_tokens for t in cfg.targets])
 
@@ -160,3 +174,11 @@ def dialogue_demands(role: str, targets: list[str], *, role_system: int, opener:
         role_means.append(sum(role_calls) / len(role_calls))
         target_demands.append(Demand(name, 1, math.ceil(sum(target_calls) / len(target_calls))))
     return Demand(role, 1, math.ceil(max(role_means, default=role_system + opener + role_cap))), target_demands
+
+
+def calls_per_item(cfg: SimulationConfig) -> int:
+    """Model calls of one item: two a round (the opener is none); a course's sessions, and between two of
+    them the role's update and, with memory 'summary', the target's notes (at most: a card's own updates
+    need no call)."""
+    between = 1 + (cfg.memory == "summary")
+    return 2 * cfg.rounds * cfg.sessions + between * (cfg.sessions - 1)

@@ -1,5 +1,5 @@
 """The seven ESC-Eval judge dimensions: paper name, official key (ESC-RANK adapters, score JSON);
-and the dimensions beyond the paper (crisis safety), scored by the same judges and annotators but
+and the dimensions beyond the paper (crisis safety; continuity across the sessions of a course), scored by the same judges and annotators but
 reported apart: never in Table 2, its Average, or a figure pooled "over all dimensions"."""
 from __future__ import annotations
 
@@ -26,14 +26,18 @@ DIMENSION_TITLES = {
     "overall": "Overall",
 }
 SCORE_LABELS = ["0", "1", "2", "3", "4"]
+# The end of a per-reply judge's id (config.py `reads: reply`): its rows rate one reply, not a dialogue.
+REPLY_TAG = ":reply"
 # The paper's tables show mean score x 25 (a 0-100 scale).
 TABLE_SCALE = 25.0
 
 
 # Beyond the paper: name -> key (no ESC-RANK adapter, no official score-JSON key).
-EXTRA_DIMENSIONS: dict[str, str] = {"safety": "safety"}
-EXTRA_TITLES = {"safety": "Safety"}
+EXTRA_DIMENSIONS: dict[str, str] = {"safety": "safety", "continuity": "continuity"}
+EXTRA_TITLES = {"safety": "Safety", "continuity": "Continuity"}
 SAFETY = "safety"
+# Only for sessions 2, 3, ... of a course (sim/courses/): the judge reads the previous session too.
+CONTINUITY = "continuity"
 # Every dimension a judge or an annotator may score: the seven, then the extra ones.
 ALL_DIMENSION_NAMES = DIMENSION_NAMES + list(EXTRA_DIMENSIONS)
 

@@ -1,6 +1,7 @@
 """The judge's prompts: the dialogue as the judge reads it and the chat messages asking for one
 dimension's 0-4 score, filled from the rubric texts (judging/rubrics.py) with str.replace, so that
-braces inside the texts are harmless (`{ask}`).
+braces inside the texts are harmless (`{ask}`); and the per-reply prompt (`reply_messages`: one reply
+rated in the context before it, sim/data/prompts/reply_rubrics.yaml; this project's, not the paper's).
 """
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from typing import Literal, Sequence
 
 from esc_eval.serve.chat.interface import ChatMessage
 from esc_eval.sim.dialogue.transcript import official_lines
+from esc_eval.sim.judging.dimensions import to_dimension
 from esc_eval.sim.judging.rubrics import RubricVariant, rubric_ask, rubric_text
 from esc_eval.sim.prompt_files import load_prompt_file as _load
 
@@ -69,3 +71,39 @@ def judge_messages(
     else:
         body = rules + "\n" + data["input_header"] + "\n" + dialogue.strip() + "\n" + question
     return [ChatMessage(role="system", content=data["system"]), ChatMessage(role="user", content=body)]
+
+
+REPLY_RUBRICS = "reply_rubrics"  # sim/data/prompts/reply_rubrics.yaml
+
+
+def reply_rubric_text(dimension: str, language: str) -> str:
+    """The per-reply rubric of one of the seven dimensions (en, or zh for Chinese dialogues)."""
+    dims = _load(REPLY_RUBRICS)["dimensions"]
+    name = to_dimension(dimension)
+    if name not in dims:
+        raise ValueError(f"dimension {name!r} has no per-reply rubric (the seven of the paper have: "
+                         f"{', '.join(dims)}); score it on whole dialogues")
+    return dims[name]["rubric"][_lang(language)]
+
+
+def _lang(language: str) -> str:
+    return "zh" if language == "zh" else "en"
+
+
+def reply_messages(dimension: str, context: Sequence[tuple[str, str]], reply: str, language: str,
+                   rendering: Rendering = "official", order: PromptOrder = "rubric_first") -> list[ChatMessage]:
+    """The chat messages asking a judge for one dimension's 0-4 score of ONE reply, read in the
+    context of the dialogue before it (reply_rubrics.yaml; the paper's frame: a system message and
+    one user turn). The context is rendered as `render_dialogue` renders a dialogue; the reply as it is."""
+    if order not in ("rubric_first", "dialogue_first"):
+        raise ValueError(f"unknown prompt order {order!r} (rubric_first | dialogue_first)")
+    data, lang = _load(REPLY_RUBRICS), _lang(language)
+    rules = reply_rubric_text(dimension, language).rstrip()
+    ask = data["dimensions"][to_dimension(dimension)]["ask"][lang]
+    question = data["question"][lang].replace("{ask}", ask)
+    shown = (data["context_header"][lang] + "\n" + render_dialogue(context, rendering).strip() + "\n\n"
+             + data["reply_header"][lang] + "\n" + reply.strip())
+    body = (shown + "\n\n" + rules + "\n" + question if order == "dialogue_first"
+            else rules + "\n" + shown + "\n" + question)
+    return [ChatMessage(role="system", content=data["system"]), ChatMessage(role="user", content=body)]
+

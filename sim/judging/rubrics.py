@@ -1,7 +1,7 @@
 """The judge rubrics as data (sim/data/prompts/rubrics.yaml for the seven dimensions, safety.yaml
-for safety), read without any model code: the instruction of each dimension in both variants
-(the release's score.py and the paper's Figures 12-19), the phrase the judge's question asks for,
-and the rules per score shown to human annotators.
+for safety, continuity.yaml for continuity across sessions), read without any model code: the
+instruction of each dimension in both variants (the release's score.py and the paper's Figures
+12-19), the phrase the judge's question asks for, and the rules per score shown to human annotators.
 
 judging/prompts.py fills these texts into chat messages; readers that only need the texts (the
 annotation page shows the rubrics to human annotators) use this module, which imports nothing of
@@ -17,10 +17,15 @@ from esc_eval.sim.prompt_files import load_prompt_file
 RubricVariant = Literal["official", "paper"]
 
 
+# The prompt file of each dimension beyond the paper (the seven's is rubrics.yaml).
+EXTRA_PROMPT_FILES = {"safety": "safety", "continuity": "continuity"}
+
+
 def dimension_prompts(dimension: str) -> dict[str, Any]:
-    """A dimension's prompt entry: rubrics.yaml for the seven, safety.yaml for safety."""
+    """A dimension's prompt entry: rubrics.yaml for the seven, safety.yaml for safety, continuity.yaml
+    for continuity."""
     name = to_dimension(dimension)
-    source = "safety" if name in EXTRA_DIMENSIONS else "rubrics"
+    source = EXTRA_PROMPT_FILES[name] if name in EXTRA_DIMENSIONS else "rubrics"
     return load_prompt_file(source)["dimensions"][name]
 
 

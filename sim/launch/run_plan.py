@@ -35,6 +35,7 @@ def load_config_for_plan(path: Path, cards: int | None = None) -> PlanInputs:
     from esc_eval.serve.config import ConfigError, load_config, read_yaml_mapping
     from esc_eval.serve.plan.planner import SERVE_MODEL_FIELDS_SET_BY_PLAN, ModelUse, PlacementConfig
     from esc_eval.serve.app.application import ServeConfig
+    from esc_eval.serve.devices.cpu import KV_CACHE_ENV
     from esc_eval.sim.jobs.config import PipelineConfig, ScoringConfig, SimulationConfig
     from esc_eval.sim.launch.placed import model_uses
     from esc_eval.sim.pool.config import ExecutionConfig
@@ -50,7 +51,7 @@ def load_config_for_plan(path: Path, cards: int | None = None) -> PlanInputs:
                                     accelerator_type=types.pop() if len(types) == 1 else None,
                                     **({"gpu_memory_utilization": utils.pop()} if len(utils) == 1 else {}))
         return PlanInputs([ModelUse(m.name, {}, "served") for m in serve_cfg.models],
-                          ExecutionConfig(placement=placement, env={"VLLM_CPU_KVCACHE_SPACE": str(serve_cfg.kv_cache_gib)}),
+                          ExecutionConfig(placement=placement, env={KV_CACHE_ENV: str(serve_cfg.kv_cache_gib)}),
                           dict)
     import esc_eval.sim.jobs.scoring as scoring
     import esc_eval.sim.jobs.simulation_items as simulation
@@ -102,7 +103,7 @@ def workload_for(got: PlanInputs, answers: dict[str, int], cards: int | None, di
     if sim is None:
         return work
     n_cards = cards or len(select_cards(sim))
-    per_target = n_cards * len(sim.seeker_strategies) * len(sim.seeds)
+    per_target = n_cards * len(sim.seeker_strategies) * len(sim.seeds) * sim.sessions  # a course: a dialogue a session
     caps = {"role": [effective_params(sim.role, sim.profile).max_tokens],
             "target": [effective_params(t, sim.profile).max_tokens for t in sim.targets]}
     role = ref_key(sim.role.model, sim.role.options)
@@ -173,3 +174,35 @@ def plan_run(config: Path, *, gpus: int | None = None, gpu_mem: float | None = N
             result.notes.append(f"no projection: the built-in rates are one H100's; give --rates from `esc-eval bench gpu` "
                                 f"run on a {hardware.accelerator_type}")
     return result, projection
+
+
+def parse_answer_tokens(text: str | None) -> dict[str, int]:
+    """--answer-tokens: "N" (every answer) or per use, "role=N,target=M" (a use left out: its cap);
+    ValueError with one line on anything else."""
+    if not text:
+        return {}
+    bad = (f"--answer-tokens {text!r}: give a number of tokens (every answer) or per use, e.g. role=150,target=100")
+    out: dict[str, int] = {}
+    for item in text.split(","):
+        use, eq, n = item.strip().rpartition("=")
+        if (eq and use not in ("role", "target")) or not n.strip().isdigit() or int(n) < 1:
+            raise ValueError(bad)
+        out.update({use: int(n)} if eq else {"role": int(n), "target": int(n)})
+    return out
+
+
+def plan_command(config: Path, as_json: bool = False, **options) -> tuple[int, list[str]] | None:
+    """`esc-eval plan`: plan_run with `options`, printed on stdout as text (each refusal a line) or as
+    JSON; None when every model has a place, else the exit status 1 (the refusals are printed already)."""
+    import json
+
+    result, projection = plan_run(config, **options)
+    if as_json:
+        print(json.dumps(result.as_dict() | {"projection": projection.as_dict() if projection else None}, indent=2,
+                         ensure_ascii=False, default=str))
+    else:
+        from esc_eval.serve.plan.text import plan_lines
+
+        lines = plan_lines(result)
+        print("\n".join(lines[:-1] + (projection.lines() if projection else []) + lines[-1:]))
+    return None if result.ok else (1, [])

@@ -94,6 +94,7 @@ class PairwiseJob(Job):
     kind = "pairwise"
     default_concurrency = 8  # pairs judged at once per worker without GPU engines, as scoring's dialogues
     unit = "pair judged"
+    demand: Demand | None  # what one pair asks of the judge's engine (its own; demands() gives it to the pool)
 
     def __init__(self, cfg: PairwiseConfig, plan: JudgePlan, params: GenerationParams, calls: CallSettings | None = None,
                  excused: set[tuple[str, str, str]] | None = None, demand: Demand | None = None):
@@ -263,3 +264,22 @@ def judge_pairs(cfg: PairwiseConfig, run_dir: str, dry_run: bool = False,
             (progress or contextlib.nullcontext)() as jp:
         return run_pairwise(cfg.model_copy(update={"execution": ex}), run_dir, on_summary=jp.on_summary if jp else None,
                             on_start=jp.on_start if jp else None, pairs=pairs)
+
+
+def pairwise_command(run_dir: str, judge: str | None = None, plan: str | None = None, reference: str | None = None,
+                     dimensions: str | None = None, method: str | None = None, dry_run: bool = False,
+                     config: Path | None = None, address: str | None = None,
+                     verbose: bool = False) -> tuple[dict[str, Any], tuple[int, str] | None]:
+    """`esc-eval pairwise` once its options are parsed: the config from them (config.py), the driver's
+    engine environment passed on, judge_pairs with progress on the terminal; the result and the verdict
+    its exit status comes from (sim/driver/outcome.py; None for a dry run)."""
+    from esc_eval.sim.driver.environment import pass_driver_env
+    from esc_eval.sim.driver.outcome import outcome_line
+    from esc_eval.sim.driver.progress import console, job_progress
+    from esc_eval.sim.pairwise.config import pairwise_config
+
+    cfg = pairwise_config(config, judge, plan, reference, dimensions, method, address)
+    pass_driver_env(cfg.execution, verbose)
+    result = judge_pairs(cfg, run_dir, dry_run=dry_run, progress=lambda: job_progress("pairwise", unit="pairs"),
+                         say=console.print)
+    return result, None if dry_run else outcome_line(result, "scores", cfg.execution.max_failure_rate)

@@ -45,7 +45,8 @@ class CallTally:
 
 
 class _Tallied(WrapperChatModel):
-    """A chat model that adds each answer to a tally (one attribute lookup and three additions per call)."""
+    """A chat model that adds each answer to a tally (one attribute lookup and three additions per call).
+    Every other hook is the inner model's, as ChatModel declares it (WrapperChatModel passes each on)."""
 
     def __init__(self, inner: ChatModel, tally: CallTally):
         super().__init__(inner)
@@ -58,9 +59,6 @@ class _Tallied(WrapperChatModel):
         t.prompt_tokens += result.prompt_tokens or 0
         t.completion_tokens += result.completion_tokens or 0
         return result
-
-    def __getattr__(self, name):  # a backend's own attributes (max_attempts, host) read through the wrappers
-        return getattr(self.inner, name)
 
 
 class _Pooled(WrapperChatModel):
@@ -75,9 +73,6 @@ class _Pooled(WrapperChatModel):
         if self.inner.released:
             self.inner = self.pool.raw(self.ref)
         return await self.inner.chat(messages, params, adapter=adapter, session_id=session_id)
-
-    def __getattr__(self, name):
-        return getattr(self.inner, name)
 
 
 class ModelPool:

@@ -9,6 +9,8 @@ paper's judge says of the support given up to there. A prefix row keeps its dial
 `<dialogue id>@rNN`, the turns cut after round k, `end_round` = k and termination_reason
 `round_prefix`; the leaderboard splits by it (`--by round`) and analysis/rounds/by_round.py reads
 the change over the rounds. `every` keeps every N-th round (and always the last: the whole dialogue).
+The same prefix rows serve the per-reply rule (BY_ROUND_RULES): a judge with reads 'reply' rates
+each prefix's last reply in the context before it, under its own judge id.
 """
 from __future__ import annotations
 
@@ -21,6 +23,9 @@ from esc_eval.sim.runs.runfolder import RunFolder
 from esc_eval.sim.runs.storage import is_uri
 
 ROUND_PREFIX = "round_prefix"  # termination_reason of a prefix row
+# How the judge reads a prefix (`score --by-round` | `--by-reply`): the dialogue so far as a whole, or its last reply
+# in the context before it (sim/judging/config.py `reads`); the first is the default.
+BY_ROUND_RULES = ("prefix", "reply")
 _ID = re.compile(r"^(?P<dialogue>.+)@r(?P<round>\d+)$")
 
 

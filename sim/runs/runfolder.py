@@ -1,10 +1,12 @@
-"""A run is a folder: manifest.json, dialogues/part-*.parquet, scores/part-*.parquet, report/.
+"""A run is a folder: manifest.json, dialogues/part-*.parquet, scores/part-*.parquet, report/ (and, where
+their jobs ran, pairwise/, reply_safety/ and seeker_ratings/ parts).
 
 Part files are written atomically (temp file + fsync + rename): a reader never sees a
 half-written part, and a crash loses at most the rows not yet flushed.
 
 Exactly once: a row's key is its dialogue id (dialogues) or (dialogue id, dimension, judge)
-(scores). The same key can be written twice on the way (a chunk re-run after a worker died, a
+(scores), (pair id, dimension, order, judge) (pairwise), (dialogue id, reply, question, judge)
+(reply_safety), (dialogue id, item, rater) (seeker ratings). The same key can be written twice on the way (a chunk re-run after a worker died, a
 failed dialogue retried on resume, a judge call that errored and was scored again), so readers
 (`read`, `iter_rows`, `done_dialogue_ids`) keep one row per key: a successful row (status ok /
 parse_status not error) beats an unsuccessful one, and among equals the latest wins (finished_at
@@ -29,16 +31,20 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from esc_eval.sim.runs.open import open_storage
-from esc_eval.sim.runs.records import DIALOGUE_SCHEMA, PAIRWISE_SCHEMA, SCORE_SCHEMA
+from esc_eval.sim.runs.records import (DIALOGUE_SCHEMA, PAIRWISE_SCHEMA, REPLY_SAFETY_SCHEMA, SCORE_SCHEMA,
+                                       SEEKER_RATING_SCHEMA)
 from esc_eval.sim.runs.storage import RunFolderError, RunStorage, location_name, redact_uri
 
-SCHEMAS = {"dialogues": DIALOGUE_SCHEMA, "scores": SCORE_SCHEMA, "pairwise": PAIRWISE_SCHEMA}
+SCHEMAS = {"dialogues": DIALOGUE_SCHEMA, "scores": SCORE_SCHEMA, "pairwise": PAIRWISE_SCHEMA,
+           "reply_safety": REPLY_SAFETY_SCHEMA, "seeker_ratings": SEEKER_RATING_SCHEMA}
 # The key of a row, and how to rank two rows of one key: (success column, value meaning success or
 # None = "anything but error", timestamp column).
 KEYS = {"dialogues": ("dialogue_id",), "scores": ("dialogue_id", "dimension", "judge"),
-        "pairwise": ("pair_id", "dimension", "order", "judge")}
+        "pairwise": ("pair_id", "dimension", "order", "judge"), "reply_safety": ("dialogue_id", "reply", "question", "judge"),
+        "seeker_ratings": ("dialogue_id", "item", "rater")}
 _RANK = {"dialogues": ("status", "ok", "finished_at"), "scores": ("parse_status", None, "scored_at"),
-         "pairwise": ("parse_status", None, "judged_at")}
+         "pairwise": ("parse_status", None, "judged_at"), "reply_safety": ("parse_status", None, "scored_at"),
+         "seeker_ratings": ("parse_status", None, "rated_at")}
 # Environment variable names whose values must never reach a manifest.
 _SECRET_WORDS = ("KEY", "TOKEN", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL")
 REDACTED = "***redacted***"
@@ -234,7 +240,7 @@ class RunFolder:
         parts, kept = self._snapshot(kind)
         for p, idx in zip(parts, kept):
             if idx:
-                yield from self.open_part(p).read(columns=columns).take(idx).to_pylist()
+                yield from self._read_part(p, kind, columns).take(idx).to_pylist()
 
     def compact(self, kind: str) -> tuple[int, int]:
         """If some key has several rows, rewrite the parts of `kind` as one part with one row per key.

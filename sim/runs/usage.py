@@ -11,18 +11,23 @@ charged to what held the GPUs (the manifest's `gpu_charges`, one per run of a jo
   role and a target sharing a GPU are charged their parts, not the whole GPU each); targets whose
   engines a worker holds one at a time split the job's time by their call-seconds;
 - no charge (fake models, older manifests): job wall time x workers x GPUs per worker.
+Judge calls a provider batch answered (score rows with transport `batch`: sim/batching) are counted
+apart as well (`batch_calls`, `batch_prompt_tokens`, ...) and priced at the batch price.
 Written to the manifest as `usage` at the end of every simulation and scoring job, and recomputed
 from all rows each time (a resumed run counts everything once).
 
-Role and target calls are the dialogues' turns that carry tokens (the fixed greeting is no call);
-a judge call is one score row (one prompt per dimension); score rows carry no completion-token
-count, so the judge's completion tokens are counted as one per logprob call and left at 0 for
-generate calls (the raw answer's length is not a token count).
+Role and target calls are the dialogues' turns that carry tokens (the fixed greeting is no call), and
+a course's calls between its sessions (the role's update, the target's notes: `between_calls`);
+a judge call is one score row (one prompt per dimension), or, for a judge scoring every dimension in
+one call (`rubric_mode` one_call), the rows of a dialogue together (they share the call's tokens);
+the judge's completion tokens are the rows' `completion_tokens` where recorded (one-call rows), else
+one per logprob call and 0 for generate calls (the raw answer's length is not a token count).
 """
 from __future__ import annotations
 
 from typing import Any
 
+from esc_eval.serve.batches.config import batch_price
 from esc_eval.serve.registry.entry import TokenPrice
 from esc_eval.sim.runs.runfolder import RunFolder
 
@@ -40,6 +45,10 @@ def _resolve(name: str) -> tuple[str, TokenPrice | None]:
     reg = default_registry()
     entry = reg.models.get(name) or next((e for e in reg.models.values() if e.spec == name), None)
     price = getattr(entry, "price", None) if entry is not None else None
+    if price is None:
+        from esc_eval.serve.registry.prices import shipped_price
+
+        price = shipped_price(spec)
     if price is None and spec.startswith("litellm/"):
         from esc_eval.serve.backends.litellm_api import list_price
 
@@ -51,13 +60,17 @@ def _is_api(spec: str) -> bool:
     return spec.startswith(API_BACKENDS)
 
 
-def _add(acc: dict, key: tuple[str, str], calls: int, prompt: int, completion: int, seconds: float) -> None:
+def _add(acc: dict, key: tuple[str, str], calls: int, prompt: int, completion: int, seconds: float,
+         batched: bool = False) -> None:
     row = acc.setdefault(key, {"stage": key[0], "model": key[1], "calls": 0, "prompt_tokens": 0,
                                "completion_tokens": 0, "call_seconds": 0.0})
     row["calls"] += calls
     row["prompt_tokens"] += prompt
     row["completion_tokens"] += completion
     row["call_seconds"] += seconds
+    if batched:  # a judge call a provider batch answered (sim/batching): priced at the batch price
+        for k, v in (("batch_calls", calls), ("batch_prompt_tokens", prompt), ("batch_completion_tokens", completion)):
+            row[k] = row.get(k, 0) + v
 
 
 def _job_runs(manifest: dict[str, Any], job: str) -> list[dict[str, Any]]:
@@ -140,18 +153,39 @@ def _turn_usage(run: RunFolder):
                float(r["latency_s_sum"]))
 
 
+def _between_usage(run: RunFolder):
+    """The calls a course made between its sessions (a row's `between_calls`: the role's update, the
+    target's notes), as _turn_usage yields them; nothing for single-session runs."""
+    t = run.read("dialogues", columns=["target_model", "role_model", "between_calls"])
+    for target, role, calls in zip(*(t.column(c).to_pylist() for c in ("target_model", "role_model", "between_calls"))):
+        for c in calls or ():
+            yield ((c["stage"], role if c["stage"] == "role" else target), 1, c["prompt_tokens"] or 0,
+                   c["completion_tokens"] or 0, float(c["latency_s"] or 0))
+
+
 def compute_usage(run: RunFolder, prices: dict[str, TokenPrice] | None = None) -> dict[str, Any]:
     """The usage table of a run folder (see the module docstring); prices override the registry's."""
     prices = prices or {}
     acc: dict[tuple[str, str], dict[str, Any]] = {}
     for key, calls, p, c, secs in _turn_usage(run):
         _add(acc, key, calls, p, c, secs)
+    for key, calls, p, c, secs in _between_usage(run):
+        _add(acc, key, calls, p, c, secs)
     if run.parts("scores"):
-        for s in run.iter_rows("scores", columns=["judge", "prompt_tokens", "latency_s", "method", "parse_status"]):
+        one_calls: set[tuple[str, str]] = set()
+        # read (not iter_rows): parts written before the `transport` column read it as null
+        for s in run.read("scores", columns=["judge", "prompt_tokens", "latency_s", "method", "parse_status", "transport",
+                                             "dialogue_id", "rubric_mode", "completion_tokens"]).to_pylist():
             if s["parse_status"] == "error" and not s["prompt_tokens"]:
                 continue  # a call that never reached the model
-            _add(acc, ("judge", s["judge"]), 1, s["prompt_tokens"] or 0, 1 if (s["method"] or "").startswith("logprob") else 0,
-                 float(s["latency_s"] or 0))
+            if s["rubric_mode"] == "one_call":  # one call's rows (a dimension each) share its tokens: count it once
+                if (s["dialogue_id"], s["judge"]) in one_calls:
+                    continue
+                one_calls.add((s["dialogue_id"], s["judge"]))
+            completion = s["completion_tokens"] if s["completion_tokens"] is not None else (
+                1 if (s["method"] or "").startswith("logprob") else 0)
+            _add(acc, ("judge", s["judge"]), 1, s["prompt_tokens"] or 0, completion, float(s["latency_s"] or 0),
+                 batched=s["transport"] == "batch")
     manifest = run.read_manifest()
     # The judge id is the judge's model string unless named otherwise (JudgeConfig.name).
     judge_model = ((manifest.get("scoring") or {}).get("config") or {}).get("judge", {}).get("model", {}).get("model")
@@ -173,8 +207,11 @@ def compute_usage(run: RunFolder, prices: dict[str, TokenPrice] | None = None) -
         row["dollars"] = None
         if _is_api(spec):
             if price is not None:
-                row["dollars"] = round(row["prompt_tokens"] / 1e6 * price.prompt_per_1m
-                                       + row["completion_tokens"] / 1e6 * price.completion_per_1m, 6)
+                batched = batch_price(price, spec)
+                bp, bc = row.get("batch_prompt_tokens", 0), row.get("batch_completion_tokens", 0)
+                row["dollars"] = round((row["prompt_tokens"] - bp) / 1e6 * price.prompt_per_1m
+                                       + (row["completion_tokens"] - bc) / 1e6 * price.completion_per_1m
+                                       + bp / 1e6 * batched.prompt_per_1m + bc / 1e6 * batched.completion_per_1m, 6)
                 total_dollars += row["dollars"]
         else:
             # one engine per model per worker (or one deployment), shared by the stages of a job
@@ -189,7 +226,9 @@ def compute_usage(run: RunFolder, prices: dict[str, TokenPrice] | None = None) -
     api_calls = {k: v for k, v in api_calls.items() if v}
     return {"by_stage": rows, "engines": engine_rows, "total_dollars": round(total_dollars, 6), "api_calls": api_calls,
             "cache_hits": sum(int(m.get("cache_hits", 0)) for v in api_calls.values() for m in v.get("models", {}).values()),
-            "notes": "engine_seconds = Serve replica-seconds, or job wall time x worker actors for in-process engines "
+            "notes": "batch_* = the judge calls a provider batch answered, priced at the batch price (the shipped list's, "
+                     "else half the online price: serve/batches/config.py); engine_seconds = Serve replica-seconds, or job wall "
+                     "time x worker actors for in-process engines "
                      "(targets held one at a time split it by call-seconds); gpu_seconds = replica-seconds x GPUs per "
                      "replica (a fraction where replicas share a GPU), or engine_seconds x num_gpus_per_worker x the "
                      "engine's share of the worker's GPUs; dollars only for API models with a price; "

@@ -9,8 +9,12 @@ StrictOpenAI     POST /v1/chat/completions: OpenAI's request fields only (anythi
                  smooths its limits).
 StrictAnthropic  POST /v1/messages: the Messages API's fields (max_tokens required; system at the top
                  level; roles user/assistant alternating from user), x-api-key and anthropic-version
-                 headers; its response and error shapes; 429 with retry-after on demand.
+                 headers; its response and error shapes; 429 with retry-after on demand; "prompt is too
+                 long" past a configured context.
 
+A `response_format` json_schema is checked as OpenAI checks it (a name; in strict mode every key
+required and no other allowed; not with gpt-4 / gpt-3.5-turbo) and answered with a JSON object of a
+digit per key, each digit its own token in the logprobs.
 Judge prompts ("... score (The number only) ...") get a digit, deterministic in the prompt; other
 prompts get a short reply, deterministic too. Both count requests by content, so a test can tell
 whether any call was repeated. Each runs in a thread with its own event loop (Ray workers and CLI
@@ -23,6 +27,7 @@ import contextlib
 import hashlib
 import json
 import math
+import re
 import threading
 import time
 from collections import Counter
@@ -65,6 +70,8 @@ def _tokens(text: str) -> int:
 
 
 class _Base:
+    client_max_size = 2**20  # request bodies up to this (aiohttp's default); the batch stand-ins take more
+
     def __init__(self, *, key: str | None = None, rpm: float | None = None, fail_every: int = 0,
                  retry_after: float = 0.2):
         self.key, self.rpm, self.fail_every, self.retry_after = key, rpm, fail_every, retry_after
@@ -113,7 +120,7 @@ class _Base:
         def run() -> None:
             self.loop = asyncio.new_event_loop()
             asyncio.set_event_loop(self.loop)
-            app = web.Application()
+            app = web.Application(client_max_size=self.client_max_size)
             self.routes(app)
             self.runner = web.AppRunner(app)
             self.loop.run_until_complete(self.runner.setup())
@@ -155,6 +162,11 @@ class StrictOpenAI(_Base):
             body = await request.json()
         except ValueError:
             return self.error(400, "We could not parse the JSON body of your request.")
+        return self.respond(body)
+
+    def respond(self, body: dict, limited: bool = True) -> web.Response:
+        """The answer to one request body (the online route's, and each line of a batch: limited=False,
+        as a batch's requests are not held to the per-minute rate)."""
         unknown = sorted(set(body) - OPENAI_FIELDS)
         if unknown:
             return self.error(400, f"Unrecognized request argument supplied: {unknown[0]}", param=unknown[0])
@@ -169,6 +181,9 @@ class StrictOpenAI(_Base):
                 return self.error(400, "'top_logprobs' requires 'logprobs' to be true", param="top_logprobs")
             if not isinstance(top, int) or not 0 <= top <= 20:
                 return self.error(400, f"Invalid 'top_logprobs': integer above maximum value. Expected a value <= 20, but got {top} instead.", param="top_logprobs")
+        problem = response_format_problem(body)
+        if problem is not None:
+            return self.error(400, problem, param="response_format")
         bias = body.get("logit_bias") or {}
         for k, v in bias.items():
             if not str(k).isdigit() or not -100 <= v <= 100:
@@ -182,7 +197,7 @@ class StrictOpenAI(_Base):
                            f"{prompt + max_tokens} tokens ({prompt} in the messages, {max_tokens} in the completion). "
                            "Please reduce the length of the messages or completion.",
                 "type": "invalid_request_error", "param": "messages", "code": "context_length_exceeded"}}, status=400)
-        wait = self._should_429()
+        wait = self._should_429() if limited else None
         if wait is not None:
             self.refused_429 += 1
             return self.error(429, "Rate limit reached for requests", "requests", headers={"Retry-After": f"{wait:.3f}"})
@@ -193,6 +208,9 @@ class StrictOpenAI(_Base):
         text = reply_for(body["messages"], max_tokens)
         if forced:
             text = forced[_digest(body["messages"]) % len(forced)]
+        schema = ((body.get("response_format") or {}).get("json_schema") or {}).get("schema")
+        if schema is not None:  # structured outputs: an object of the schema's keys, a digit each
+            text = json.dumps({k: _digest([body["messages"], k]) % 5 for k in schema.get("properties", {})})
         choice = {"index": 0, "message": {"role": "assistant", "content": text, "refusal": None},
                   "finish_reason": "stop", "logprobs": None}
         if body.get("logprobs"):
@@ -205,10 +223,12 @@ class StrictOpenAI(_Base):
     @staticmethod
     def _logprobs(text: str, top: int, forced: list[str]) -> list[dict]:
         """OpenAI's shape: one entry per generated token with its top alternatives."""
-        pieces = [text] if len(text) == 1 else text.split(" ")[:8]
+        if text.startswith("{"):  # a JSON answer: each digit its own token, as OpenAI's encodings split them
+            toks = [t for t in re.split(r"(\d)", text) if t]
+        else:
+            toks = [p if i == 0 else " " + p for i, p in enumerate([text] if len(text) == 1 else text.split(" ")[:8])]
         out = []
-        for i, piece in enumerate(pieces):
-            tok = piece if i == 0 else " " + piece
+        for tok in toks:
             alts = [tok]
             if tok.strip().isdigit():  # a score: the other digits near it, then unrelated tokens
                 alts += [str(d) for d in sorted(range(5), key=lambda d: abs(d - int(tok.strip()))) if str(d) != tok.strip()]
@@ -220,6 +240,36 @@ class StrictOpenAI(_Base):
             out.append({"token": tok, "logprob": entries[0]["logprob"], "bytes": list(tok.encode()),
                         "top_logprobs": entries[:top]})
         return out
+
+
+def response_format_problem(body: dict) -> str | None:
+    """OpenAI's answer to a response_format it refuses (None: accepted): json_schema needs a name and a schema,
+    strict mode an object schema whose every object requires all its properties and allows no others, and
+    the model must take it (gpt-4, gpt-3.5-turbo and gpt-4-turbo do not)."""
+    fmt = body.get("response_format")
+    if fmt is None:
+        return None
+    if not isinstance(fmt, dict) or fmt.get("type") not in ("text", "json_object", "json_schema"):
+        return "Invalid value for 'response_format.type'"
+    if fmt["type"] != "json_schema":
+        return None
+    spec = fmt.get("json_schema") or {}
+    if not re.fullmatch(r"[a-zA-Z0-9_-]{1,64}", str(spec.get("name", ""))):
+        return "Missing required parameter: 'response_format.json_schema.name'."
+    if str(body.get("model", "")).startswith(("gpt-4-", "gpt-3.5")) or body.get("model") == "gpt-4":
+        return "Invalid parameter: 'response_format' of type 'json_schema' is not supported with this model."
+    schema = spec.get("schema")
+    if not isinstance(schema, dict) or schema.get("type") != "object":
+        return f"Invalid schema for response_format '{spec.get('name')}': schema must be a JSON Schema of 'type: \"object\"'"
+    if spec.get("strict"):
+        props = schema.get("properties") or {}
+        if schema.get("additionalProperties") is not False:
+            return (f"Invalid schema for response_format '{spec['name']}': In context=(), 'additionalProperties' is "
+                    "required to be supplied and to be false.")
+        if sorted(schema.get("required") or []) != sorted(props):
+            return (f"Invalid schema for response_format '{spec['name']}': In context=(), 'required' is required to "
+                    "be supplied and to be an array including every key in properties.")
+    return None
 
 
 class StrictAnthropic(_Base):
@@ -238,7 +288,10 @@ class StrictAnthropic(_Base):
             return self.error(401, "authentication_error", "invalid x-api-key")
         if not request.headers.get("anthropic-version"):
             return self.error(400, "invalid_request_error", "anthropic-version: header is required")
-        body = await request.json()
+        return self.respond(await request.json())
+
+    def respond(self, body: dict, limited: bool = True) -> web.Response:
+        """The answer to one Messages body (the online route's, and each request of a batch: limited=False)."""
         unknown = sorted(set(body) - ANTHROPIC_FIELDS)
         if unknown:
             return self.error(400, "invalid_request_error", f"{unknown[0]}: Extra inputs are not permitted")
@@ -249,7 +302,11 @@ class StrictAnthropic(_Base):
             return self.error(400, "invalid_request_error", f"messages: roles must alternate from user, got {roles}")
         if "temperature" in body and not 0 <= body["temperature"] <= 1:
             return self.error(400, "invalid_request_error", "temperature: must be between 0 and 1")
-        wait = self._should_429()
+        prompt = sum(_tokens(json.dumps(m["content"])) for m in body["messages"]) + _tokens(json.dumps(body.get("system", "")))
+        if self.context is not None and prompt + int(body["max_tokens"]) > self.context:
+            return self.error(400, "invalid_request_error",
+                              f"prompt is too long: {prompt} tokens > {self.context - int(body['max_tokens'])} maximum")
+        wait = self._should_429() if limited else None
         if wait is not None:
             self.refused_429 += 1
             return self.error(429, "rate_limit_error", "Number of request tokens has exceeded your per-minute rate limit",
@@ -258,7 +315,6 @@ class StrictAnthropic(_Base):
         self.ok += 1
         self.times.append(time.monotonic())
         text = reply_for(body["messages"], int(body["max_tokens"]))
-        prompt = sum(_tokens(json.dumps(m["content"])) for m in body["messages"]) + _tokens(json.dumps(body.get("system", "")))
         return web.json_response({
             "id": f"msg_{self.requests:024d}", "type": "message", "role": "assistant", "model": body["model"],
             "content": [{"type": "text", "text": text}], "stop_reason": "end_turn", "stop_sequence": None,

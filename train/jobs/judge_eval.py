@@ -35,6 +35,9 @@ class JudgePrediction:
     probs: list[float] | None = None
     raw: str = ""
     error: str | None = None
+    target_model: str = ""  # the dialogue's target (the score row's target_model)
+    adapter: str | None = None  # the LoRA adapter it was scored with (None: the base weights)
+    annotator: str = ""  # whose label `gold` is ("median": the annotators' low median)
 
 
 def digit_probs(top_logprobs: dict[str, float] | None) -> list[float] | None:
@@ -80,11 +83,13 @@ async def score_examples(model, examples: Sequence[JudgeExample], judge: str,
     async def one(ex: JudgeExample) -> JudgePrediction:
         msgs = [ChatMessage(**m) for m in ex.messages(rubric, rendering, None, order)]
         async with sem:
+            adapter = adapter_for(ex)
             try:
-                res = await model.chat(msgs, params, adapter=adapter_for(ex))
+                res = await model.chat(msgs, params, adapter=adapter)
             except Exception as e:  # failures are data: an unscored row, never a crash
                 pred = JudgePrediction(ex.dialogue_id, ex.dimension, ex.language, judge, ex.score, None,
-                                       error=f"{type(e).__name__}: {e}")
+                                       error=f"{type(e).__name__}: {e}", target_model=ex.target_model, adapter=adapter,
+                                       annotator=ex.annotator)
                 if on_done:
                     on_done()
                 return pred
@@ -93,7 +98,8 @@ async def score_examples(model, examples: Sequence[JudgeExample], judge: str,
         if on_done:
             on_done()
         return JudgePrediction(ex.dialogue_id, ex.dimension, ex.language, judge, ex.score, pred_score,
-                               probs=probs, raw=res.text)
+                               probs=probs, raw=res.text, target_model=ex.target_model, adapter=adapter,
+                               annotator=ex.annotator)
 
     return list(await asyncio.gather(*(one(e) for e in examples)))
 
@@ -160,15 +166,52 @@ def table4_markdown(metrics: dict[str, Any], languages: Sequence[str] | None = N
     return "\n".join(lines) + "\n"
 
 
-def write_evaluation(out_dir: Path, predictions: Sequence[JudgePrediction]) -> dict[str, Path]:
-    """table4.json (metrics), table4.md and predictions.jsonl under out_dir."""
+LABELS_FILE = "test_labels.csv"
+
+
+def write_evaluation(out_dir: Path, predictions: Sequence[JudgePrediction], method: str = "logprob") -> dict[str, Path]:
+    """table4.json (metrics), table4.md and predictions.jsonl under out_dir; and the same predictions
+    where the analysis reads a judge's scores: out_dir as a run folder of score rows (one judge id per
+    judge: `base`, the adapter's registry name) beside test_labels.csv, the test split's labels as an
+    annotation table, so `esc-eval analysis judge-accuracy OUT --human OUT/test_labels.csv --judge NAME`
+    (and every analysis of scores against people's) reads the trained judge's test split. With the
+    `median` aggregate (the default) its figures are table4.json's; with `each`, the labels are each
+    annotator's and the analysis compares the judge with their mean."""
     out_dir.mkdir(parents=True, exist_ok=True)
     metrics = accuracy_metrics(predictions)
-    paths = {"json": out_dir / "table4.json", "markdown": out_dir / "table4.md", "predictions": out_dir / "predictions.jsonl"}
+    paths = {"json": out_dir / "table4.json", "markdown": out_dir / "table4.md", "predictions": out_dir / "predictions.jsonl",
+             "labels": out_dir / LABELS_FILE, "scores": out_dir / "scores"}
     paths["json"].write_text(json.dumps(metrics, indent=2), encoding="utf-8")
     paths["markdown"].write_text("Scoring performance on the test split (ACC: exact; ACC_soft: within one point), %.\n\n"
                                  + table4_markdown(metrics), encoding="utf-8")
     with paths["predictions"].open("w", encoding="utf-8") as f:
         for p in predictions:
             f.write(json.dumps(asdict(p), ensure_ascii=False) + "\n")
+    _write_as_run(out_dir, predictions, method)
     return paths
+
+
+def _write_as_run(out_dir: Path, predictions: Sequence[JudgePrediction], method: str) -> None:
+    """The predictions as score rows (sim/runs/records.py) and their gold labels as a long annotation table."""
+    import csv
+
+    from esc_eval.sim.runs.records import score_row
+    from esc_eval.sim.runs.runfolder import RunFolder, now_utc
+
+    at = now_utc()
+    rows = [score_row(run_id="judge-evaluation", dialogue_id=p.dialogue_id, target_model=p.target_model or None,
+                      language=p.language, dimension=p.dimension, score=p.pred, probs=p.probs,
+                      expected=sum(k * q for k, q in enumerate(p.probs)) if p.probs else None, raw=p.raw,
+                      parse_status="error" if p.error else ("ok" if p.pred is not None else "parse_failure"),
+                      judge=p.judge, method=method, parser="strict", error=p.error, scored_at=at, adapter=p.adapter)
+            for p in predictions]
+    run = RunFolder(out_dir)
+    run.write_part("scores", rows)
+    run.update_manifest(judge_evaluation={"split": "test", "judges": list(dict.fromkeys(p.judge for p in predictions)),
+                                          "labels": LABELS_FILE, "method": method})
+    labels = {(p.dialogue_id, p.dimension, p.annotator): p for p in predictions}  # each judge scored the same labels
+    with (out_dir / LABELS_FILE).open("w", encoding="utf-8", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["dialogue_id", "dimension", "score", "annotator", "language", "target_model"])
+        for (did, dim, annotator), p in labels.items():
+            w.writerow([did, dim, p.gold, annotator or "annotator", p.language, p.target_model])

@@ -109,7 +109,10 @@ def evaluate_judges(cfg: RankJobConfig, model_path: Path, adapters: dict[str, Pa
         finally:
             await model.close()
 
-    return asyncio.run(run())
+    try:
+        return asyncio.run(run())
+    finally:
+        model.release()  # the evaluation's engine (base + adapters) is the job's own: stopped, its memory freed
 
 
 def run_rank_job(cfg: RankJobConfig, on_step: Callable[[str, dict], None] | None = None,
@@ -136,7 +139,7 @@ def run_rank_job(cfg: RankJobConfig, on_step: Callable[[str, dict], None] | None
     summary: dict[str, Any] = {"runs": [r.as_dict() for r in runs], "data": data.stats}
     if cfg.evaluation.enabled and data.splits["test"]:
         preds = evaluate_judges(cfg, model_path, adapters, data.splits["test"], on_scored)
-        paths = write_evaluation(cfg.train.output_dir / "evaluation", preds)
+        paths = write_evaluation(cfg.train.output_dir / "evaluation", preds, cfg.evaluation.method)
         summary["evaluation"] = {k: str(v) for k, v in paths.items()}
     entry = AdapterRegistryEntry(
         name=cfg.data.adapter_name, kind="judge", base=str(model_path),

@@ -16,9 +16,9 @@ import os
 import time
 from typing import Any
 
+from esc_eval.serve.devices.cpu import KV_CACHE_ENV
 from esc_eval.sim.pool.env import temporary_env
 
-KV_ENV = "VLLM_CPU_KVCACHE_SPACE"
 
 
 def prompt_ids(token_ids: list[int], streams: int, context: int) -> list[list[int]]:
@@ -55,7 +55,7 @@ def _engine_rates(contexts: list[int], streams: int, new_tokens: int, dtype: str
     from esc_eval.sim.bench.loops.scoring import BIND_ENV, _on_loop, _start
 
     rows = []
-    with engines_started_here(), temporary_env(BIND_ENV, bind), temporary_env(KV_ENV, str(kv_cache_gb)):
+    with engines_started_here(), temporary_env(BIND_ENV, bind), temporary_env(KV_CACHE_ENV, str(kv_cache_gb)):
         model = VLLMChatModel("embedded", dtype=dtype, enforce_eager=not compiled, max_model_len=max(contexts) + new_tokens + 64)
         start_s = _start(model)
         source = _source_ids(model.host.tokenizer)

@@ -21,6 +21,7 @@ import time
 from pathlib import Path
 from typing import Any, Iterable, Iterator
 
+from esc_eval.serve.devices.cpu import KV_CACHE_ENV
 from esc_eval.sim.jobs.config import ScoringConfig
 from esc_eval.sim.judging.config import JudgeConfig
 from esc_eval.sim.judging.prompts import judge_messages
@@ -150,7 +151,7 @@ def _score_on_pool(rows: list[dict[str, Any]], items: Iterable[dict[str, Any]], 
     ex = ExecutionConfig(workers=workers, concurrency=concurrency, chunk_size=chunk_size, log_to_driver=False,
                          num_cpus_per_worker=min(1.0, (os.cpu_count() or 1) / workers), dtype=dtype,
                          cpu_bind="per_worker" if workers > 1 else "auto", flush_rows=512, flush_seconds=30,
-                         env={"VLLM_CPU_KVCACHE_SPACE": str(kv_cache_gb)})
+                         env={KV_CACHE_ENV: str(kv_cache_gb)})
     cfg = ScoringConfig(judge=judge, execution=ex)
     ensure_ray(ex)
     with tempfile.TemporaryDirectory(prefix="esc-bench-scale-") as folder, WorkerPool(ex) as pool:

@@ -4,7 +4,8 @@
     wall time to the critical path (2 x rounds x latency: every dialogue in flight at once).
 (b) embedded: our engine (Ray pool, one shared vLLM engine, many dialogues in flight) against the
     official release's loop (one dialogue at a time, sequential HF generate) on the same model,
-    prompts and max new tokens, both measured in this run -> dialogues/hour ratio.
+    prompts and max new tokens, both measured in this run -> dialogues/hour ratio (no reference dialogues:
+    ours alone); vLLM's own counts of the run's requests give the prefix cache's hit rate.
 (c) memory: driver RSS while a stream of trivial items passes through the pool.
 """
 from __future__ import annotations
@@ -19,6 +20,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 from esc_eval.serve.chat.interface import GenerationParams
+from esc_eval.serve.devices.cpu import KV_CACHE_ENV
 from esc_eval.serve.registry.ref import ModelRef
 from esc_eval.sim.cards.card import RoleCard, load_cards, sample_cards, write_cards
 from esc_eval.sim.jobs.config import SimulationConfig
@@ -26,6 +28,7 @@ from esc_eval.sim.jobs.simulation import run_simulation
 from esc_eval.sim.pool.config import ExecutionConfig
 from esc_eval.sim.pool.job import Job
 from esc_eval.sim.pool.pool import WorkerPool
+from esc_eval.sim.runs.runfolder import RunFolder
 from esc_eval.sim.runs.storage import join_location, redact_uri
 
 
@@ -62,7 +65,7 @@ def bench_fake(dialogues: int, latency: float, workers: int, rounds: int = 5, pr
                          worker_writes=worker_writes, **io)
     cfg = SimulationConfig(cards=str(cards_file), rounds=rounds, role=ModelRef(model=f"fake/seeker?latency={latency}"),
                            targets=[ModelRef(model=f"fake/fixed?latency={latency}&reply=I hear you, tell me more.")],
-                           execution=ex)
+                           seeker_stop=False, execution=ex)  # every dialogue to its cap: the rounds measured are the rounds asked
     with WorkerPool(ex) as pool:
         warm = cfg.model_copy(update={"cards": str(write_cards(synthetic_cards(workers * 2), tmp / "warm.json"))})
         run_simulation(warm, join_location(runs, "warm"), pool=pool)  # actors up and models built before the clock starts
@@ -132,13 +135,14 @@ def bench_embedded(dialogues: int, reference_dialogues: int, max_tokens: int, co
     ex = ExecutionConfig(workers=engines, concurrency=math.ceil(concurrency / engines), chunk_size=8, log_to_driver=False,
                          num_cpus_per_worker=min(1.0, (os.cpu_count() or 1) / engines),
                          cpu_bind="per_worker" if engines > 1 else "auto", dtype=dtype,
-                         env={"VLLM_CPU_KVCACHE_SPACE": str(per_engine_kv)})
+                         env={KV_CACHE_ENV: str(per_engine_kv)})
     params = GenerationParams(max_tokens=max_tokens)
     # compiled (torch.compile) engines start in ~90 s instead of ~25 s but step ~12% faster
     engine_options = {"enforce_eager": False} if compiled else {}
     cfg = SimulationConfig(cards=str(write_cards(cards[:dialogues], tmp / "cards.json")), rounds=rounds,
                            role=ModelRef(model="vllm/embedded", params=params, options=engine_options),
-                           targets=[ModelRef(model="vllm/embedded", params=params, options=engine_options)], execution=ex)
+                           targets=[ModelRef(model="vllm/embedded", params=params, options=engine_options)],
+                           seeker_stop=False, execution=ex)  # to the cap, as the release's loop runs: like against like
     with WorkerPool(ex) as pool:
         # one warm-up dialogue per worker (chunks of 1 go to the least-loaded worker): every engine
         # is started before the clock
@@ -149,40 +153,51 @@ def bench_embedded(dialogues: int, reference_dialogues: int, max_tokens: int, co
         t0 = time.perf_counter()
         res = run_simulation(cfg, tmp / "ours", pool=pool)
         ours_wall = time.perf_counter() - t0
-        counts = counts_delta(before, probe_workers(pool))
+        after = probe_workers(pool)
+        counts = counts_delta(before, after)
     ours_dph = res["items"] / ours_wall * 3600
+    # what the run's dialogues sent, by their own rows: the engines' counts should be exactly these calls
+    sent = sum(r["prompt_tokens"] or 0 for r in RunFolder(tmp / "ours", create=False).iter_rows("dialogues", ["prompt_tokens"]))
+    result = {"model": "SmolLM2-135M-Instruct (embedded)", "cards": card_source, "max_new_tokens": max_tokens,
+              "rounds": rounds,
+              "engines": engines, "kv_cache_gb_per_engine": per_engine_kv, "cpu_bind": ex.cpu_bind,
+              "compiled": compiled, "dtype": dtype, "reference_dtype": None,
+              "ours": {"dialogues": res["items"], "failed": res["failed"], "in_flight": min(concurrency, dialogues),
+                       "model_calls": res["model_calls"], "prompt_tokens_sent": sent,
+                       "wall_s": round(ours_wall, 1), "dialogues_per_hour": round(ours_dph, 1),
+                       "generated_tokens_per_s": round(res["tokens"] / ours_wall, 1),
+                       "kv_block_size": next((e["kv_cache"]["block_size"] for e in after), None),
+                       "prefix_cache": prefix_cache(counts)},
+              "reference": None, "speedup_vs_reference": None}
+    if reference_dialogues <= 0:  # ours alone (its hit rate, its throughput): no speedup without the reference
+        return result
     # reference: the release's loop, in this process, after our engine is gone
     # both sides in the same dtype (the CPU's best unless forced): the speedup is about the engine
     ref = HFReference(str(embedded_model_path()), max_new_tokens=max_tokens, threads=os.cpu_count(), dtype=dtype)
     ref_runs = [ref.dialogue(c.text, c.language, rounds) for c in cards[:reference_dialogues]]
     ref_wall = sum(r["seconds"] for r in ref_runs)
     ref_dph = len(ref_runs) / ref_wall * 3600
-    return {"model": "SmolLM2-135M-Instruct (embedded)", "cards": card_source, "max_new_tokens": max_tokens,
-            "rounds": rounds,
-            "engines": engines, "kv_cache_gb_per_engine": per_engine_kv, "cpu_bind": ex.cpu_bind,
-            "compiled": compiled, "dtype": dtype, "reference_dtype": ref.dtype,
-            "ours": {"dialogues": res["items"], "failed": res["failed"], "in_flight": min(concurrency, dialogues),
-                     "wall_s": round(ours_wall, 1), "dialogues_per_hour": round(ours_dph, 1),
-                     "generated_tokens_per_s": round(res["tokens"] / ours_wall, 1),
-                     "prefix_cache": prefix_cache(counts)},
-            "reference": {"dialogues": len(ref_runs), "wall_s": round(ref_wall, 1), "dialogues_per_hour": round(ref_dph, 2),
-                          "generated_tokens_per_s": round(sum(r["generated_tokens"] for r in ref_runs) / ref_wall, 1),
-                          "prompt_tokens": sum(r["prompt_tokens"] for r in ref_runs),
-                          "prefix_cache": "none: every generate call prefills its whole history",
-                          "structure": "evaluate.py: one dialogue at a time, sequential HF generate, greedy"},
-            "speedup_vs_reference": round(ours_dph / ref_dph, 2)}
+    result["reference_dtype"] = ref.dtype
+    result["reference"] = {"dialogues": len(ref_runs), "wall_s": round(ref_wall, 1), "dialogues_per_hour": round(ref_dph, 2),
+                           "generated_tokens_per_s": round(sum(r["generated_tokens"] for r in ref_runs) / ref_wall, 1),
+                           "prompt_tokens": sum(r["prompt_tokens"] for r in ref_runs),
+                           "prefix_cache": "none: every generate call prefills its whole history",
+                           "structure": "evaluate.py: one dialogue at a time, sequential HF generate, greedy"}
+    result["speedup_vs_reference"] = round(ours_dph / ref_dph, 2)
+    return result
 
 
 def prefix_cache(counts: dict[str, dict[str, int]] | None) -> dict[str, Any] | None:
-    """vLLM's counts over the run's engines (role and target share one per worker): prompt tokens,
-    those its prefix cache served, and the share (the hit rate); None when an engine kept no counts.
+    """vLLM's counts over the run's engines (role and target share one per worker): requests, prompt
+    tokens, those its prefix cache served, and the share (the hit rate); None when an engine kept no counts.
     Each turn re-sends the dialogue's whole history: the longer the dialogue, the more of it the
     cache serves, and the more the release's loop (which prefills every call from scratch) loses."""
     if not counts:
         return None
     prompt = sum(c.get("prompt_tokens", 0) for c in counts.values())
     cached = sum(c.get("cached_prompt_tokens", 0) for c in counts.values())
-    return {"prompt_tokens": prompt, "cached_prompt_tokens": cached, "hit_rate": round(cached / prompt, 4) if prompt else None,
+    return {"requests": sum(c.get("requests", 0) for c in counts.values()),
+            "prompt_tokens": prompt, "cached_prompt_tokens": cached, "hit_rate": round(cached / prompt, 4) if prompt else None,
             "recomputed_prompt_tokens": sum(c.get("recomputed_prompt_tokens", 0) for c in counts.values()),
             "preemptions": sum(c.get("preemptions", 0) for c in counts.values())}
 

@@ -23,6 +23,7 @@ from pydantic import Field, model_validator
 
 from esc_eval.serve.chat.interface import GenerationParams
 from esc_eval.serve.config import ConfigModel
+from esc_eval.serve.devices.cpu import cpu_kv_cache_gib
 from esc_eval.sim.bench.serve.client import BenchInputError, StreamingClient, check_endpoint
 from esc_eval.sim.bench.serve.load import LevelRun, LoadShape, run_level
 from esc_eval.sim.bench.serve.metrics import level_metrics, parse_slos, ratios, request_details
@@ -64,7 +65,7 @@ class ServeBenchConfig(ConfigModel):
     session_id: str | None = Field(None, description="Send this one x-session-id on every request instead (a sticky router then keeps the whole run on one replica).")
     routing: list[RoutingMode] | None = Field(None, description="Deploy the model as a Serve app once per routing mode (fresh replicas each) and run every arm.")
     replicas: int = Field(2, ge=2, description="routing: replicas per app.")
-    kv_cache_gib: int = Field(2, ge=1, description="routing: VLLM_CPU_KVCACHE_SPACE per CPU replica, GiB.")
+    kv_cache_gib: int = Field(default_factory=cpu_kv_cache_gib, ge=1, description="routing: VLLM_CPU_KVCACHE_SPACE per CPU replica, GiB (default: this process's VLLM_CPU_KVCACHE_SPACE, else 2).")
     max_num_seqs: int = Field(64, ge=1, description="routing: vLLM batch size per replica.")
     address: str | None = Field(None, description="routing: Ray cluster to deploy on (default: a local Ray for this run).")
     deploy_timeout_s: float = Field(900, gt=0, description="routing: seconds to wait for an app's replicas to be healthy.")

@@ -28,16 +28,17 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def routing_config(mode: str, model: str, replicas: int, kv_cache_gib: int = 2, max_num_seqs: int = 64,
+def routing_config(mode: str, model: str, replicas: int, kv_cache_gib: int | None = None, max_num_seqs: int = 64,
                    max_model_len: int | None = None, port: int = 8000) -> ServeConfig:
-    """The Serve app of one routing arm: `replicas` fixed replicas sharing the node's CPUs."""
+    """The Serve app of one routing arm: `replicas` fixed replicas sharing the node's CPUs (each with
+    `kv_cache_gib` of KV cache on a CPU; None: ServeConfig's default, this process's VLLM_CPU_KVCACHE_SPACE)."""
     if mode not in ROUTING_MODES:
         raise ValueError(f"--routing {mode!r}: expected one of {', '.join(ROUTING_MODES)}")
     if replicas < 2:
         raise ValueError(f"--replicas {replicas}: a routing comparison needs at least 2 replicas")
     return ServeConfig(
         app_name=APP_PREFIX + mode.replace("_", "-"), route_prefix=f"/{APP_PREFIX}{mode.replace('_', '-')}",
-        port=port, kv_cache_gib=kv_cache_gib,
+        port=port, **({} if kv_cache_gib is None else {"kv_cache_gib": kv_cache_gib}),
         # Several CPU engines on one node: let the OS place them (vLLM binds each to the first core
         # by default) and give each one OpenMP thread.
         env_vars={"VLLM_CPU_OMP_THREADS_BIND": "nobind", "OMP_NUM_THREADS": "1"},

@@ -39,3 +39,19 @@ def test_the_panel_is_one_more_judge_in_table_2_ppi_and_calibration(make_run, tm
     assert "panel:median" in set(pd.read_csv(tmp_path / "lb" / "leaderboard.csv")["judge"])
     r = runner.invoke(app, ["leaderboard", str(run), "--panel", "vote", "-o", str(tmp_path / "bad")])
     assert r.exit_code != 0 and "a rule is one of" in r.output and not (tmp_path / "bad").exists()
+
+
+def test_leaderboard_with_a_panel_and_rank_sets_gives_the_panels_row_its_rank_set(make_run, tmp_path):
+    """issue 53: `leaderboard --panel RULE --rank-sets` left the panel's row without a rank-set (the sets were
+    built from the judges' rows only)."""
+    run, _ = judged_run(make_run, n=40, judge="judge-p", seed=0)
+    judged_run(make_run, n=40, judge="judge-q", seed=1)
+    out = tmp_path / "lb"
+    r = runner.invoke(app, ["leaderboard", str(run), "--panel", "mean", "--rank-sets", "--n-boot", "0", "-o", str(out)])
+    assert r.exit_code == 0, r.output
+    ranked = pd.read_csv(out / "leaderboard_rank_sets.csv")
+    assert set(ranked["judge"]) == {"judge-p", "judge-q", "panel:mean"}
+    panel = ranked[ranked["judge"] == "panel:mean"]
+    assert len(panel) == 2 and panel["rank_set"].notna().all() and (panel["rank_lo"] >= 1).all()
+    assert {s["judge"] for s in json.loads(r.stdout)["rank_sets"]} == {"judge-p", "judge-q", "panel:mean"}
+    assert "panel:mean" in (out / "leaderboard_rank_sets.md").read_text()

@@ -57,6 +57,7 @@ def test_the_report_has_the_panels_section_after_table_2(run, tmp_path):
     paths = write_report([run], tmp_path / "report", n_boot=0)
     report = json.loads(paths["json"].read_text())
     ids = report["sections"]
-    assert ids.index("leaderboard") + 1 == ids.index("panels") < ids.index("by-category")  # order 270
+    # order 270, after Table 2 and the self-preference of a judge of a target's family (260: the data has one)
+    assert ids.index("leaderboard") + 2 == ids.index("self-preference") + 1 == ids.index("panels") < ids.index("by-category")
     assert report["panels"]["judge"] == "panel:mean" and [j["judge"] for j in report["panels"]["judges"]] == ["j1", "j2", "j3"]
     assert "## Judge panel" in paths["markdown"].read_text()

@@ -1,5 +1,6 @@
-"""analysis/rounds/by_round.py on score rows made by hand: the mean per round, the change from the
-first round to the whole dialogue paired by dialogue, and the verdict, checked by hand."""
+"""analysis/rounds/by_round.py on score rows made by hand: the mean per round (the cohort's and the
+survivors'), the earlier change from the first round to the whole dialogue paired by dialogue (kept
+for comparison), and the markdown with the verdict from the curve, checked by hand."""
 from __future__ import annotations
 
 import numpy as np
@@ -7,6 +8,7 @@ import pandas as pd
 import pytest
 
 from esc_eval.analysis.rounds.by_round import round_change, round_table, round_values, rounds_markdown
+from esc_eval.analysis.rounds.change_point import round_change_point
 from esc_eval.sim.judging.dimensions import DIMENSION_NAMES
 
 
@@ -35,8 +37,10 @@ def test_a_target_that_degrades_and_one_that_holds():
     assert change.loc["A", "change"] == pytest.approx((-50 * 3 - 25) / 4) and change.loc["A", "verdict"] == "degrades"
     assert change.loc["A", "ci_high"] < 0 and change.loc["A", "first_round"] == 1 and change.loc["A", "last_round_median"] == 3
     assert change.loc["B", "change"] == 0 and change.loc["B", "verdict"] == "holds"
-    md = rounds_markdown(round_table(values, n_boot=0), round_change(values, n_boot=0))
-    assert "| en | A | j | 4 | 68.8 | 25.0 | -43.8 | - | n/a |" in md
+    md = rounds_markdown(round_table(values, n_boot=0), round_change_point(values, n_boot=0))
+    # 4 cards: the step is shown (round 1 | rounds 2-3), no verdict
+    assert "| en | A | j | prefix | 4 reached round 3 | 4 | 2 | 68.8 | 34.4 | -34.4 | - | n/a | 4 cards: a verdict needs at least 10" in md
+    assert "| en | A | j | prefix | 2 | 4 | 43.8 | 4 | 43.8 |" in md  # every dialogue reached round 3: cohort = survivors
 
 
 def test_rows_that_are_not_prefixes_or_not_scored_are_left_out():

@@ -203,7 +203,8 @@ def test_the_command_writes_the_comparison_and_the_judges_course_resumes(tmp_pat
     humans = write_fake_humans(tmp_path / "people.json", 12)
     local = tmp_path / "distress.yaml"  # this process, no Ray: the pool's local executor
     local.write_text("execution: {executor: local}\n", encoding="utf-8")
-    args = ["analysis", "fidelity", run, "--humans", humans, "--judge", "fake/judge", "--config", local, "--n-boot", "100"]
+    args = ["analysis", "fidelity", run, "--humans", humans, "--judge", "fake/judge", "--config", local, "--n-boot", "100",
+            "--no-embedding"]  # the embedding has its own tests (tests/analysis/realism)
     res = CliRunner().invoke(app, [str(a) for a in args])
     assert res.exit_code == 0, res.output
     assert "| Judge's distress in round 1 (0-4) |" in res.output and "first round vs initial intensity" in res.output

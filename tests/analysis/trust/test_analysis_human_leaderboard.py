@@ -12,7 +12,7 @@ import pytest
 from typer.testing import CliRunner
 
 from analysis_testdata import dialogue_row
-from esc_eval.analysis.results.expected_scores import expected_scores
+from esc_eval.analysis.judgments.expected_scores import expected_scores
 from esc_eval.analysis.trust.human_leaderboard import human_anchored
 from esc_eval.analysis.trust.human_scores import load_human_scores
 from esc_eval.analysis.results.leaderboard import VALUE_COLUMNS, build_leaderboard

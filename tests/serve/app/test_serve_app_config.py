@@ -167,9 +167,44 @@ def test_kv_cache_space_defaults_to_the_processs_own(monkeypatch):
     assert ServeConfig(kv_cache_gib=3, models=[ServeModelConfig(name="embedded")]).kv_cache_gib == 3  # asked: kept
     monkeypatch.delenv("VLLM_CPU_KVCACHE_SPACE")
     assert _cfg().kv_cache_gib == 2 and ExecutionConfig().env == {"VLLM_CPU_KVCACHE_SPACE": "2"}
+    monkeypatch.setenv("VLLM_CPU_KVCACHE_SPACE", "5")
     monkeypatch.setenv("VLLM_CPU_KVCACHE_SPACE", "0.5")  # what vLLM would refuse at every engine start
     with pytest.raises(ValueError, match=r"VLLM_CPU_KVCACHE_SPACE='0.5': a whole number of GiB"):
         ExecutionConfig()
+
+
+def test_a_users_kv_cache_space_reaches_every_kind_of_engine(monkeypatch):
+    """Every engine esc-eval starts takes the user's VLLM_CPU_KVCACHE_SPACE (issue 52): the in-process
+    engine, pool workers (simulate, score, the demo), Serve replicas (serve up, the plan's Serve mode),
+    `bench serve --routing`'s replicas and the card build's Ray task; unset, each takes the one default."""
+    import os
+
+    from esc_eval.serve.devices.cpu import DEFAULT_KV_CACHE_GIB
+    from esc_eval.serve.engines.args import cpu_kv_cache_env
+    from esc_eval.sim.bench.serve.bench import ServeBenchConfig
+    from esc_eval.sim.bench.serve.routing import routing_config
+    from esc_eval.sim.cardbuild.pipeline import task_env
+    from esc_eval.sim.jobs.demo import demo_config
+
+    def sizes() -> dict[str, str]:
+        demo = demo_config(2)
+        (replica,) = build_llm_configs(_cfg())
+        (routed,) = build_llm_configs(routing_config("session", "embedded", 2))
+        bench = ServeBenchConfig(model="embedded", routing=["session"])
+        (bench_replica,) = build_llm_configs(routing_config("session", "embedded", 2, bench.kv_cache_gib))
+        cpu_kv_cache_env()
+        return {"in-process": os.environ["VLLM_CPU_KVCACHE_SPACE"],
+                "demo simulation": demo.simulation.execution.env["VLLM_CPU_KVCACHE_SPACE"],
+                "demo scoring": demo.scoring.execution.env["VLLM_CPU_KVCACHE_SPACE"],
+                "serve replica": replica["runtime_env"]["env_vars"]["VLLM_CPU_KVCACHE_SPACE"],
+                "routing replica": routed["runtime_env"]["env_vars"]["VLLM_CPU_KVCACHE_SPACE"],
+                "bench serve replica": bench_replica["runtime_env"]["env_vars"]["VLLM_CPU_KVCACHE_SPACE"],
+                "card build task": task_env()["VLLM_CPU_KVCACHE_SPACE"]}
+
+    monkeypatch.setenv("VLLM_CPU_KVCACHE_SPACE", "5")
+    assert set(sizes().values()) == {"5"}, sizes()
+    monkeypatch.delenv("VLLM_CPU_KVCACHE_SPACE")
+    assert set(sizes().values()) == {str(DEFAULT_KV_CACHE_GIB)}, sizes()
 
 
 def test_template_override_reaches_vllm_frontend_as_text():

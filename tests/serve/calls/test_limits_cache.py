@@ -145,6 +145,25 @@ def test_key_changes_with_every_input():
     assert base != cache_key(ident, MSGS, GenerationParams(max_tokens=511), None)
     assert base != cache_key(ident, MSGS, GenerationParams(stop=["\n"]), None)
     assert base != cache_key(ident, MSGS, GenerationParams(), "fluency")
+    assert base != cache_key(ident, MSGS, GenerationParams(json_schema={"type": "object"}), None)
+    assert base != cache_key(ident, MSGS, GenerationParams(logprobs=5, logprob_labels=["0"]), None) != cache_key(
+        ident, MSGS, GenerationParams(logprobs=5), None)
+
+
+def test_a_key_made_before_the_structured_output_fields_still_hits():
+    """The key of a call as it was written before json_schema / logprob_labels existed (their fields absent)."""
+    import hashlib
+
+    from esc_eval.serve.calls.cache import KEY_VERSION
+
+    ident = {"backend": "openai", "model": "gpt-4", "base_url": "u"}
+    params = GenerationParams(max_tokens=1, logprobs=5)
+    before = {k: v for k, v in params.model_dump(mode="json").items() if k not in ("json_schema", "logprob_labels")}
+    payload = {"v": KEY_VERSION, "model": ident, "adapter": None, "messages": [[m.role, m.content] for m in MSGS],
+               "params": before}
+    old = hashlib.sha256(json.dumps(payload, sort_keys=True, ensure_ascii=False, separators=(",", ":"),
+                                    default=str).encode("utf-8")).hexdigest()
+    assert cache_key(ident, MSGS, params, None) == old
 
 
 async def test_cached_model_answers_repeats_without_a_call(tmp_path):

@@ -40,5 +40,6 @@ def test_simulate_score_by_round_leaderboard_and_analysis(tmp_path):
     assert has_rounds(type("Ctx", (), {"dialogues": ctx_dialogues})())
     section = rounds_section(load_scores([out]), n_boot=50, seed=0)
     change = {r["target_model"]: r for r in section["data"]["change"]}
-    assert set(change) == {"fake/echo", "fake/fixed?reply=I+hear+you."} and all(r["n"] == 3 for r in change.values())
+    assert set(change) == {"fake/echo", "fake/fixed?reply=I+hear+you."} and all(r["n_dialogues"] == 3 for r in change.values())
+    assert all(r["verdict"] == "n/a" and r["rule"] == "prefix" for r in change.values())  # 3 cards: no verdict
     assert not has_rounds(type("Ctx", (), {"dialogues": load_dialogues([tmp_path / "run"])})())

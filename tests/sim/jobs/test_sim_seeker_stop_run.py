@@ -98,3 +98,28 @@ def test_a_dialogue_that_outgrows_its_targets_context_is_a_row_that_says_so_not_
         assert r["status"] == "ok" and r["error"] is None
         assert r["termination_reason"] == "context_full" and r["end_reason"] == "context_full"
         assert 1 <= r["end_round"] < 30 and r["end_round"] == r["n_turns"] // 2
+
+
+def test_past_5_rounds_the_seeker_may_end_by_default_and_5_round_runs_are_unchanged(tmp_path):
+    from esc_eval.sim.jobs.fingerprint import fingerprint, simulation_inputs
+
+    def default(rounds: int, **kw) -> SimulationConfig:
+        return SimulationConfig(cards="sample", languages=["en"], limit=2, rounds=rounds, role=ModelRef(model="fake/seeker"),
+                                targets=[ModelRef(model="fake/echo")], execution=ExecutionConfig(executor="local"), **kw)
+
+    paper, explicit_off = default(5), default(5, seeker_stop=False)
+    assert paper.seeker_stop is False and "seeker_stop" not in paper.model_fields_set
+    # the paper's 5-round runs: the same fingerprint as before the default (no seeker_stop field), on or off
+    assert fingerprint(simulation_inputs(paper, {})) == fingerprint(simulation_inputs(explicit_off, {}))
+    assert "seeker_stop" not in fingerprint(simulation_inputs(paper, {}))
+    assert default(6).seeker_stop is True and default(30, seeker_stop=False).seeker_stop is False
+    assert default(3, seeker_stop=True).seeker_stop is True
+    assert fingerprint(simulation_inputs(default(30), {}))["seeker_stop"] == "true"
+    # a long folder made with the setting off resumes only when it is said again
+    run_simulation(default(8, seeker_stop=False), tmp_path / "long")
+    with pytest.raises(StaleRunError, match="'seeker_stop' differs"):
+        run_simulation(default(8), tmp_path / "long")
+    assert run_simulation(default(8, seeker_stop=False), tmp_path / "long")["items"] == 0
+    # a 5-round folder resumes with the default as it did
+    run_simulation(paper, tmp_path / "paper")
+    assert run_simulation(default(5), tmp_path / "paper")["items"] == 0

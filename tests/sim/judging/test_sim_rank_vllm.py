@@ -1,5 +1,6 @@
 """The judge on the real stack: official samples through run_scoring on the embedded judge, digit
-probabilities vs greedy answers, a multi-LoRA judge with per-request adapters, the bench."""
+probabilities vs greedy answers, a multi-LoRA judge with per-request adapters, the bench, a dialogue
+over the judge's context (whole-dialogue and per-reply judgments)."""
 import asyncio
 import json
 import math
@@ -240,3 +241,11 @@ async def test_a_dialogue_over_the_real_judges_context_is_windowed(embedded_mode
     (row,) = await score_dialogue(turns, "en", judge, embedded_model)
     assert row["error"] is None and row["parse_status"] == "ok" and row["score"] in range(5), row
     assert row["rounds_left_out"] == 20 and 4000 < row["prompt_tokens"] < 8192
+    # the per-reply judge (score --by-reply) on the same engine: round 40's reply rated in its context, the
+    # context windowed by the same rule, the reply itself always shown; and a short dialogue read whole
+    per_reply = judge.model_copy(update={"reads": "reply"})
+    (reply,) = await score_dialogue(turns, "en", per_reply, embedded_model)
+    assert reply["error"] is None and reply["parse_status"] == "ok" and reply["score"] in range(5), reply
+    assert reply["rounds_left_out"] >= 20 and 4000 < reply["prompt_tokens"] < 8192
+    (short,) = await score_dialogue(SHORT_TURNS, "en", per_reply, embedded_model)
+    assert short["parse_status"] == "ok" and short["score"] in range(5) and short["rounds_left_out"] == 0

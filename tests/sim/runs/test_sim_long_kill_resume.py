@@ -29,7 +29,8 @@ pytestmark = [pytest.mark.slow, pytest.mark.beside]
 def _config(tmp_path: Path) -> Path:
     # short turns: the rounds and the kill are what this proves, not long replies (decode is its time)
     side = {"model": "vllm/embedded", "params": {"max_tokens": 8}}
-    cfg = {"cards": "sample", "languages": ["en"], "limit": 1, "rounds": ROUNDS, "role": side, "targets": [side],
+    # seeker_stop off: all 30 rounds are what this resumes (on by default past 5 rounds, the seeker could end it)
+    cfg = {"cards": "sample", "languages": ["en"], "limit": 1, "rounds": ROUNDS, "seeker_stop": False, "role": side, "targets": [side],
            "execution": {"executor": "local", "log_to_driver": False}}
     path = tmp_path / "sim.yaml"
     path.write_text(yaml.safe_dump(cfg))

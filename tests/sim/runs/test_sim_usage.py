@@ -7,7 +7,6 @@ import pytest
 
 from esc_eval.serve.registry.entry import TokenPrice
 from esc_eval.serve.registry.ref import ModelRef
-from esc_eval.serve.registry.registry import default_registry
 from esc_eval.sim.jobs.config import ScoringConfig, SimulationConfig
 from esc_eval.sim.jobs.scoring import run_scoring
 from esc_eval.sim.jobs.simulation import run_simulation
@@ -49,17 +48,19 @@ def test_jobs_write_usage_to_the_manifest(tmp_path):
     assert _stage(usage2, "role", "fake/seeker")["calls"] == role["calls"]
 
 
-def test_dollars_from_the_registry_and_config_overrides(tmp_path):
+def test_dollars_from_the_shipped_list_prices_and_config_overrides(tmp_path):
     from esc_eval.analysis.results.fake_runs import write_fake_run
 
     run = RunFolder(write_fake_run(tmp_path / "r", 10, models=["gpt-4", "openai/gpt-3.5-turbo", "fake/echo"]))
     usage = compute_usage(run)
     gpt4 = _stage(usage, "target", "gpt-4")
-    price = default_registry().get("gpt-4").price
-    assert price is not None and gpt4["spec"] == "openai/gpt-4"
+    from esc_eval.serve.registry.prices import shipped_price
+
+    price = shipped_price("openai/gpt-4")  # the registry's gpt-4 is openai/gpt-4, priced by the shipped list
+    assert price is not None and price.prompt_per_1m == 30.0 and gpt4["spec"] == "openai/gpt-4"
     want = gpt4["prompt_tokens"] / 1e6 * price.prompt_per_1m + gpt4["completion_tokens"] / 1e6 * price.completion_per_1m
     assert gpt4["dollars"] == pytest.approx(want) and want > 0
-    # A spec is matched to its registry entry (chatgpt = openai/gpt-3.5-turbo).
+    # A spec is priced by the list too (chatgpt = openai/gpt-3.5-turbo).
     assert _stage(usage, "target", "openai/gpt-3.5-turbo")["dollars"] > 0
     assert _stage(usage, "target", "fake/echo")["dollars"] is None
     cheap = compute_usage(run, {"gpt-4": TokenPrice(prompt_per_1m=1.0, completion_per_1m=0.0)})

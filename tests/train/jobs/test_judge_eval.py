@@ -89,3 +89,31 @@ async def test_score_examples_logprob_method():
     assert all(p.pred is None and "engine down" in p.error for p in failed)
     gen = await score_examples(model, ex, "g", method="generate")
     assert [p.pred for p in gen] == [1, 1]
+
+
+def test_the_evaluation_is_written_where_the_analysis_reads_a_judges_scores(tmp_path):
+    """write_evaluation's folder is also a run folder of the judges' score rows with the test labels beside it:
+    `analysis judge-accuracy` (analysis/trust/judge_accuracy.py) reads them and gives table4.json's figures."""
+    from esc_eval.analysis.trust.judge_accuracy import accuracy_from_sheets
+
+    def p(did, dim, gold, got, judge, error=None):
+        return JudgePrediction(did, dim, "en", judge, gold, got, probs=None if got is None else [0.0] * got + [1.0] + [0.0] * (4 - got),
+                               error=error, target_model="m1", adapter=None if judge == "base" else "esc-rank")
+
+    preds = [p("d1", "fluency", 3, 3, "esc-rank"), p("d2", "fluency", 2, 0, "esc-rank"), p("d3", "fluency", 1, None, "esc-rank"),
+             p("d1", "overall", 4, 3, "esc-rank"), p("d2", "overall", 0, None, "esc-rank", error="RuntimeError: down"),
+             p("d1", "fluency", 3, 1, "base"), p("d2", "fluency", 2, 2, "base"), p("d3", "fluency", 1, 1, "base"),
+             p("d1", "overall", 4, 4, "base"), p("d2", "overall", 0, 4, "base")]
+    paths = write_evaluation(tmp_path / "evaluation", preds)
+    table4 = json.loads(paths["json"].read_text())
+    for judge in ("esc-rank", "base"):
+        _, written = accuracy_from_sheets([str(tmp_path / "evaluation")], paths["labels"], judge=judge)
+        rows = {r["dimension"]: r for r in json.loads(open(written["json"]).read())["dimensions"]}
+        for dim in ("fluency", "overall", "average"):
+            assert rows[dim]["n"] == table4[judge][dim]["all"]["n"]
+            assert rows[dim]["ACC"] == pytest.approx(table4[judge][dim]["all"]["acc"])
+            assert rows[dim]["ACC_soft"] == pytest.approx(table4[judge][dim]["all"]["acc_soft"])
+            assert rows[dim]["n_unparsed"] == table4[judge][dim]["all"]["unparsed"]
+    assert table4["esc-rank"]["fluency"]["all"] == {"n": 3, "acc": pytest.approx(100 / 3), "acc_soft": pytest.approx(100 / 3),
+                                                    "unparsed": 1}
+    assert json.loads(paths["predictions"].read_text().splitlines()[0])["target_model"] == "m1"

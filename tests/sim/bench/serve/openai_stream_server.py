@@ -7,7 +7,8 @@ fast tests of `bench serve`: real HTTP, real chunked streams, strict about the m
   stream_options.include_usage, then `data: [DONE]`. An unknown model is a 404 as vLLM answers
   it; a prompt containing FAIL is an HTTP 500.
 Time to first token = ttft_s + ttft_per_char_s x prompt characters (a prefill that grows with
-the history), then itl_s between tokens. Every request's headers and body are kept in `requests`.
+the history), then itl_s between tokens: timings known in advance (the cross-check with vLLM's client
+measures both clients against them). Every request's headers and body are kept in `requests`.
 """
 from __future__ import annotations
 
@@ -17,9 +18,17 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 
+def text(content) -> str:
+    """A message's text: a string, or OpenAI's list of parts (vLLM's client sends [{"type": "text", ...}])."""
+    return content if isinstance(content, str) else "".join(p.get("text", "") for p in content)
+
+
 class StreamServer:
-    def __init__(self, model: str = "tiny", ttft_s: float = 0.01, ttft_per_char_s: float = 0.0, itl_s: float = 0.002):
+    def __init__(self, model: str = "tiny", ttft_s: float = 0.01, ttft_per_char_s: float = 0.0, itl_s: float = 0.002,
+                 prompt_tokens=None):
         self.model, self.ttft_s, self.ttft_per_char_s, self.itl_s = model, ttft_s, ttft_per_char_s, itl_s
+        # messages -> the prompt's token count in usage (default: 4 characters a token)
+        self.prompt_tokens = prompt_tokens or (lambda messages: len("".join(m["content"] for m in messages)) // 4 + 1)
         self.requests: list[dict] = []
         self.lock = threading.Lock()
         server = self
@@ -53,11 +62,13 @@ class StreamServer:
                 if body.get("model") != server.model:
                     return self._json(404, {"error": {"message": f"The model `{body.get('model')}` does not exist.",
                                                       "type": "NotFoundError", "code": 404}})
-                prompt = "".join(m["content"] for m in body["messages"])
+                messages = [{**m, "content": text(m["content"])} for m in body["messages"]]
+                prompt = "".join(m["content"] for m in messages)
                 if "FAIL" in prompt:
                     return self._json(500, {"error": {"message": "injected failure"}})
                 n = int(body.get("max_completion_tokens") or body.get("max_tokens") or 16)
-                usage = {"prompt_tokens": len(prompt) // 4 + 1, "completion_tokens": n, "total_tokens": len(prompt) // 4 + 1 + n}
+                pt = server.prompt_tokens(messages)
+                usage = {"prompt_tokens": pt, "completion_tokens": n, "total_tokens": pt + n}
                 if not body.get("stream"):
                     time.sleep(server.ttft_s + server.ttft_per_char_s * len(prompt) + server.itl_s * (n - 1))
                     return self._json(200, {"id": "chatcmpl-1", "object": "chat.completion", "model": server.model,

@@ -1,36 +1,19 @@
-"""The terminal's side of the commands that show a leaderboard (report, leaderboard, demo): Table 2
-as a rich table, the lines beside it, and the report written with its leaderboard shown."""
+"""The terminal's side of the commands that show a leaderboard (leaderboard, report, demo, analysis
+safety): Table 2 as a rich table, the lines beside it, the human-anchored means, the safety summary.
+The files say everything these show (leaderboard.md with its CIs, leaderboard_humans.md, safety.md);
+the terminal gets the short view, on the one console of esc-eval (sim/console.py: stderr)."""
 from __future__ import annotations
 
-from typing import Optional
+from rich.table import Table
 
-import typer
-
-
-def check_rule(panel: Optional[str]) -> Optional[str]:
-    """--panel's rule, checked at the door (None: no panel)."""
-    from esc_eval.sim.judging.panel import PANEL_RULES
-
-    if panel is not None and panel not in PANEL_RULES:
-        raise typer.BadParameter(f"--panel {panel!r}: a rule is one of {', '.join(PANEL_RULES)}")
-    return panel
-
-
-def registry_rule(models: list[str]) -> dict[str, str]:
-    """The one grouping rule (Table 2's close / open / domain): the model registry's."""
-    from esc_eval.serve.registry.registry import model_groups
-
-    return model_groups(models)
+from esc_eval.sim.console import console
 
 
 def show_leaderboard(table, score_kind: str = "label", title: str = "", rank_sets=None) -> None:
     """The leaderboard as a terminal table (the CIs are in leaderboard.md); rank_sets: the table with
     analysis.ranking.rank_sets.with_rank_sets's columns, shown in a Rank-set column."""
-    from rich.table import Table
-
     from esc_eval.analysis.results.leaderboard import spoiled_cell
     from esc_eval.sim.judging.dimensions import DIMENSION_TITLES
-    from esc_eval.sim.driver.progress import console
 
     cols = [*DIMENSION_TITLES.values(), "Average"]
     what = "mean expected score" if score_kind == "expected" else "mean score"
@@ -52,17 +35,11 @@ def show_leaderboard(table, score_kind: str = "label", title: str = "", rank_set
 def show_line(line: str) -> None:
     """A line beside the terminal's table (e.g. that the judge has no human scores beside it)."""
     if line:
-        from esc_eval.sim.driver.progress import console
-
         console.print(line, highlight=False, markup=False)
 
 
 def show_anchored(anchored) -> None:
     """The human-anchored Average per model on the terminal (every column is in leaderboard_humans.md)."""
-    from rich.table import Table
-
-    from esc_eval.sim.driver.progress import console
-
     t = Table(title="Average on the human scale (PPI, 95% CI) next to the judge's", pad_edge=False)
     for c in ["Lang", "Model", "Judge", "Human scores", "Judge mean [CI]", "PPI [CI]", "Humans only [CI]"]:
         t.add_column(c, justify="left" if c in ("Lang", "Model", "Judge") else "right", overflow="fold")
@@ -77,13 +54,13 @@ def show_anchored(anchored) -> None:
 
 
 def show_leaderboard_files(result, score_kind: str, rank_sets=None) -> None:
-    """A leaderboard's tables on the terminal: Table 2 (with its rank-sets when given), the line beside it,
-    the table without the spoiled dialogues, the human-anchored means, the safety summary (each where the
-    result holds it)."""
-    from esc_eval.sim.driver.progress import console
-
+    """A leaderboard's tables on the terminal (analysis/report/from_runs.py LeaderboardFiles): Table 2 (with
+    its rank-sets when given), the line beside it, the table without the spoiled dialogues, the
+    human-anchored means, the safety summary (each where the result holds it)."""
     show_leaderboard(result.table, score_kind, rank_sets=rank_sets)
     show_line(result.line)
+    show_line(result.windowed)
+    show_line(result.self_preference)
     if result.kept is not None:
         show_leaderboard(result.kept, score_kind, title="Leaderboard without the dialogues the simulator spoiled")
         console.print(result.excluded)
@@ -93,48 +70,24 @@ def show_leaderboard_files(result, score_kind: str, rank_sets=None) -> None:
         show_safety(result.safety)
 
 
-def write_report_for(run_dirs: list[str], out: Optional[str], n_boot: int = 1000, seed: int = 0, samples: int = 3,
-                     humans=None, score_kind: str = "label", human_seekers=None, judge_note: str | None = None,
-                     panel: str | None = None):
-    """The report's files (analysis/report/from_runs.py) and its leaderboard on the terminal; the paths."""
-    from esc_eval.analysis.report.from_runs import write_report_files
-
-    result = write_report_files(run_dirs, out, registry_rule, n_boot, seed, samples, humans, score_kind,
-                                human_seekers=human_seekers, judge_note=judge_note, panel=check_rule(panel))
-    show_leaderboard(result.table, score_kind)
-    show_line(result.line)
-    if result.anchored is not None:
-        show_anchored(result.anchored)
-    return result.paths
-
-
-
-
 def show_safety(table) -> None:
     """The harm-weighted summary as a terminal table (the per-level means are in safety.md)."""
-    from rich.table import Table
-
     from esc_eval.analysis.safety.crisis import pct_ci
-    from esc_eval.sim.driver.progress import console
 
+    emerging = "emerging_responded" in table.columns  # risk that emerged mid-conversation: its column too
     t = Table(title="Crisis safety (x25; harm-weighted, apart from the seven dimensions)", pad_edge=False)
-    for c in ("Model", "Judge", "n", "Safety [95% CI]", "Unweighted", "Failures (weighted)"):
+    for c in ("Model", "Judge", "n", "Safety [95% CI]", "Unweighted", "Failures (weighted)",
+              *(["Responded after risk emerged"] if emerging else [])):
         t.add_column(c, justify="left" if c in ("Model", "Judge") else "right", overflow="fold")
     for _, r in table.iterrows():
         ci = "n/a" if r["safety"] != r["safety"] else f"{r['safety']:.1f}" + (
             "" if r["safety_lo"] != r["safety_lo"] else f" [{r['safety_lo']:.1f}, {r['safety_hi']:.1f}]")
         t.add_row(str(r["model"]), str(r["judge"]), str(r["n_scored"]), ci,
                   "-" if r["unweighted"] != r["unweighted"] else f"{r['unweighted']:.1f}",
-                  pct_ci(r["failure_rate"], r["failure_rate_lo"], r["failure_rate_hi"]))
+                  pct_ci(r["failure_rate"], r["failure_rate_lo"], r["failure_rate_hi"]),
+                  *([pct_ci(r["emerging_responded"], r["emerging_responded_lo"], r["emerging_responded_hi"])]
+                    if emerging else []))
     console.print(t)
 
 
-def read_humans(humans: Optional[str], study: Optional[str], allow_one: bool):
-    """The --humans source, read and checked at the door (None when not given)."""
-    if humans is None:
-        if study is not None:
-            raise typer.BadParameter("--study needs --humans")
-        return None
-    from esc_eval.analysis.trust.human_scores import load_human_scores
-
-    return load_human_scores(humans, study=study, allow_one_annotator=allow_one)
+__all__ = ["show_anchored", "show_leaderboard", "show_leaderboard_files", "show_line", "show_safety"]
