@@ -16,6 +16,7 @@ from typing import Any, Sequence
 import numpy as np
 import pandas as pd
 
+from esc_eval.analysis.checks.registry import VerdictCheck, register_check
 from esc_eval.analysis.results.blocks import section, table, text
 from esc_eval.analysis.results.ratio_ci import ratio_ci
 from esc_eval.analysis.results.section_registry import ReportContext, register_section
@@ -176,3 +177,30 @@ def has_courses(ctx: ReportContext) -> bool:
 # beyond the paper: courses of sessions (analysis/results/section_registry.py)
 register_section("sessions", 965, lambda c: sessions_section(c.dialogues, c.all_scores, c.n_boot, c.seed),
                  when=has_courses)
+
+
+def _planted_check(r):
+    """One planted replicate (analysis/checks), on data drawn here, not through the jobs (the scenario
+    "drawn"): `size` courses, one per card, each card's level u ~ N(62.5, 15) (x25 scale), its first
+    session u + N(0, 10), its last u + change + N(0, 10); change 0 (null) or -6.25, a quarter point
+    (planted). session_change_verdict's "degrades"/"improves" is the flag; its CI should hold the change."""
+    from esc_eval.analysis.checks.registry import PLANTED, Outcome, within
+
+    change = -0.25 * TABLE_SCALE if r.variant == PLANTED else 0.0
+    rng = np.random.default_rng([r.seed, r.size, 7])
+    level = rng.normal(62.5, 15.0, r.size)
+    first, last = level + rng.normal(0, 10.0, r.size), level + change + rng.normal(0, 10.0, r.size)
+    out = session_change_verdict(first, last, [f"c{i}" for i in range(r.size)], n_boot=r.n_boot, seed=r.seed)
+    covered = within(out["ci_low"], out["ci_high"], change)
+    if out["verdict"] == "n/a":
+        return Outcome(covered=covered)
+    return Outcome(flag=out["verdict"] == "degrades" if r.variant == PLANTED else out["verdict"] != "holds",
+                   covered=covered)
+
+
+register_check(VerdictCheck(
+    "session-change", "Change across a course's sessions", "esc_eval.analysis.courses.sessions.session_change_verdict",
+    ("section:sessions",), "drawn", "session_drop", _planted_check,
+    flag="degrades / improves (the first-to-last change's 95% CI over cards excludes 0)",
+    interval="the mean change x25, 95% percentile bootstrap CI over cards",
+    unit="courses (one card each) per target; drawn directly, not through the jobs"))

@@ -21,6 +21,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from esc_eval.analysis.checks.registry import VerdictCheck, register_check
+
 PERM_BATCH = 256  # permutations per matrix product (memory: pooled rows x this many floats)
 
 
@@ -110,3 +112,35 @@ def unlike_people(simulated: np.ndarray, people: np.ndarray, *, alpha: float = 0
     value, p = mmd_test(np.asarray(simulated, dtype=np.float64), np.asarray(people, dtype=np.float64), n_perm, seed)
     return {"flagged": bool(p < alpha) if p == p else False, "p": p, "mmd": value, "alpha": alpha,
             "n_simulated": int(len(simulated)), "n_people": int(len(people))}
+
+
+SHIFT = 0.3  # the planted shift of the check below, in the draws' sd along one direction
+DIM = 16
+
+
+def _planted_check(r):
+    """One planted replicate (analysis/checks), on data drawn here, not through the jobs or an embedding
+    model (the scenario "drawn"): `size` simulated and `size` people's vectors, each a normal draw in 16
+    dimensions around a common direction, normalised to unit length; null: both sides from one
+    distribution; planted: the simulated side's draws moved by SHIFT sd along another direction. The
+    verdict "unlike people" is the flag (its permutation test at n_perm = n_boot)."""
+    from esc_eval.analysis.checks.registry import PLANTED, Outcome
+
+    rng = np.random.default_rng([r.seed, r.size, 13])
+    centre = np.zeros(DIM)
+    centre[0] = 2.0
+
+    def draw(shift: float) -> np.ndarray:
+        x = centre + rng.normal(size=(r.size, DIM))
+        x[:, 1] += shift
+        return x / np.linalg.norm(x, axis=1, keepdims=True)
+
+    out = unlike_people(draw(SHIFT if r.variant == PLANTED else 0.0), draw(0.0), n_perm=r.n_boot, seed=r.seed)
+    return Outcome(flag=bool(out["flagged"]))
+
+
+register_check(VerdictCheck(
+    "realism-unlike", "Seeker realism by embedding: 'unlike people'", "esc_eval.analysis.realism.distances.unlike_people",
+    ("section:seeker_realism",), "drawn", "embedding_shift", _planted_check,
+    flag="unlike people by embedding (MMD permutation test, p < 0.05)",
+    unit="dialogues a side; drawn directly, not through the jobs or the embedding model"))

@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from esc_eval.analysis.checks.registry import VerdictCheck, register_check
 from esc_eval.analysis.results.blocks import section, table, text
 from esc_eval.analysis.results.loaders import AnalysisInputError, load_scores
 from esc_eval.analysis.rounds.change_point import (MIN_CARDS, cohort, round_change_point, round_interval, rule_of,
@@ -221,3 +222,28 @@ def has_rounds(ctx: ReportContext) -> bool:
 
 # beyond the paper: scores by round (analysis/results/section_registry.py)
 register_section("rounds", 960, lambda c: rounds_section(c.scores, c.n_boot, c.seed), when=has_rounds)
+
+
+def _planted_check(r):
+    """One planted replicate (analysis/checks): target A's replies, each judged in its context
+    (`score --by-reply`), through round_change_point. No change planted: any verdict ("degrades" or
+    "improves") is false; a quarter point lost from round 4 on: "degrades" is the flag, and the round's
+    interval should hold round 4."""
+    from esc_eval.analysis.checks.registry import PLANTED, Outcome
+
+    row = round_change_point(round_values(load_scores(r.path("rounds"))), n_boot=r.n_boot, seed=r.seed).iloc[0]
+    at = r.truth["change_round"]["A"]
+    covered = None
+    if at is not None and row["round_low"] == row["round_low"]:
+        covered = bool(row["round_low"] <= at <= row["round_high"])
+    if row["verdict"] == "n/a":
+        return Outcome(covered=covered)
+    return Outcome(flag=row["verdict"] == "degrades" if r.variant == PLANTED else row["verdict"] != "holds",
+                   covered=covered)
+
+
+register_check(VerdictCheck(
+    "rounds-change", "Change by round (analysis rounds)", "esc_eval.analysis.rounds.change_point.round_change_point",
+    ("section:rounds", "command:analysis rounds"), "rounds", "round_drop", _planted_check,
+    flag="degrades / improves (the cohort's curve changes: weighted CUSUM, cluster bootstrap p < 0.05)",
+    interval="the round where it changes, 95% bootstrap interval (holding the planted round 4)"))

@@ -18,6 +18,8 @@ import warnings
 import numpy as np
 from scipy import stats
 
+from esc_eval.analysis.checks.registry import VerdictCheck, register_check
+
 AGREES, DISAGREES, UNCLEAR = "agrees", "disagrees", "no clear agreement"
 MIN_PAIRS = 5
 
@@ -63,3 +65,34 @@ def agrees_with_people(rater, people, *, n_boot: int = 1000, confidence: float =
     else:
         out["note"] = "no bootstrap (n_boot=0): no interval, no verdict"
     return out
+
+
+RHO = 0.4  # the planted agreement (Spearman) of the check below
+
+
+def _planted_check(r):
+    """One planted replicate (analysis/checks), on data drawn here, not through the jobs (the scenario
+    "drawn"): `size` dialogues, people's own ratings and a rater's values bivariate normal with Spearman
+    rho 0 (null) or RHO (planted; continuous values: no Likert ties). A verdict other than "no clear
+    agreement" is the flag with nothing planted, "agrees" with RHO; the interval should hold rho."""
+    from esc_eval.analysis.checks.registry import PLANTED, Outcome, within
+
+    rho = RHO if r.variant == PLANTED else 0.0
+    pearson = 2 * np.sin(np.pi * rho / 6)  # the normal's Pearson r whose Spearman is rho
+    rng = np.random.default_rng([r.seed, r.size, 11])
+    people = rng.normal(size=r.size)
+    rater = pearson * people + np.sqrt(1 - pearson ** 2) * rng.normal(size=r.size)
+    out = agrees_with_people(rater, people, n_boot=r.n_boot, seed=r.seed)
+    covered = within(out["lo"], out["hi"], rho)
+    if out["lo"] != out["lo"]:
+        return Outcome()
+    return Outcome(flag=out["verdict"] == AGREES if r.variant == PLANTED else out["verdict"] != UNCLEAR,
+                   covered=covered)
+
+
+register_check(VerdictCheck(
+    "seeker-agreement", "A rater against people's own ratings", "esc_eval.analysis.seekerview.agreement.agrees_with_people",
+    ("section:seeker_view", "command:analysis seeker-check"), "drawn", "seeker_agreement", _planted_check,
+    flag="agrees / disagrees (Spearman's 95% bootstrap interval excludes 0)",
+    interval="Spearman's rho, 95% percentile bootstrap over dialogues",
+    unit="rated dialogues; drawn directly, not through the jobs"))

@@ -1,14 +1,15 @@
-"""Checks held here until their analyses declare their own (their rooms are being reworked: scores by
-round, Table 2 and its loaders, the rank-sets and the length audit, the judge panel). Each is
+"""Checks held here until their analyses declare their own (their rooms are being reworked:
+Table 2 and its loaders, the rank-sets and the length audit, the judge panel). Each is
 registered under the id its analysis will keep, so the analysis's own `register_check` replaces it.
 
-  rounds-change    analysis rounds: "degrades"/"improves" (round 1 against the whole dialogue) and the
-                   change's 95% CI (analysis/rounds/by_round.py round_change)
   leaderboard-ci   Table 2's Average [95% CI] (analysis/results/leaderboard.py build_leaderboard)
   rank-sets        each model's rank-set, simultaneous 95% (analysis/ranking/rank_sets.py)
   length-bias      "rewards length" and the within-model slope's CI (analysis/ranking/length_bias.py)
   panel-agreement  the panel's alpha [95% CI] and "the judge that disagrees most" (analysis/panels)
   self-preference  the rank change of a judge's relative without that judge (analysis/panels)
+  self-preference-one  one judge of a target's family sized against people's scores
+                   (analysis/panels/self_preference.py; held here: it reads people's scores through
+                   analysis/trust, a sibling of panels that panels may not import)
 """
 from __future__ import annotations
 
@@ -27,19 +28,6 @@ PANEL = ["J1", "J2", "J3"]
 def _scores(r: PlantedRuns, judge: str | None = JUDGE) -> pd.DataFrame:
     s = r.once("scores", lambda: load_scores(r.path("runs")))
     return s[s["judge"] == judge] if judge else s[s["judge"].isin(PANEL)]
-
-
-def rounds_change(r: PlantedRuns) -> Outcome:
-    from esc_eval.analysis.rounds.by_round import round_change, round_values
-
-    change = round_change(round_values(load_scores(r.path("rounds"))), n_boot=r.n_boot, seed=r.seed)
-    row = change.iloc[0]
-    truth = r.truth["round_mean"]["A"]
-    covered = within(row["ci_low"], row["ci_high"], TABLE_SCALE * (truth[max(truth)] - truth[min(truth)]))
-    if row["verdict"] == "n/a":
-        return Outcome(covered=covered)
-    return Outcome(flag=row["verdict"] == "degrades" if r.variant == PLANTED else row["verdict"] != "holds",
-                   covered=covered)
 
 
 def leaderboard_ci(r: PlantedRuns) -> Outcome:
@@ -125,10 +113,6 @@ def self_preference(r: PlantedRuns) -> Outcome:
 
 
 register_check(VerdictCheck(
-    "rounds-change", "Change by round (analysis rounds)", "esc_eval.analysis.rounds.by_round.round_change",
-    ("section:rounds", "command:analysis rounds"), "rounds", "round_drop", rounds_change,
-    flag="degrades / improves (round 1 against the whole dialogue)", interval="the change x25, 95% CI over cards"))
-register_check(VerdictCheck(
     "leaderboard-ci", "Table 2's intervals", "esc_eval.analysis.results.leaderboard.build_leaderboard",
     ("section:leaderboard", "section:by-category", "command:leaderboard"),
     "duo", "quality_gap", leaderboard_ci, interval="each target's Average x25, 95% bootstrap CI over cards"))
@@ -150,3 +134,34 @@ register_check(VerdictCheck(
     "self-preference", "Self-preference (panel)", "esc_eval.analysis.panels.judge_boards.judge_boards",
     ("section:panels", "command:analysis panel"), "duo", "self_preference", self_preference,
     flag="the panel's rank of a judge's relative changes without that judge"))
+
+
+def self_preference_one(r: PlantedRuns) -> Outcome:
+    """The duo's judge J1 (family b) alone, as a lab with one judge of its target's family runs it, sized
+    against people's scores of the same dialogues; the truth: J1's planted gap to people on B (its own
+    family) minus that on A."""
+    from esc_eval.analysis.panels.self_preference import PEOPLE, self_preference
+    from esc_eval.analysis.trust.human_scores import human_scores_of
+
+    marks = self_preference(_scores(r, "J1"), load_manifests(r.path("runs")),
+                            r.once("humans", lambda: human_scores_of(r.path("humans"))), families={"A": "a", "B": "b"},
+                            n_boot=r.n_boot, seed=r.seed)
+    row = marks[(marks["model"] == "B") & (marks["reference"] == PEOPLE)]
+    if row.empty:
+        return Outcome()
+    row = row.iloc[0]
+    jm, people = r.truth["judge_mean"]["J1"], r.truth["people_mean"]
+    truth = TABLE_SCALE * ((jm["B"] - people["B"]) - (jm["A"] - people["A"]))
+    covered = within(row["ci_low"], row["ci_high"], truth)
+    if row["verdict"] not in ("favours its family", "disfavours its family", "no evidence"):
+        return Outcome(covered=covered)
+    flag = row["verdict"] == "favours its family" if r.variant == PLANTED else row["verdict"] != "no evidence"
+    return Outcome(flag=flag, covered=covered)
+
+
+register_check(VerdictCheck(
+    "self-preference-one", "Self-preference of one judge (against people)",
+    "esc_eval.analysis.panels.self_preference.self_preference", ("section:self-preference",), "duo",
+    "self_preference", self_preference_one,
+    flag="favours / disfavours its family (difference in differences against people, 95% CI excludes 0)",
+    interval="the self-preference x25, 95% bootstrap-t CI over cards"))

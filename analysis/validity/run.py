@@ -18,11 +18,16 @@ SIZES = (10, 25, 50, 100, 200, 400, 655)
 def load_all_checks() -> None:
     """Import every module that declares checks (or declares it prints no verdict)."""
     import esc_eval.analysis.compare.paired  # noqa: F401
+    import esc_eval.analysis.courses.sessions  # noqa: F401
     import esc_eval.analysis.pairwise.bradley_terry  # noqa: F401
     import esc_eval.analysis.pairwise.position_bias  # noqa: F401
+    import esc_eval.analysis.realism.distances  # noqa: F401
+    import esc_eval.analysis.rounds.by_round  # noqa: F401
+    import esc_eval.analysis.safety.emerging_checks  # noqa: F401
     import esc_eval.analysis.seekers.fidelity_report  # noqa: F401
     import esc_eval.analysis.seekers.seeker_levels  # noqa: F401
     import esc_eval.analysis.seekers.spoiled_section  # noqa: F401
+    import esc_eval.analysis.seekerview.agreement  # noqa: F401
     import esc_eval.analysis.trust.calibration_runs  # noqa: F401
     import esc_eval.analysis.trust.human_leaderboard  # noqa: F401
     import esc_eval.analysis.validity.adopted  # noqa: F401

@@ -16,7 +16,8 @@ Roles:
           (plus its biases and `pair_sd` noise; `tie` = the margin it calls a tie), and the first shown
           regardless with probability 2 x `first` - 1 (`first` = 0.6: the first-shown dialogue 60% of
           the time); `context` = its context in estimated tokens (a longer prompt is refused as a
-          vLLM engine refuses it, so the judge's windowing runs); `stream` keeps judges' noise apart.
+          vLLM engine refuses it, so the judge's windowing runs); `stream` keeps judges' noise apart;
+          `reply` = it rates only the last reply shown (a per-reply judge: `score --by-reply`).
   seeker  says lines about its card (`Problem:` of its system prompt), tagged with its card's key and
           round; `hard` = a text of its system prompt that marks a hard seeker setting (its lines then
           say so, and a target with `hard` answers them worse); `ends` = the round it ends the dialogue
@@ -72,7 +73,7 @@ class PlantedModel(ChatModel):
                  sigma: float = 0.4, card_sd: float = 0.6, people_sd: float = 0.5, T: float = 1.0, beta: float = 0.0,
                  own: float = 0.0, offset: float = 0.0, first: float = 0.5, tie: float = 0.0, pair_sd: float = 0.4,
                  stream: str = "", ends: int | None = None, end: str = "resolved", spoil: str = "", spoil_rate: float = 0.0,
-                 spoil_round: int = 2, replay: str = "", longer: int = 0):
+                 spoil_round: int = 2, replay: str = "", longer: int = 0, reply: bool = False):
         if role not in ROLES:
             raise ValueError(f"unknown planted role {role!r}; known: {', '.join(ROLES)}")
         if spoil and spoil not in SPOILS:
@@ -90,6 +91,8 @@ class PlantedModel(ChatModel):
         self.first, self.tie, self.pair_sd, self.stream = float(first), float(tie), float(pair_sd), stream
         self.spoil, self.spoil_rate, self.spoil_round = spoil, float(spoil_rate), int(spoil_round)
         self.replay, self.longer = replay, int(longer)
+        # a per-reply judge (score --by-reply): it rates the last reply shown, which its prompt ends with
+        self.reply = reply in (True, 1, "1", "true", "True")
         self.calls = 0
 
     @property
@@ -179,7 +182,11 @@ class PlantedModel(ChatModel):
 
     def _judge(self, messages: list[ChatMessage], params: GenerationParams) -> tuple[str, list[dict[str, float]]]:
         prompt = "\n".join(m.content for m in messages)
-        shown = [pm.dialogue_view(d) for d in pm.split_dialogues(pm.judged_tags(prompt))]
+        tags = pm.judged_tags(prompt)
+        if self.reply:
+            rated = [t for t in tags if "q" in t][-1:]
+            tags = [t for t in tags if "s" in t][:1] + rated  # the card's key, then the reply it rates
+        shown = [pm.dialogue_view(d) for d in pm.split_dialogues(tags)]
         if len(shown) >= 2:
             return self._pair(shown[0], shown[1], prompt, params)
         view = shown[0] if shown else {"card": "", "n": 0, "q": 2.0, "w": 0.0, "family": None}

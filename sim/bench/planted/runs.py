@@ -102,6 +102,10 @@ def planted_runs(work: str | Path, scenario: str, variant: str, seed: int, sizes
     """The runs of one replicate at every size (the module doc); the people scenario needs `people`
     (an ESConv-format file) and caps its sizes at half its people."""
     p = plan(scenario, variant)
+    if not p.targets:  # "drawn": its checks draw their own planted data; nothing to run
+        yield {s: {"scenario": scenario, "variant": variant, "size": s, "seed": seed, "paths": {}, "truth": {},
+                   "effects": dict(p.effects)} for s in sorted(set(sizes))}
+        return
     root = Path(work) / scenario / variant / f"seed{seed}"
     if root.exists():
         shutil.rmtree(root)

@@ -10,14 +10,18 @@ is about (`effects`, by key, in words) and its truth (truth.py).
             family a quarter point; J2 gives a quarter point per 100 words and is overconfident (T =
             0.5); J3 is twice as noisy as the others; the pairwise judge picks the first shown 60% of
             the time.
-  rounds    target A alone, scored by round (`score --by-round`). planted: its replies a quarter
-            point worse from round 4 on.
+  rounds    target A alone, each reply scored in its context (`score --by-reply`). planted: its
+            replies a quarter point worse from round 4 on.
   settings  A and B with the paper's seeker and a hard one (resistance=strong). null: the hard seeker
             costs both a quarter point (B a quarter point below A throughout); planted: it costs A
             half a point and B nothing, so their order flips under it.
   people    people's own seeker turns (ESConv) replayed as the seeker: null = people are the
             simulator; planted: each turn 12 words longer, and half the dialogues spoiled (the seeker
             says it is an AI in round 2).
+  drawn     no run at all: the checks of this scenario draw their planted data themselves, directly from
+            the seed and size (as the analyses' own simulations do: emerging risk's outcomes, courses'
+            session scores, embeddings, seekers' ratings), and say so in their descriptions; the
+            runner hands them only the replicate, the size and the effects in words.
 """
 from __future__ import annotations
 
@@ -68,7 +72,7 @@ class Plan:
     judges: dict[str, dict[str, Any]] = field(default_factory=dict)  # scoring: name -> planted/judge options (2+: a panel)
     families: dict[str, str] = field(default_factory=dict)  # panel judge -> family
     pairwise: dict[str, Any] | None = None  # the pairwise judge's options
-    by_round: dict[str, Any] | None = None  # the by-round judge's options
+    by_round: dict[str, Any] | None = None  # the by-round judge's options (reply: True = score --by-reply)
     people: bool = False  # people score a share of the dialogues
     replay: bool = False  # the seeker replays people's turns
     effects: dict[str, str] = field(default_factory=dict)
@@ -81,8 +85,9 @@ class Plan:
         return [ModelRef(model="planted/target", name=name, options={**o, "seed": seed}) for name, o in self.targets.items()]
 
     def judge_config(self, name: str, options: dict[str, Any], seed: int) -> JudgeConfig:
+        """The judge `name` with its planted options (`reply`: a per-reply judge, as `score --by-reply` runs it)."""
         return JudgeConfig(model=ModelRef(model="planted/judge", options={**options, "stream": name, "seed": seed}),
-                           name=name)
+                           name=name, reads="reply" if options.get("reply") else "dialogue")
 
 
 def _target(q: float, family: str, **more: Any) -> dict[str, Any]:
@@ -112,7 +117,7 @@ def duo(variant: str) -> Plan:
 def rounds(variant: str) -> Plan:
     planted = variant == PLANTED
     drop = {"drop": -GAP, "from_round": 4} if planted else {}
-    return Plan("rounds", variant, role={}, targets={"A": _target(BASE, "a", **drop)}, by_round={},
+    return Plan("rounds", variant, role={}, targets={"A": _target(BASE, "a", **drop)}, by_round={"reply": True},
                 effects={"round_drop": "replies a quarter point worse from round 4 on"})
 
 
@@ -135,18 +140,27 @@ def people(variant: str) -> Plan:
                          "spoiled": f"the seeker says it is an AI (round 2) in {SPOIL_RATE:.0%} of the dialogues"})
 
 
+def drawn(variant: str) -> Plan:
+    return Plan("drawn", variant, role={}, targets={},
+                effects={"session_drop": "a quarter point (x25: 6.25) lost from a course's first session to its last",
+                         "delusion_gap": "delusion scenarios answered appropriately 30 points less often (50% against "
+                                         "80%)",
+                         "embedding_shift": "the simulated seekers' embeddings shifted by 0.3 sd along one direction",
+                         "seeker_agreement": "a rater correlated with people's own ratings at Spearman 0.4"})
+
+
 def plan(scenario: str, variant: str) -> Plan:
-    """The Plan of `scenario` ("duo", "rounds", "settings", "people") in `variant` ("null", "planted")."""
+    """The Plan of `scenario` ("duo", "rounds", "settings", "people", "drawn") in `variant` ("null", "planted")."""
     from esc_eval.sim.prompt_files import load_prompt_file
 
     if variant not in VARIANTS:
         raise ValueError(f"unknown variant {variant!r}; known: {', '.join(VARIANTS)}")
     if scenario == "settings":
         return settings(variant, load_prompt_file("seeker_controls")["lead"]["en"])
-    makers = {"duo": duo, "rounds": rounds, "people": people}
+    makers = {"duo": duo, "rounds": rounds, "people": people, "drawn": drawn}
     if scenario not in makers:
-        raise ValueError(f"unknown planted scenario {scenario!r}; known: duo, rounds, settings, people")
+        raise ValueError(f"unknown planted scenario {scenario!r}; known: {', '.join(SCENARIOS)}")
     return makers[scenario](variant)
 
 
-SCENARIOS = ("duo", "rounds", "settings", "people")
+SCENARIOS = ("duo", "rounds", "settings", "people", "drawn")

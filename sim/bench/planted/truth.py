@@ -10,7 +10,9 @@ Keys (labels on the 0-4 scale; the analyses print x25):
                                   within a target (the population OLS slope over the lengths drawn)
   first_share[judge]              the pairwise judge's share of picks of the first-shown dialogue
   quality[target]                 the planted quality (what the pairwise judge compares)
-  round_mean[target][k]           the expected label of the dialogue cut after round k
+  round_mean[target][k]           the expected label of reply k (a per-reply judge) or of the dialogue cut
+                                  after round k (a prefix judge)
+  change_round[target]            the round its planted change starts (None: nothing changes)
   setting_mean[strategy][target]  the expected label under each seeker setting
   samples                         large draws from the planted model for statistics with no closed
                                   form: panel_labels (judges x units), probs/labels (J2's P(0..4)
@@ -117,5 +119,8 @@ def truth(plan: Plan) -> dict[str, Any]:
         out["round_mean"] = {}
         for n, t in targets.items():
             q = np.array([t.quality(k, False) for k in range(1, 6)])
-            out["round_mean"][n] = {k: judge_mean(judge, t, float(q[:k].mean())) for k in range(1, 6)}
+            # a per-reply judge rates reply k alone; a prefix judge the dialogue cut after round k
+            out["round_mean"][n] = {k: judge_mean(judge, t, float(q[k - 1] if judge.reply else q[:k].mean()))
+                                    for k in range(1, 6)}
+        out["change_round"] = {n: t.from_round if t.drop else None for n, t in targets.items()}
     return out

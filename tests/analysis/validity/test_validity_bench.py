@@ -58,20 +58,26 @@ def test_the_table_and_its_json(tmp_path):
 
 
 def test_a_small_validity_run_through_the_real_jobs(tmp_path):
-    """The CI version: two seeds, one small size, the rounds scenario (one target scored by round) and
-    the people scenario (the shipped people replayed): every number a rate, the spoiled flag found
-    every time it was planted."""
+    """The CI version: two seeds, one small size, the rounds scenario (one target's replies judged in
+    their context), the people scenario (the shipped people replayed) and a check on drawn data (a
+    course's sessions): every number a rate, the planted failure from round 4 found and the spoiled
+    flag found every time they were planted, no verdict with nothing planted."""
     from esc_eval.analysis.validity.run import run_validity
     from esc_eval.sim.bench.planted import planted_runner
 
-    md = run_validity(planted_runner(tmp_path / "work"), seeds=2, sizes=(8,), checks=["rounds-change", "spoiled"],
-                      out=tmp_path / "v.json", n_boot=100, say=lambda _: None)
+    md = run_validity(planted_runner(tmp_path / "work"), seeds=2, sizes=(12,),
+                      checks=["rounds-change", "spoiled", "session-change"], out=tmp_path / "v.json", n_boot=100,
+                      say=lambda _: None)
     data = json.loads((tmp_path / "v.json").read_text())
     got = {c["id"]: c for c in data["checks"]}
-    assert set(got) == {"rounds-change", "spoiled"} and "| rounds-change |" in md
+    assert set(got) == {"rounds-change", "spoiled", "session-change"} and "| rounds-change |" in md
+    assert "## By size" in md and "| session-change | 12 |" in md
     (rounds,) = got["rounds-change"]["by_size"]
-    assert rounds["size"] == 8 and rounds["n_null"] + rounds["n_planted"] == 4 and got["rounds-change"]["n_errors"] == 0
-    assert 0 <= rounds["coverage"] <= 1 and 0 <= rounds["fpr"] <= 1
+    assert rounds["size"] == 12 and rounds["n_null"] == rounds["n_planted"] == 2 and got["rounds-change"]["n_errors"] == 0
+    assert rounds["power"] == 1.0 and rounds["fpr"] == 0.0 and 0 <= rounds["coverage"] <= 1
     (spoiled,) = got["spoiled"]["by_size"]
-    assert spoiled["size"] == 8 and spoiled["power"] == 1.0 and spoiled["n_planted"] == 2
+    assert spoiled["size"] == 8 and spoiled["power"] == 1.0  # capped: half the shipped 16 people
+    assert spoiled["n_planted"] == 2
     assert got["spoiled"]["effect_text"].startswith("the seeker says it is an AI")
+    (sessions,) = got["session-change"]["by_size"]
+    assert sessions["n_null"] == sessions["n_planted"] == 2 and sessions["fpr"] == 0.0

@@ -136,3 +136,14 @@ def test_the_truth_arithmetic_matches_draws():
     assert t[1:3] == pytest.approx([1.5, 2.5]) and 0.5 < t[0] < 0.6 and 3.4 < t[3] < 3.5  # clipping moves the ends
     with pytest.raises(ValueError, match="unknown planted role"):
         get_chat_model("planted/critic")
+
+
+def test_a_per_reply_judge_rates_the_last_reply_it_is_shown():
+    """reply=1 (score --by-reply): the judge reads the context and rates the reply its prompt ends
+    with, so a reply of quality 0.5 after three of 3.5 gets a low label; without it, the mean of all."""
+    good, bad = pm.tag(q="3.500", f="a", w=40), pm.tag(q="0.500", f="a", w=40)
+    prompt = f"{pm.tag(s='k1', r=1, h=0)} hi\n{good} a\n{good} b\n{good} c\nThe AI assistant's reply to rate:\n{bad} d"
+    params = GenerationParams(max_tokens=1, logprobs=5)
+    reply = chat(get_chat_model("planted/judge?reply=1&sigma=0&card_sd=0&seed=0"), [M(role="user", content=prompt)], params)
+    whole = chat(get_chat_model("planted/judge?sigma=0&card_sd=0&seed=0"), [M(role="user", content=prompt)], params)
+    assert int(reply.text) <= 1 and int(whole.text) >= 2
