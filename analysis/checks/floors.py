@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 from contextvars import ContextVar
 from dataclasses import dataclass
 from functools import lru_cache
@@ -24,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 PUBLISHED = Path(__file__).with_name("data") / "validity.json"
+FLOORS_ENV = "ESC_EVAL_FLOORS"  # "off": no verdict gated by the shipped floors
 NOT_SHOWN = "n/a"
 _MEASURING: ContextVar[bool] = ContextVar("measuring", default=False)
 
@@ -66,11 +68,18 @@ def read_floors(data: dict[str, Any]) -> dict[str, Floor]:
 
 
 @lru_cache(maxsize=1)
-def published() -> dict[str, Floor]:
+def shipped() -> dict[str, Floor]:
     """The shipped run's floors ({} when none is shipped)."""
     if not PUBLISHED.is_file():
         return {}
     return read_floors(json.loads(PUBLISHED.read_text(encoding="utf-8")))
+
+
+def published() -> dict[str, Floor]:
+    """The floors verdicts are gated by: the shipped run's, or none where FLOORS_ENV is "off" (the test
+    suite's setting: its fixtures of a few cards test the analyses themselves; the gate's own tests
+    give it their floors)."""
+    return {} if os.environ.get(FLOORS_ENV, "").strip().lower() == "off" else shipped()
 
 
 def floor_of(check_id: str) -> Floor | None:
