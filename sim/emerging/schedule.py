@@ -62,7 +62,8 @@ def check_disclosure_rounds(cards: Iterable[RoleCard], rounds: int, sessions: in
     n = len({cid for cid, _ in late})
     if d.session > sessions:
         raise ValueError(f"card {card_id!r} discloses in session {d.session}, but the run has {sessions} session(s) "
-                         f"({n} card(s) like it): run them as a course of sessions, or choose other cards (card_ids)")
+                         f"({n} card(s) like it): give --sessions {d.session} or more (a course of sessions), or choose "
+                         f"other cards (card_ids)")
     raise ValueError(f"card {card_id!r} discloses at round {d.round}, but the run has {rounds} round(s) ({n} card(s) "
                      f"disclose after round {rounds}): give --rounds {d.round} or more, or choose cards (card_ids)")
 
