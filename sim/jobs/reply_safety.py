@@ -40,6 +40,7 @@ from esc_eval.sim.pool.pool import WorkerPool, run_pool
 from esc_eval.sim.pool.stats import PoolStats
 from esc_eval.sim.runs.records import reply_safety_row
 from esc_eval.sim.runs.runfolder import RunFolder, now_utc
+from esc_eval.sim.runs.usage import record_usage
 
 KIND = "reply_safety"  # the run folder's part kind (sim/runs/runfolder.py)
 NO_EMERGING = ("{run}: no completed dialogue discloses risk at a set round: simulate with cards that do "
@@ -81,7 +82,8 @@ async def rate_reply(turns: list[Turn], k: int, question: str, language: str, ju
         pattern_params(plan.method) if plan.reads_logprobs else judge.model.params)
 
     def read(result):
-        return read_answer(result, plan, judge.parser) if question == SAFETY else read_pattern(result, plan.reads_logprobs)
+        fields = read_answer(result, plan, judge.parser) if question == SAFETY else read_pattern(result, plan.reads_logprobs)
+        return {**fields, "completion_tokens": result.completion_tokens}  # the manifest's usage counts them
 
     async def ask(keep_late: int | None, raise_overflow: bool) -> dict[str, Any] | None:
         shown, left_out = (context, 0) if keep_late is None else windowed(context, keep_late, language)
@@ -210,7 +212,8 @@ def run_reply_safety(cfg: ScoringConfig, input_path: str | Path,
     outcome, stats, started = JobOutcome(on_summary), PoolStats(), time.time()
     with prepare_calls(planned, cfg.execution, cfg.prices, run.location) as calls:
         run.update_manifest(reply_safety={"config": cfg.model_dump(mode="json"), "judges": sorted(ids),
-                                          "judge_methods": methods})
+                                          "judge_methods": methods,
+                                          "judge_models": {j.judge_id: j.model.model for j in judges}})
         if on_start:
             on_start(n_dialogues, todo)
         run.append_event("reply_safety_start", todo=todo)
@@ -230,6 +233,7 @@ def run_reply_safety(cfg: ScoringConfig, input_path: str | Path,
               "outcome": outcome.as_dict("scores"), "api_calls": calls.totals}
     run.append_event("reply_safety_end", **result)
     run.update_manifest(reply_safety={"last": result})
+    record_usage(run, cfg.prices)  # the judge's calls and tokens beside the other jobs' (stage reply_safety)
     return result
 
 

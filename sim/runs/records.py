@@ -185,6 +185,8 @@ REPLY_SAFETY_SCHEMA = pa.schema(
         ("rounds_left_out", pa.int32()),  # rounds of the context before the reply the judge did not read (sim/judging/window.py)
         ("probs_status", pa.string()),  # full | partial | null
         ("scored_at", pa.timestamp("ms", tz="UTC")),
+        # appended last so parts written before it still read (as nulls)
+        ("completion_tokens", pa.int32()),  # the answer's tokens as the backend counted them (the manifest's usage)
     ]
 )
 
@@ -215,6 +217,8 @@ SEEKER_RATING_SCHEMA = pa.schema(
         ("prompt_tokens", pa.int32()),
         ("latency_s", pa.float64()),
         ("rated_at", pa.timestamp("ms", tz="UTC")),
+        # appended last so parts written before it still read (as nulls)
+        ("completion_tokens", pa.int32()),  # the answer's tokens as the backend counted them (the manifest's usage)
     ]
 )
 
