@@ -1,6 +1,9 @@
 """cluster: Ray cluster definitions as files — the local bootstrap, a cluster-launcher YAML for GPU
 clouds, KubeRay RayService/RayJob manifests and Serve config files (validated by tests/cluster).
 
-Layer: data only; it imports no other esc_eval package."""
+and the documentation site's builder (documentation.py docs_site: the site is the checkout's, as these files are).
 
-__all__: list[str] = []  # files only: nothing to import
+Layer: the bottom; it imports no other esc_eval package."""
+from esc_eval.cluster.documentation import docs_site
+
+__all__ = ["docs_site"]

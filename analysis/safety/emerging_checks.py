@@ -42,7 +42,7 @@ def planted_outcomes(n_per_kind: int, respond: Mapping[str, float] | float, firs
         for i in range(n_per_kind):
             taken = (1 if at_first[i] else 2) if hit[i] else OBSERVED
             rows.append({"dialogue_id": f"{kind}-{i}", "card_id": f"{kind}-{i}", "target_model": model, "judge": judge,
-                         "language": "en", "risk_kind": kind, "onset": 2, "last_disclosure": 2, "replies": 5,
+                         "language": "en", "risk_kind": kind, "session": 1, "onset": 2, "last_disclosure": 2, "replies": 5,
                          "observed": OBSERVED, "unknown": False, "responded": bool(hit[i]),
                          "first_reply": 1 + taken if hit[i] else None, "replies_taken": taken, "escalation": None,
                          "patterns": []})

@@ -263,6 +263,9 @@ SHIPPED_CARD_SETS = {
     "sample": "sample_cards.json",  # the demo's cards: everyday troubles, no crisis
     "safety": "safety_cards.json",  # risk-stratified cards (sim/cards/risk.py) for the safety rubric
     "emerging_risk": "emerging_risk_cards.json",  # risk disclosed at a set round (sim/cards/emergence.py)
+    # risk disclosed at a set session: run as a course (`sessions` >= 2); a set of its own, so that a
+    # single-session run of `emerging_risk` is not refused for disclosures it never reaches
+    "emerging_risk_sessions": "emerging_risk_session_cards.json",
 }
 
 
@@ -271,7 +274,7 @@ def shipped_cards_path(name: str = "sample") -> Path:
 
 
 def card_file_path(cards: str | Path) -> Path:
-    """A config's `cards:` value as a file: a shipped set's name ('sample', 'safety', 'emerging_risk') or a path."""
+    """A config's `cards:` value as a file: a shipped set's name (SHIPPED_CARD_SETS) or a path."""
     return shipped_cards_path(str(cards)) if str(cards) in SHIPPED_CARD_SETS else Path(cards)
 
 
@@ -291,9 +294,11 @@ def safety_cards(language: str | None = None, limit: int | None = None) -> list[
     return cards[:limit] if limit else cards
 
 
-def emerging_risk_cards(language: str | None = None, limit: int | None = None) -> list[RoleCard]:
-    """The shipped scenarios of risk that emerges mid-conversation (sim/data/emerging_risk_cards.json)."""
-    cards = load_cards(shipped_cards_path("emerging_risk"), language=language)
+def emerging_risk_cards(language: str | None = None, limit: int | None = None,
+                        sessions: bool = False) -> list[RoleCard]:
+    """The shipped scenarios of risk that emerges mid-conversation (sim/data/emerging_risk_cards.json), or
+    with `sessions` those whose risk emerges in a later session of a course (emerging_risk_session_cards.json)."""
+    cards = load_cards(shipped_cards_path("emerging_risk_sessions" if sessions else "emerging_risk"), language=language)
     return cards[:limit] if limit else cards
 
 

@@ -19,6 +19,12 @@ asked again. `on_session` is called when a session's between-session step is don
 memory shrank to fit, and when it ended), `on_turn` after each turn: where the caller checkpoints.
 Model errors propagate (ChatModelError), as in run_dialogue: the session they stopped is the last one
 `on_session` reported.
+
+Risk that emerges at a set session (sim/cards/emergence.py): `role_prompts` gives each session's
+schedule of the role model's system prompt (round -> the prompt from that round on), from the session's
+own prompt and its index: the caller passes the card's (sim/emerging/schedule.py card_prompts, which sits
+above this room), so a disclosure of session k is said at its round of session k and carried as said
+in the sessions after it.
 """
 from __future__ import annotations
 
@@ -92,6 +98,8 @@ class CourseSetup:
     end_at_sentence: bool = False
     seeker_stop: bool = False
     session_ids: Sequence[str] | None = None  # per session: its dialogue's sticky routing key
+    # (the session's role prompt, its index) -> DialogueSetup.role_prompt_from; None: the prompt throughout
+    role_prompts: Callable[[str, int], dict[int, str]] | None = None
 
     def __post_init__(self) -> None:
         if self.memory not in MEMORY_MODES:
@@ -102,9 +110,10 @@ class CourseSetup:
         card = seeker_card(self.card_text, updates, self.language)
         first = opener(self.language, self.strategy) if session.index == 1 else session_opener(self.language)
         sid = self.session_ids[session.index - 1] if self.session_ids else None
-        return DialogueSetup(roleplay_system_prompt(card, self.language, self.strategy, seeker_stop=self.seeker_stop),
-                             first, rounds=self.rounds, session_id=sid, end_at_sentence=self.end_at_sentence,
-                             seeker_stop=self.seeker_stop)
+        prompt = roleplay_system_prompt(card, self.language, self.strategy, seeker_stop=self.seeker_stop)
+        scheduled = self.role_prompts(prompt, session.index) if self.role_prompts is not None else {}
+        return DialogueSetup(prompt, first, rounds=self.rounds, session_id=sid, end_at_sentence=self.end_at_sentence,
+                             seeker_stop=self.seeker_stop, role_prompt_from=scheduled)
 
 
 Hook = Callable[[Session], Awaitable[None] | None]

@@ -5,7 +5,7 @@ that a run reaches every disclosure of its cards.
 At a disclosure's round the role model's prompt is the strategy's prompt, the earlier disclosures as
 said (`before`) and this one to say now (`now`); from the next round on, every disclosure so far as
 said (sim/data/prompts/emergence.yaml `disclosure`). A disclosure of an earlier session (a course of
-sessions) is `before` from the start of a later one.
+sessions) is said, as told in an earlier conversation (`earlier_session`), from the start of a later one.
 """
 from __future__ import annotations
 
@@ -22,10 +22,11 @@ def _lang(language: str) -> str:
     return "zh" if language == "zh" else "en"
 
 
-def _compose(base: str, said: Sequence[Disclosure], now: Disclosure | None, language: str) -> str:
+def _compose(base: str, said: Sequence[Disclosure], now: Disclosure | None, language: str, session: int = 1) -> str:
     frames = load_prompt_file(PROMPTS)["disclosure"]
     lang = _lang(language)
-    lines = [frames["before"][lang].replace("{says}", d.says) for d in said]
+    lines = [frames["before" if d.session == session else "earlier_session"][lang].replace("{says}", d.says)
+             for d in said]
     if now is not None:
         lines.append(frames["now"][lang].replace("{says}", now.says))
     return "\n".join([base.rstrip(), *lines])
@@ -38,11 +39,12 @@ def disclosure_prompts(base_prompt: str, emergence: RiskEmergence | None, langua
     if emergence is None:
         return {}
     said = [d for d in emergence.disclosures if d.session < session]
-    out: dict[int, str] = {1: _compose(base_prompt, said, None, language)} if said else {}
+    out: dict[int, str] = {1: _compose(base_prompt, said, None, language, session)} if said else {}
     for d in emergence.in_session(session):
-        out[d.round] = _compose(base_prompt, said, d, language)
+        out[d.round] = _compose(base_prompt, said, d, language, session)
         said.append(d)
-        out[d.round + 1] = _compose(base_prompt, said, None, language)  # the next disclosure's round replaces it
+        # the next disclosure's round replaces it
+        out[d.round + 1] = _compose(base_prompt, said, None, language, session)
     return out
 
 
@@ -62,7 +64,8 @@ def check_disclosure_rounds(cards: Iterable[RoleCard], rounds: int, sessions: in
     n = len({cid for cid, _ in late})
     if d.session > sessions:
         raise ValueError(f"card {card_id!r} discloses in session {d.session}, but the run has {sessions} session(s) "
-                         f"({n} card(s) like it): run them as a course of sessions, or choose other cards (card_ids)")
+                         f"({n} card(s) like it): give --sessions {d.session} or more (a course of sessions), or choose "
+                         f"other cards (card_ids)")
     raise ValueError(f"card {card_id!r} discloses at round {d.round}, but the run has {rounds} round(s) ({n} card(s) "
                      f"disclose after round {rounds}): give --rounds {d.round} or more, or choose cards (card_ids)")
 

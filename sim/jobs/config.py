@@ -28,7 +28,7 @@ def _default_role() -> ModelRef:
 class SimulationConfig(ConfigModel):
     """A simulation: role cards x targets x strategies x seeds, 5-round dialogues each."""
 
-    cards: str = Field("sample", description="Card file (our JSON/YAML or the official ESC-Eval JSON), or a shipped set: 'sample' (everyday troubles), 'safety' (risk-stratified cards for the safety rubric) or 'emerging_risk' (risk disclosed at a set round: guides/emerging-risk.md).")
+    cards: str = Field("sample", description="Card file (our JSON/YAML or the official ESC-Eval JSON), or a shipped set: 'sample' (everyday troubles), 'safety' (risk-stratified cards for the safety rubric), 'emerging_risk' (risk disclosed at a set round: guides/emerging-risk.md) or 'emerging_risk_sessions' (risk disclosed in a later session of a course: run with sessions >= 2).")
     languages: list[Literal["en", "zh"]] | None = Field(None, description="Keep only cards in these languages.")
     card_ids: list[str] | None = Field(None, description="Keep only these card ids.")
     limit: int | None = Field(None, ge=1, description="Use at most this many cards (after filtering).")

@@ -27,8 +27,9 @@ SMALL_MODELS_NOTE = (
 # reply cut at its cap cut back to its last full sentence. Measured on the demo's 8 cards x 2 targets
 # (docs/guides/first-run.md): with the paper's prompt and no penalty all 16 were spoiled and every seeker
 # repeated one sentence; sampling (0.7, penalty 1.15) stopped the loops, but every dialogue had turns cut
-# at the cap, and the seeker still played the supporter. With 4 cards and the caps below: 1 of 8 spoiled
-# (a seeker capped at 32 tokens had one turn with no full sentence in it, so 40).
+# at the cap, and the seeker still played the supporter. With 4 cards and the caps below: 1 of 8 spoiled on
+# the AVX2 EPYC, 3-4 of 8 in fresh runs on the AVX-512 BF16 EPYC (2026-12-05; batched bf16 decoding differs
+# run to run); a seeker capped at 32 tokens had one turn with no full sentence in it, so 40.
 DEMO_STRATEGY = "plain"
 DEMO_REPETITION_PENALTY = 1.2
 

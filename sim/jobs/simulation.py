@@ -186,6 +186,9 @@ class SimulationJob(Job):
             "strategy": item["strategy"], "seed": item["seed"],
             "target_params": target_params.model_dump_json(), "role_params": role_params.model_dump_json(),
             "role_adapter": self.role_adapter, "target_adapter": self.target_adapters[t_index], "profile": cfg.profile,
+            # risk that emerges: every disclosure of the card (round, session), on each session's row of a course
+            "risk_kind": card.risk_emergence.kind if card.risk_emergence else None,
+            "risk_disclosures": row_disclosures(card),
         }
         if "session_ids" in item:  # a course of sessions (sim/jobs/simulation_courses.py)
             return await run_course_item(item, card, base, role, target, cfg, self._checkpoints(), classify_failure,
@@ -238,8 +241,6 @@ class SimulationJob(Job):
             "started_at": started, "finished_at": now_utc(),
             "end_reason": end_reason(turns, cfg.rounds) if status == "ok" else None,
             "end_round": len(turns) // 2 if status == "ok" else None,  # the opener, then two turns a round
-            "risk_kind": card.risk_emergence.kind if card.risk_emergence else None,
-            "risk_disclosures": row_disclosures(card),
         })
         # stored with the run: whether the simulated seeker spoiled this dialogue, and why
         row["spoiled"], row["spoiled_reasons"] = spoiled_columns(row["turns"], status,

@@ -25,6 +25,7 @@ from esc_eval.sim.courses.course import CourseSetup, Session, run_course
 from esc_eval.sim.dialogue.dialogue import Participant
 from esc_eval.sim.dialogue.ending import dialogue_ending, end_reason
 from esc_eval.sim.dialogue.spoiled import card_content, spoiled_columns
+from esc_eval.sim.emerging.schedule import card_prompts
 from esc_eval.sim.jobs.config import SimulationConfig
 from esc_eval.sim.runs.checkpoints import TurnCheckpoints
 from esc_eval.sim.runs.records import dialogue_row
@@ -101,7 +102,9 @@ async def run_course_item(item: dict[str, Any], card: RoleCard, base: dict[str, 
 
     setup = CourseSetup(card_text=card.text, language=card.language, sessions=cfg.sessions, strategy=item["strategy"],
                         memory=cfg.memory, card_updates=tuple(card.session_updates or ()), rounds=cfg.rounds,
-                        end_at_sentence=cfg.end_at_sentence, seeker_stop=cfg.seeker_stop, session_ids=sids)
+                        end_at_sentence=cfg.end_at_sentence, seeker_stop=cfg.seeker_stop, session_ids=sids,
+                        # risk disclosed at its round of its session (sim/emerging/schedule.py)
+                        role_prompts=lambda prompt, k: card_prompts(card, prompt, k))
     failure: BaseException | None = None
     try:
         await run_course(setup, role, target, resume=resume, on_session=on_session, on_turn=on_turn)

@@ -52,7 +52,7 @@ def checked_inputs(cfg: SimulationConfig, run_dir: str | os.PathLike[str] | None
     cards = select_cards(cfg)
     if not cards:
         raise ValueError(f"no role cards selected from {cfg.cards!r} (check languages / card_ids / limit)")
-    check_disclosure_rounds(cards, cfg.rounds)  # risk disclosed at a round the run reaches (sim/emerging)
+    check_disclosure_rounds(cards, cfg.rounds, cfg.sessions)  # risk disclosed at a round and session the run reaches
     if run_dir is not None and not is_uri(str(run_dir)):
         LocalStorage(run_dir).refuse_unwritable()
     return cards

@@ -54,7 +54,7 @@ def simulate_command(config: Path | None = None, out: str | None = None, cards: 
     cfg = simulation_config(config, cards, targets, role, limit, language, address, workers, concurrency, rounds,
                             seeker_stop, strategies, controls, sessions=sessions, memory=memory,
                             seeker_ratings=seeker_ratings)
-    from esc_eval.sim.launch.dry_run import simulate_estimate
+    from esc_eval.sim.launch.simulate_estimate import simulate_estimate
 
     estimate = priced_first(lambda: simulate_estimate(cfg), dry_run, max_cost)
     if estimate is not None:
@@ -86,9 +86,10 @@ def score_command(input_path: str, out: str | None = None, config: Path | None =
 
     cfg = scoring_config(config, judges, method, parser, rubric, address, dimensions, batch, batch_fallback,
                          rubric_mode=rubric_mode)
-    from esc_eval.sim.launch.dry_run import score_estimate
+    from esc_eval.sim.launch.dry_run import reply_safety_estimate, score_estimate
 
-    estimate = priced_first(lambda: score_estimate(cfg, input_path, out), dry_run, max_cost)
+    estimate = priced_first(lambda: reply_safety_estimate(cfg, input_path) if reply_safety
+                            else score_estimate(cfg, input_path, out), dry_run, max_cost)
     if estimate is not None:
         return estimate, None
     pass_driver_env(cfg.execution, verbose)

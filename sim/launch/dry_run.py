@@ -12,9 +12,8 @@ judge's calls in both rubric modes (the configured one marked), completion token
 plan asks (1 for a constrained label; the JSON answer's length for one call per dialogue; a free
 answer at its max_tokens cap, an upper bound). A dialogue past the judge's context is counted whole
 (the run windows it: fewer tokens).
-Simulation: every dialogue its full rounds (a seeker that ends early costs less), each reply at its
-model's max_tokens (an upper bound: replies that stop early cost less), the prompts as the dialogue
-sends them: the role's system prompt and the opener, the target's system prompt, the replies so far.
+Simulation (simulate_estimate.py): every dialogue its full rounds, each reply at its model's max_tokens
+(an upper bound), a course's sessions and the calls between them, the seeker's own view.
 
 `--max-cost` refuses, in one line and before anything is sent, a job whose estimate (this run's
 rubric mode, online, or at the batch price with `score --batch`) is over it, and one whose API model
@@ -27,12 +26,12 @@ from typing import Any, Iterator
 
 from esc_eval.serve.backends.token_count import TokenCounter, token_counter
 from esc_eval.serve.batches.config import batch_price
-from esc_eval.serve.chat.interface import ChatMessage, is_api_spec
+from esc_eval.serve.chat.interface import is_api_spec
 from esc_eval.serve.registry.entry import TokenPrice
 from esc_eval.serve.registry.prices import shipped_list_price
 from esc_eval.serve.registry.ref import ModelRef
 from esc_eval.sim.driver.calls import model_price, ref_spec
-from esc_eval.sim.jobs.config import ScoringConfig, SimulationConfig
+from esc_eval.sim.jobs.config import ScoringConfig
 from esc_eval.sim.judging.config import JudgeConfig
 
 NOTHING_WRITTEN = "nothing was sent and nothing written (dry run)"
@@ -67,7 +66,7 @@ def dollars(calls: dict[str, int], price: dict[str, float] | None) -> float | No
                  + calls["completion_tokens"] / 1e6 * price["completion_per_1m"], 9)
 
 
-def _costs(tally: dict[str, int], info: dict[str, Any]) -> dict[str, float | None]:
+def priced(tally: dict[str, int], info: dict[str, Any]) -> dict[str, float | None]:
     if not info["api"]:
         return {"online": 0.0, "batch": 0.0}
     return {"online": dollars(tally, info["online"]), "batch": dollars(tally, info["batch"])}
@@ -139,82 +138,70 @@ def score_estimate(cfg: ScoringConfig, input_path: str | Path, out_dir: str | Pa
     transport = "batch" if cfg.batch.enabled else "online"  # score --batch: the batch price is this run's
     for j in judges:
         info = price_info(j.model, cfg.prices)
-        modes = {m: {**t, "cost_usd": _costs(t, info)} for m, t in tally[j.judge_id].items()}
+        modes = {m: {**t, "cost_usd": priced(t, info)} for m, t in tally[j.judge_id].items()}
         rows.append({"judge": j.judge_id, "model": counters[j.judge_id][0], "rubric_mode": j.rubric_mode,
                      "transport": transport, "tokens": counters[j.judge_id][1].how, "price": info, "modes": modes,
                      "this_run_usd": modes[j.rubric_mode]["cost_usd"][transport]})
     return {"job": "score", "input": str(input_path), "dialogues_to_score": dialogues, "judges": rows,
             "completion_tokens": "per call: 1 for a constrained label, the JSON answer's tokens for one call per "
                                  "dialogue, max_tokens for a free answer (an upper bound)",
-            **_total(rows), "written": NOTHING_WRITTEN}
+            **run_total(rows), "written": NOTHING_WRITTEN}
 
 
-# -- simulation ---------------------------------------------------------------------------------
-def simulate_estimate(cfg: SimulationConfig) -> dict[str, Any]:
-    """What running `cfg` would send and cost (see the module docstring); nothing sent or written."""
-    from esc_eval.sim.dialogue.generation import effective_params
-    from esc_eval.sim.dialogue.prompts import opener, roleplay_system_prompt
-    from esc_eval.sim.dialogue.targets import configured_system_prompt, target_name, target_system
-    from esc_eval.sim.jobs.simulation_items import checked_inputs
+# -- per-reply safety ---------------------------------------------------------------------------
+def reply_safety_estimate(cfg: ScoringConfig, input_path: str | Path) -> dict[str, Any]:
+    """What `score --reply-safety` would send and cost: every question about every reply after risk
+    emerged that a judge still owes (sim/jobs/reply_safety.py reply_items: a resume's answers not
+    counted), its messages as the job builds them, its answer as its plan asks (1 token for a
+    constrained label, else max_tokens: an upper bound); a context past the judge's counted whole (the
+    job windows it: fewer tokens). Nothing sent or written."""
+    from esc_eval.sim.emerging.patterns import SAFETY
+    from esc_eval.sim.emerging.reply_prompts import pattern_params
+    from esc_eval.sim.jobs.reply_safety import NO_EMERGING, done_keys, messages_for, reply_items, split_at_reply
+    from esc_eval.sim.jobs.scoring_judges import prepared_judges
+    from esc_eval.sim.runs.runfolder import RunFolder
 
-    cards = checked_inputs(cfg, None)
-    role_cap = effective_params(cfg.role, cfg.profile).max_tokens
-    role_spec, role_counter = counter_for(cfg.role)
-    filler = _filler(role_counter)
-    per_seed = len(cfg.seeds)
-    tallies: dict[tuple[str, str], dict[str, Any]] = {}
+    from esc_eval.sim.launch.emerging import ONLINE_ONLY
+
+    if cfg.batch.enabled:
+        raise ValueError(ONLINE_ONLY)
+    cfg, plans, _ = prepared_judges(cfg)
+    judges = {j.judge_id: j for j in cfg.judges}
+    run = RunFolder(str(input_path), create=False)
+    if next(reply_items(run, cfg.judges, set()), None) is None:
+        raise ValueError(NO_EMERGING.format(run=run))
+    counters = {jid: counter_for(j.model) for jid, j in judges.items()}
+    tally = {jid: {"calls": 0, "prompt_tokens": 0, "completion_tokens": 0} for jid in judges}
     dialogues = 0
-    for t in cfg.targets:
-        t_spec, t_counter = counter_for(t)
-        t_cap = effective_params(t, cfg.profile).max_tokens
-        role_t = tallies.setdefault(("role", cfg.role.model), {"ref": cfg.role, "spec": role_spec, "counter": role_counter,
-                                                               "calls": 0, "prompt_tokens": 0, "completion_tokens": 0})
-        tgt_t = tallies.setdefault(("target", target_name(t)), {"ref": t, "spec": t_spec, "counter": t_counter, "calls": 0,
-                                                                "prompt_tokens": 0, "completion_tokens": 0})
-        for strategy in cfg.seeker_strategies:
-            for card in cards:
-                dialogues += per_seed
-                system = roleplay_system_prompt(card.text, card.language, strategy, seeker_stop=cfg.seeker_stop)
-                role_msgs = [ChatMessage(role="system", content=system),
-                             ChatMessage(role="user", content=opener(card.language, strategy))]
-                t_system = target_system(configured_system_prompt(t), card.language)
-                t_msgs = [ChatMessage(role="system", content=t_system)] if t_system else []
-                role_convs, t_convs = [], []
-                for _ in range(cfg.rounds):  # the seeker speaks, then the target; replies at their caps
-                    role_convs.append(list(role_msgs))
-                    seeker = filler(role_cap)
-                    role_msgs.append(ChatMessage(role="assistant", content=seeker))
-                    t_msgs.append(ChatMessage(role="user", content=seeker))
-                    t_convs.append(list(t_msgs))
-                    reply = filler(t_cap)
-                    t_msgs.append(ChatMessage(role="assistant", content=reply))
-                    role_msgs.append(ChatMessage(role="user", content=reply))
-                for tal, convs, cap in ((role_t, role_convs, role_cap), (tgt_t, t_convs, t_cap)):
-                    tal["calls"] += per_seed * len(convs)
-                    tal["prompt_tokens"] += per_seed * sum(tal["counter"].prompts(convs))
-                    tal["completion_tokens"] += per_seed * cap * len(convs)
+    for item in reply_items(run, cfg.judges, done_keys(run, set(judges))):
+        dialogues += 1
+        turns = [(t["speaker"], t["text"] or "") for t in item["turns"]]
+        for jid, todo in item["todo"].items():
+            judge, plan = judges[jid], plans[jid]
+            convs, caps = [], 0
+            for k, q in todo:
+                context, (_, reply) = split_at_reply(turns, k)
+                convs.append(messages_for(q, context, reply, item["language"], judge))
+                params = (plan.params or judge.model.params) if q == SAFETY else (
+                    pattern_params(plan.method) if plan.reads_logprobs else judge.model.params)
+                caps += 1 if plan.reads_logprobs and params.choices else params.max_tokens
+            t = tally[jid]
+            t["calls"] += len(convs)
+            t["prompt_tokens"] += sum(counters[jid][1].prompts(convs))
+            t["completion_tokens"] += caps
     rows = []
-    for (stage, name), tal in tallies.items():
-        info = price_info(tal["ref"], cfg.prices)
-        counts = {k: tal[k] for k in ("calls", "prompt_tokens", "completion_tokens")}
-        costs = _costs(counts, info)
-        rows.append({"stage": stage, "model": name, "spec": tal["spec"], "tokens": tal["counter"].how, **counts,
-                     "price": info, "cost_usd": costs, "this_run_usd": costs["online"]})
-    return {"job": "simulate", "dialogues": dialogues, "models": rows,
-            "assumed": "every dialogue its full rounds, every reply at its model's max_tokens (an upper bound); "
-                       "one call per dialogue is a judge's mode (score --dry-run); a batch API fits a dialogue "
-                       "poorly (each turn waits on the last: one batch per turn)",
-            **_total(rows), "written": NOTHING_WRITTEN}
+    for jid, j in judges.items():
+        info = price_info(j.model, cfg.prices)
+        costs = priced(tally[jid], info)
+        rows.append({"stage": "reply_safety", "model": jid, "spec": counters[jid][0], "tokens": counters[jid][1].how,
+                     **tally[jid], "price": info, "cost_usd": costs, "this_run_usd": costs["online"]})
+    return {"job": "score --reply-safety", "dialogues": dialogues, "models": rows,
+            "assumed": "each reply after risk emerged asked both questions (safety, pattern), each answer as its plan "
+                       "asks (1 token for a constrained label, else max_tokens: an upper bound); online (the job rates "
+                       "replies online)", **run_total(rows), "written": NOTHING_WRITTEN}
 
 
-def _filler(counter: TokenCounter):
-    """A reply of exactly n tokens of the model (its tokenizer's one-token word repeated), or n x 4 bytes."""
-    if not counter.exact:
-        return lambda n: "word " * n
-    return lambda n: " a" * n if counter.text(" a" * 8) == 8 else "a " * n
-
-
-def _total(rows: list[dict[str, Any]]) -> dict[str, Any]:
+def run_total(rows: list[dict[str, Any]]) -> dict[str, Any]:
     """The run's estimate over its models: a sum, or None when an API model has no price."""
     costs = [r["this_run_usd"] for r in rows]
     unpriced = [r.get("judge") or r.get("model") for r in rows if r["this_run_usd"] is None]

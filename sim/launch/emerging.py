@@ -7,6 +7,8 @@ from typing import Any, Callable, ContextManager
 
 from esc_eval.sim.jobs.config import ScoringConfig
 
+ONLINE_ONLY = "--reply-safety rates replies online; provider batches (--batch) score whole dialogues"
+
 
 def score_reply_safety_run(cfg: ScoringConfig, input_path: str, progress: Callable[[], ContextManager[Any]] | None = None,
                            say: Callable[[str], None] = print) -> dict[str, Any]:
@@ -18,7 +20,7 @@ def score_reply_safety_run(cfg: ScoringConfig, input_path: str, progress: Callab
     from esc_eval.sim.runs.runfolder import RunFolder
 
     if cfg.batch.enabled:
-        raise ValueError("--reply-safety rates replies online; provider batches (--batch) score whole dialogues")
+        raise ValueError(ONLINE_ONLY)
     RunFolder(input_path, create=False)  # no such run folder: one line, before a judge is placed
     with placed_scoring(cfg, input_path, say=say) as placed:
         with (progress or contextlib.nullcontext)() as jp:
@@ -28,4 +30,4 @@ def score_reply_safety_run(cfg: ScoringConfig, input_path: str, progress: Callab
     return result
 
 
-__all__ = ["score_reply_safety_run"]
+__all__ = ["ONLINE_ONLY", "score_reply_safety_run"]

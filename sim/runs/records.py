@@ -87,7 +87,8 @@ DIALOGUE_SCHEMA = pa.schema(
         ("memory_sessions", pa.int32()),  # earlier sessions that text covers (transcripts: those that fit the target's context)
         ("between_calls", pa.list_(CALL_TYPE)),  # the calls made before this session: the role's update, the target's notes (see Call)
         # risk that emerges mid-conversation (sim/cards/emergence.py): the card's kind of emerging risk and its
-        # disclosures (round, session, level, C-SSRS item); null for a card without one
+        # disclosures (round, session, level, C-SSRS item), all of them on each session's row of a course;
+        # null for a card without one
         ("risk_kind", pa.string()),  # the card's kind of risk that emerges: ideation | delusion | boundaries | harm_to_others
         ("risk_disclosures", pa.list_(DISCLOSURE_TYPE)),  # its disclosures in order (Disclosure); null without
     ]
@@ -184,6 +185,8 @@ REPLY_SAFETY_SCHEMA = pa.schema(
         ("rounds_left_out", pa.int32()),  # rounds of the context before the reply the judge did not read (sim/judging/window.py)
         ("probs_status", pa.string()),  # full | partial | null
         ("scored_at", pa.timestamp("ms", tz="UTC")),
+        # appended last so parts written before it still read (as nulls)
+        ("completion_tokens", pa.int32()),  # the answer's tokens as the backend counted them (the manifest's usage)
     ]
 )
 
@@ -214,6 +217,8 @@ SEEKER_RATING_SCHEMA = pa.schema(
         ("prompt_tokens", pa.int32()),
         ("latency_s", pa.float64()),
         ("rated_at", pa.timestamp("ms", tz="UTC")),
+        # appended last so parts written before it still read (as nulls)
+        ("completion_tokens", pa.int32()),  # the answer's tokens as the backend counted them (the manifest's usage)
     ]
 )
 

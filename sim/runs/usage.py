@@ -13,7 +13,10 @@ charged to what held the GPUs (the manifest's `gpu_charges`, one per run of a jo
 - no charge (fake models, older manifests): job wall time x workers x GPUs per worker.
 Judge calls a provider batch answered (score rows with transport `batch`: sim/batching) are counted
 apart as well (`batch_calls`, `batch_prompt_tokens`, ...) and priced at the batch price.
-Written to the manifest as `usage` at the end of every simulation and scoring job, and recomputed
+The per-reply safety judge (`reply_safety` rows: stage reply_safety) and the seeker's own view
+(`seeker_ratings` rows: stage seeker_rating, the rater's model) are one call a row.
+Written to the manifest as `usage` at the end of every job that calls a model (simulation, scoring,
+per-reply safety, seeker ratings, distress), and recomputed
 from all rows each time (a resumed run counts everything once).
 
 Role and target calls are the dialogues' turns that carry tokens (the fixed greeting is no call), and
@@ -163,13 +166,32 @@ def _between_usage(run: RunFolder):
                    c["completion_tokens"] or 0, float(c["latency_s"] or 0))
 
 
+def _judged_usage(run: RunFolder):
+    """The calls of the judge-like jobs whose rows are one call each, as _turn_usage yields them: the
+    per-reply safety judge (`reply_safety` rows, stage reply_safety, by judge id) and the seeker's own
+    view (`seeker_ratings` rows, stage seeker_rating, by the rater's model); a row without prompt
+    tokens (a call that never reached the model, the people's own answers) is no call. Completion
+    tokens as scoring counts them: the rows' where recorded, else one per logprob call."""
+    for kind, stage, key in (("reply_safety", "reply_safety", "judge"), ("seeker_ratings", "seeker_rating", "rater")):
+        if not run.parts(kind):
+            continue
+        t = run.read(kind, columns=[key, "prompt_tokens", "completion_tokens", "method", "latency_s"])
+        for who, prompt, completion, method, secs in zip(*(t.column(c).to_pylist() for c in
+                                                             (key, "prompt_tokens", "completion_tokens", "method", "latency_s"))):
+            if not prompt:
+                continue
+            model = who.rsplit(":", 1)[0] if stage == "seeker_rating" else who  # '<model>:seeker' | '<model>:as-seeker'
+            yield ((stage, model), 1, prompt, completion if completion is not None else
+                   (1 if (method or "").startswith("logprob") else 0), float(secs or 0))
+
+
 def compute_usage(run: RunFolder, prices: dict[str, TokenPrice] | None = None) -> dict[str, Any]:
     """The usage table of a run folder (see the module docstring); prices override the registry's."""
     prices = prices or {}
     acc: dict[tuple[str, str], dict[str, Any]] = {}
     for key, calls, p, c, secs in _turn_usage(run):
         _add(acc, key, calls, p, c, secs)
-    for key, calls, p, c, secs in _between_usage(run):
+    for key, calls, p, c, secs in (*_between_usage(run), *_judged_usage(run)):
         _add(acc, key, calls, p, c, secs)
     if run.parts("scores"):
         one_calls: set[tuple[str, str]] = set()
@@ -193,6 +215,7 @@ def compute_usage(run: RunFolder, prices: dict[str, TokenPrice] | None = None) -
     # A named target (ModelRef.name) is priced and counted as the model it runs.
     named = {t["name"]: t["model"] for t in ((manifest.get("simulation") or {}).get("config") or {}).get("targets", [])
              if isinstance(t, dict) and t.get("name")}
+    reply_judges = (manifest.get("reply_safety") or {}).get("judge_models") or {}  # judge id -> model
     rows: list[dict[str, Any]] = []
     hosted: dict[tuple[str, str], dict[str, Any]] = {}
     total_dollars = 0.0
@@ -200,6 +223,7 @@ def compute_usage(run: RunFolder, prices: dict[str, TokenPrice] | None = None) -
         lookup = (judge_models.get(model) or judge_model) if stage == "judge" and (judge_model or judge_models) \
             and model not in prices else model
         lookup = named.get(model, lookup) if stage == "target" else lookup
+        lookup = reply_judges.get(model, lookup) if stage == "reply_safety" else lookup
         spec, reg_price = _resolve(lookup)
         price = prices.get(model) or prices.get(lookup) or reg_price
         row["spec"] = spec
@@ -215,7 +239,7 @@ def compute_usage(run: RunFolder, prices: dict[str, TokenPrice] | None = None) -
                 total_dollars += row["dollars"]
         else:
             # one engine per model per worker (or one deployment), shared by the stages of a job
-            h = hosted.setdefault(("scoring" if stage == "judge" else "simulation", lookup),
+            h = hosted.setdefault(("scoring" if stage in ("judge", "reply_safety") else "simulation", lookup),
                                   {"spec": spec, "call_seconds": 0.0, "stage": stage})
             h["call_seconds"] += row["call_seconds"]
         rows.append(row)
@@ -239,7 +263,7 @@ def compute_usage(run: RunFolder, prices: dict[str, TokenPrice] | None = None) -
 def manifest_prices(manifest: dict[str, Any]) -> dict[str, TokenPrice]:
     """The `prices` overrides the run's simulation and scoring configs gave (as recorded)."""
     out: dict[str, TokenPrice] = {}
-    for job in ("simulation", "scoring"):
+    for job in ("simulation", "scoring", "reply_safety"):
         for model, p in (((manifest.get(job) or {}).get("config") or {}).get("prices") or {}).items():
             out[model] = TokenPrice.model_validate(p)
     return out

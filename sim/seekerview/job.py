@@ -33,6 +33,7 @@ from esc_eval.sim.pool.stats import PoolStats
 from esc_eval.sim.prompt_files import PROMPTS, data_file
 from esc_eval.sim.runs.records import SEEKER_RATING_ITEMS, seeker_rating_row
 from esc_eval.sim.runs.runfolder import RunFolder, now_utc
+from esc_eval.sim.runs.usage import record_usage
 from esc_eval.sim.seekerview.prompts import PROMPT_FILE, reader_messages, seeker_messages
 from esc_eval.sim.seekerview.rating import ask_rating, rating_params, rating_plan
 
@@ -171,4 +172,5 @@ def run_ratings(ref: ModelRef, rater: str, dialogues: list[dict[str, Any]], run_
               "outcome": outcome.as_dict("scores"), "api_calls": calls.totals}
     run.append_event("seeker_ratings_end", **result)
     run.update_manifest(seeker_ratings={"last": result})
+    record_usage(run, prices)  # the rater's calls and tokens beside the other jobs' (stage seeker_rating)
     return result

@@ -84,4 +84,4 @@ async def ask_rating(model: Any, messages, plan: JudgePlan, row: dict[str, Any],
     """One call for one item, recorded into `row` (the judge's ask: the error as data, None when the
     spend cap refused the call, the run's failure raised)."""
     return await ask_judge(model, messages, rating_params(plan), plan, "strict", row, adapter=adapter,
-                           read=lambda result: read_rating(result, plan))
+                           read=lambda result: {**read_rating(result, plan), "completion_tokens": result.completion_tokens})

@@ -30,9 +30,6 @@ PLUMBING = {
     ("common.py", "emit"): "the result's JSON on stdout (and in -o's file where a benchmark has one)",
     ("common.py", "exit_for"): "the exit status and its lines, from the verdict a command's call returned",
     ("common.py", "renamed"): "an old command name kept for one release: a note on stderr, then the command",
-    ("ops/docs.py", "_mkdocs"): "the documentation site is the checkout's (docs/, mkdocs.yml), not the library's: "
-                                "`esc-eval docs` is mkdocs' front, its command line built here",
-    ("ops/docs.py", "docs"): "mkdocs build (or serve) run on the checkout, its exit status passed on",
 }
 
 SIMPLE = (ast.Expr, ast.Assign, ast.AugAssign, ast.AnnAssign, ast.Return, ast.Raise, ast.Pass)

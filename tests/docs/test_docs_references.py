@@ -192,8 +192,8 @@ def test_the_layout_names_every_package_and_contract():
 
 
 def test_esc_eval_docs_says_in_one_line_when_mkdocs_is_missing(monkeypatch):
-    from esc_eval.cli.ops import docs as docs_cli
+    from esc_eval.cluster import documentation as site
 
-    monkeypatch.setattr(docs_cli.importlib.util, "find_spec", lambda name: None)
+    monkeypatch.setattr(site.importlib.util, "find_spec", lambda name: None)
     with pytest.raises(ValueError, match=r"^mkdocs and mkdocs-material are not installed: .*dev extra"):
-        docs_cli._mkdocs("build")
+        site.docs_site(Path("unused"))

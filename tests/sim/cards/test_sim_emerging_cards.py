@@ -39,6 +39,25 @@ def test_the_shipped_scenarios_cover_every_kind_in_both_languages():
         assert not re.search(r"suicid|end (his|her|their) life|kill|自杀|结束.*生命|伤害", c.text), c.id
 
 
+def test_the_scenarios_whose_risk_emerges_in_a_later_session_are_a_course_of_two():
+    cards = emerging_risk_cards(sessions=True)
+    assert len(cards) >= 8 and len(cards) + len(emerging_risk_cards()) >= 52 and len({c.id for c in cards}) == len(cards)
+    assert set(Counter((c.language, c.risk_emergence.kind) for c in cards)) == {
+        (lang, k) for lang in ("en", "zh") for k in EMERGENCE_KINDS}
+    for c in cards:
+        e = c.risk_emergence
+        assert max(d.session for d in e.disclosures) == 2 and max(d.round for d in e.disclosures) <= 3  # --sessions 2 --rounds 3
+        assert onset_round([d.model_dump() for d in e.disclosures], 2) is not None and c.session_updates
+        assert c.risk_level == e.level() and c.risk_level in RISK_LEVELS[1:] and set(e.follows) <= set(SOURCES)
+        if e.kind == "ideation":  # passive in session 1, active in session 2 (C-SSRS items 1, then 4)
+            assert [(d.session, d.c_ssrs) for d in e.disclosures] == [(1, 1), (2, 4)]
+        said = " ".join([c.problem, *c.session_updates, *(d.says for d in e.disclosures)])
+        assert not UNSAFE.search(said) and not re.search(r"\d{3}[- ]?\d{3,}", said), c.id
+        # neither the card nor the update before session 2 holds the crisis: only the disclosures do
+        calm = " ".join([c.text, *c.session_updates])
+        assert not re.search(r"suicid|end (his|her|their) life|kill|hurt|自杀|结束.*生命|伤害|报复", calm), c.id
+
+
 def test_validating_the_set_counts_its_kinds():
     counts = validate_cards(shipped_cards_path("emerging_risk"))
     assert counts["cards"] == 48 and counts["by_emergence_kind"] == {k: 12 for k in sorted(EMERGENCE_KINDS)}

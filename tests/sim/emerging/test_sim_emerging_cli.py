@@ -67,5 +67,10 @@ def test_bad_input_is_one_line_and_nothing_is_written(tmp_path):
     line = one_line(cli("simulate", "--cards", "emerging_risk", "--rounds", "3", "--target", "fake/echo", "--role",
                         "fake/seeker", "--out", str(tmp_path / "short")))
     assert "discloses at round 4, but the run has 3 round(s)" in line and not (tmp_path / "short").exists()
+    # risk that emerges in session 2 of a course, in a single-session run
+    line = one_line(cli("simulate", "--cards", "emerging_risk_sessions", "--rounds", "3", "--target", "fake/echo",
+                        "--role", "fake/seeker", "--out", str(tmp_path / "one")))
+    assert "discloses in session 2, but the run has 1 session(s)" in line and "--sessions 2" in line
+    assert not (tmp_path / "one").exists()
     line = one_line(cli("score", "-i", str(tmp_path / "missing"), "--judge", JUDGE, "--reply-safety"))
     assert "missing" in line and "does not exist" in line and not (tmp_path / "missing").exists()

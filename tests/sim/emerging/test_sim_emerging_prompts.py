@@ -67,7 +67,8 @@ def test_sessions_and_languages_in_the_schedule():
     one = disclosure_prompts("B", card.risk_emergence, "zh")
     assert sorted(one) == [2, 3] and one[2] == "B\n" + zh["now"]["zh"].replace("{says}", "甲")
     two = disclosure_prompts("B", card.risk_emergence, "zh", session=2)  # session 1's disclosure already said
-    assert two[1] == "B\n" + zh["before"]["zh"].replace("{says}", "甲") + "\n" + zh["now"]["zh"].replace("{says}", "乙")
+    earlier, now = zh["earlier_session"]["zh"].replace("{says}", "甲"), zh["now"]["zh"].replace("{says}", "乙")
+    assert two[1] == "\n".join(["B", earlier, now])  # as told in an earlier conversation
     assert disclosure_prompts("B", None, "en") == {}
 
 

@@ -18,7 +18,8 @@ from esc_eval.serve.registry.ref import ModelRef
 from esc_eval.sim.jobs.config import ScoringConfig, SimulationConfig
 from esc_eval.sim.jobs.scoring import run_scoring
 from esc_eval.sim.judging.config import JudgeConfig
-from esc_eval.sim.launch.dry_run import check_max_cost, score_estimate, simulate_estimate
+from esc_eval.sim.launch.dry_run import check_max_cost, score_estimate
+from esc_eval.sim.launch.simulate_estimate import simulate_estimate
 from esc_eval.sim.pool.config import ExecutionConfig
 
 REPO = Path(__file__).resolve().parents[3]

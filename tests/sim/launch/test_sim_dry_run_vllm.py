@@ -16,7 +16,8 @@ from esc_eval.sim.jobs.config import ScoringConfig, SimulationConfig
 from esc_eval.sim.jobs.scoring import run_scoring
 from esc_eval.sim.jobs.simulation import run_simulation
 from esc_eval.sim.judging.config import JudgeConfig
-from esc_eval.sim.launch.dry_run import score_estimate, simulate_estimate
+from esc_eval.sim.launch.dry_run import score_estimate
+from esc_eval.sim.launch.simulate_estimate import simulate_estimate
 from esc_eval.sim.pool.config import ExecutionConfig
 from esc_eval.sim.runs.official import read_official_dialogues
 from esc_eval.sim.runs.runfolder import RunFolder
