@@ -9,6 +9,7 @@ from typing import Any, Literal
 
 from pydantic import Field, field_validator
 
+from esc_eval.serve.app.application import KV_FLOOR_OFF, TENSOR_PARALLEL_SIZE
 from esc_eval.serve.config.base import ConfigModel
 from esc_eval.serve.devices.cpu import DEFAULT_KV_CACHE_GIB
 from esc_eval.serve.devices.gpus import GPU_MEMORY_GB
@@ -146,7 +147,7 @@ class EnginePlan:
     size_source: str = "-"  # registry | config.json | unknown | -
     params_b: float | None = None
     dtype: str | None = None
-    tensor_parallel_size: int = 1
+    tensor_parallel_size: int = TENSOR_PARALLEL_SIZE
     replicas: tuple[int, int] | None = None  # serve: (min, max)
     gpus: int = 0  # whole GPUs of one engine / one replica
     gpu_fraction: float | None = None  # serve: share of one GPU a replica reserves (several replicas per GPU)
@@ -203,7 +204,7 @@ class Plan:
                     out[ref] = {"engine": dict(e.engine)}
         return out
 
-    def serve_models(self, kv_floor: float = 0.0) -> list[dict[str, Any]]:
+    def serve_models(self, kv_floor: float = KV_FLOOR_OFF) -> list[dict[str, Any]]:
         """ServeModelConfig fields of every deployment (serve mode); a GPU deployment's replicas are told the
         KV tokens the plan gave each, and those sharing a GPU the `kv_floor` their start must reach."""
         out = []
@@ -213,7 +214,7 @@ class Plan:
             fields = dict(e.serve)
             if e.device == "gpu" and e.kv_tokens:
                 fields["expected_kv_tokens"] = int(e.kv_tokens)
-                fields["kv_floor"] = kv_floor if e.gpu_fraction is not None else 0.0
+                fields["kv_floor"] = kv_floor if e.gpu_fraction is not None else KV_FLOOR_OFF
             out.append(fields)
         return out
 

@@ -14,6 +14,10 @@ from esc_eval.serve.chat.interface import GenerationParams
 from esc_eval.serve.config.base import ConfigModel
 from esc_eval.serve.calls.limits import ModelLimits
 
+# The Serve application `esc-eval serve up` deploys and a `serve/<model>` spec calls by default: one name, so
+# the spec reaches what `serve up` started (serve/app/application.py, serve/backends/serve_handle.py).
+SERVE_APP_NAME = "esc-eval"
+
 
 class ModelRef(ConfigModel):
     """A model taking part in a run: a registry name or a backend spec, and how to call it."""
