@@ -12,10 +12,9 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field, field_validator, model_validator
 
 from esc_eval.serve.config import ConfigModel, load_config_file
+from esc_eval.serve.engines.embedded import EMBEDDED
 
 from esc_eval.train.errors import TrainConfigError
-
-EMBEDDED = "embedded"
 
 
 class _Strict(ConfigModel):

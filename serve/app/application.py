@@ -32,7 +32,7 @@ from pydantic import Field, model_validator
 
 from esc_eval.serve.config.base import ConfigModel, load_config_file
 
-from esc_eval.serve.devices.cpu import KV_CACHE_ENV, cpu_kv_cache_gib
+from esc_eval.serve.devices.cpu import DEFAULT_DTYPE, KV_CACHE_ENV, cpu_kv_cache_gib
 from esc_eval.serve.engines.args import CPU, EngineConfigError, device_engine_kwargs, gpus
 from esc_eval.serve.app.gpu_share import PER_WORKER_GPUS_ENV
 from esc_eval.serve.engines.kv_budget import EXPECTED_KV_ENV, KV_FLOOR_ENV
@@ -113,7 +113,7 @@ class ServeModelConfig(ConfigModel):
                             "below this fraction of it fails its start, naming both, and Serve starts it again (replicas "
                             "sharing a GPU that profile its memory at once); 0 = a warning in its log only.")
     dtype: Literal["auto", "float32", "bfloat16", "float16"] = Field(
-        "auto", description="Model dtype: 'auto' = bfloat16 on GPUs and on CPUs with AVX512-BF16/AMX, float32 on "
+        DEFAULT_DTYPE, description="Model dtype: 'auto' = bfloat16 on GPUs and on CPUs with AVX512-BF16/AMX, float32 on "
         "other CPUs (serve/devices/cpu.py; resolved on the machine that builds the config).")
     engine_kwargs: dict[str, Any] = Field(default_factory=dict, description="Extra vLLM engine kwargs (override the defaults).")
 

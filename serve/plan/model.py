@@ -18,6 +18,7 @@ from esc_eval.serve.registry.entry import RegistryError
 GB = 1e9
 ENGINE_OVERHEAD_GB = 2.0  # per GPU per engine (estimate; see serve/plan/planner.py)
 DEFAULT_GPU_MEMORY_UTILIZATION = 0.92  # vLLM's own default
+POOL_WORKERS = 1  # the pool's worker actors unless set (sim/pool/config.py ExecutionConfig.workers); the plan reads the same
 PLACEMENT_ENV = "ESC_EVAL_PLACEMENT"  # JSON the pool's workers read: model as configured -> how to build it
 SERVE_MODEL_FIELDS_SET_BY_PLAN = ("name", "accelerator", "accelerator_type", "gpu_memory_utilization", "gpu_fraction",
                                   "expected_kv_tokens", "kv_floor")
