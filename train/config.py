@@ -16,6 +16,14 @@ from esc_eval.serve.engines.embedded import EMBEDDED
 
 from esc_eval.train.errors import TrainConfigError
 
+# Defaults the datasets and the judge evaluation share with this config (train/data, train/jobs read these):
+SOURCE_KIND = "auto"  # a dialogue file's format is detected unless named
+OFFICIAL_ANNOTATOR = "official"  # the annotator name of the release's score files
+SPLIT_GROUP = "annotation"  # split unit: each (dialogue, dimension) label, as the paper's 7:1:2 split
+OVERFLOW = "shorten"  # a prompt over max_seq_len loses dialogue turns rather than its example
+JUDGE_METHOD = "logprob"  # a judge's score: argmax of P('0'..'4') at the answer, as esc-eval's judges score
+JUDGE_MAX_CONCURRENCY = 16  # judge requests in flight: a vLLM engine's batch fills
+
 
 class _Strict(ConfigModel):
     pass
@@ -103,7 +111,7 @@ class DialogueSourceConfig(_Strict):
     """One dialogue source (see train.data.dialogue_sources)."""
 
     path: Path = Field(description="Run folder, official dialogue JSON or ESConv JSON.")
-    kind: Literal["auto", "run", "official", "esconv"] = Field("auto", description="Source format; auto detects it.")
+    kind: Literal["auto", "run", "official", "esconv"] = Field(SOURCE_KIND, description="Source format; auto detects it.")
     cards: Path | None = Field(None, description="Cards file giving the card text (joined by card id for run "
                                "folders, by position for official/ESConv files).")
     language: Literal["en", "zh"] | None = Field(None, description="Language override (default: from the source).")
@@ -123,7 +131,7 @@ class AnnotationSourceConfig(_Strict):
 
     path: Path = Field(description="CSV/Parquet/JSON/JSONL table (train.data.annotations) or an official score JSON.")
     format: Literal["table", "official_scores"] = Field("table", description="Table rows or the release's score JSON.")
-    annotator: str = Field("official", description="Annotator name for official score files.")
+    annotator: str = Field(OFFICIAL_ANNOTATOR, description="Annotator name for official score files.")
 
 
 class SplitConfig(_Strict):
@@ -131,7 +139,7 @@ class SplitConfig(_Strict):
 
     seed: int = Field(0, description="Split seed.")
     ratios: tuple[float, float, float] = Field((7, 1, 2), description="train:validation:test proportions.")
-    group: Literal["annotation", "dialogue"] = Field("annotation", description="Split unit: (dialogue, dimension) "
+    group: Literal["annotation", "dialogue"] = Field(SPLIT_GROUP, description="Split unit: (dialogue, dimension) "
                                                       "or whole dialogues.")
     holdout_model: str | None = Field(None, description="Leave-one-model-out: this target model is the test split.")
 
@@ -154,7 +162,7 @@ class RankDataConfig(_Strict):
     prompt_order: Literal["rubric_first", "dialogue_first"] = Field(
         "rubric_first", description="Judge prompt order: the paper's, or the dialogue first so that scoring shares "
         "a cached prefix across dimensions (serve the result with judge prompt_order=dialogue_first).")
-    overflow: Literal["shorten", "drop", "error"] = Field("shorten", description="Prompt longer than max_seq_len: "
+    overflow: Literal["shorten", "drop", "error"] = Field(OVERFLOW, description="Prompt longer than max_seq_len: "
                                                           "trim the dialogue turns, drop the example, or fail.")
 
     @field_validator("dimensions")
@@ -171,11 +179,11 @@ class EvalConfig(_Strict):
     """Judge evaluation on the test split (Table 4: ACC and ACC_soft)."""
 
     enabled: bool = Field(True, description="Score the test split with the base and the trained judge after training.")
-    method: Literal["logprob", "generate"] = Field("logprob", description="logprob: argmax of P('0'..'4') at the "
+    method: Literal["logprob", "generate"] = Field(JUDGE_METHOD, description="logprob: argmax of P('0'..'4') at the "
                                                    "answer position; generate: greedy text + strict parse.")
     include_base: bool = Field(True, description="Also score with the base model (no adapter).")
     max_model_len: int = Field(4096, ge=256, description="vLLM max_model_len for scoring.")
-    max_concurrency: int = Field(16, ge=1, description="Judge requests in flight.")
+    max_concurrency: int = Field(JUDGE_MAX_CONCURRENCY, ge=1, description="Judge requests in flight.")
     engine_kwargs: dict[str, Any] = Field(default_factory=lambda: {"enforce_eager": True},
                                           description="Extra vLLM engine arguments.")
 
