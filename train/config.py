@@ -23,6 +23,7 @@ SPLIT_GROUP = "annotation"  # split unit: each (dialogue, dimension) label, as t
 OVERFLOW = "shorten"  # a prompt over max_seq_len loses dialogue turns rather than its example
 JUDGE_METHOD = "logprob"  # a judge's score: argmax of P('0'..'4') at the answer, as esc-eval's judges score
 JUDGE_MAX_CONCURRENCY = 16  # judge requests in flight: a vLLM engine's batch fills
+ROLEPLAY_STRATEGY = "official"  # the role model learns the paper's role-play prompt (sim.dialogue.prompts)
 
 
 class _Strict(ConfigModel):
@@ -121,7 +122,7 @@ class RoleDataConfig(_Strict):
     """Data of the ESC-Role job."""
 
     sources: list[DialogueSourceConfig] = Field(min_length=1, description="Dialogue sources to train on.")
-    strategy: str = Field("official", description="Role-play prompt strategy (sim.dialogue.prompts.strategies()).")
+    strategy: str = Field(ROLEPLAY_STRATEGY, description="Role-play prompt strategy (sim.dialogue.prompts.strategies()).")
     validation_fraction: float = Field(0.1, ge=0.0, lt=1.0, description="Dialogues held out for validation loss.")
     adapter_name: str = Field("esc-role", description="Name of the produced adapter.")
 

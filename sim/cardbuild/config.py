@@ -10,6 +10,7 @@ from typing import Any, Literal
 
 from pydantic import Field, field_validator
 
+from esc_eval.serve.calls.retry import MAX_ATTEMPTS
 from esc_eval.serve.config import ConfigModel, read_yaml_mapping, validate_config
 from esc_eval.serve.registry.ref import DEFAULT_MODEL
 
@@ -111,7 +112,7 @@ class CardBuildConfig(_Model):
     annotation: AnnotationConfig = Field(default_factory=AnnotationConfig, description="Human annotation sheets and correction rules.")
     ray: RayConfig = Field(default_factory=RayConfig, description="Where the LLM stages run.")
     concurrency: int = Field(CONCURRENCY, ge=1, description="Model calls in flight at once.")
-    max_attempts: int = Field(3, ge=1, description="Attempts per model call before the item is recorded as failed.")
+    max_attempts: int = Field(MAX_ATTEMPTS, ge=1, description="Attempts per model call before the item is recorded as failed.")
     retry_wait_s: float = Field(1.0, ge=0.0, description="First wait between attempts (doubles each time).")
     seed: int = Field(0, description="Seed of source sampling and MinHash.")
 

@@ -6,6 +6,7 @@ from typing import Literal
 
 from pydantic import Field
 
+from esc_eval.serve.calls.retry import CALL_TIMEOUT_S, INITIAL_WAIT_S, MAX_ATTEMPTS, MAX_WAIT_S
 from esc_eval.serve.config import ConfigModel
 from esc_eval.serve.devices.cpu import DEFAULT_DTYPE, KV_CACHE_ENV, cpu_kv_cache_gib
 from esc_eval.serve.plan.model import POOL_WORKERS
@@ -32,10 +33,10 @@ class ExecutionConfig(ConfigModel):
         None, ge=0, description="Ray CPUs reserved per worker actor; None = auto: 1 (as measured on CPUs), 8 for "
         "workers holding GPUs (their engine loops; within the cluster's CPUs per worker).")
     num_gpus_per_worker: float = Field(0.0, ge=0, description="Ray GPUs reserved per worker actor (GPU clusters).")
-    max_attempts: int = Field(3, ge=1, description="Attempts per model call before the item is recorded as failed.")
-    retry_initial_wait_s: float = Field(0.5, ge=0, description="First backoff wait between attempts (exponential, jittered).")
-    retry_max_wait_s: float = Field(30.0, ge=0, description="Longest backoff wait between attempts.")
-    call_timeout_s: float = Field(600.0, gt=0, description="Timeout of one model call; a timeout counts as a failed attempt.")
+    max_attempts: int = Field(MAX_ATTEMPTS, ge=1, description="Attempts per model call before the item is recorded as failed.")
+    retry_initial_wait_s: float = Field(INITIAL_WAIT_S, ge=0, description="First backoff wait between attempts (exponential, jittered).")
+    retry_max_wait_s: float = Field(MAX_WAIT_S, ge=0, description="Longest backoff wait between attempts.")
+    call_timeout_s: float = Field(CALL_TIMEOUT_S, gt=0, description="Timeout of one model call; a timeout counts as a failed attempt.")
     flush_rows: int = Field(512, ge=1, description="Write a Parquet part when this many rows are buffered (real models "
                             "mostly flush on flush_seconds; a crash loses no finished dialogue: its turn checkpoints stay "
                             "until its row is written).")

@@ -36,6 +36,7 @@ from esc_eval.serve.registry.ref import DEFAULT_MODEL, ModelRef
 from esc_eval.sim.jobs.config import ScoringConfig, SimulationConfig
 from esc_eval.sim.judging.config import JudgeConfig
 from esc_eval.sim.pool.config import ExecutionConfig
+from esc_eval.sim.bench.loops.scale import COPY_MARK
 
 ORDERS = ("rubric_first", "dialogue_first")
 PHASES = ("scoring", "simulation")  # what bench gpu measures unless told: both
@@ -66,7 +67,7 @@ class GpuBenchConfig(BaseModel):
 
 
 # -- inputs ------------------------------------------------------------------------------------
-def distinct_dialogues(source: str | None, n: int, mark: str = "case") -> tuple[list[dict[str, Any]], dict[str, Any]]:
+def distinct_dialogues(source: str | None, n: int, mark: str = COPY_MARK) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """n dialogue rows, copies of the source's opened by their own tag, and where they came from."""
     from esc_eval.sim.bench.loops.scale import scale_dialogues
     from esc_eval.sim.bench.dialogues import load_bench_dialogues
@@ -76,7 +77,7 @@ def distinct_dialogues(source: str | None, n: int, mark: str = "case") -> tuple[
                                                        f"repeated, each copy's first turn opened by '({mark} k)'"}
 
 
-def distinct_cards(source: str | None, n: int, mark: str = "case") -> tuple[list[Any], str]:
+def distinct_cards(source: str | None, n: int, mark: str = COPY_MARK) -> tuple[list[Any], str]:
     """n role cards, copies of the source's whose problem ends with its own tag."""
     from esc_eval.sim.bench.dialogues import REPO
     from esc_eval.sim.cards.card import load_cards, sample_cards
