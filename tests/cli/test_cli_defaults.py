@@ -1,7 +1,8 @@
 """One home per default (issue 52): a command's option never re-types a default the library owns. Read
 from the syntax tree of every command under cli/: for each call into the library (a name imported from
 `esc_eval.*` outside `esc_eval.cli`), the call's arguments are bound to the library function's
-signature; an option passed to a parameter whose default equals the option's own literal default (a
+signature (read from its source, defaults that name a module constant followed to its value; nothing
+is imported); an option passed to a parameter whose default equals the option's own literal default (a
 str, int or float written in the CLI) fails: the option must name the library's constant instead
 (`port: ... = SERVE_PORT`), so changing the default in the library changes the command's too.
 
@@ -14,9 +15,10 @@ re-types one fails too, so the list cannot outlive what it excuses."""
 from __future__ import annotations
 
 import ast
-import importlib
 import inspect
+from functools import cache
 from pathlib import Path
+from typing import Any
 
 REPO = Path(__file__).resolve().parents[2]
 CLI = REPO / "cli"
@@ -71,6 +73,71 @@ def _library_imports(nodes: list[ast.stmt] | ast.AST) -> dict[str, tuple[str, st
     return out
 
 
+_UNKNOWN = object()  # a library default that is no literal and no module constant (a call, an expression)
+
+
+@cache
+def _module_tree(module: str) -> ast.Module | None:
+    """The syntax tree of esc_eval.<module>, read from the checkout (nothing imported: analysis alone
+    would load scipy, seconds of this test)."""
+    base = REPO.joinpath(*module.split(".")[1:])
+    for path in (base.with_suffix(".py"), base / "__init__.py"):
+        if path.exists():
+            return ast.parse(path.read_text(encoding="utf-8"))
+    return None
+
+
+def _definition(module: str, name: str, depth: int = 0) -> tuple[str, ast.AST] | None:
+    """Where `name` of `module` is defined (following `from esc_eval.X import name` re-exports)."""
+    tree = _module_tree(module)
+    if tree is None or depth > 5:
+        return None
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and node.name == name:
+            return module, node
+        if isinstance(node, ast.Assign) and any(isinstance(x, ast.Name) and x.id == name for x in node.targets):
+            return module, node.value
+        if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and node.target.id == name and node.value:
+            return module, node.value
+        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("esc_eval."):
+            for a in node.names:
+                if (a.asname or a.name) == name:
+                    return _definition(node.module, a.name, depth + 1)
+    return None
+
+
+def _value(module: str, node: ast.expr) -> Any:
+    """A default's value: a literal, or a module constant (UPPER = literal) followed to its home."""
+    if isinstance(node, ast.Constant):
+        return node.value
+    if isinstance(node, ast.Name):
+        found = _definition(module, node.id)
+        if found and isinstance(found[1], ast.expr):
+            return _value(*found)
+    return _UNKNOWN
+
+
+def _signature(module: str, name: str) -> inspect.Signature | None:
+    """The signature of library function `name` as its source declares it, defaults resolved by _value."""
+    found = _definition(module, name)
+    if not found or not isinstance(found[1], (ast.FunctionDef, ast.AsyncFunctionDef)):
+        return None
+    home, func = found
+    a = func.args
+    positional = a.posonlyargs + a.args
+    defaults = [None] * (len(positional) - len(a.defaults)) + a.defaults
+    P = inspect.Parameter
+    params = [P(x.arg, P.POSITIONAL_ONLY if i < len(a.posonlyargs) else P.POSITIONAL_OR_KEYWORD,
+                default=P.empty if d is None else _value(home, d)) for i, (x, d) in enumerate(zip(positional, defaults))]
+    if a.vararg:
+        params.append(P(a.vararg.arg, P.VAR_POSITIONAL))
+    params += [P(x.arg, P.KEYWORD_ONLY, default=P.empty if d is None else _value(home, d))
+               for x, d in zip(a.kwonlyargs, a.kw_defaults)]
+    if a.kwarg:
+        params.append(P(a.kwarg.arg, P.VAR_KEYWORD))
+    return inspect.Signature(params)
+
+
 def _option_of(arg: ast.expr, options: set[str]) -> str | None:
     """The option an argument passes on: `opt`, or `check(opt)` (a door check around it)."""
     if isinstance(arg, ast.Call) and len(arg.args) == 1 and not arg.keywords:
@@ -95,10 +162,10 @@ def retyped_defaults(source: str, where: str = "<cli>") -> list[tuple[str, str, 
             if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Name) and call.func.id in imports) \
                     or any(isinstance(a, ast.Starred) for a in call.args) or any(k.arg is None for k in call.keywords):
                 continue
-            module, name = imports[call.func.id]
-            target = getattr(importlib.import_module(module), name)
+            sig = _signature(*imports[call.func.id])
+            if sig is None:
+                continue
             try:
-                sig = inspect.signature(target)
                 bound = sig.bind_partial(*[_option_of(a, set(literal)) for a in call.args],
                                          **{k.arg: _option_of(k.value, set(literal)) for k in call.keywords})
             except (TypeError, ValueError):
