@@ -12,6 +12,9 @@ from pathlib import Path
 
 # cluster/documentation.py -> the checkout's root, where mkdocs.yml is.
 MKDOCS_YML = Path(__file__).resolve().parents[1] / "mkdocs.yml"
+# Where `--serve` listens unless told: mkdocs serve's own defaults (loopback: the preview is for the one editing).
+DOCS_HOST = "127.0.0.1"
+DOCS_PORT = 8000
 
 
 def _mkdocs(*args: str) -> list[str]:
@@ -24,7 +27,7 @@ def _mkdocs(*args: str) -> list[str]:
     return [sys.executable, "-m", "mkdocs", *args, "--config-file", str(MKDOCS_YML)]
 
 
-def docs_site(out: Path, serve: bool = False, host: str = "127.0.0.1", port: int = 8000, strict: bool = True) -> int:
+def docs_site(out: Path, serve: bool = False, host: str = DOCS_HOST, port: int = DOCS_PORT, strict: bool = True) -> int:
     """Build the site into `out` and return mkdocs' exit status (0: built), or, with `serve`, replace
     this process by `mkdocs serve` on host:port (a signal to it is a signal to the server)."""
     env = {**os.environ, "NO_MKDOCS_2_WARNING": "1"}

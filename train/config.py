@@ -12,10 +12,18 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field, field_validator, model_validator
 
 from esc_eval.serve.config import ConfigModel, load_config_file
+from esc_eval.serve.engines.embedded import EMBEDDED
 
 from esc_eval.train.errors import TrainConfigError
 
-EMBEDDED = "embedded"
+# Defaults the datasets and the judge evaluation share with this config (train/data, train/jobs read these):
+SOURCE_KIND = "auto"  # a dialogue file's format is detected unless named
+OFFICIAL_ANNOTATOR = "official"  # the annotator name of the release's score files
+SPLIT_GROUP = "annotation"  # split unit: each (dialogue, dimension) label, as the paper's 7:1:2 split
+OVERFLOW = "shorten"  # a prompt over max_seq_len loses dialogue turns rather than its example
+JUDGE_METHOD = "logprob"  # a judge's score: argmax of P('0'..'4') at the answer, as esc-eval's judges score
+JUDGE_MAX_CONCURRENCY = 16  # judge requests in flight: a vLLM engine's batch fills
+ROLEPLAY_STRATEGY = "official"  # the role model learns the paper's role-play prompt (sim.dialogue.prompts)
 
 
 class _Strict(ConfigModel):
@@ -104,7 +112,7 @@ class DialogueSourceConfig(_Strict):
     """One dialogue source (see train.data.dialogue_sources)."""
 
     path: Path = Field(description="Run folder, official dialogue JSON or ESConv JSON.")
-    kind: Literal["auto", "run", "official", "esconv"] = Field("auto", description="Source format; auto detects it.")
+    kind: Literal["auto", "run", "official", "esconv"] = Field(SOURCE_KIND, description="Source format; auto detects it.")
     cards: Path | None = Field(None, description="Cards file giving the card text (joined by card id for run "
                                "folders, by position for official/ESConv files).")
     language: Literal["en", "zh"] | None = Field(None, description="Language override (default: from the source).")
@@ -114,7 +122,7 @@ class RoleDataConfig(_Strict):
     """Data of the ESC-Role job."""
 
     sources: list[DialogueSourceConfig] = Field(min_length=1, description="Dialogue sources to train on.")
-    strategy: str = Field("official", description="Role-play prompt strategy (sim.dialogue.prompts.strategies()).")
+    strategy: str = Field(ROLEPLAY_STRATEGY, description="Role-play prompt strategy (sim.dialogue.prompts.strategies()).")
     validation_fraction: float = Field(0.1, ge=0.0, lt=1.0, description="Dialogues held out for validation loss.")
     adapter_name: str = Field("esc-role", description="Name of the produced adapter.")
 
@@ -124,7 +132,7 @@ class AnnotationSourceConfig(_Strict):
 
     path: Path = Field(description="CSV/Parquet/JSON/JSONL table (train.data.annotations) or an official score JSON.")
     format: Literal["table", "official_scores"] = Field("table", description="Table rows or the release's score JSON.")
-    annotator: str = Field("official", description="Annotator name for official score files.")
+    annotator: str = Field(OFFICIAL_ANNOTATOR, description="Annotator name for official score files.")
 
 
 class SplitConfig(_Strict):
@@ -132,7 +140,7 @@ class SplitConfig(_Strict):
 
     seed: int = Field(0, description="Split seed.")
     ratios: tuple[float, float, float] = Field((7, 1, 2), description="train:validation:test proportions.")
-    group: Literal["annotation", "dialogue"] = Field("annotation", description="Split unit: (dialogue, dimension) "
+    group: Literal["annotation", "dialogue"] = Field(SPLIT_GROUP, description="Split unit: (dialogue, dimension) "
                                                       "or whole dialogues.")
     holdout_model: str | None = Field(None, description="Leave-one-model-out: this target model is the test split.")
 
@@ -155,7 +163,7 @@ class RankDataConfig(_Strict):
     prompt_order: Literal["rubric_first", "dialogue_first"] = Field(
         "rubric_first", description="Judge prompt order: the paper's, or the dialogue first so that scoring shares "
         "a cached prefix across dimensions (serve the result with judge prompt_order=dialogue_first).")
-    overflow: Literal["shorten", "drop", "error"] = Field("shorten", description="Prompt longer than max_seq_len: "
+    overflow: Literal["shorten", "drop", "error"] = Field(OVERFLOW, description="Prompt longer than max_seq_len: "
                                                           "trim the dialogue turns, drop the example, or fail.")
 
     @field_validator("dimensions")
@@ -172,11 +180,11 @@ class EvalConfig(_Strict):
     """Judge evaluation on the test split (Table 4: ACC and ACC_soft)."""
 
     enabled: bool = Field(True, description="Score the test split with the base and the trained judge after training.")
-    method: Literal["logprob", "generate"] = Field("logprob", description="logprob: argmax of P('0'..'4') at the "
+    method: Literal["logprob", "generate"] = Field(JUDGE_METHOD, description="logprob: argmax of P('0'..'4') at the "
                                                    "answer position; generate: greedy text + strict parse.")
     include_base: bool = Field(True, description="Also score with the base model (no adapter).")
     max_model_len: int = Field(4096, ge=256, description="vLLM max_model_len for scoring.")
-    max_concurrency: int = Field(16, ge=1, description="Judge requests in flight.")
+    max_concurrency: int = Field(JUDGE_MAX_CONCURRENCY, ge=1, description="Judge requests in flight.")
     engine_kwargs: dict[str, Any] = Field(default_factory=lambda: {"enforce_eager": True},
                                           description="Extra vLLM engine arguments.")
 

@@ -15,7 +15,7 @@ from typing import Annotated, Optional
 import typer
 
 from esc_eval.cli.common import emit, local_out
-from esc_eval.sim.cardbuild.commands import CARD_FORMATS, console
+from esc_eval.sim.cardbuild.commands import CARD_FORMATS, EXPORT_FORMAT, console
 
 app = typer.Typer(no_args_is_help=True, help="Role cards: validate, build from source datasets, statistics, export.")
 
@@ -65,7 +65,7 @@ def cards_validate(paths: Annotated[list[Path], typer.Argument(help="Card files 
 def cards_export(
     path: Annotated[Path, typer.Argument(help="A card file or a build folder (final_cards.json, else cards.json).")],
     out: Annotated[Path, typer.Option("--out", callback=local_out, help="Output JSON file.")],
-    fmt: Annotated[str, typer.Option("--fmt", help="official (the ESC-Eval release's JSON) or esc-eval.")] = "official",
+    fmt: Annotated[str, typer.Option("--fmt", help="official (the ESC-Eval release's JSON) or esc-eval.")] = EXPORT_FORMAT,
 ) -> None:
     """Write cards in the official ESC-Eval JSON format (or ours)."""
     from esc_eval.sim.cardbuild.commands import cards_export_command

@@ -9,6 +9,29 @@ from typing import Annotated, Optional
 import typer
 
 from esc_eval.cli.common import STATE, emit, exit_for, local_out
+from esc_eval.serve.devices.cpu import DEFAULT_DTYPE
+from esc_eval.serve.engines.embedded import EMBEDDED
+from esc_eval.serve.registry.ref import DEFAULT_MODEL
+from esc_eval.sim.bench.commands import RUBRIC_N_BOOT
+from esc_eval.sim.bench.gpu.bench import ORDERS, PHASES
+from esc_eval.sim.bench.loops.decode import (DECODE_BIND, DECODE_CONTEXTS, DECODE_KV_CACHE_GB, DECODE_NEW_TOKENS,
+                                             DECODE_STREAMS, DECODE_TARGET)
+from esc_eval.sim.bench.loops.panel import PANEL_JUDGES, PANEL_LATENCY_S, PANEL_WORKERS
+from esc_eval.sim.bench.loops.rubric import RUBRIC_DIALOGUES
+from esc_eval.sim.bench.loops.scale import PAPER_DIALOGUES
+from esc_eval.sim.bench.loops.scoring import (OFFICIAL_MAX_NEW_TOKENS, SCORE_BUDGET_S, SCORE_DIALOGUES,
+                                              SCORE_REFERENCE_DIALOGUES, SCORE_WORKERS)
+from esc_eval.sim.bench.loops.simulation import (SIM_CONCURRENCY, SIM_EMBEDDED_DIALOGUES, SIM_ENGINES, SIM_FAKE_LATENCY_S,
+                                                 SIM_KV_CACHE_GB, SIM_MAX_TOKENS, SIM_MEMORY_ITEMS, SIM_REFERENCE_DIALOGUES,
+                                                 SIM_SATURATION_LATENCY_S, SIM_WORKERS)
+from esc_eval.sim.bench.serve.bench import (SERVE_BENCH_CARDS, SERVE_BENCH_CONCURRENCY, SERVE_BENCH_INPUT_LEN,
+                                            SERVE_BENCH_JUDGE_METHOD, SERVE_BENCH_MAX_TOKENS, SERVE_BENCH_PROMPT_ORDER,
+                                            SERVE_BENCH_REPLICAS, SERVE_BENCH_ROLE_MAX_TOKENS, SERVE_BENCH_SEED,
+                                            SERVE_BENCH_TEMPERATURE, SERVE_BENCH_TIMEOUT_S, SERVE_BENCH_WARMUP,
+                                            SERVE_BENCH_WORKLOAD)
+from esc_eval.sim.bench.serve.routing import ROUTING_MAX_NUM_SEQS
+from esc_eval.sim.bench.serve.workloads import LIVE_STRATEGY
+from esc_eval.sim.jobs.config import PAPER_ROUNDS
 
 app = typer.Typer(no_args_is_help=True, help="Benchmarks printing JSON.")
 
@@ -53,28 +76,28 @@ def _dtype(value: str) -> str:
 @app.command("sim")
 def bench_sim(
     out: Annotated[Optional[Path], typer.Option("--out", "-o", callback=local_out, help="Also write the JSON here.")] = None,
-    fake_dialogues: Annotated[int, typer.Option(help="(a) dialogues through the fixed-latency fake backend (0 = skip).")] = 8500,
-    fake_latency: Annotated[float, typer.Option(help="(a) seconds per fake model call.")] = 1.0,
-    saturation_latency: Annotated[float, typer.Option(help="(a) latency of a second fake run that makes the pool CPU-bound; its calls/s is `fake_calls_per_s` (0 = skip).")] = 0.05,
-    workers: Annotated[int, typer.Option(help="(a, c) worker actors.")] = 2,
-    memory_items: Annotated[int, typer.Option(help="(c) items streamed to check driver memory (0 = skip).")] = 100_000,
-    embedded_dialogues: Annotated[int, typer.Option(help="(b) dialogues in flight on the embedded model (0 = skip).")] = 128,
-    reference_dialogues: Annotated[int, typer.Option(help="(b) dialogues through the reference loop (0 = none: ours alone, no speedup).")] = 4,
+    fake_dialogues: Annotated[int, typer.Option(help="(a) dialogues through the fixed-latency fake backend (0 = skip).")] = PAPER_DIALOGUES,
+    fake_latency: Annotated[float, typer.Option(help="(a) seconds per fake model call.")] = SIM_FAKE_LATENCY_S,
+    saturation_latency: Annotated[float, typer.Option(help="(a) latency of a second fake run that makes the pool CPU-bound; its calls/s is `fake_calls_per_s` (0 = skip).")] = SIM_SATURATION_LATENCY_S,
+    workers: Annotated[int, typer.Option(help="(a, c) worker actors.")] = SIM_WORKERS,
+    memory_items: Annotated[int, typer.Option(help="(c) items streamed to check driver memory (0 = skip).")] = SIM_MEMORY_ITEMS,
+    embedded_dialogues: Annotated[int, typer.Option(help="(b) dialogues in flight on the embedded model (0 = skip).")] = SIM_EMBEDDED_DIALOGUES,
+    reference_dialogues: Annotated[int, typer.Option(help="(b) dialogues through the reference loop (0 = none: ours alone, no speedup).")] = SIM_REFERENCE_DIALOGUES,
     max_tokens: Annotated[int, typer.Option(help="(b) max new tokens per turn, both sides (the release: 512; at 512 "
-                                   "SmolLM2 decodes to the cap and 128 dialogues outgrow a 24 GiB machine's KV cache).")] = 128,
-    concurrency: Annotated[int, typer.Option(help="(b) dialogues in flight in our engine.")] = 128,
+                                   "SmolLM2 decodes to the cap and 128 dialogues outgrow a 24 GiB machine's KV cache).")] = SIM_MAX_TOKENS,
+    concurrency: Annotated[int, typer.Option(help="(b) dialogues in flight in our engine.")] = SIM_CONCURRENCY,
     shared_cards: Annotated[Optional[Path], typer.Option(help="(b) folder with the official card_high_en.json (default: ../shared/data/esc-eval/cards if present).")] = None,
-    kv_cache_gb: Annotated[int, typer.Option(help="(b) VLLM_CPU_KVCACHE_SPACE of our engines together, GiB (split between them, at least 2 each).")] = 12,
-    engines: Annotated[int, typer.Option(help="(b) vLLM engines (worker actors), each bound to its own core; 0 = one per core.")] = 0,
+    kv_cache_gb: Annotated[int, typer.Option(help="(b) VLLM_CPU_KVCACHE_SPACE of our engines together, GiB (split between them, at least 2 each).")] = SIM_KV_CACHE_GB,
+    engines: Annotated[int, typer.Option(help="(b) vLLM engines (worker actors), each bound to its own core; 0 = one per core.")] = SIM_ENGINES,
     compiled: Annotated[bool, typer.Option("--compiled/--eager", help="(b) compiled vLLM engines (slower start, excluded from the timing; faster steps).")] = True,
     dtype: Annotated[str, typer.Option("--dtype", help="(b) model dtype of both sides: auto (bfloat16 only with "
-                              "AVX512-BF16/AMX, else float32), float32 or bfloat16.")] = "auto",
+                              "AVX512-BF16/AMX, else float32), float32 or bfloat16.")] = DEFAULT_DTYPE,
     via_driver: Annotated[bool, typer.Option("--via-driver", help="(a) also with every row and turn checkpoint shipped "
                                     "through the writer actor on the driver's node (a multi-node run's path).")] = False,
     storage_uri: Annotated[Optional[str], typer.Option("--storage-uri", help="(a) also with the run folder under this "
                                               "storage URI (e.g. s3://bucket/prefix; credentials from the environment).")] = None,
     rounds: Annotated[int, typer.Option("--rounds", min=1, max=50, help="(a, b) rounds per dialogue, both sides "
-                                        "(the paper: 5; long dialogues: 30 or 40); (b) also reports the prefix cache's hit rate.")] = 5,
+                                        "(the paper: 5; long dialogues: 30 or 40); (b) also reports the prefix cache's hit rate.")] = PAPER_ROUNDS,
 ) -> None:
     """Simulation throughput: fake backend, embedded model vs the release's loop, driver memory."""
     from esc_eval.sim.bench.loops.simulation import run_bench_sim
@@ -86,24 +109,24 @@ def bench_sim(
 def bench_score(
     dialogues: Annotated[int, typer.Option("--dialogues", "-n", help="Dialogues to score (the README's figure: 4 official "
                                   "samples, 2 per engine on 2 cores). More than the source holds (e.g. 8500): scale mode, the source repeated "
-                                  "through the service's scoring path for --budget-s, dialogues/hour.")] = 4,
+                                  "through the service's scoring path for --budget-s, dialogues/hour.")] = SCORE_DIALOGUES,
     out: Annotated[Optional[Path], typer.Option("--out", "-o", callback=local_out, help="Also write the JSON here.")] = None,
     source: Annotated[Optional[Path], typer.Option("--source", help="Run folder or official dialogue JSON (default: ../shared samples, else runs/demo, else fake dialogues).")] = None,
-    reference_dialogues: Annotated[int, typer.Option("--reference-dialogues", help="Dialogues the generating reference runs on (it decodes up to 512 tokens per call); 0 = all.")] = 2,
-    max_new_tokens: Annotated[int, typer.Option("--max-new-tokens", help="Generation cap of the reference (the release: 512).")] = 512,
-    model: Annotated[str, typer.Option("--model", help="vLLM model folder, or 'embedded'.")] = "embedded",
+    reference_dialogues: Annotated[int, typer.Option("--reference-dialogues", help="Dialogues the generating reference runs on (it decodes up to 512 tokens per call); 0 = all.")] = SCORE_REFERENCE_DIALOGUES,
+    max_new_tokens: Annotated[int, typer.Option("--max-new-tokens", help="Generation cap of the reference (the release: 512).")] = OFFICIAL_MAX_NEW_TOKENS,
+    model: Annotated[str, typer.Option("--model", help="vLLM model folder, or 'embedded'.")] = EMBEDDED,
     prompt_order: Annotated[Optional[str], typer.Option("--prompt-order", help="Judge prompt order for every phase: "
                                                "rubric_first (the paper's) or dialogue_first (a dialogue's prompts share "
                                                "a prefix); default: the model's registry entry (embedded: dialogue_first).")] = None,
     dtype: Annotated[str, typer.Option("--dtype", help="Model dtype of every engine: auto (bfloat16 only with "
-                              "AVX512-BF16/AMX, else float32), float32 or bfloat16.")] = "auto",
+                              "AVX512-BF16/AMX, else float32), float32 or bfloat16.")] = DEFAULT_DTYPE,
     project_gpu: Annotated[bool, typer.Option("--project-gpu", help="Only count the judge's prefill tokens per dialogue "
                                      "(both prompt orders) and project 8.5K dialogues x 7 dimensions with a 7B judge on "
                                      "one H100 and one 8xH100 node (no engine started).")] = False,
-    budget_s: Annotated[float, typer.Option("--budget-s", help="Scale mode: seconds of scoring after engine start.")] = 600.0,
+    budget_s: Annotated[float, typer.Option("--budget-s", help="Scale mode: seconds of scoring after engine start.")] = SCORE_BUDGET_S,
     gpu_prefill_rate: Annotated[Optional[float], typer.Option("--gpu-prefill-rate", help="Prefill tokens/s of one H100 "
                                                      "for the projection (default: the published figure in the JSON).")] = None,
-    workers: Annotated[int, typer.Option("--workers", help="Engines (Ray worker actors) of ours and of scale mode; 0 = one per core.")] = 0,
+    workers: Annotated[int, typer.Option("--workers", help="Engines (Ray worker actors) of ours and of scale mode; 0 = one per core.")] = SCORE_WORKERS,
 ) -> None:
     """Scoring throughput: ours (batched logprob, prefix cache) vs the official score.py loop."""
     from esc_eval.sim.bench.loops.scoring import bench_score as run
@@ -115,11 +138,11 @@ def bench_score(
 
 @app.command("rubric")
 def bench_rubric_cmd(
-    dialogues: Annotated[int, typer.Option("--dialogues", "-n", min=2, help="Dialogues scored in both rubric modes.")] = 12,
+    dialogues: Annotated[int, typer.Option("--dialogues", "-n", min=2, help="Dialogues scored in both rubric modes.")] = RUBRIC_DIALOGUES,
     source: Annotated[Optional[list[Path]], typer.Option("--source", help="Run folder or official dialogue JSON, repeatable "
                                                          "(taken in turn up to --dialogues; default: the official samples in ../shared).")] = None,
-    model: Annotated[str, typer.Option("--model", help="The judge (a spec or registry name; the paper's judge is per-dimension LoRAs).")] = "vllm/embedded",
-    n_boot: Annotated[int, typer.Option("--n-boot", min=0, help="Bootstrap resamples of the dialogues for each kappa's interval.")] = 1000,
+    model: Annotated[str, typer.Option("--model", help="The judge (a spec or registry name; the paper's judge is per-dimension LoRAs).")] = DEFAULT_MODEL,
+    n_boot: Annotated[int, typer.Option("--n-boot", min=0, help="Bootstrap resamples of the dialogues for each kappa's interval.")] = RUBRIC_N_BOOT,
     folder: Annotated[Optional[Path], typer.Option("--folder", help="Run folder to score into (kept; default: a temporary one).")] = None,
     out: Annotated[Optional[Path], typer.Option("--out", "-o", callback=local_out, help="Also write the JSON here.")] = None,
 ) -> None:
@@ -132,10 +155,10 @@ def bench_rubric_cmd(
 
 @app.command("panel")
 def bench_panel_cmd(
-    dialogues: Annotated[int, typer.Option("--dialogues", "-n", help="Fake dialogues to score (the paper's 8,500).")] = 8500,
-    judges: Annotated[int, typer.Option("--judges", help="Judges in the panel (against one judge).")] = 3,
-    latency: Annotated[float, typer.Option("--latency", help="Seconds per fake judge call.")] = 0.005,
-    workers: Annotated[int, typer.Option("--workers", help="Ray worker actors of the pool.")] = 2,
+    dialogues: Annotated[int, typer.Option("--dialogues", "-n", help="Fake dialogues to score (the paper's 8,500).")] = PAPER_DIALOGUES,
+    judges: Annotated[int, typer.Option("--judges", help="Judges in the panel (against one judge).")] = PANEL_JUDGES,
+    latency: Annotated[float, typer.Option("--latency", help="Seconds per fake judge call.")] = PANEL_LATENCY_S,
+    workers: Annotated[int, typer.Option("--workers", help="Ray worker actors of the pool.")] = PANEL_WORKERS,
     out: Annotated[Optional[Path], typer.Option("--out", "-o", callback=local_out, help="Also write the JSON here.")] = None,
 ) -> None:
     """A panel of judges against one judge on the scoring pool: calls (N x) and wall time per call (target <= 1.2x)."""
@@ -147,15 +170,15 @@ def bench_panel_cmd(
 @app.command("decode")
 def bench_decode(
     contexts: Annotated[str, typer.Option("--contexts", help="Prompt lengths in tokens, comma-separated (bench "
-                                 "sim (b)'s turns start between about 150 and 1,500 tokens).")] = "64,512,1536",
-    streams: Annotated[int, typer.Option("--streams", help="Sequences decoded at once by the engine (bench sim (b): 64 per engine).")] = 64,
-    new_tokens: Annotated[int, typer.Option("--new-tokens", help="Tokens generated per sequence and per reference call (bench sim (b): 128).")] = 128,
+                                 "sim (b)'s turns start between about 150 and 1,500 tokens).")] = ",".join(map(str, DECODE_CONTEXTS)),
+    streams: Annotated[int, typer.Option("--streams", help="Sequences decoded at once by the engine (bench sim (b): 64 per engine).")] = DECODE_STREAMS,
+    new_tokens: Annotated[int, typer.Option("--new-tokens", help="Tokens generated per sequence and per reference call (bench sim (b): 128).")] = DECODE_NEW_TOKENS,
     dtype: Annotated[str, typer.Option("--dtype", help="Model dtype of both sides: auto (bfloat16 only with AVX512-BF16/AMX, "
-                              "else float32), float32 or bfloat16.")] = "auto",
-    bind: Annotated[str, typer.Option("--bind", help="VLLM_CPU_OMP_THREADS_BIND of the engine (bench sim's engines: one core each).")] = "0",
-    kv_cache_gb: Annotated[int, typer.Option("--kv-cache-gb", help="VLLM_CPU_KVCACHE_SPACE of the engine, GiB.")] = 8,
+                              "else float32), float32 or bfloat16.")] = DEFAULT_DTYPE,
+    bind: Annotated[str, typer.Option("--bind", help="VLLM_CPU_OMP_THREADS_BIND of the engine (bench sim's engines: one core each).")] = DECODE_BIND,
+    kv_cache_gb: Annotated[int, typer.Option("--kv-cache-gb", help="VLLM_CPU_KVCACHE_SPACE of the engine, GiB.")] = DECODE_KV_CACHE_GB,
     compiled: Annotated[bool, typer.Option("--compiled/--eager", help="Compiled engine, as bench sim (b) runs (slower start, not timed).")] = True,
-    target: Annotated[float, typer.Option("--target", help="The speedup the bound is checked against (issue 13: 20x).")] = 20.0,
+    target: Annotated[float, typer.Option("--target", help="The speedup the bound is checked against (issue 13: 20x).")] = DECODE_TARGET,
     out: Annotated[Optional[Path], typer.Option("--out", "-o", callback=local_out, help="Also write the JSON here.")] = None,
 ) -> None:
     """The most batching can buy on this CPU: one engine's decode rate per context vs the release loop's call."""
@@ -174,16 +197,16 @@ def bench_decode(
 @app.command("gpu")
 def bench_gpu(
     judge: Annotated[str, typer.Option("--judge", "-j", help="Judge of the scoring phase (registry name or "
-                              "vLLM spec, e.g. vllm//models/j7b).")] = "vllm/embedded",
-    role: Annotated[str, typer.Option("--role", help="Role-play model of the simulation phase.")] = "vllm/embedded",
-    target: Annotated[str, typer.Option("--target", "-t", help="Model under test of the simulation phase.")] = "vllm/embedded",
+                              "vLLM spec, e.g. vllm//models/j7b).")] = DEFAULT_MODEL,
+    role: Annotated[str, typer.Option("--role", help="Role-play model of the simulation phase.")] = DEFAULT_MODEL,
+    target: Annotated[str, typer.Option("--target", "-t", help="Model under test of the simulation phase.")] = DEFAULT_MODEL,
     dialogues: Annotated[Optional[int], typer.Option("--dialogues", "-n", help="Distinct dialogues scored (default: 2,000 "
                                             "on a GPU, 4 on the CPU).")] = None,
     sim_dialogues: Annotated[Optional[int], typer.Option("--sim-dialogues", help="Distinct dialogues simulated (default: "
                                                 "256 on a GPU, 4 on the CPU).")] = None,
     prompt_order: Annotated[str, typer.Option("--prompt-order", callback=_strs, help="Judge prompt orders, "
-                                     "comma-separated: rubric_first (the paper's, `score`'s default), dialogue_first.")] = "rubric_first,dialogue_first",
-    phases: Annotated[str, typer.Option("--phases", callback=_strs, help="scoring, simulation or both, comma-separated.")] = "scoring,simulation",
+                                     "comma-separated: rubric_first (the paper's, `score`'s default), dialogue_first.")] = ",".join(ORDERS),
+    phases: Annotated[str, typer.Option("--phases", callback=_strs, help="scoring, simulation or both, comma-separated.")] = ",".join(PHASES),
     source: Annotated[Optional[Path], typer.Option("--source", help="Dialogues to score: run folder or official JSON "
                                           "(default: ../shared's official samples, else runs/demo); copies are tagged distinct.")] = None,
     cards: Annotated[Optional[Path], typer.Option("--cards", help="Role cards (default: ../shared's official English cards, "
@@ -211,31 +234,31 @@ def bench_gpu(
 def bench_serve(
     base_url: Annotated[Optional[str], typer.Option("--base-url", help="OpenAI-compatible endpoint under test, e.g. "
                                            "http://127.0.0.1:8000/v1 (esc-eval serve up, vllm serve, SGLang, TGI, an API).")] = None,
-    model: Annotated[str, typer.Option("--model", "-m", help="Model id the endpoint serves (with --routing: the registry model to deploy).")] = "embedded",
-    workload: Annotated[str, typer.Option("--workload", "-w", help="dialogues | judge | random.")] = "dialogues",
+    model: Annotated[str, typer.Option("--model", "-m", help="Model id the endpoint serves (with --routing: the registry model to deploy).")] = EMBEDDED,
+    workload: Annotated[str, typer.Option("--workload", "-w", help="dialogues | judge | random.")] = SERVE_BENCH_WORKLOAD,
     concurrency: Annotated[str, typer.Option("--concurrency", "-c", callback=_ints, help="Units in flight per level, comma-separated for a "
-                                    "sweep (e.g. 1,4,16,64); a unit is a dialogue, a judged dialogue or a random request.")] = "4",
+                                    "sweep (e.g. 1,4,16,64); a unit is a dialogue, a judged dialogue or a random request.")] = str(SERVE_BENCH_CONCURRENCY),
     rate: Annotated[Optional[str], typer.Option("--rate", callback=_floats, help="New units per second (Poisson arrivals), comma-separated for a "
                                        "sweep (instead of --concurrency levels).")] = None,
     max_concurrency: Annotated[Optional[int], typer.Option("--max-concurrency", help="With --rate: at most this many units in flight.")] = None,
     num: Annotated[Optional[int], typer.Option("--num", "-n", help="Units measured per level (default: 2 x concurrency, at least 4; 16 with --rate).")] = None,
     duration: Annotated[Optional[float], typer.Option("--duration", help="Seconds per level after which no new unit starts (instead of --num).")] = None,
-    warmup: Annotated[int, typer.Option("--warmup", help="Units run first at each level and left out of its figures.")] = 1,
-    max_tokens: Annotated[int, typer.Option("--max-tokens", help="Max new tokens per measured request (random: the output length).")] = 128,
-    temperature: Annotated[float, typer.Option("--temperature", help="Sampling temperature of the measured requests.")] = 0.0,
-    rounds: Annotated[int, typer.Option("--rounds", help="dialogues: rounds per dialogue.")] = 5,
+    warmup: Annotated[int, typer.Option("--warmup", help="Units run first at each level and left out of its figures.")] = SERVE_BENCH_WARMUP,
+    max_tokens: Annotated[int, typer.Option("--max-tokens", help="Max new tokens per measured request (random: the output length).")] = SERVE_BENCH_MAX_TOKENS,
+    temperature: Annotated[float, typer.Option("--temperature", help="Sampling temperature of the measured requests.")] = SERVE_BENCH_TEMPERATURE,
+    rounds: Annotated[int, typer.Option("--rounds", help="dialogues: rounds per dialogue.")] = PAPER_ROUNDS,
     source: Annotated[Optional[Path], typer.Option("--source", help="dialogues (replayed seeker) and judge: run folder or official dialogue JSON "
                                           "(default: ../shared official samples, else runs/demo).")] = None,
     language: Annotated[Optional[str], typer.Option("--language", help="Only dialogues / cards in this language (en or zh).")] = None,
     role_url: Annotated[Optional[str], typer.Option("--role-url", help="dialogues: endpoint of a live role model (default: replay the source's seeker turns).")] = None,
     role_model: Annotated[Optional[str], typer.Option("--role-model", help="dialogues: model id of the live role model.")] = None,
-    role_max_tokens: Annotated[int, typer.Option("--role-max-tokens", help="dialogues: max new tokens of the live role model.")] = 128,
-    cards: Annotated[str, typer.Option("--cards", help="dialogues with --role-url: role-card file or 'sample'.")] = "sample",
-    strategy: Annotated[str, typer.Option("--strategy", help="dialogues with --role-url: role-play prompt strategy.")] = "official",
+    role_max_tokens: Annotated[int, typer.Option("--role-max-tokens", help="dialogues: max new tokens of the live role model.")] = SERVE_BENCH_ROLE_MAX_TOKENS,
+    cards: Annotated[str, typer.Option("--cards", help="dialogues with --role-url: role-card file or 'sample'.")] = SERVE_BENCH_CARDS,
+    strategy: Annotated[str, typer.Option("--strategy", help="dialogues with --role-url: role-play prompt strategy.")] = LIVE_STRATEGY,
     prompt_order: Annotated[str, typer.Option("--prompt-order", callback=_strs, help="judge: rubric_first, dialogue_first, or both "
-                                     "comma-separated (one arm each: the prefix-cache effect).")] = "dialogue_first",
-    judge_method: Annotated[str, typer.Option("--judge-method", help="judge: logprob (one constrained token, esc-eval's default) or generate.")] = "logprob",
-    input_len: Annotated[int, typer.Option("--input-len", help="random: prompt tokens per request.")] = 256,
+                                     "comma-separated (one arm each: the prefix-cache effect).")] = SERVE_BENCH_PROMPT_ORDER,
+    judge_method: Annotated[str, typer.Option("--judge-method", help="judge: logprob (one constrained token, esc-eval's default) or generate.")] = SERVE_BENCH_JUDGE_METHOD,
+    input_len: Annotated[int, typer.Option("--input-len", help="random: prompt tokens per request.")] = SERVE_BENCH_INPUT_LEN,
     tokenizer: Annotated[Optional[str], typer.Option("--tokenizer", help="random: local tokenizer folder (default for 'embedded': its own).")] = None,
     ignore_eos: Annotated[bool, typer.Option("--ignore-eos/--no-ignore-eos", help="random: decode exactly --max-tokens (vLLM's ignore_eos).")] = True,
     slo: Annotated[Optional[list[str]], typer.Option("--slo", help="Goodput SLO METRIC:VALUE in ms (ttft, tpot, e2el; e.g. ttft:500, e2el:2s); repeatable.")] = None,
@@ -243,12 +266,12 @@ def bench_serve(
     session_id: Annotated[Optional[str], typer.Option("--session-id", help="One x-session-id for every request (pins the run to one replica of a sticky router).")] = None,
     routing: Annotated[Optional[str], typer.Option("--routing", callback=_strs, help="Deploy --model as a Serve app per routing mode "
                                           "(default, session, prefix_cache; comma-separated), fresh replicas each, and compare.")] = None,
-    replicas: Annotated[int, typer.Option("--replicas", help="--routing: replicas per app (at least 2).")] = 2,
+    replicas: Annotated[int, typer.Option("--replicas", help="--routing: replicas per app (at least 2).")] = SERVE_BENCH_REPLICAS,
     kv_cache_gib: Annotated[Optional[int], typer.Option("--kv-cache-gib", help="--routing: VLLM_CPU_KVCACHE_SPACE per CPU replica, GiB (default: this process's VLLM_CPU_KVCACHE_SPACE, else 2).")] = None,
-    max_num_seqs: Annotated[int, typer.Option("--max-num-seqs", help="--routing: vLLM batch size per replica.")] = 64,
+    max_num_seqs: Annotated[int, typer.Option("--max-num-seqs", help="--routing: vLLM batch size per replica.")] = ROUTING_MAX_NUM_SEQS,
     address: Annotated[Optional[str], typer.Option("--address", help="--routing: Ray cluster to deploy on (default: a local Ray for this run).")] = None,
-    timeout: Annotated[float, typer.Option("--timeout", help="Seconds before one measured request counts as failed.")] = 600.0,
-    seed: Annotated[int, typer.Option("--seed", help="Seed of random prompts and Poisson arrivals.")] = 0,
+    timeout: Annotated[float, typer.Option("--timeout", help="Seconds before one measured request counts as failed.")] = SERVE_BENCH_TIMEOUT_S,
+    seed: Annotated[int, typer.Option("--seed", help="Seed of random prompts and Poisson arrivals.")] = SERVE_BENCH_SEED,
     out: Annotated[Optional[Path], typer.Option("--out", "-o", callback=local_out, help="Also write the JSON here, and the plots beside it (<stem>_*.png).")] = None,
     save_detailed: Annotated[bool, typer.Option("--save-detailed", help="Also write per-request figures (ttfts, itls, e2els, lens, "
                                        "errors, launch order) in each level, as vllm bench serve --save-detailed does.")] = False,
@@ -287,7 +310,7 @@ def bench_view(
 @app.command("annotate")
 def bench_annotate(
     out: Annotated[Optional[Path], typer.Option("--out", "-o", callback=local_out, help="Also write the JSON here.")] = None,
-    dialogues: Annotated[int, typer.Option(help="Fake dialogues in the folder (7 scores each), like the paper's 8.5K.")] = 8_500,
+    dialogues: Annotated[int, typer.Option(help="Fake dialogues in the folder (7 scores each), like the paper's 8.5K.")] = PAPER_DIALOGUES,
     models: Annotated[int, typer.Option(help="Models the dialogues are spread over.")] = 14,
     annotate: Annotated[int, typer.Option(help="Dialogues one annotator scores during the measurement.")] = 50,
     folder: Annotated[Optional[Path], typer.Option(help="Run folder to use (built there first if it has no dialogues).")] = None,
@@ -301,7 +324,7 @@ def bench_annotate(
 @app.command("fidelity")
 def bench_fidelity_cmd(
     out: Annotated[Optional[Path], typer.Option("--out", "-o", callback=local_out, help="Also write the JSON here.")] = None,
-    simulated: Annotated[int, typer.Option(help="Simulated dialogues (5 rounds each), like the paper's 8.5K.")] = 8_500,
+    simulated: Annotated[int, typer.Option(help="Simulated dialogues (5 rounds each), like the paper's 8.5K.")] = PAPER_DIALOGUES,
     human: Annotated[int, typer.Option(help="Human dialogues in an ESConv-format file, like ESConv's 1,300.")] = 1_300,
     n_boot: Annotated[int, typer.Option("--n-boot", help="Bootstrap resamples (the shipped default).")] = 1000,
 ) -> None:
@@ -341,7 +364,7 @@ def bench_pairwise_cmd(
 @app.command("trust")
 def bench_trust_cmd(
     out: Annotated[Optional[Path], typer.Option("--out", "-o", callback=local_out, help="Also write the JSON here.")] = None,
-    dialogues: Annotated[int, typer.Option(help="Fake dialogues in the folder (7 scores with P(0..4) each), like the paper's 8.5K.")] = 8_500,
+    dialogues: Annotated[int, typer.Option(help="Fake dialogues in the folder (7 scores with P(0..4) each), like the paper's 8.5K.")] = PAPER_DIALOGUES,
     models: Annotated[int, typer.Option(help="Models the dialogues are spread over.")] = 14,
     human: Annotated[int, typer.Option(help="Dialogues scored by two annotators (an annotate store).")] = 500,
     report: Annotated[bool, typer.Option("--report/--no-report", help="Also time the report with --humans and open it in headless Chromium (when installed).")] = True,

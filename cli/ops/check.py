@@ -13,16 +13,18 @@ from typing import Annotated, Optional
 import typer
 
 from esc_eval.cli.common import exit_for, local_out
+from esc_eval.serve.registry.ref import DEFAULT_MODEL
+from esc_eval.sim.bench.node.check import CHECK_BUDGET_MIN
 
 
 def check(
     judge: Annotated[str, typer.Option("--judge", "-j", help="Judge of the scoring steps (registry name or "
-                              "vLLM spec).")] = "vllm/embedded",
-    role: Annotated[str, typer.Option("--role", help="Role-play model of the simulation steps.")] = "vllm/embedded",
-    target: Annotated[str, typer.Option("--target", "-t", help="Model under test of the simulation steps.")] = "vllm/embedded",
+                              "vLLM spec).")] = DEFAULT_MODEL,
+    role: Annotated[str, typer.Option("--role", help="Role-play model of the simulation steps.")] = DEFAULT_MODEL,
+    target: Annotated[str, typer.Option("--target", "-t", help="Model under test of the simulation steps.")] = DEFAULT_MODEL,
     budget_min: Annotated[float, typer.Option("--budget-min", help="Minutes the whole check may take; each step has its "
                                      "share and is killed past it (default: 9, sized for one H100/H200 with the "
-                                     "random-weight 7B judge/target and 13B role).")] = 9.0,
+                                     "random-weight 7B judge/target and 13B role).")] = CHECK_BUDGET_MIN,
     steps: Annotated[Optional[str], typer.Option("--steps", help="Steps to run, comma-separated (default: all: "
                                         "machine, plan, engines, workload, bad_engine, demo; machine always runs).")] = None,
     source: Annotated[Optional[Path], typer.Option("--source", help="Dialogues the scoring steps use (run folder or "

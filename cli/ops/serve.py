@@ -17,6 +17,7 @@ from typing import Annotated, Any, Optional
 import typer
 
 from esc_eval.cli.common import local_out
+from esc_eval.serve.app.application import MIN_REPLICAS, SERVE_HOST, SERVE_PORT
 
 app = typer.Typer(no_args_is_help=True, help="Ray Serve deployments of the models (vLLM, OpenAI routes).")
 
@@ -25,11 +26,11 @@ app = typer.Typer(no_args_is_help=True, help="Ray Serve deployments of the model
 def serve_up(
     config: Annotated[Optional[Path], typer.Option(help="Serve config YAML (ServeConfig); overrides --model.")] = None,
     models: Annotated[Optional[list[str]], typer.Option("--model", "-m", help="Registry model(s) to serve.")] = None,
-    replicas: Annotated[int, typer.Option(help="Min replicas per model.")] = 1,
+    replicas: Annotated[int, typer.Option(help="Min replicas per model.")] = MIN_REPLICAS,
     max_replicas: Annotated[Optional[int], typer.Option(help="Max replicas per model (autoscaling).")] = None,
     address: Annotated[Optional[str], typer.Option(help="Ray cluster address; default: local (started if needed).")] = None,
-    host: Annotated[str, typer.Option(help="HTTP bind address.")] = "127.0.0.1",
-    port: Annotated[int, typer.Option(help="HTTP port.")] = 8000,
+    host: Annotated[str, typer.Option(help="HTTP bind address.")] = SERVE_HOST,
+    port: Annotated[int, typer.Option(help="HTTP port.")] = SERVE_PORT,
     timeout: Annotated[Optional[float], typer.Option(help="Seconds to wait for healthy replicas.")] = None,
 ) -> dict[str, Any]:
     """Start the OpenAI-compatible Serve app for registry models and wait until it is healthy."""
@@ -65,10 +66,10 @@ def serve_write_config(
     out: Annotated[Path, typer.Option("--out", "-o", callback=local_out, help="Serve config file to write (for `serve deploy FILE`).")],
     config: Annotated[Optional[Path], typer.Option(help="Serve config YAML (ServeConfig); overrides --model.")] = None,
     models: Annotated[Optional[list[str]], typer.Option("--model", "-m", help="Registry model(s) to serve.")] = None,
-    replicas: Annotated[int, typer.Option(help="Min replicas per model.")] = 1,
+    replicas: Annotated[int, typer.Option(help="Min replicas per model.")] = MIN_REPLICAS,
     max_replicas: Annotated[Optional[int], typer.Option(help="Max replicas per model (autoscaling).")] = None,
-    host: Annotated[str, typer.Option(help="HTTP bind address.")] = "127.0.0.1",
-    port: Annotated[int, typer.Option(help="HTTP port.")] = 8000,
+    host: Annotated[str, typer.Option(help="HTTP bind address.")] = SERVE_HOST,
+    port: Annotated[int, typer.Option(help="HTTP port.")] = SERVE_PORT,
 ) -> dict[str, Any]:
     """Write a Ray Serve config file (ray.serve.llm's OpenAI app) for `serve deploy`; no cluster needed."""
     from esc_eval.serve.app.commands import serve_write_config as write

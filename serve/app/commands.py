@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from esc_eval.serve.app.application import ServeConfig, ServeModelConfig
+from esc_eval.serve.app.application import MIN_REPLICAS, SERVE_HOST, SERVE_PORT, ServeConfig, ServeModelConfig
 
 
 def _console():
@@ -18,8 +18,8 @@ def _console():
     return Console(stderr=True)
 
 
-def serve_config_from_options(config: Path | None = None, models: list[str] | None = None, replicas: int = 1,
-                              max_replicas: int | None = None, host: str = "127.0.0.1", port: int = 8000) -> ServeConfig:
+def serve_config_from_options(config: Path | None = None, models: list[str] | None = None, replicas: int = MIN_REPLICAS,
+                              max_replicas: int | None = None, host: str = SERVE_HOST, port: int = SERVE_PORT) -> ServeConfig:
     """The Serve config: the YAML file `config` (which overrides the rest), else `models` (default the
     embedded one) with min `replicas` and max `max_replicas` each, on host:port."""
     if config is not None:
@@ -29,8 +29,8 @@ def serve_config_from_options(config: Path | None = None, models: list[str] | No
         for n in (models or ["embedded"])])
 
 
-def serve_up(config: Path | None = None, models: list[str] | None = None, replicas: int = 1,
-             max_replicas: int | None = None, address: str | None = None, host: str = "127.0.0.1", port: int = 8000,
+def serve_up(config: Path | None = None, models: list[str] | None = None, replicas: int = MIN_REPLICAS,
+             max_replicas: int | None = None, address: str | None = None, host: str = SERVE_HOST, port: int = SERVE_PORT,
              timeout: float | None = None) -> dict[str, Any]:
     """`esc-eval serve up`: the OpenAI-compatible Serve app for registry models, started and waited for
     until healthy (within `timeout` s, default the config's health_timeout_s); its URL, models and start time."""
@@ -107,8 +107,8 @@ def serve_down(address: str | None = None, app_name: str | None = None, stop_ray
     _console().print("serve down")
 
 
-def serve_write_config(out: Path, config: Path | None = None, models: list[str] | None = None, replicas: int = 1,
-                       max_replicas: int | None = None, host: str = "127.0.0.1", port: int = 8000) -> dict[str, Any]:
+def serve_write_config(out: Path, config: Path | None = None, models: list[str] | None = None, replicas: int = MIN_REPLICAS,
+                       max_replicas: int | None = None, host: str = SERVE_HOST, port: int = SERVE_PORT) -> dict[str, Any]:
     """`esc-eval serve write-config`: a Ray Serve config file (ray.serve.llm's OpenAI app) for `serve
     deploy`, no cluster needed; its path."""
     from esc_eval.serve.app.application import write_serve_config

@@ -24,7 +24,7 @@ from typing import Any
 
 from esc_eval.serve.chat.interface import (Backend, Capabilities, ChatModel, ChatModelError, ChatResult, ContextOverflowError,
                                            GenerationParams, as_messages)
-from esc_eval.serve.backends.openai_http import parse_retry_after
+from esc_eval.serve.backends.openai_http import HTTP_TIMEOUT_S, parse_retry_after
 
 log = logging.getLogger("esc_eval.serve.litellm")
 INSTALL_HINT = "the litellm/ backend needs LiteLLM: pip install 'litellm==1.110.2'"
@@ -91,7 +91,7 @@ class LiteLLMChatModel(ChatModel):
     """A ChatModel over litellm.acompletion (no retries of its own)."""
 
     def __init__(self, name: str, *, api_base: str | None = None, api_key_env: str | None = None,
-                 timeout_s: float = 120.0, default_params: GenerationParams | None = None,
+                 timeout_s: float = HTTP_TIMEOUT_S, default_params: GenerationParams | None = None,
                  extra: dict[str, Any] | None = None):
         self.provider, self.model = split_model(name)
         self.name = f"litellm/{name}"

@@ -31,6 +31,10 @@ log = logging.getLogger("esc_eval.serve.backends.openai_http")
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 SESSION_HEADER = "x-session-id"
+# Seconds one remote API call may take before it counts as failed (and is retried): a long judge reply
+# on a busy endpoint takes tens of seconds; the LiteLLM backend reads the same default.
+HTTP_TIMEOUT_S = 120.0
+API_KEY_ENV = "OPENAI_API_KEY"  # where an OpenAI-compatible endpoint's key is read from unless told (OpenAI's own name)
 StructuredMode = Literal["vllm", "guided_choice", "logit_bias", "none"]
 ApiKind = Literal["openai", "vllm"]
 OPENAI_MAX_TOP_LOGPROBS = 20  # OpenAI's API refuses more with HTTP 400
@@ -192,8 +196,8 @@ class OpenAIChatModel(ChatModel):
         model: str,
         *,
         base_url: str | None = None,
-        api_key_env: str = "OPENAI_API_KEY",
-        timeout_s: float = 120.0,
+        api_key_env: str = API_KEY_ENV,
+        timeout_s: float = HTTP_TIMEOUT_S,
         connect_timeout_s: float = 5.0,
         structured_outputs: StructuredMode | None = None,
         api: ApiKind = "openai",

@@ -19,6 +19,7 @@ from typing import Any
 
 from esc_eval.serve.chat.interface import Backend, Capabilities, ChatModel, ChatModelError, ChatResult, GenerationParams, as_messages
 from esc_eval.serve.engines.args import EngineCapacity
+from esc_eval.serve.registry.ref import SERVE_APP_NAME
 from esc_eval.serve.backends.openai_http import adapter_model_name, build_request_body, parse_response
 
 log = logging.getLogger("esc_eval.serve.backends.serve_handle")
@@ -69,7 +70,7 @@ class ServeHandleChatModel(ChatModel):
         self,
         model_id: str,
         *,
-        app_name: str = "esc-eval",
+        app_name: str = SERVE_APP_NAME,
         address: str | None = "auto",
         namespace: str = "serve",
         timeout_s: float = 300.0,

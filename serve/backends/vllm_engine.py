@@ -22,6 +22,7 @@ from esc_eval.serve.chat.interface import (Backend, Capabilities, ChatMessage, C
                                  as_messages)
 from esc_eval.serve.chat.structured import flat_schema_regex
 from esc_eval.serve.engines.args import CPU_ENGINE, EngineCapacity
+from esc_eval.serve.engines.embedded import EMBEDDED
 from esc_eval.serve.backends.engine_host import (INSTALL_HINT, _HOSTS, _EngineHost, _host_for, engine_dtype,  # noqa: F401 - re-exported
                                         engines_started_here, release_engine, shutdown_engine, shutdown_engines)
 
@@ -75,7 +76,7 @@ def render_chat(tokenizer, messages: list[ChatMessage], *, chat_template: str | 
 class VLLMChatModel(ChatModel):
     """Chat over an in-process vLLM engine; the prompt is built with the model's chat template."""
 
-    def __init__(self, model: str | Path = "embedded", *, adapters: dict[str, str | Path] | None = None,
+    def __init__(self, model: str | Path = EMBEDDED, *, adapters: dict[str, str | Path] | None = None,
                  system_fallback: str = "merge", chat_template: str | Path | None = None,
                  supports_system: bool = True, **engine_kwargs: Any):
         """chat_template: a Jinja file replacing the tokenizer's template (registry `template.chat_template`);

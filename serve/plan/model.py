@@ -9,6 +9,7 @@ from typing import Any, Literal
 
 from pydantic import Field, field_validator
 
+from esc_eval.serve.app.application import KV_FLOOR_OFF, TENSOR_PARALLEL_SIZE
 from esc_eval.serve.config.base import ConfigModel
 from esc_eval.serve.devices.cpu import DEFAULT_KV_CACHE_GIB
 from esc_eval.serve.devices.gpus import GPU_MEMORY_GB
@@ -17,6 +18,7 @@ from esc_eval.serve.registry.entry import RegistryError
 GB = 1e9
 ENGINE_OVERHEAD_GB = 2.0  # per GPU per engine (estimate; see serve/plan/planner.py)
 DEFAULT_GPU_MEMORY_UTILIZATION = 0.92  # vLLM's own default
+POOL_WORKERS = 1  # the pool's worker actors unless set (sim/pool/config.py ExecutionConfig.workers); the plan reads the same
 PLACEMENT_ENV = "ESC_EVAL_PLACEMENT"  # JSON the pool's workers read: model as configured -> how to build it
 SERVE_MODEL_FIELDS_SET_BY_PLAN = ("name", "accelerator", "accelerator_type", "gpu_memory_utilization", "gpu_fraction",
                                   "expected_kv_tokens", "kv_floor")
@@ -146,7 +148,7 @@ class EnginePlan:
     size_source: str = "-"  # registry | config.json | unknown | -
     params_b: float | None = None
     dtype: str | None = None
-    tensor_parallel_size: int = 1
+    tensor_parallel_size: int = TENSOR_PARALLEL_SIZE
     replicas: tuple[int, int] | None = None  # serve: (min, max)
     gpus: int = 0  # whole GPUs of one engine / one replica
     gpu_fraction: float | None = None  # serve: share of one GPU a replica reserves (several replicas per GPU)
@@ -203,7 +205,7 @@ class Plan:
                     out[ref] = {"engine": dict(e.engine)}
         return out
 
-    def serve_models(self, kv_floor: float = 0.0) -> list[dict[str, Any]]:
+    def serve_models(self, kv_floor: float = KV_FLOOR_OFF) -> list[dict[str, Any]]:
         """ServeModelConfig fields of every deployment (serve mode); a GPU deployment's replicas are told the
         KV tokens the plan gave each, and those sharing a GPU the `kv_floor` their start must reach."""
         out = []
@@ -213,7 +215,7 @@ class Plan:
             fields = dict(e.serve)
             if e.device == "gpu" and e.kv_tokens:
                 fields["expected_kv_tokens"] = int(e.kv_tokens)
-                fields["kv_floor"] = kv_floor if e.gpu_fraction is not None else 0.0
+                fields["kv_floor"] = kv_floor if e.gpu_fraction is not None else KV_FLOOR_OFF
             out.append(fields)
         return out
 

@@ -34,7 +34,7 @@ from esc_eval.serve.devices.cpu import DEFAULT_KV_CACHE_GIB
 from esc_eval.serve.devices.gpus import GPU_MEMORY_GB
 from esc_eval.serve.registry.size import model_facts
 from esc_eval.serve.plan.in_process import plan_in_process
-from esc_eval.serve.plan.model import (DEFAULT_GPU_MEMORY_UTILIZATION, ENGINE_OVERHEAD_GB, GB, PLACEMENT_ENV,
+from esc_eval.serve.plan.model import (DEFAULT_GPU_MEMORY_UTILIZATION, ENGINE_OVERHEAD_GB, GB, PLACEMENT_ENV, POOL_WORKERS,
                                        SERVE_MODEL_FIELDS_SET_BY_PLAN, EnginePlan, Hardware, Mode, ModelUse,
                                        PlacementConfig, Plan, PlanError, hardware_for, model_of, placement_from_env,
                                        ref_key)
@@ -45,7 +45,7 @@ from esc_eval.serve.registry.registry import Registry, default_registry
 
 
 def plan_run(uses: list[ModelUse], hardware: Hardware, placement: PlacementConfig | None = None, *,
-             workers: int = 1, gpus_per_worker: float = 0.0, cpu_kv_cache_gib: float = DEFAULT_KV_CACHE_GIB,
+             workers: int = POOL_WORKERS, gpus_per_worker: float = 0.0, cpu_kv_cache_gib: float = DEFAULT_KV_CACHE_GIB,
              cpu_dtype: str = "float32", registry: Registry | None = None, workers_set: bool = True) -> Plan:
     """The plan for a run's models (see the module doc). `workers` and `gpus_per_worker` are the pool's
     (execution.workers, execution.num_gpus_per_worker; `workers_set` False when the config left workers

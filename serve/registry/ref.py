@@ -14,11 +14,17 @@ from esc_eval.serve.chat.interface import GenerationParams
 from esc_eval.serve.config.base import ConfigModel
 from esc_eval.serve.calls.limits import ModelLimits
 
+# The Serve application `esc-eval serve up` deploys and a `serve/<model>` spec calls by default: one name, so
+# the spec reaches what `serve up` started (serve/app/application.py, serve/backends/serve_handle.py).
+SERVE_APP_NAME = "esc-eval"
+# The model a run, a judge or a benchmark uses unless told: SmolLM2-135M on vLLM, which runs on any CPU.
+DEFAULT_MODEL = "vllm/embedded"
+
 
 class ModelRef(ConfigModel):
     """A model taking part in a run: a registry name or a backend spec, and how to call it."""
 
-    model: str = Field("vllm/embedded", description="Registry name (e.g. 'qwen1.5-7b-chat') or spec '<backend>/<name>' (vllm/embedded, openai/gpt-4, serve/app, fake/echo).")
+    model: str = Field(DEFAULT_MODEL, description="Registry name (e.g. 'qwen1.5-7b-chat') or spec '<backend>/<name>' (vllm/embedded, openai/gpt-4, serve/app, fake/echo).")
     params: GenerationParams = Field(default_factory=GenerationParams, description="Sampling parameters for this model's calls.")
     system_prompt: str | None = Field(None, description="System prompt override (targets: default is the release's 'You are a helpful assistant!').")
     adapter: str | None = Field(None, description="LoRA adapter name to use on every call (multi-LoRA backends).")

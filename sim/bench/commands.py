@@ -13,9 +13,14 @@ import sys
 from pathlib import Path
 from typing import Any, Callable
 
+from esc_eval.serve.registry.ref import DEFAULT_MODEL
+from esc_eval.sim.bench.loops.rubric import RUBRIC_DIALOGUES
+from esc_eval.sim.bench.node.check import CHECK_BUDGET_MIN
+
 Verdict = tuple[int, list[str]] | None
 
 COLORS = {"ok": "green", "failed": "red", "stopped": "red", "skipped": "yellow"}
+RUBRIC_N_BOOT = 1000  # `bench rubric`: bootstrap resamples of the dialogues for each kappa's interval
 
 
 def unwritable(path: Path) -> str | None:
@@ -29,8 +34,8 @@ def unwritable(path: Path) -> str | None:
     return None
 
 
-def check_command(judge: str = "vllm/embedded", role: str = "vllm/embedded", target: str = "vllm/embedded",
-                  budget_min: float = 9.0, steps: str | None = None, source: Path | None = None,
+def check_command(judge: str = DEFAULT_MODEL, role: str = DEFAULT_MODEL, target: str = DEFAULT_MODEL,
+                  budget_min: float = CHECK_BUDGET_MIN, steps: str | None = None, source: Path | None = None,
                   cards: Path | None = None, max_tokens: int | None = None,
                   out: Path | None = None) -> Verdict:
     """`esc-eval check`: prove this node (sim/bench/node/check.py run_node_check); `steps` comma-separated.
@@ -121,8 +126,8 @@ def bench_serve_command(out: Path | None = None, plots: Callable[[dict[str, Any]
     return result, (130, ["interrupted: wrote what was measured"]) if result["interrupted"] else None
 
 
-def bench_rubric_command(agreement: Callable[..., dict[str, Any]], dialogues: int = 12, sources: list[Path] | None = None,
-                         model: str = "vllm/embedded", folder: Path | None = None, n_boot: int = 1000) -> dict[str, Any]:
+def bench_rubric_command(agreement: Callable[..., dict[str, Any]], dialogues: int = RUBRIC_DIALOGUES, sources: list[Path] | None = None,
+                         model: str = DEFAULT_MODEL, folder: Path | None = None, n_boot: int = RUBRIC_N_BOOT) -> dict[str, Any]:
     """`esc-eval bench rubric`: the same dialogues scored one call per dialogue and one per dimension
     (loops/rubric.py), then their agreement by `agreement` (analysis/bench/rubric.py rubric_agreement,
     passed in: sim may not import analysis), with the machine it ran on."""

@@ -15,6 +15,7 @@ from esc_eval.sim.cards.card import load_cards, validate_card_files, write_cards
 
 console = Console()
 CARD_FORMATS = ("official", "esc-eval")
+EXPORT_FORMAT = "official"  # `cards export` writes the release's JSON unless told: what ESC-Eval's own scripts read
 
 
 def _table(title: str, rows: list[dict]) -> Table:
@@ -85,7 +86,7 @@ def cards_validate_command(paths: Path | list[Path], show: Callable[[Any], None]
     return result
 
 
-def cards_export_command(path: Path, out: Path, fmt: str = "official") -> int:
+def cards_export_command(path: Path, out: Path, fmt: str = EXPORT_FORMAT) -> int:
     """`esc-eval cards export`: a card file or a build folder (final_cards.json, else cards.json) written in
     the release's JSON (`fmt` official) or ours (esc-eval); how many cards."""
     from esc_eval.sim.cardbuild.review.stats import resolve_cards_path

@@ -10,9 +10,19 @@ from typing import Any, Literal
 
 from pydantic import Field, field_validator
 
+from esc_eval.serve.calls.retry import MAX_ATTEMPTS
 from esc_eval.serve.config import ConfigModel, read_yaml_mapping, validate_config
+from esc_eval.serve.registry.ref import DEFAULT_MODEL
 
 from esc_eval.sim.cardbuild.sources.items import canonical_dataset
+
+# Defaults the stages and the runner share with their config (stages/, runner.py read these):
+MAX_INPUT_CHARS = 6000  # a post or rendered dialogue cut here: the paper's sources fit, a runaway thread does not
+CONCURRENCY = 16  # model calls in flight: a vLLM engine's batch fills, an API's rate limit mostly holds
+DEDUP_NGRAM = 3  # character 3-grams: robust to small edits in short problem texts
+DEDUP_THRESHOLD = 0.8  # Jaccard similarity from which two cards say the same
+DEDUP_NUM_PERM = 128  # MinHash signature length: the Jaccard estimate's standard error about 0.035 at 0.8
+DEDUP_BANDS = 32  # LSH bands of 4 rows: pairs near DEDUP_THRESHOLD almost always become candidates
 
 
 class CardBuildConfigError(ValueError):
@@ -36,7 +46,7 @@ class SourceConfig(_Model):
 
 
 class ModelConfig(_Model):
-    spec: str = Field("vllm/embedded", description="Chat model spec: vllm/<model>, openai/<model>, serve/<app>, fake/<script>.")
+    spec: str = Field(DEFAULT_MODEL, description="Chat model spec: vllm/<model>, openai/<model>, serve/<app>, fake/<script>.")
     options: dict[str, Any] = Field(default_factory=dict, description="Keyword options for the backend (engine kwargs, base_url, ...).")
     temperature: float = Field(0.0, ge=0.0, description="Sampling temperature (the paper used GPT-4; 0 = greedy).")
 
@@ -44,7 +54,7 @@ class ModelConfig(_Model):
 class ExtractionConfig(_Model):
     one_shot: bool = Field(True, description="Show the figure's worked example as a prior user/assistant turn.")
     max_tokens: int = Field(200, ge=16, description="Max new tokens of an extraction reply.")
-    max_input_chars: int = Field(6000, ge=200, description="Truncate posts / rendered dialogues to this many characters.")
+    max_input_chars: int = Field(MAX_INPUT_CHARS, ge=200, description="Truncate posts / rendered dialogues to this many characters.")
 
 
 class FilterConfig(_Model):
@@ -71,10 +81,10 @@ class RiskConfig(_Model):
 class DedupConfig(_Model):
     enabled: bool = Field(True, description="Remove near-duplicate cards across sources.")
     field: Literal["problem", "card"] = Field("problem", description="Compare the problem text or the whole card text.")
-    ngram: int = Field(3, ge=1, le=10, description="Character n-gram size of the shingles.")
-    threshold: float = Field(0.8, gt=0.0, le=1.0, description="Jaccard similarity at or above which a card is a duplicate.")
-    num_perm: int = Field(128, ge=8, description="MinHash signature length (candidate search).")
-    bands: int = Field(32, ge=1, description="LSH bands (num_perm must be a multiple).")
+    ngram: int = Field(DEDUP_NGRAM, ge=1, le=10, description="Character n-gram size of the shingles.")
+    threshold: float = Field(DEDUP_THRESHOLD, gt=0.0, le=1.0, description="Jaccard similarity at or above which a card is a duplicate.")
+    num_perm: int = Field(DEDUP_NUM_PERM, ge=8, description="MinHash signature length (candidate search).")
+    bands: int = Field(DEDUP_BANDS, ge=1, description="LSH bands (num_perm must be a multiple).")
 
 
 class AnnotationConfig(_Model):
@@ -101,8 +111,8 @@ class CardBuildConfig(_Model):
     dedup: DedupConfig = Field(default_factory=DedupConfig, description="Near-duplicate removal.")
     annotation: AnnotationConfig = Field(default_factory=AnnotationConfig, description="Human annotation sheets and correction rules.")
     ray: RayConfig = Field(default_factory=RayConfig, description="Where the LLM stages run.")
-    concurrency: int = Field(16, ge=1, description="Model calls in flight at once.")
-    max_attempts: int = Field(3, ge=1, description="Attempts per model call before the item is recorded as failed.")
+    concurrency: int = Field(CONCURRENCY, ge=1, description="Model calls in flight at once.")
+    max_attempts: int = Field(MAX_ATTEMPTS, ge=1, description="Attempts per model call before the item is recorded as failed.")
     retry_wait_s: float = Field(1.0, ge=0.0, description="First wait between attempts (doubles each time).")
     seed: int = Field(0, description="Seed of source sampling and MinHash.")
 

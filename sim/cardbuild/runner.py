@@ -16,6 +16,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from esc_eval.serve.chat.interface import ChatMessage, ChatModel, ChatModelError, ChatResult, GenerationParams
 from esc_eval.sim.cardbuild.checkpoint import StageLog
+from esc_eval.sim.cardbuild.config import CONCURRENCY
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -41,7 +42,7 @@ async def run_stage(
     work: Callable[[T], Awaitable[dict[str, Any]]],
     stage_log: StageLog,
     *,
-    concurrency: int = 16,
+    concurrency: int = CONCURRENCY,
     show_progress: bool = True,
 ) -> dict[str, Any]:
     """Run `work` on the items not yet done; returns timing {done, skipped, seconds, items_per_s}."""

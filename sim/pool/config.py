@@ -6,17 +6,23 @@ from typing import Literal
 
 from pydantic import Field
 
+from esc_eval.serve.calls.retry import CALL_TIMEOUT_S, INITIAL_WAIT_S, MAX_ATTEMPTS, MAX_WAIT_S
 from esc_eval.serve.config import ConfigModel
-from esc_eval.serve.devices.cpu import KV_CACHE_ENV, cpu_kv_cache_gib
+from esc_eval.serve.devices.cpu import DEFAULT_DTYPE, KV_CACHE_ENV, cpu_kv_cache_gib
+from esc_eval.serve.plan.model import POOL_WORKERS
 from esc_eval.serve.plan.planner import PlacementConfig
+
+DEFAULT_EXECUTOR = "ray"  # a pool of Ray actors, as production runs; 'local' is for debugging and tests
+# Workers write the run folder directly where they can see it, else through the driver's node (checked per job).
+DEFAULT_WORKER_WRITES = "auto"
 
 
 class ExecutionConfig(ConfigModel):
     """How a batch job runs: Ray actor pool shape, retries, checkpoints."""
 
-    executor: Literal["ray", "local"] = Field("ray", description="'ray': a pool of Ray actors; 'local': the same job in this process (debugging, tests).")
+    executor: Literal["ray", "local"] = Field(DEFAULT_EXECUTOR, description="'ray': a pool of Ray actors; 'local': the same job in this process (debugging, tests).")
     ray_address: str | None = Field(None, description="Join an existing Ray cluster at this address; default starts a local one.")
-    workers: int = Field(1, ge=1, description="Number of worker actors (each holds its own engines).")
+    workers: int = Field(POOL_WORKERS, ge=1, description="Number of worker actors (each holds its own engines).")
     concurrency: int | None = Field(
         None, ge=1, description="Dialogues (or dialogues to score) in flight per worker; None = auto: with GPU engines "
         "in the worker, what their KV cache holds at the run's expected sequence length (capped by max_num_seqs; "
@@ -27,10 +33,10 @@ class ExecutionConfig(ConfigModel):
         None, ge=0, description="Ray CPUs reserved per worker actor; None = auto: 1 (as measured on CPUs), 8 for "
         "workers holding GPUs (their engine loops; within the cluster's CPUs per worker).")
     num_gpus_per_worker: float = Field(0.0, ge=0, description="Ray GPUs reserved per worker actor (GPU clusters).")
-    max_attempts: int = Field(3, ge=1, description="Attempts per model call before the item is recorded as failed.")
-    retry_initial_wait_s: float = Field(0.5, ge=0, description="First backoff wait between attempts (exponential, jittered).")
-    retry_max_wait_s: float = Field(30.0, ge=0, description="Longest backoff wait between attempts.")
-    call_timeout_s: float = Field(600.0, gt=0, description="Timeout of one model call; a timeout counts as a failed attempt.")
+    max_attempts: int = Field(MAX_ATTEMPTS, ge=1, description="Attempts per model call before the item is recorded as failed.")
+    retry_initial_wait_s: float = Field(INITIAL_WAIT_S, ge=0, description="First backoff wait between attempts (exponential, jittered).")
+    retry_max_wait_s: float = Field(MAX_WAIT_S, ge=0, description="Longest backoff wait between attempts.")
+    call_timeout_s: float = Field(CALL_TIMEOUT_S, gt=0, description="Timeout of one model call; a timeout counts as a failed attempt.")
     flush_rows: int = Field(512, ge=1, description="Write a Parquet part when this many rows are buffered (real models "
                             "mostly flush on flush_seconds; a crash loses no finished dialogue: its turn checkpoints stay "
                             "until its row is written).")
@@ -50,7 +56,7 @@ class ExecutionConfig(ConfigModel):
         "core (one worker per machine: latency-bound work such as a few dialogues, where one engine on both cores "
         "of a 2-core CPU started sooner and decoded faster than two on one core each). Ignored by GPU engines.")
     worker_writes: Literal["auto", "direct", "via_driver"] = Field(
-        "auto", description="How Ray workers reach a run folder on the driver's disk (a local path; URIs such as "
+        DEFAULT_WORKER_WRITES, description="How Ray workers reach a run folder on the driver's disk (a local path; URIs such as "
         "s3:// are written by every worker directly): 'auto' = directly when the worker sees the folder (same node, "
         "or a file system shared by every node: checked with a marker file per job), else through a writer actor on "
         "the driver's node; 'direct' = require a shared file system (a worker that cannot see the folder fails); "
@@ -71,7 +77,7 @@ class ExecutionConfig(ConfigModel):
         "answers that did not parse), or "
         "every one did.")
     dtype: Literal["auto", "float32", "bfloat16", "float16"] = Field(
-        "auto", description="Model dtype of the workers' in-process vLLM engines: 'auto' = bfloat16 on GPUs and on CPUs "
+        DEFAULT_DTYPE, description="Model dtype of the workers' in-process vLLM engines: 'auto' = bfloat16 on GPUs and on CPUs "
         "with AVX512-BF16 or AMX, float32 on other CPUs (bf16 is emulated there, 4-6x slower); a model's "
         "`options: {dtype: ...}` overrides it.")
 

@@ -30,9 +30,11 @@ from pathlib import Path
 from typing import Any, Iterable, Literal
 
 from esc_eval.sim.judging.dimensions import is_paper_dimension, to_dimension
+from esc_eval.train.config import OFFICIAL_ANNOTATOR
 from esc_eval.train.errors import TrainInputError
 
 REQUIRED_COLUMNS = ("dialogue_id", "dimension", "score")
+UNNAMED_ANNOTATOR = "annotator"  # a label whose file names no annotator (judge examples carry it on)
 Aggregate = Literal["median", "each"]
 
 
@@ -43,7 +45,7 @@ class Annotation:
     dialogue_id: str
     dimension: str
     score: int
-    annotator: str = "annotator"
+    annotator: str = UNNAMED_ANNOTATOR
     target_model: str | None = None
 
 
@@ -120,7 +122,7 @@ def load_annotations(path: str | Path) -> list[Annotation]:
     return validate_rows(_rows_from_file(path), where=str(path))
 
 
-def load_official_scores(path: str | Path, annotator: str = "official") -> list[Annotation]:
+def load_official_scores(path: str | Path, annotator: str = OFFICIAL_ANNOTATOR) -> list[Annotation]:
     """The release's score JSON {"0": {"fluency": 3, ...}} as annotation rows; dialogue ids are
     "<file stem>:<key>", matching `load_official_dialogues` on the same-named dialogue file.
     Unparsed official scores (-1) are skipped."""

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Literal
 
+from esc_eval.train.config import SOURCE_KIND
 from esc_eval.train.errors import TrainInputError
 
 Speaker = Literal["assistant", "seeker"]
@@ -193,7 +194,7 @@ def detect_kind(path: str | Path) -> str:
     raise TrainInputError(f"{path}: neither official dialogue JSON (an object) nor ESConv (a list with 'dialog')")
 
 
-def load_dialogues(path: str | Path, kind: SourceKind = "auto", cards: str | Path | None = None,
+def load_dialogues(path: str | Path, kind: SourceKind = SOURCE_KIND, cards: str | Path | None = None,
                    language: str | None = None) -> list[SourceDialogue]:
     """Load one dialogue source of any supported kind (see the module docstring)."""
     kind = detect_kind(path) if kind == "auto" else kind

@@ -16,7 +16,8 @@ from dataclasses import dataclass, replace
 from typing import Iterable, Literal, Mapping, Sequence
 
 from esc_eval.sim.judging.dimensions import DIMENSIONS, to_paper_dimension
-from esc_eval.train.data.annotations import Annotation
+from esc_eval.train.config import OVERFLOW
+from esc_eval.train.data.annotations import UNNAMED_ANNOTATOR, Annotation
 from esc_eval.train.data.chat_tokens import TokenizedExample, tokenize_chat
 from esc_eval.train.data.dialogue_sources import SourceDialogue
 from esc_eval.train.errors import TrainInputError
@@ -40,7 +41,7 @@ class JudgeExample:
     target_model: str
     turns: list[tuple[str, str]]
     score: int
-    annotator: str = "annotator"
+    annotator: str = UNNAMED_ANNOTATOR
 
     def messages(self, rubric: str = "official", rendering: str = "official",
                  turns: Sequence[tuple[str, str]] | None = None, order: str = "rubric_first") -> list[dict[str, str]]:
@@ -83,7 +84,7 @@ def _shortened(turns: Sequence[tuple[str, str]], max_chars: int) -> list[tuple[s
     return [(s, t if len(t) <= max_chars else t[:max_chars].rstrip() + " ...") for s, t in turns]
 
 
-def fit_judge_example(tokenizer, example: JudgeExample, max_length: int, overflow: Overflow = "shorten",
+def fit_judge_example(tokenizer, example: JudgeExample, max_length: int, overflow: Overflow = OVERFLOW,
                       rubric: str = "official", rendering: str = "official",
                       order: str = "rubric_first") -> tuple[JudgeExample, TokenizedExample] | None:
     """The example with its dialogue turns trimmed so that prompt + answer fit max_length (the
@@ -107,7 +108,7 @@ def fit_judge_example(tokenizer, example: JudgeExample, max_length: int, overflo
         turns = _shortened(example.turns, budget)
 
 
-def tokenize_judge(tokenizer, example: JudgeExample, max_length: int, overflow: Overflow = "shorten",
+def tokenize_judge(tokenizer, example: JudgeExample, max_length: int, overflow: Overflow = OVERFLOW,
                    rubric: str = "official", rendering: str = "official",
                    order: str = "rubric_first") -> TokenizedExample | None:
     """Prompt + score digit, loss on the digit (and end-of-turn). None when dropped."""

@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
+from esc_eval.train.config import ROLEPLAY_STRATEGY
 from esc_eval.train.data.chat_tokens import TokenizedExample, tokenize_chat
 from esc_eval.train.data.dialogue_sources import SourceDialogue
 from esc_eval.train.errors import TrainInputError
@@ -28,7 +29,7 @@ class RolePlayExample:
     meta: dict[str, Any] = field(default_factory=dict)
 
 
-def roleplay_messages(dialogue: SourceDialogue, strategy: str = "official",
+def roleplay_messages(dialogue: SourceDialogue, strategy: str = ROLEPLAY_STRATEGY,
                       card_text: str | None = None) -> list[dict[str, str]]:
     """The role model's chat for one dialogue (see the module docstring)."""
     from esc_eval.sim.dialogue.prompts import opener, roleplay_system_prompt
@@ -49,7 +50,7 @@ def roleplay_messages(dialogue: SourceDialogue, strategy: str = "official",
     return messages
 
 
-def build_roleplay_examples(dialogues: Sequence[SourceDialogue], strategy: str = "official",
+def build_roleplay_examples(dialogues: Sequence[SourceDialogue], strategy: str = ROLEPLAY_STRATEGY,
                             skip_empty: bool = True) -> list[RolePlayExample]:
     """One example per dialogue. Dialogues with no seeker turn are skipped (skip_empty) or raise."""
     out = []

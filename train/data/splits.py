@@ -17,6 +17,7 @@ import random
 from collections import defaultdict
 from typing import Callable, Iterable, Literal, Sequence, TypeVar
 
+from esc_eval.train.config import SPLIT_GROUP
 from esc_eval.train.errors import TrainInputError
 
 T = TypeVar("T")
@@ -74,7 +75,7 @@ def split_keys(items: Iterable[T], key: Callable[[T], str], stratum: Callable[[T
 
 
 def split_annotations(annotations: Iterable, seed: int = 0, ratios: Sequence[float] = (7, 1, 2),
-                      group: Literal["annotation", "dialogue"] = "annotation",
+                      group: Literal["annotation", "dialogue"] = SPLIT_GROUP,
                       holdout_model: str | None = None,
                       model_of: Callable[[str], str] | None = None) -> dict[Split, list]:
     """Split annotation rows (objects with dialogue_id, dimension, target_model) as described in

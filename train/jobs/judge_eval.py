@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 
 from esc_eval.sim.judging.dimensions import DIMENSION_NAMES, DIMENSION_TITLES, SCORE_LABELS
+from esc_eval.train.config import JUDGE_MAX_CONCURRENCY, JUDGE_METHOD
 from esc_eval.train.data.judge_data import JudgeExample
 
 _STRICT = re.compile(r"^\s*([0-4])\s*[.。]?\s*$")
@@ -66,8 +67,8 @@ def strict_parse(text: str) -> int | None:
 
 async def score_examples(model, examples: Sequence[JudgeExample], judge: str,
                          adapter_for: Callable[[JudgeExample], str | None] = lambda e: None,
-                         method: str = "logprob", rubric: str = "official", rendering: str = "official",
-                         max_concurrency: int = 16, on_done: Callable[[], None] | None = None,
+                         method: str = JUDGE_METHOD, rubric: str = "official", rendering: str = "official",
+                         max_concurrency: int = JUDGE_MAX_CONCURRENCY, on_done: Callable[[], None] | None = None,
                          order: str = "rubric_first") -> list[JudgePrediction]:
     """Score every example with `model` (a serve.chat.interface.ChatModel); adapter_for picks the LoRA."""
     from esc_eval.serve.chat.interface import ChatMessage, GenerationParams
@@ -169,7 +170,7 @@ def table4_markdown(metrics: dict[str, Any], languages: Sequence[str] | None = N
 LABELS_FILE = "test_labels.csv"
 
 
-def write_evaluation(out_dir: Path, predictions: Sequence[JudgePrediction], method: str = "logprob") -> dict[str, Path]:
+def write_evaluation(out_dir: Path, predictions: Sequence[JudgePrediction], method: str = JUDGE_METHOD) -> dict[str, Path]:
     """table4.json (metrics), table4.md and predictions.jsonl under out_dir; and the same predictions
     where the analysis reads a judge's scores: out_dir as a run folder of score rows (one judge id per
     judge: `base`, the adapter's registry name) beside test_labels.csv, the test split's labels as an

@@ -32,12 +32,14 @@ from typing import Any, Callable, Literal, Optional
 
 from pydantic import BaseModel, Field
 
-from esc_eval.serve.registry.ref import ModelRef
+from esc_eval.serve.registry.ref import DEFAULT_MODEL, ModelRef
 from esc_eval.sim.jobs.config import ScoringConfig, SimulationConfig
 from esc_eval.sim.judging.config import JudgeConfig
 from esc_eval.sim.pool.config import ExecutionConfig
+from esc_eval.sim.bench.loops.scale import COPY_MARK
 
 ORDERS = ("rubric_first", "dialogue_first")
+PHASES = ("scoring", "simulation")  # what bench gpu measures unless told: both
 # Sizes when none is given: what a GPU measures in minutes; a handful on the CPU.
 DEFAULT_SIZES = {"gpu": (2000, 256), "cpu": (4, 4)}
 # Worker settings a pool's actors are started with: two phases whose executions agree share a pool.
@@ -48,15 +50,15 @@ WORKER_SHAPE = ("executor", "ray_address", "workers", "num_cpus_per_worker", "nu
 class GpuBenchConfig(BaseModel):
     """What `esc-eval bench gpu` measures."""
 
-    judge: str = Field("vllm/embedded", description="Judge of the scoring phase (registry name or vllm/ spec, e.g. vllm//models/j7b).")
-    role: str = Field("vllm/embedded", description="Role-play model of the simulation phase.")
-    target: str = Field("vllm/embedded", description="Model under test of the simulation phase.")
+    judge: str = Field(DEFAULT_MODEL, description="Judge of the scoring phase (registry name or vllm/ spec, e.g. vllm//models/j7b).")
+    role: str = Field(DEFAULT_MODEL, description="Role-play model of the simulation phase.")
+    target: str = Field(DEFAULT_MODEL, description="Model under test of the simulation phase.")
     dialogues: Optional[int] = Field(None, ge=1, description="Distinct dialogues scored (default: 2,000 on a GPU, 4 on the CPU).")
     sim_dialogues: Optional[int] = Field(None, ge=1, description="Distinct dialogues simulated (default: 256 on a GPU, 4 on the CPU).")
     prompt_orders: list[Literal["rubric_first", "dialogue_first"]] = Field(
         default_factory=lambda: list(ORDERS), min_length=1, description="Judge prompt orders measured, one scoring run each.")
     phases: list[Literal["scoring", "simulation"]] = Field(
-        default_factory=lambda: ["scoring", "simulation"], min_length=1, description="What to measure.")
+        default_factory=lambda: list(PHASES), min_length=1, description="What to measure.")
     source: Optional[str] = Field(None, description="Dialogues to score: run folder or official JSON (default: ../shared's official samples, else runs/demo).")
     cards: Optional[str] = Field(None, description="Role cards (default: ../shared's official English cards, else the shipped samples).")
     max_tokens: Optional[int] = Field(None, ge=1, description="Max new tokens per turn of both sides (default: as shipped, the registry's).")
@@ -65,7 +67,7 @@ class GpuBenchConfig(BaseModel):
 
 
 # -- inputs ------------------------------------------------------------------------------------
-def distinct_dialogues(source: str | None, n: int, mark: str = "case") -> tuple[list[dict[str, Any]], dict[str, Any]]:
+def distinct_dialogues(source: str | None, n: int, mark: str = COPY_MARK) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """n dialogue rows, copies of the source's opened by their own tag, and where they came from."""
     from esc_eval.sim.bench.loops.scale import scale_dialogues
     from esc_eval.sim.bench.dialogues import load_bench_dialogues
@@ -75,7 +77,7 @@ def distinct_dialogues(source: str | None, n: int, mark: str = "case") -> tuple[
                                                        f"repeated, each copy's first turn opened by '({mark} k)'"}
 
 
-def distinct_cards(source: str | None, n: int, mark: str = "case") -> tuple[list[Any], str]:
+def distinct_cards(source: str | None, n: int, mark: str = COPY_MARK) -> tuple[list[Any], str]:
     """n role cards, copies of the source's whose problem ends with its own tag."""
     from esc_eval.sim.bench.dialogues import REPO
     from esc_eval.sim.cards.card import load_cards, sample_cards

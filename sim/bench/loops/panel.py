@@ -17,12 +17,17 @@ from esc_eval.sim.jobs.config import ScoringConfig
 from esc_eval.sim.jobs.scoring import run_scoring
 from esc_eval.sim.judging.config import JudgeConfig
 from esc_eval.sim.judging.panel import PanelConfig, PanelJudge
-from esc_eval.sim.pool.config import ExecutionConfig
+from esc_eval.sim.pool.config import DEFAULT_EXECUTOR, ExecutionConfig
 from esc_eval.sim.pool.pool import WorkerPool
 from esc_eval.sim.runs.records import dialogue_id, dialogue_row
 from esc_eval.sim.runs.runfolder import RunFolder
+from esc_eval.sim.bench.loops.scale import PAPER_DIALOGUES
 
 TARGET_WALL_PER_CALL = 1.2  # the issue's bound: a panel's wall time per call over one judge's
+# `bench panel`'s defaults (the CLI reads these):
+PANEL_JUDGES = 3  # the smallest panel with a majority
+PANEL_LATENCY_S = 0.005  # a fake call short enough that the pool's per-call overhead is what is measured
+PANEL_WORKERS = 2  # one worker actor per core of the 2-core reference machine
 
 
 def write_fake_dialogues(path: Path, n: int, targets: int = 14, part_rows: int = 1000) -> RunFolder:
@@ -51,8 +56,8 @@ def _judge(i: int, latency: float) -> JudgeConfig:
     return JudgeConfig(model=ModelRef(model=f"fake/judge?latency={latency}&seed={i}"), name=f"judge-{i}")
 
 
-def bench_panel(dialogues: int = 8500, judges: int = 3, latency: float = 0.005, workers: int = 2,
-                concurrency: int = 32, executor: str = "ray") -> dict[str, Any]:
+def bench_panel(dialogues: int = PAPER_DIALOGUES, judges: int = PANEL_JUDGES, latency: float = PANEL_LATENCY_S,
+                workers: int = PANEL_WORKERS, concurrency: int = 32, executor: str = DEFAULT_EXECUTOR) -> dict[str, Any]:
     """One judge, then a panel of `judges`, over the same fake dialogues on one warm pool (`executor`
     "local": the pool's code in this process, for tests)."""
     if judges < 2:

@@ -7,11 +7,15 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from esc_eval.serve.devices.cpu import DEFAULT_DTYPE
+from esc_eval.sim.jobs.config import PAPER_ROUNDS
+from esc_eval.sim.bench.loops.scoring import OFFICIAL_MAX_NEW_TOKENS
 from esc_eval.sim.dialogue.prompts import opener, roleplay_system_prompt, target_system_prompt
 
 
 class HFReference:
-    def __init__(self, model_path: str, max_new_tokens: int = 512, threads: int | None = None, dtype: str = "auto"):
+    def __init__(self, model_path: str, max_new_tokens: int = OFFICIAL_MAX_NEW_TOKENS, threads: int | None = None,
+                 dtype: str = DEFAULT_DTYPE):
         """dtype: 'auto' = the CPU's best (serve/devices/cpu.py), so a benchmark's two sides compute alike."""
         import torch
         from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -35,7 +39,7 @@ class HFReference:
         new = out[0][ids.shape[-1]:]
         return self.tok.decode(new, skip_special_tokens=True), ids.shape[-1], int(new.shape[-1])
 
-    def dialogue(self, card_text: str, language: str, rounds: int = 5) -> dict[str, Any]:
+    def dialogue(self, card_text: str, language: str, rounds: int = PAPER_ROUNDS) -> dict[str, Any]:
         """evaluate.py's loop: the role model sees the assistant as user; the target the seeker."""
         started = time.perf_counter()
         role_msgs = [{"role": "system", "content": roleplay_system_prompt(card_text, language)},

@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from esc_eval.serve.registry.ref import ModelRef
+from esc_eval.serve.registry.ref import DEFAULT_MODEL, ModelRef
 from esc_eval.sim.bench.dialogues import load_bench_dialogues
 from esc_eval.sim.jobs.config import ScoringConfig
 from esc_eval.sim.jobs.scoring import run_scoring
@@ -22,9 +22,10 @@ from esc_eval.sim.pool.config import ExecutionConfig
 from esc_eval.sim.runs.runfolder import RunFolder
 
 MODES = ("per_dimension", "one_call")
+RUBRIC_DIALOGUES = 12  # `bench rubric`'s dialogues: enough for a kappa per dimension, minutes on a CPU
 
 
-def bench_rubric_scoring(dialogues: int = 12, sources: list[Path] | None = None, model: str = "vllm/embedded",
+def bench_rubric_scoring(dialogues: int = RUBRIC_DIALOGUES, sources: list[Path] | None = None, model: str = DEFAULT_MODEL,
                          folder: Path | None = None, concurrency: int = 8) -> dict[str, Any]:
     """Score up to `dialogues` dialogues (from each source in turn: run folders or official JSON; default the
     official samples) in both rubric modes with `model`; returns the run folder, both judge ids, each mode's

@@ -28,6 +28,7 @@ from esc_eval.sim.judging.prompts import judge_messages
 from esc_eval.sim.pool.config import ExecutionConfig
 
 PAPER_DIALOGUES = 8500  # the paper's dialogues re-scored by ESC-RANK (Section 4)
+COPY_MARK = "case"  # a repeated dialogue's first turn opens "(case k)": copies distinct, prefix caches honest
 # A published H100 figure for a 7B model: TensorRT-LLM's performance table (release 0.5.0),
 # LLaMA 7B, FP8, one H100, batch 64, 2,048 input and 128 output tokens: 2,058 output tokens/s,
 # i.e. 16.1 requests/s x 2,048 = 32.9K input tokens/s. That time also decoded 128 tokens per
@@ -44,7 +45,7 @@ def _turns(row: dict[str, Any]) -> list[tuple[str, str]]:
     return [(t["speaker"], t["text"]) for t in row["turns"]]
 
 
-def scale_dialogues(rows: list[dict[str, Any]], n: int, mark: str = "case") -> Iterator[dict[str, Any]]:
+def scale_dialogues(rows: list[dict[str, Any]], n: int, mark: str = COPY_MARK) -> Iterator[dict[str, Any]]:
     """n dialogue rows from `rows` repeated (lazily: 8.5K rows of turns need not sit in memory twice),
     copy k's first turn opening with "(mark k)"."""
     if not rows:

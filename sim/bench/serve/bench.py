@@ -27,7 +27,24 @@ from esc_eval.serve.devices.cpu import cpu_kv_cache_gib
 from esc_eval.sim.bench.serve.client import BenchInputError, StreamingClient, check_endpoint
 from esc_eval.sim.bench.serve.load import LevelRun, LoadShape, run_level
 from esc_eval.sim.bench.serve.metrics import level_metrics, parse_slos, ratios, request_details
-from esc_eval.sim.bench.serve.workloads import Unit
+from esc_eval.sim.bench.serve.routing import ROUTING_MAX_NUM_SEQS
+from esc_eval.sim.bench.serve.workloads import LIVE_STRATEGY, Unit
+from esc_eval.sim.jobs.config import PAPER_ROUNDS
+
+# `bench serve`'s defaults (ServeBenchConfig and the CLI read these):
+SERVE_BENCH_WORKLOAD = "dialogues"  # ESC-Eval's own traffic: multi-turn dialogues
+SERVE_BENCH_CONCURRENCY = 4  # one level, a few units in flight: a quick look, not a sweep
+SERVE_BENCH_WARMUP = 1  # one unit per level left out: the first request pays for compilation and cold caches
+SERVE_BENCH_MAX_TOKENS = 128  # a short reply keeps a CPU run in minutes
+SERVE_BENCH_TEMPERATURE = 0.0  # greedy: the same prompt decodes alike in every arm
+SERVE_BENCH_ROLE_MAX_TOKENS = 128  # a seeker's turn is short
+SERVE_BENCH_CARDS = "sample"  # the shipped everyday cards
+SERVE_BENCH_PROMPT_ORDER = "dialogue_first"  # a dialogue's seven prompts share a prefix: what a cache-aware router is for
+SERVE_BENCH_JUDGE_METHOD = "logprob"  # one constrained token, as esc-eval's judges score
+SERVE_BENCH_INPUT_LEN = 256  # random: about a judge prompt's dialogue part
+SERVE_BENCH_REPLICAS = 2  # routing: the fewest replicas where routing makes a difference
+SERVE_BENCH_TIMEOUT_S = 600.0  # one measured request past this counts as failed
+SERVE_BENCH_SEED = 0  # random prompts and Poisson arrivals repeat run to run
 
 PromptOrder = Literal["rubric_first", "dialogue_first"]
 RoutingMode = Literal["default", "session", "prefix_cache"]
@@ -38,39 +55,39 @@ class ServeBenchConfig(ConfigModel):
 
     base_url: str | None = Field(None, description="OpenAI-compatible base URL under test (…/v1); not with routing (the app is deployed).")
     model: str = Field(description="Model id the endpoint serves (routing: a registry model to deploy, e.g. embedded).")
-    workload: Literal["dialogues", "judge", "random"] = Field("dialogues", description="dialogues: multi-turn ESC-Eval dialogues; judge: seven rubric prompts per dialogue; random: fixed-length requests.")
-    concurrency: list[int] = Field(default_factory=lambda: [4], description="Units in flight, one load level each (a sweep); ignored with rate.")
+    workload: Literal["dialogues", "judge", "random"] = Field(SERVE_BENCH_WORKLOAD, description="dialogues: multi-turn ESC-Eval dialogues; judge: seven rubric prompts per dialogue; random: fixed-length requests.")
+    concurrency: list[int] = Field(default_factory=lambda: [SERVE_BENCH_CONCURRENCY], description="Units in flight, one load level each (a sweep); ignored with rate.")
     rate: list[float] | None = Field(None, description="New units per second (Poisson), one level each; None = fixed concurrency levels.")
     max_concurrency: int | None = Field(None, ge=1, description="With rate: the cap on units in flight (None: no cap).")
     num: int | None = Field(None, ge=1, description="Units measured per level (None: 2 x concurrency, at least 4; 16 with a rate), unless duration_s bounds it.")
     duration_s: float | None = Field(None, gt=0, description="Stop starting new units after this many seconds per level (units in flight finish).")
-    warmup: int = Field(1, ge=0, description="Units run first at each level's shape and left out of its figures.")
-    max_tokens: int = Field(128, ge=1, description="Max new tokens of each measured request (random: the output length).")
-    temperature: float = Field(0.0, ge=0, description="Sampling temperature of the measured requests.")
-    rounds: int = Field(5, ge=1, le=50, description="dialogues: rounds per dialogue (at most the recorded seeker turns when replaying).")
+    warmup: int = Field(SERVE_BENCH_WARMUP, ge=0, description="Units run first at each level's shape and left out of its figures.")
+    max_tokens: int = Field(SERVE_BENCH_MAX_TOKENS, ge=1, description="Max new tokens of each measured request (random: the output length).")
+    temperature: float = Field(SERVE_BENCH_TEMPERATURE, ge=0, description="Sampling temperature of the measured requests.")
+    rounds: int = Field(PAPER_ROUNDS, ge=1, le=50, description="dialogues: rounds per dialogue (at most the recorded seeker turns when replaying).")
     source: str | None = Field(None, description="dialogues (replay) and judge: a run folder or official dialogue JSON; default: the official samples in ../shared, else runs/demo.")
     language: Literal["en", "zh"] | None = Field(None, description="Keep only dialogues / cards in this language.")
     role_url: str | None = Field(None, description="dialogues: OpenAI base URL of a live role model (ESC-Role); None = replay the source's seeker turns.")
     role_model: str | None = Field(None, description="dialogues: model id of the live role model.")
-    role_max_tokens: int = Field(128, ge=1, description="dialogues: max new tokens of the live role model's turns.")
-    cards: str = Field("sample", description="dialogues with a live role: role-card file, or 'sample' for the shipped cards.")
-    strategy: str = Field("official", description="dialogues with a live role: role-play prompt strategy.")
-    prompt_orders: list[PromptOrder] = Field(default_factory=lambda: ["dialogue_first"], description="judge: prompt orders, one arm each (both: the prefix-cache effect).")
-    judge_method: Literal["logprob", "generate"] = Field("logprob", description="judge: 'logprob' = one constrained token with the label log-probs (esc-eval's default); 'generate' = a free answer of max_tokens.")
-    input_len: int = Field(256, ge=2, description="random: prompt tokens per request.")
+    role_max_tokens: int = Field(SERVE_BENCH_ROLE_MAX_TOKENS, ge=1, description="dialogues: max new tokens of the live role model's turns.")
+    cards: str = Field(SERVE_BENCH_CARDS, description="dialogues with a live role: role-card file, or 'sample' for the shipped cards.")
+    strategy: str = Field(LIVE_STRATEGY, description="dialogues with a live role: role-play prompt strategy.")
+    prompt_orders: list[PromptOrder] = Field(default_factory=lambda: [SERVE_BENCH_PROMPT_ORDER], description="judge: prompt orders, one arm each (both: the prefix-cache effect).")
+    judge_method: Literal["logprob", "generate"] = Field(SERVE_BENCH_JUDGE_METHOD, description="judge: 'logprob' = one constrained token with the label log-probs (esc-eval's default); 'generate' = a free answer of max_tokens.")
+    input_len: int = Field(SERVE_BENCH_INPUT_LEN, ge=2, description="random: prompt tokens per request.")
     tokenizer: str | None = Field(None, description="random: local tokenizer folder (default: the embedded model's, for model 'embedded').")
     ignore_eos: bool = Field(True, description="random: ask the server to decode exactly max_tokens (vLLM's ignore_eos).")
     slos: list[str] = Field(default_factory=list, description="Goodput SLOs METRIC:VALUE (ttft, tpot, e2el; ms, or with 'ms'/'s').")
     session_header: bool = Field(True, description="Send x-session-id (the dialogue's id) so a sticky router keeps a dialogue on one replica.")
     session_id: str | None = Field(None, description="Send this one x-session-id on every request instead (a sticky router then keeps the whole run on one replica).")
     routing: list[RoutingMode] | None = Field(None, description="Deploy the model as a Serve app once per routing mode (fresh replicas each) and run every arm.")
-    replicas: int = Field(2, ge=2, description="routing: replicas per app.")
+    replicas: int = Field(SERVE_BENCH_REPLICAS, ge=2, description="routing: replicas per app.")
     kv_cache_gib: int = Field(default_factory=cpu_kv_cache_gib, ge=1, description="routing: VLLM_CPU_KVCACHE_SPACE per CPU replica, GiB (default: this process's VLLM_CPU_KVCACHE_SPACE, else 2).")
-    max_num_seqs: int = Field(64, ge=1, description="routing: vLLM batch size per replica.")
+    max_num_seqs: int = Field(ROUTING_MAX_NUM_SEQS, ge=1, description="routing: vLLM batch size per replica.")
     address: str | None = Field(None, description="routing: Ray cluster to deploy on (default: a local Ray for this run).")
     deploy_timeout_s: float = Field(900, gt=0, description="routing: seconds to wait for an app's replicas to be healthy.")
-    timeout_s: float = Field(600, gt=0, description="Timeout of one measured request.")
-    seed: int = Field(0, description="Seed of random prompts and Poisson arrivals.")
+    timeout_s: float = Field(SERVE_BENCH_TIMEOUT_S, gt=0, description="Timeout of one measured request.")
+    seed: int = Field(SERVE_BENCH_SEED, description="Seed of random prompts and Poisson arrivals.")
     save_detailed: bool = Field(False, description="Also write each level's per-request figures (launch order: units, turns, start_times, ttfts, itls, e2els, input/output lens, errors), as vllm bench serve --save-detailed does.")
 
     @model_validator(mode="after")

@@ -23,7 +23,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from esc_eval.serve.chat.interface import ChatModel, ChatModelError, ChatResult, GenerationParams, as_messages
-from esc_eval.serve.backends.openai_http import SESSION_HEADER, build_request_body
+from esc_eval.serve.backends.openai_http import API_KEY_ENV, SESSION_HEADER, build_request_body
 
 
 class BenchInputError(ValueError):
@@ -68,7 +68,7 @@ def _httpx():
 class StreamingClient:
     """Streams chat completions from one OpenAI-compatible endpoint and times them."""
 
-    def __init__(self, base_url: str, model: str, *, timeout_s: float = 600.0, api_key_env: str = "OPENAI_API_KEY",
+    def __init__(self, base_url: str, model: str, *, timeout_s: float = 600.0, api_key_env: str = API_KEY_ENV,
                  session_header: bool = True, ignore_eos: bool = False, fixed_session: str | None = None):
         self.base_url = base_url.rstrip("/")
         self.model = model

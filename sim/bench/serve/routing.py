@@ -16,7 +16,9 @@ import socket
 import time
 from typing import Any
 
-from esc_eval.serve.app.application import ServeConfig, ServeModelConfig, deployment_name
+from esc_eval.serve.app.application import SERVE_PORT, ServeConfig, ServeModelConfig, deployment_name
+
+ROUTING_MAX_NUM_SEQS = 64  # vLLM batch size per replica of a routing arm: the sweep's top level fits one replica
 
 ROUTING_MODES = ("default", "session", "prefix_cache")
 APP_PREFIX = "bench-serve-"
@@ -28,8 +30,8 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def routing_config(mode: str, model: str, replicas: int, kv_cache_gib: int | None = None, max_num_seqs: int = 64,
-                   max_model_len: int | None = None, port: int = 8000) -> ServeConfig:
+def routing_config(mode: str, model: str, replicas: int, kv_cache_gib: int | None = None, max_num_seqs: int = ROUTING_MAX_NUM_SEQS,
+                   max_model_len: int | None = None, port: int = SERVE_PORT) -> ServeConfig:
     """The Serve app of one routing arm: `replicas` fixed replicas sharing the node's CPUs (each with
     `kv_cache_gib` of KV cache on a CPU; None: ServeConfig's default, this process's VLLM_CPU_KVCACHE_SPACE)."""
     if mode not in ROUTING_MODES:

@@ -24,6 +24,8 @@ from esc_eval.serve.chat.interface import ChatModel, ChatModelError, ChatResult,
 from esc_eval.sim.bench.serve.client import BenchInputError, MeasuredModel
 from esc_eval.sim.dialogue.dialogue import DialogueSetup, Participant, run_dialogue
 
+LIVE_STRATEGY = "official"  # a live role model plays the seeker with the paper's role-play prompt unless told
+
 
 class Unit(Protocol):
     name: str
@@ -135,7 +137,7 @@ def replay_units(rows: list[dict[str, Any]], rounds: int, params: GenerationPara
 
 
 def live_units(cards: list, role: ChatModel, rounds: int, params: GenerationParams, role_params: GenerationParams,
-               strategy: str = "official") -> Iterator[DialogueUnit]:
+               strategy: str = LIVE_STRATEGY) -> Iterator[DialogueUnit]:
     """Fresh dialogues on role cards: the role model plays the seeker from the card's prompt."""
     from esc_eval.sim.dialogue.prompts import opener, roleplay_system_prompt, target_system_prompt
 

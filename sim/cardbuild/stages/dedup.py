@@ -14,6 +14,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from esc_eval.sim.cardbuild.config import DEDUP_BANDS, DEDUP_NGRAM, DEDUP_NUM_PERM, DEDUP_THRESHOLD
+
 _PRIME = (1 << 31) - 1
 
 
@@ -53,7 +55,8 @@ def _minhash(sets: list[set[str]], num_perm: int, seed: int) -> np.ndarray:
 
 
 def find_near_duplicates(
-    texts: list[tuple[str, str]], *, ngram: int = 3, threshold: float = 0.8, num_perm: int = 128, bands: int = 32,
+    texts: list[tuple[str, str]], *, ngram: int = DEDUP_NGRAM, threshold: float = DEDUP_THRESHOLD,
+    num_perm: int = DEDUP_NUM_PERM, bands: int = DEDUP_BANDS,
     seed: int = 0,
 ) -> list[Duplicate]:
     """texts: (id, text) in priority order. Returns the ones to drop (Jaccard >= threshold to a kept one)."""

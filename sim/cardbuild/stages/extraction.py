@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from esc_eval.serve.chat.interface import ChatMessage
+from esc_eval.sim.cardbuild.config import MAX_INPUT_CHARS
 from esc_eval.sim.cardbuild.sources.items import SourceItem
 from esc_eval.sim.prompt_files import load_prompt_file
 
@@ -20,7 +21,7 @@ def _truncate(text: str, max_chars: int) -> str:
     return text if len(text) <= max_chars else text[:max_chars].rstrip() + " ..."
 
 
-def source_dialogue_text(item: SourceItem, max_chars: int = 6000) -> str:
+def source_dialogue_text(item: SourceItem, max_chars: int = MAX_INPUT_CHARS) -> str:
     """The dialogue as Figure 7 prints it: one 'seeker: ...' / 'supporter: ...' line per utterance.
 
     Longer dialogues keep their beginning (the problem is stated early) up to max_chars.
@@ -38,7 +39,7 @@ def source_dialogue_text(item: SourceItem, max_chars: int = 6000) -> str:
     return "\n".join(lines)
 
 
-def extraction_messages(item: SourceItem, *, one_shot: bool = True, max_input_chars: int = 6000) -> list[ChatMessage]:
+def extraction_messages(item: SourceItem, *, one_shot: bool = True, max_input_chars: int = MAX_INPUT_CHARS) -> list[ChatMessage]:
     """The chat messages asking for this item's role card."""
     prompts = card_prompts()
     key = "extract_qa" if item.kind == "qa" else "extract_md"

@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from esc_eval.serve.chat.interface import ChatMessage
+from esc_eval.sim.cardbuild.config import MAX_INPUT_CHARS
 from esc_eval.sim.cardbuild.stages.extraction import NO_SITUATION, _truncate, source_dialogue_text
 from esc_eval.sim.cardbuild.sources.items import SourceItem
 from esc_eval.sim.cards.risk import RISK_LEVELS, normalize_risk_level
@@ -30,14 +31,14 @@ def _prompts(language: str) -> dict:
     return load_prompt_file("safety")["risk_classify"][language]
 
 
-def risk_input(item: SourceItem, max_chars: int = 6000) -> str:
+def risk_input(item: SourceItem, max_chars: int = MAX_INPUT_CHARS) -> str:
     """What the seeker wrote: the post, or the situation summary and the dialogue."""
     if item.kind == "qa":
         return _truncate(item.text or "", max_chars)
     return (item.situation or NO_SITUATION[item.language]) + "\n" + source_dialogue_text(item, max_chars)
 
 
-def risk_messages(item: SourceItem, *, max_input_chars: int = 6000) -> list[ChatMessage]:
+def risk_messages(item: SourceItem, *, max_input_chars: int = MAX_INPUT_CHARS) -> list[ChatMessage]:
     """The chat messages asking for this item's risk level."""
     p = _prompts(item.language)
     body = p["instruction"] + "\n" + p["input"].replace("{text}", risk_input(item, max_input_chars))
