@@ -35,6 +35,7 @@ EXCUSED_OPTIONS: dict[tuple[str, str], tuple[tuple[str, ...], str]] = {
     ("ops/bench.py", "bench_view"): (("dialogues", "models", "part_rows"), _ANALYSIS),
     ("ops/bench.py", "bench_annotate"): (("models", "annotate"), _ANALYSIS),
     ("ops/bench.py", "bench_trust_cmd"): (("models", "human"), _ANALYSIS),
+    ("ops/bench.py", "bench_validity_cmd"): (("seeds", "n_boot"), _ANALYSIS),
     ("results/analysis.py", "compare_models"): (("dimension", "method", "n_resamples", "seed", "windowed"), _ANALYSIS),
     ("results/analysis.py", "judge_accuracy"): (("windowed",), _ANALYSIS),
     ("results/analysis.py", "seeker_check_cmd"): (("n_boot", "seed"), _ANALYSIS),
