@@ -121,22 +121,13 @@ class PlantedModel(ChatModel):
                           latency_s=time.perf_counter() - started, top_logprobs=top, model=self.name)
 
     # --- target -------------------------------------------------------------------------------------
-    def quality(self, k: int, hard: bool) -> float:
-        """The quality planted in the k-th reply (1-based)."""
-        q = self.q + (self.drop if self.from_round is not None and k >= int(self.from_round) else 0.0)
-        return q + (float(self.hard) if hard and self.hard else 0.0)
-
-    def reply_words(self, first_line: str) -> int:
-        """This dialogue's words per reply: uniform in [lo, hi], a pure function of the seed and the seeker's first line."""
-        return self.lo + int(pm.uniform("words", self.seed, first_line) * (self.hi - self.lo + 1))
-
     def _reply(self, messages: list[ChatMessage]) -> str:
         users = [m.content for m in messages if m.role == "user"]
         k = sum(1 for m in messages if m.role == "assistant") + 1
         seen = pm.read_tags(users[-1]) if users else []
         hard = any(t.get("h") == "1" for t in seen)
-        q = self.quality(k, hard)
-        target = self.reply_words(users[0] if users else "")
+        q = quality(self, k, hard)
+        target = reply_words(self, users[0] if users else "")
         head = pm.tag(q=f"{q:.3f}", f=self.family or "-", w=target)
         body = [_FILLER[(k + i) % len(_FILLER)] for i in range(max(0, target - pm.count_words(head)))]
         return head + " " + " ".join(body).capitalize() + "."
@@ -155,15 +146,11 @@ class PlantedModel(ChatModel):
         else:
             hard = bool(self.hard) and str(self.hard) in system
             text = pm.tag(s=key, r=r, h=int(hard)) + " " + self._words(problem.group(1) if problem else "", r)
-        if r == (1 if self.spoil == "resolves_in_first_round" else self.spoil_round) and self.spoils(key):
+        if r == (1 if self.spoil == "resolves_in_first_round" else self.spoil_round) and spoils(self, key):
             text = text + " " + SPOILS[self.spoil]
         if self.ends is not None and r == self.ends and "<END:" in system:
             text = f"{text} <END:{self.end}>"
         return text
-
-    def spoils(self, key: str) -> bool:
-        """Whether this seeker spoils its dialogue on the card with this key (planted_math.card_key)."""
-        return bool(self.spoil) and pm.uniform("spoil", self.seed, key) < self.spoil_rate
 
     @staticmethod
     def _words(problem: str, r: int) -> str:
@@ -175,11 +162,6 @@ class PlantedModel(ChatModel):
         return _OPENERS[(r - 1) % len(_OPENERS)].format(p=piece) + ("" if r <= len(_OPENERS) else f" (day {r})")
 
     # --- judge --------------------------------------------------------------------------------------
-    def bias(self, view: dict[str, Any]) -> float:
-        """What the judge adds to what it reads of one dialogue: length, its own family, its offset."""
-        mine = self.own if self.family and view["family"] == self.family else 0.0
-        return self.beta * view["w"] / 100.0 + mine + self.offset
-
     def _judge(self, messages: list[ChatMessage], params: GenerationParams) -> tuple[str, list[dict[str, float]]]:
         prompt = "\n".join(m.content for m in messages)
         tags = pm.judged_tags(prompt)
@@ -194,7 +176,7 @@ class PlantedModel(ChatModel):
         u = pm.card_effect(view["card"], self.seed, self.card_sd)
         e = self.sigma * pm.normal("judge", self.stream, self.seed, prompt)
         rho = pm.shrink(self.card_sd, self.sigma)
-        probs = pm.scalar_probs(m + self.bias(view) + rho * (u + e),
+        probs = pm.scalar_probs(m + bias(self, view) + rho * (u + e),
                                 pm.stated_spread(self.card_sd, self.sigma, self.people_sd), self.T)
         labels = params.choices or [str(k) for k in range(pm.LABELS)]
         best = max(range(len(probs)), key=probs.__getitem__)
@@ -206,13 +188,37 @@ class PlantedModel(ChatModel):
         if pm.uniform("position", self.stream, self.seed, prompt) < 2 * self.first - 1:
             verdict = "first"
         else:
-            d = (a["q"] + self.bias(a)) - (b["q"] + self.bias(b)) + self.pair_sd * pm.normal("pair", self.stream,
+            d = (a["q"] + bias(self, a)) - (b["q"] + bias(self, b)) + self.pair_sd * pm.normal("pair", self.stream,
                                                                                              self.seed, prompt)
             verdict = "tie" if abs(d) < self.tie else "first" if d > 0 else "second"
         top = []
         if params.logprobs:
             top = [{PAIR_LABELS[v]: math.log(0.8 if v == verdict else 0.1) for v in PAIR_LABELS}]
         return PAIR_LABELS[verdict], top
+
+
+# The planted arithmetic, as functions of a planted model rather than its methods: the chat seam declares
+# every public name of a ChatModel, and sim/bench/planted/truth.py computes the truth from these same lines.
+def quality(m: PlantedModel, k: int, hard: bool) -> float:
+    """The quality a planted target puts in its k-th reply (1-based)."""
+    q = m.q + (m.drop if m.from_round is not None and k >= int(m.from_round) else 0.0)
+    return q + (float(m.hard) if hard and m.hard else 0.0)
+
+
+def reply_words(m: PlantedModel, first_line: str) -> int:
+    """A dialogue's words per reply: uniform in [lo, hi], a pure function of the seed and the seeker's first line."""
+    return m.lo + int(pm.uniform("words", m.seed, first_line) * (m.hi - m.lo + 1))
+
+
+def spoils(m: PlantedModel, key: str) -> bool:
+    """Whether a planted seeker spoils its dialogue on the card with this key (planted_math.card_key)."""
+    return bool(m.spoil) and pm.uniform("spoil", m.seed, key) < m.spoil_rate
+
+
+def bias(m: PlantedModel, view: dict[str, Any]) -> float:
+    """What a planted judge adds to what it reads of one dialogue: length, its own family, its offset."""
+    mine = m.own if m.family and view["family"] == m.family else 0.0
+    return m.beta * view["w"] / 100.0 + mine + m.offset
 
 
 @lru_cache(maxsize=8)

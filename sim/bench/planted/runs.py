@@ -55,10 +55,10 @@ def reply_words(run: Path) -> dict[str, float]:
 def spoiled_cards(p: Plan, seed: int, cards: list) -> list[str]:
     """The cards whose dialogues the plan's seeker spoils in replicate `seed`."""
     from esc_eval.serve.backends import planted_math as pm
-    from esc_eval.serve.backends.planted import PlantedModel
+    from esc_eval.serve.backends.planted import PlantedModel, spoils
 
     seeker = PlantedModel("seeker", **{**p.role, "seed": seed})
-    return [c.id for c in cards if seeker.spoils(pm.card_key(c.problem))]
+    return [c.id for c in cards if spoils(seeker, pm.card_key(c.problem))]
 
 
 def run_chunk(p: Plan, seed: int, cards_file: Path, folder: Path, replay: Path | None = None) -> dict[str, Path]:

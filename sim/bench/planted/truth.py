@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 
 from esc_eval.serve.backends import planted_math as pm
-from esc_eval.serve.backends.planted import PlantedModel
+from esc_eval.serve.backends.planted import PlantedModel, quality
 from esc_eval.sim.bench.planted.scenarios import HARD_CONTROL, Plan, plan as make_plan
 
 SAMPLE_UNITS = 60000  # the population draws: an ECE of a calibrated judge estimated at about 0.003 from them
@@ -108,7 +108,7 @@ def truth(plan: Plan) -> dict[str, Any]:
         ref = next(iter(judges.values()))
         out["people_mean"] = {n: pm.expected_person(t.q, ref.card_sd, ref.people_sd) for n, t in targets.items()}
         if len(plan.strategies) > 1:
-            out["setting_mean"] = {s: {n: judge_mean(ref, t, t.quality(1, s == HARD_CONTROL)) for n, t in targets.items()}
+            out["setting_mean"] = {s: {n: judge_mean(ref, t, quality(t, 1, s == HARD_CONTROL)) for n, t in targets.items()}
                                    for s in plan.strategies}
         if "J2" in judges:
             out["samples"] = _samples(judges, targets)
@@ -118,7 +118,7 @@ def truth(plan: Plan) -> dict[str, Any]:
         judge = _model("judge", plan.by_round)
         out["round_mean"] = {}
         for n, t in targets.items():
-            q = np.array([t.quality(k, False) for k in range(1, 6)])
+            q = np.array([quality(t, k, False) for k in range(1, 6)])
             # a per-reply judge rates reply k alone; a prefix judge the dialogue cut after round k
             out["round_mean"][n] = {k: judge_mean(judge, t, float(q[k - 1] if judge.reply else q[:k].mean()))
                                     for k in range(1, 6)}

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from esc_eval.serve.backends import planted_math as pm
+from esc_eval.serve.backends.planted import spoils
 from esc_eval.serve.chat.interface import ChatMessage as M
 from esc_eval.serve.chat.interface import ContextOverflowError, GenerationParams, get_chat_model
 
@@ -71,7 +72,7 @@ def test_a_seeker_tags_its_card_ends_when_told_and_says_a_hard_setting():
 
 def test_a_seeker_spoils_its_share_of_cards_and_replays_people(tmp_path):
     spoiler = get_chat_model("planted/seeker?seed=0&spoil=out_of_character&spoil_rate=0.5")
-    spoiled = [spoiler.spoils(pm.card_key(f"problem {i}")) for i in range(400)]
+    spoiled = [spoils(spoiler, pm.card_key(f"problem {i}")) for i in range(400)]
     assert 0.4 < np.mean(spoiled) < 0.6
     key = next(i for i, s in enumerate(spoiled) if s)
     turns = seeker_turns(spoiler, f"Problem: problem {key}\n")
