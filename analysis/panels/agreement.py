@@ -1,7 +1,12 @@
 """How far the panel's judges agree: per dimension (and the seven pooled, "all"), Krippendorff's alpha
 (ordinal) over dialogues x judges with a percentile bootstrap interval resampling dialogues; the
 quadratic-weighted kappa of every judge pair (analysis.annotation.agreement.pairwise_kappa); and the
-judge that disagrees most: the one whose removal raises the pooled alpha most (3+ judges).
+judge that stands out (3+ judges): each judge's leave-one-out gain (the pooled alpha without it minus
+with it) gets a one-sided bootstrap lower bound at 5% / k (Bonferroni over the k judges, the same
+resamples of dialogues as the interval); a judge is named only when its bound is above 0 (of several,
+the largest gain), else none stands out. With equal judges one judge's leaving always raises alpha a
+little, so the largest gain alone names someone every time (the validity bench measured 100% false
+positives, docs/guides/validity.md).
 
 The point estimates are the `krippendorff` package's. The bootstrap is written here: alpha is a
 function of the coincidence matrix, which is a sum of one matrix per unit (Krippendorff 2011), so a
@@ -22,7 +27,8 @@ from esc_eval.analysis.panels.panel_spec import PanelSpec
 from esc_eval.sim.judging.dimensions import DIMENSION_NAMES
 
 ALPHA_COLUMNS = ["dimension", "n_dialogues", "n_pairable", "alpha", "alpha_lo", "alpha_hi", "mean_kappa", "note"]
-OUTLIER_COLUMNS = ["judge", "alpha_without", "alpha_change", "mean_kappa_with_others"]
+OUTLIER_COLUMNS = ["judge", "alpha_without", "alpha_change", "change_lo", "stands_out", "mean_kappa_with_others"]
+OUTLIER_LEVEL = 0.05  # the family-wise level of naming a judge that stands out (Bonferroni over the judges)
 
 
 def alpha_ordinal(data: np.ndarray) -> float:
@@ -125,27 +131,48 @@ def panel_agreement(scores: pd.DataFrame, spec: PanelSpec, n_boot: int = 200, se
                      "n_pairable": pairable, "alpha": alpha, "alpha_lo": lo, "alpha_hi": hi, "mean_kappa": mean_kappa,
                      "note": note})
     table = pd.DataFrame(rows, columns=ALPHA_COLUMNS)
-    outliers, worst, note = _outliers(cube, judges, pairs, float(table.loc[table["dimension"] == "all", "alpha"].iloc[0]))
+    outliers, worst, note = _outliers(cube, judges, pairs, float(table.loc[table["dimension"] == "all", "alpha"].iloc[0]),
+                                      draws)
     return {"alpha": table, "pairs": pairs, "outliers": outliers, "most_disagreeing": worst, "note": note}
 
 
-def _outliers(cube: np.ndarray, judges: list[str], pairs: pd.DataFrame, alpha_all: float):
-    """Per judge: the pooled alpha without it, its change, its mean kappa with the others ("all"); the worst one."""
+def _outliers(cube: np.ndarray, judges: list[str], pairs: pd.DataFrame, alpha_all: float, draws: np.ndarray | None):
+    """Per judge: the pooled alpha without it, its change, the change's one-sided lower bound (module doc),
+    whether it stands out, its mean kappa with the others ("all"); the judge named (or None) and why."""
     if len(judges) < 3:
         return (pd.DataFrame(columns=OUTLIER_COLUMNS), None,
                 "2 judges: removing one leaves no agreement to compare, so no judge is singled out")
+    level = OUTLIER_LEVEL / len(judges)
+    boot_all = _boot_alpha(cube, draws)
     rows = []
     allp = pairs[pairs["dimension"] == "all"]
     for i, j in enumerate(judges):
-        rest = np.delete(cube, i, axis=0).reshape(len(judges) - 1, -1)
-        without = alpha_ordinal(rest)
+        rest = np.delete(cube, i, axis=0)
+        without = alpha_ordinal(rest.reshape(len(judges) - 1, -1))
+        lo = float("nan")
+        if boot_all is not None and without == without:
+            gain = _boot_alpha(rest, draws) - boot_all
+            gain = gain[~np.isnan(gain)]
+            lo = float(np.quantile(gain, level)) if len(gain) else lo
         k = allp.loc[(allp["judge_a"] == j) | (allp["judge_b"] == j), "kappa"]
-        rows.append({"judge": j, "alpha_without": without, "alpha_change": without - alpha_all,
-                     "mean_kappa_with_others": float(k.mean()) if k.notna().any() else float("nan")})
+        rows.append({"judge": j, "alpha_without": without, "alpha_change": without - alpha_all, "change_lo": lo,
+                     "stands_out": bool(lo > 0), "mean_kappa_with_others": float(k.mean()) if k.notna().any() else float("nan")})
     table = pd.DataFrame(rows, columns=OUTLIER_COLUMNS)
-    known = table.dropna(subset=["alpha_change"])
-    if known.empty:
+    if table["alpha_change"].isna().all():
         return table, None, "alpha undefined with a judge left out: no judge singled out"
-    worst = known.sort_values("alpha_change", ascending=False, kind="stable").iloc[0].to_dict()
-    note = "" if worst["alpha_change"] > 0 else "no judge's removal raises alpha: none stands apart"
-    return table, worst, note
+    if table["change_lo"].isna().all():
+        return table, None, "no bootstrap of the leave-one-out gains (too few dialogues or no resamples): no judge singled out"
+    out = table[table["stands_out"]]
+    if out.empty:
+        return table, None, (f"no judge stands out: no judge's leave-one-out gain in alpha is above 0 at "
+                             f"{OUTLIER_LEVEL:.0%} (one-sided bootstrap bound, Bonferroni over {len(judges)} judges)")
+    worst = out.sort_values("alpha_change", ascending=False, kind="stable").iloc[0].to_dict()
+    return table, worst, ""
+
+
+def _boot_alpha(cube: np.ndarray, draws: np.ndarray | None) -> np.ndarray | None:
+    """The pooled alpha of a judges x dialogues x 7 cube under each resample of dialogues (None: no draws)."""
+    if draws is None:
+        return None
+    units = sum(unit_coincidences(cube[:, :, d]) for d in range(cube.shape[2]))
+    return alpha_from_coincidence(np.einsum("bu,ucK->bcK", draws, units, optimize=True))
