@@ -113,7 +113,8 @@ def self_preference(r: PlantedRuns) -> Outcome:
     if mine.empty:
         return Outcome()
     row = mine.iloc[0]
-    jm = r.truth["judge_mean"]
+    # the panel's rule here is the mean, which reads each judge's expected score from its P(0..4), not its label
+    jm = r.truth["judge_expected"] if a.spec.rule in ("mean", "trimmed_mean") else r.truth["judge_mean"]
     rest = lambda m: (jm["J2"][m] + jm["J3"][m]) / 2  # noqa: E731
     truth = TABLE_SCALE * ((jm["J1"]["B"] - rest("B")) - (jm["J1"]["A"] - rest("A")))
     covered = within(row["ci_low"], row["ci_high"], truth)
