@@ -1,9 +1,9 @@
 """How far the panel's judges agree: per dimension (and the seven pooled, "all"), Krippendorff's alpha
-(ordinal) over dialogues x judges with a percentile bootstrap interval resampling dialogues; the
-quadratic-weighted kappa of every judge pair (analysis.annotation.agreement.pairwise_kappa); and the
-judge that stands out (3+ judges): each judge's leave-one-out gain (the pooled alpha without it minus
-with it) gets a one-sided bootstrap lower bound at 5% / k (Bonferroni over the k judges, the same
-resamples of dialogues as the interval); a judge is named only when its bound is above 0 (of several,
+(ordinal) over dialogues x judges with a percentile bootstrap interval resampling cards (a card's
+dialogues together, _card_draws); the quadratic-weighted kappa of every judge pair
+(analysis.annotation.agreement.pairwise_kappa); and the judge that stands out (3+ judges): each judge's
+leave-one-out gain (the pooled alpha without it minus with it) gets a one-sided bootstrap lower bound
+at 5% / k (Bonferroni over the k judges, the same resamples as the interval); a judge is named only when its bound is above 0 (of several,
 the largest gain), else none stands out. With equal judges one judge's leaving always raises alpha a
 little, so the largest gain alone names someone every time (the validity bench measured 100% false
 positives, docs/guides/validity.md).
@@ -81,6 +81,20 @@ def _draw_counts(n_units: int, n_boot: int, seed: int) -> np.ndarray:
     return np.bincount(flat.ravel(), minlength=n_boot * n_units).reshape(n_boot, n_units).astype(float)
 
 
+def _card_draws(scores: pd.DataFrame, ids: list[str], n_boot: int, seed: int) -> np.ndarray:
+    """n_boot x dialogues: each dialogue's weight in each resample of cards (a card's dialogues of every target
+    together, drawn with replacement; a dialogue without a card is its own). Resampling dialogues alone
+    ignored that one card's dialogues share its difficulty: the planted check found the interval covering
+    75% and a judge named in 12% of null panels at 25 cards."""
+    cards = pd.Series(ids, index=ids)
+    if "card_id" in scores.columns:
+        known = scores.drop_duplicates("dialogue_id").set_index("dialogue_id")["card_id"]
+        known = known[known.notna()].astype(str)
+        cards = cards.where(~cards.index.isin(known.index), known.reindex(cards.index))
+    unique, inverse = np.unique(cards.to_numpy(str), return_inverse=True)
+    return _draw_counts(len(unique), n_boot, seed)[:, inverse]
+
+
 def label_cube(scores: pd.DataFrame, judges: list[str]) -> tuple[np.ndarray, list[str]]:
     """judges x dialogues x 7 labels (NaN = none) from each judge's latest rows, and the dialogue ids."""
     rows = latest_rows(scores, judges)
@@ -98,11 +112,11 @@ def panel_agreement(scores: pd.DataFrame, spec: PanelSpec, n_boot: int = 200, se
     dimension, n, kappa, note), "outliers": OUTLIER_COLUMNS per judge (3+ judges), "most_disagreeing":
     {judge, alpha_without, alpha_change, ...} or None, "note": why none}."""
     judges = spec.names
-    cube, _ = label_cube(scores, judges)  # judges x dialogues x 7
+    cube, ids = label_cube(scores, judges)  # judges x dialogues x 7
     n_dlg = cube.shape[1]
     per_dim = np.stack([unit_coincidences(cube[:, :, d]) for d in range(len(DIMENSION_NAMES))], axis=1) \
         if n_dlg else np.zeros((0, len(DIMENSION_NAMES), N_LABELS, N_LABELS))
-    draws = _draw_counts(n_dlg, n_boot, seed) if n_boot > 0 and n_dlg >= 2 else None
+    draws = _card_draws(scores, ids, n_boot, seed) if n_boot > 0 and n_dlg >= 2 else None
     long = latest_rows(scores, judges).rename(columns={"judge": "annotator"})
     long = long[long["score"].notna()][["annotator", "dialogue_id", "dimension", "score"]]
     pairs = pairwise_kappa(long).rename(columns={"annotator_a": "judge_a", "annotator_b": "judge_b"}) if not long.empty \
