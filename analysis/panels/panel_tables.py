@@ -71,7 +71,7 @@ def tables(a: PanelAnalysis) -> list[tuple[str, list[str], list[list], set[int]]
                 [[_title(r["dimension"]), r["n_items"], r["n_scored"], r["n_left_out"], *[r[f"missing:{j}"] for j in judges]]
                  for _, r in cov.iterrows()], {0}))
     ag = a.agreement
-    out.append(("Agreement between the judges: Krippendorff's alpha (ordinal) [95% bootstrap CI over dialogues] and "
+    out.append(("Agreement between the judges: Krippendorff's alpha (ordinal) [95% bootstrap CI over cards] and "
                 "the mean pairwise kappa (quadratic)", ["Dimension", "Dialogues", "Pairable items", "Alpha", "Mean kappa", "Note"],
                 [[_title(r["dimension"]), r["n_dialogues"], r["n_pairable"], _ci(r["alpha"], r["alpha_lo"], r["alpha_hi"]),
                   _f(r["mean_kappa"]), r["note"]] for _, r in ag["alpha"].iterrows()], {0, 5}))
@@ -81,7 +81,7 @@ def tables(a: PanelAnalysis) -> list[tuple[str, list[str], list[list], set[int]]
                 {0}))
     if len(ag["outliers"]):
         out.append(("Each judge left out: the pooled alpha without it, its change with the change's one-sided lower "
-                    "bound (5% over the judges, Bonferroni; bootstrap over dialogues), whether it stands out (bound "
+                    "bound (5% over the judges, Bonferroni; bootstrap over cards), whether it stands out (bound "
                     "above 0), and its mean kappa with the others",
                     ["Judge", "Alpha without", "Change", "Lower bound", "Stands out", "Mean kappa with the others"],
                     [[r["judge"], _f(r["alpha_without"]), _signed(r["alpha_change"]), _signed(r["change_lo"]),

@@ -121,3 +121,14 @@ def test_no_judge_stands_out_among_equal_judges_and_a_noisy_one_does():
         worst = panel_agreement(scores, panel_spec(scores), n_boot=200, seed=seed)["most_disagreeing"]
         found.append(worst is not None and worst["judge"] == "j2")
     assert all(found)
+
+
+def test_the_bootstrap_resamples_cards_with_their_dialogues_together():
+    from esc_eval.analysis.panels.agreement import _card_draws
+
+    scores = frame([row("j1", f"d{i}", "overall", i % 5, card=f"c{i // 2}") for i in range(8)])
+    ids = [f"d{i}" for i in range(8)]
+    draws = _card_draws(scores, ids, 50, seed=1)
+    assert (draws[:, 0::2] == draws[:, 1::2]).all() and (draws.sum(axis=1) == 8).all()  # 4 cards of 2 drawn whole
+    alone = _card_draws(scores.drop(columns="card_id"), ids, 50, seed=1)  # no cards: each dialogue its own
+    assert (alone.sum(axis=1) == 8).all() and not (alone[:, 0::2] == alone[:, 1::2]).all()
