@@ -2,8 +2,9 @@
 (ordinal) over dialogues x judges with a percentile bootstrap interval resampling cards (a card's
 dialogues together, _card_draws); the quadratic-weighted kappa of every judge pair
 (analysis.annotation.agreement.pairwise_kappa); and the judge that stands out (3+ judges): each judge's
-leave-one-out gain (the pooled alpha without it minus with it) gets a one-sided bootstrap lower bound
-at 5% / k (Bonferroni over the k judges, the same resamples as the interval); a judge is named only when its bound is above 0 (of several,
+leave-one-out gain (the pooled alpha without it minus with it) gets a one-sided lower bound at 5% / k
+(Bonferroni over the k judges): the gain less the t(K - 1) quantile times the sd of its bootstrap (the
+same resamples as the interval; K cards); a judge is named only when its bound is above 0 (of several,
 the largest gain), else none stands out. With equal judges one judge's leaving always raises alpha a
 little, so the largest gain alone names someone every time (the validity bench measured 100% false
 positives, docs/guides/validity.md).
@@ -20,6 +21,7 @@ import warnings
 
 import numpy as np
 import pandas as pd
+from scipy import stats
 
 from esc_eval.analysis.annotation.agreement import pairwise_kappa
 from esc_eval.analysis.panels.panel_scores import N_LABELS, latest_rows
@@ -81,8 +83,8 @@ def _draw_counts(n_units: int, n_boot: int, seed: int) -> np.ndarray:
     return np.bincount(flat.ravel(), minlength=n_boot * n_units).reshape(n_boot, n_units).astype(float)
 
 
-def _card_draws(scores: pd.DataFrame, ids: list[str], n_boot: int, seed: int) -> np.ndarray:
-    """n_boot x dialogues: each dialogue's weight in each resample of cards (a card's dialogues of every target
+def _card_draws(scores: pd.DataFrame, ids: list[str], n_boot: int, seed: int) -> tuple[np.ndarray, int]:
+    """(n_boot x dialogues, the number of cards K): each dialogue's weight in each resample of cards (a card's dialogues of every target
     together, drawn with replacement; a dialogue without a card is its own). Resampling dialogues alone
     ignored that one card's dialogues share its difficulty: the planted check found the interval covering
     75% and a judge named in 12% of null panels at 25 cards."""
@@ -92,7 +94,7 @@ def _card_draws(scores: pd.DataFrame, ids: list[str], n_boot: int, seed: int) ->
         known = known[known.notna()].astype(str)
         cards = cards.where(~cards.index.isin(known.index), known.reindex(cards.index))
     unique, inverse = np.unique(cards.to_numpy(str), return_inverse=True)
-    return _draw_counts(len(unique), n_boot, seed)[:, inverse]
+    return _draw_counts(len(unique), n_boot, seed)[:, inverse], len(unique)
 
 
 def label_cube(scores: pd.DataFrame, judges: list[str]) -> tuple[np.ndarray, list[str]]:
@@ -116,7 +118,7 @@ def panel_agreement(scores: pd.DataFrame, spec: PanelSpec, n_boot: int = 200, se
     n_dlg = cube.shape[1]
     per_dim = np.stack([unit_coincidences(cube[:, :, d]) for d in range(len(DIMENSION_NAMES))], axis=1) \
         if n_dlg else np.zeros((0, len(DIMENSION_NAMES), N_LABELS, N_LABELS))
-    draws = _card_draws(scores, ids, n_boot, seed) if n_boot > 0 and n_dlg >= 2 else None
+    draws, n_cards = _card_draws(scores, ids, n_boot, seed) if n_boot > 0 and n_dlg >= 2 else (None, 0)
     long = latest_rows(scores, judges).rename(columns={"judge": "annotator"})
     long = long[long["score"].notna()][["annotator", "dialogue_id", "dimension", "score"]]
     pairs = pairwise_kappa(long).rename(columns={"annotator_a": "judge_a", "annotator_b": "judge_b"}) if not long.empty \
@@ -146,11 +148,12 @@ def panel_agreement(scores: pd.DataFrame, spec: PanelSpec, n_boot: int = 200, se
                      "note": note})
     table = pd.DataFrame(rows, columns=ALPHA_COLUMNS)
     outliers, worst, note = _outliers(cube, judges, pairs, float(table.loc[table["dimension"] == "all", "alpha"].iloc[0]),
-                                      draws)
+                                      draws if n_cards >= 2 else None, n_cards)
     return {"alpha": table, "pairs": pairs, "outliers": outliers, "most_disagreeing": worst, "note": note}
 
 
-def _outliers(cube: np.ndarray, judges: list[str], pairs: pd.DataFrame, alpha_all: float, draws: np.ndarray | None):
+def _outliers(cube: np.ndarray, judges: list[str], pairs: pd.DataFrame, alpha_all: float, draws: np.ndarray | None,
+              n_cards: int):
     """Per judge: the pooled alpha without it, its change, the change's one-sided lower bound (module doc),
     whether it stands out, its mean kappa with the others ("all"); the judge named (or None) and why."""
     if len(judges) < 3:
@@ -167,7 +170,11 @@ def _outliers(cube: np.ndarray, judges: list[str], pairs: pd.DataFrame, alpha_al
         if boot_all is not None and without == without:
             gain = _boot_alpha(rest, draws) - boot_all
             gain = gain[~np.isnan(gain)]
-            lo = float(np.quantile(gain, level)) if len(gain) else lo
+            if len(gain) >= 2:  # the gain less t(K - 1) x the bootstrap's sd (small-sample corrected), K cards:
+                # the percentile bound named a judge in 15% of null panels at 25 cards (self_preference.py's
+                # did_estimate was fixed the same way)
+                half = stats.t.ppf(1 - level, n_cards - 1) * gain.std(ddof=1) * np.sqrt(n_cards / (n_cards - 1))
+                lo = float(without - alpha_all - half)
         k = allp.loc[(allp["judge_a"] == j) | (allp["judge_b"] == j), "kappa"]
         rows.append({"judge": j, "alpha_without": without, "alpha_change": without - alpha_all, "change_lo": lo,
                      "stands_out": bool(lo > 0), "mean_kappa_with_others": float(k.mean()) if k.notna().any() else float("nan")})

@@ -81,7 +81,7 @@ def tables(a: PanelAnalysis) -> list[tuple[str, list[str], list[list], set[int]]
                 {0}))
     if len(ag["outliers"]):
         out.append(("Each judge left out: the pooled alpha without it, its change with the change's one-sided lower "
-                    "bound (5% over the judges, Bonferroni; bootstrap over cards), whether it stands out (bound "
+                    "bound (5% over the judges, Bonferroni; t times the sd of a bootstrap over cards), whether it stands out (bound "
                     "above 0), and its mean kappa with the others",
                     ["Judge", "Alpha without", "Change", "Lower bound", "Stands out", "Mean kappa with the others"],
                     [[r["judge"], _f(r["alpha_without"]), _signed(r["alpha_change"]), _signed(r["change_lo"]),

@@ -128,7 +128,7 @@ def test_the_bootstrap_resamples_cards_with_their_dialogues_together():
 
     scores = frame([row("j1", f"d{i}", "overall", i % 5, card=f"c{i // 2}") for i in range(8)])
     ids = [f"d{i}" for i in range(8)]
-    draws = _card_draws(scores, ids, 50, seed=1)
-    assert (draws[:, 0::2] == draws[:, 1::2]).all() and (draws.sum(axis=1) == 8).all()  # 4 cards of 2 drawn whole
-    alone = _card_draws(scores.drop(columns="card_id"), ids, 50, seed=1)  # no cards: each dialogue its own
-    assert (alone.sum(axis=1) == 8).all() and not (alone[:, 0::2] == alone[:, 1::2]).all()
+    draws, k = _card_draws(scores, ids, 50, seed=1)
+    assert k == 4 and (draws[:, 0::2] == draws[:, 1::2]).all() and (draws.sum(axis=1) == 8).all()  # 4 cards of 2 drawn whole
+    alone, k_alone = _card_draws(scores.drop(columns="card_id"), ids, 50, seed=1)  # no cards: each dialogue its own
+    assert k_alone == 8 and (alone.sum(axis=1) == 8).all() and not (alone[:, 0::2] == alone[:, 1::2]).all()
