@@ -1,7 +1,13 @@
 """How far the panel's judges agree: per dimension (and the seven pooled, "all"), Krippendorff's alpha
-(ordinal) over dialogues x judges with a percentile bootstrap interval resampling dialogues; the
-quadratic-weighted kappa of every judge pair (analysis.annotation.agreement.pairwise_kappa); and the
-judge that disagrees most: the one whose removal raises the pooled alpha most (3+ judges).
+(ordinal) over dialogues x judges with a percentile bootstrap interval resampling cards (a card's
+dialogues together, _card_draws); the quadratic-weighted kappa of every judge pair
+(analysis.annotation.agreement.pairwise_kappa); and the judge that stands out (3+ judges): each judge's
+leave-one-out gain (the pooled alpha without it minus with it) gets a one-sided lower bound at 5% / k
+(Bonferroni over the k judges): the gain less the t(K - 1) quantile times the sd of its bootstrap (the
+same resamples as the interval; K cards); a judge is named only when its bound is above 0 (of several,
+the largest gain), else none stands out. With equal judges one judge's leaving always raises alpha a
+little, so the largest gain alone names someone every time (the validity bench measured 100% false
+positives, docs/guides/validity.md).
 
 The point estimates are the `krippendorff` package's. The bootstrap is written here: alpha is a
 function of the coincidence matrix, which is a sum of one matrix per unit (Krippendorff 2011), so a
@@ -15,6 +21,7 @@ import warnings
 
 import numpy as np
 import pandas as pd
+from scipy import stats
 
 from esc_eval.analysis.annotation.agreement import pairwise_kappa
 from esc_eval.analysis.panels.panel_scores import N_LABELS, latest_rows
@@ -22,7 +29,8 @@ from esc_eval.analysis.panels.panel_spec import PanelSpec
 from esc_eval.sim.judging.dimensions import DIMENSION_NAMES
 
 ALPHA_COLUMNS = ["dimension", "n_dialogues", "n_pairable", "alpha", "alpha_lo", "alpha_hi", "mean_kappa", "note"]
-OUTLIER_COLUMNS = ["judge", "alpha_without", "alpha_change", "mean_kappa_with_others"]
+OUTLIER_COLUMNS = ["judge", "alpha_without", "alpha_change", "change_lo", "stands_out", "mean_kappa_with_others"]
+OUTLIER_LEVEL = 0.05  # the family-wise level of naming a judge that stands out (Bonferroni over the judges)
 
 
 def alpha_ordinal(data: np.ndarray) -> float:
@@ -75,6 +83,20 @@ def _draw_counts(n_units: int, n_boot: int, seed: int) -> np.ndarray:
     return np.bincount(flat.ravel(), minlength=n_boot * n_units).reshape(n_boot, n_units).astype(float)
 
 
+def _card_draws(scores: pd.DataFrame, ids: list[str], n_boot: int, seed: int) -> tuple[np.ndarray, int]:
+    """(n_boot x dialogues, the number of cards K): each dialogue's weight in each resample of cards (a card's dialogues of every target
+    together, drawn with replacement; a dialogue without a card is its own). Resampling dialogues alone
+    ignored that one card's dialogues share its difficulty: the planted check found the interval covering
+    75% and a judge named in 12% of null panels at 25 cards."""
+    cards = pd.Series(ids, index=ids)
+    if "card_id" in scores.columns:
+        known = scores.drop_duplicates("dialogue_id").set_index("dialogue_id")["card_id"]
+        known = known[known.notna()].astype(str)
+        cards = cards.where(~cards.index.isin(known.index), known.reindex(cards.index))
+    unique, inverse = np.unique(cards.to_numpy(str), return_inverse=True)
+    return _draw_counts(len(unique), n_boot, seed)[:, inverse], len(unique)
+
+
 def label_cube(scores: pd.DataFrame, judges: list[str]) -> tuple[np.ndarray, list[str]]:
     """judges x dialogues x 7 labels (NaN = none) from each judge's latest rows, and the dialogue ids."""
     rows = latest_rows(scores, judges)
@@ -92,11 +114,11 @@ def panel_agreement(scores: pd.DataFrame, spec: PanelSpec, n_boot: int = 200, se
     dimension, n, kappa, note), "outliers": OUTLIER_COLUMNS per judge (3+ judges), "most_disagreeing":
     {judge, alpha_without, alpha_change, ...} or None, "note": why none}."""
     judges = spec.names
-    cube, _ = label_cube(scores, judges)  # judges x dialogues x 7
+    cube, ids = label_cube(scores, judges)  # judges x dialogues x 7
     n_dlg = cube.shape[1]
     per_dim = np.stack([unit_coincidences(cube[:, :, d]) for d in range(len(DIMENSION_NAMES))], axis=1) \
         if n_dlg else np.zeros((0, len(DIMENSION_NAMES), N_LABELS, N_LABELS))
-    draws = _draw_counts(n_dlg, n_boot, seed) if n_boot > 0 and n_dlg >= 2 else None
+    draws, n_cards = _card_draws(scores, ids, n_boot, seed) if n_boot > 0 and n_dlg >= 2 else (None, 0)
     long = latest_rows(scores, judges).rename(columns={"judge": "annotator"})
     long = long[long["score"].notna()][["annotator", "dialogue_id", "dimension", "score"]]
     pairs = pairwise_kappa(long).rename(columns={"annotator_a": "judge_a", "annotator_b": "judge_b"}) if not long.empty \
@@ -125,27 +147,53 @@ def panel_agreement(scores: pd.DataFrame, spec: PanelSpec, n_boot: int = 200, se
                      "n_pairable": pairable, "alpha": alpha, "alpha_lo": lo, "alpha_hi": hi, "mean_kappa": mean_kappa,
                      "note": note})
     table = pd.DataFrame(rows, columns=ALPHA_COLUMNS)
-    outliers, worst, note = _outliers(cube, judges, pairs, float(table.loc[table["dimension"] == "all", "alpha"].iloc[0]))
+    outliers, worst, note = _outliers(cube, judges, pairs, float(table.loc[table["dimension"] == "all", "alpha"].iloc[0]),
+                                      draws if n_cards >= 2 else None, n_cards)
     return {"alpha": table, "pairs": pairs, "outliers": outliers, "most_disagreeing": worst, "note": note}
 
 
-def _outliers(cube: np.ndarray, judges: list[str], pairs: pd.DataFrame, alpha_all: float):
-    """Per judge: the pooled alpha without it, its change, its mean kappa with the others ("all"); the worst one."""
+def _outliers(cube: np.ndarray, judges: list[str], pairs: pd.DataFrame, alpha_all: float, draws: np.ndarray | None,
+              n_cards: int):
+    """Per judge: the pooled alpha without it, its change, the change's one-sided lower bound (module doc),
+    whether it stands out, its mean kappa with the others ("all"); the judge named (or None) and why."""
     if len(judges) < 3:
         return (pd.DataFrame(columns=OUTLIER_COLUMNS), None,
                 "2 judges: removing one leaves no agreement to compare, so no judge is singled out")
+    level = OUTLIER_LEVEL / len(judges)
+    boot_all = _boot_alpha(cube, draws)
     rows = []
     allp = pairs[pairs["dimension"] == "all"]
     for i, j in enumerate(judges):
-        rest = np.delete(cube, i, axis=0).reshape(len(judges) - 1, -1)
-        without = alpha_ordinal(rest)
+        rest = np.delete(cube, i, axis=0)
+        without = alpha_ordinal(rest.reshape(len(judges) - 1, -1))
+        lo = float("nan")
+        if boot_all is not None and without == without:
+            gain = _boot_alpha(rest, draws) - boot_all
+            gain = gain[~np.isnan(gain)]
+            if len(gain) >= 2:  # the gain less t(K - 1) x the bootstrap's sd (small-sample corrected), K cards:
+                # the percentile bound named a judge in 15% of null panels at 25 cards (self_preference.py's
+                # did_estimate was fixed the same way)
+                half = stats.t.ppf(1 - level, n_cards - 1) * gain.std(ddof=1) * np.sqrt(n_cards / (n_cards - 1))
+                lo = float(without - alpha_all - half)
         k = allp.loc[(allp["judge_a"] == j) | (allp["judge_b"] == j), "kappa"]
-        rows.append({"judge": j, "alpha_without": without, "alpha_change": without - alpha_all,
-                     "mean_kappa_with_others": float(k.mean()) if k.notna().any() else float("nan")})
+        rows.append({"judge": j, "alpha_without": without, "alpha_change": without - alpha_all, "change_lo": lo,
+                     "stands_out": bool(lo > 0), "mean_kappa_with_others": float(k.mean()) if k.notna().any() else float("nan")})
     table = pd.DataFrame(rows, columns=OUTLIER_COLUMNS)
-    known = table.dropna(subset=["alpha_change"])
-    if known.empty:
+    if table["alpha_change"].isna().all():
         return table, None, "alpha undefined with a judge left out: no judge singled out"
-    worst = known.sort_values("alpha_change", ascending=False, kind="stable").iloc[0].to_dict()
-    note = "" if worst["alpha_change"] > 0 else "no judge's removal raises alpha: none stands apart"
-    return table, worst, note
+    if table["change_lo"].isna().all():
+        return table, None, "no bootstrap of the leave-one-out gains (too few dialogues or no resamples): no judge singled out"
+    out = table[table["stands_out"]]
+    if out.empty:
+        return table, None, (f"no judge stands out: no judge's leave-one-out gain in alpha is above 0 at "
+                             f"{OUTLIER_LEVEL:.0%} (one-sided bootstrap bound, Bonferroni over {len(judges)} judges)")
+    worst = out.sort_values("alpha_change", ascending=False, kind="stable").iloc[0].to_dict()
+    return table, worst, ""
+
+
+def _boot_alpha(cube: np.ndarray, draws: np.ndarray | None) -> np.ndarray | None:
+    """The pooled alpha of a judges x dialogues x 7 cube under each resample of dialogues (None: no draws)."""
+    if draws is None:
+        return None
+    units = sum(unit_coincidences(cube[:, :, d]) for d in range(cube.shape[2]))
+    return alpha_from_coincidence(np.einsum("bu,ucK->bcK", draws, units, optimize=True))

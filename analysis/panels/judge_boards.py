@@ -9,7 +9,14 @@ judge's ranking against the panel's.
 Self-preference: a target whose family (base-model lineage) is a judge's family may be favoured by
 that judge. Such a (target, judge) is marked, with the judge's rank of the target, the panel's rank,
 and the panel's rank without that judge (the same rule over the others; point ranks), and the change
-(without - with: positive = the target falls when its relative leaves the panel).
+(without - with: positive = the target falls when its relative leaves the panel). Whether the judge
+favours its relative is a test at 5% per marked pair: its own-family offset (self_preference.py's
+difference in differences: the judge's Average minus the panel's other judges' on the relative's
+dialogues, minus the same on targets of other families, x25) with its 95% cluster-bootstrap-t interval
+over cards; verdict "favours its family" / "disfavours its family" when the interval excludes 0, else
+"no evidence". The rank change is flagged (`rank_change_flagged`) only when the verdict is one of the
+two and the rank changes: a rank change alone is chance where two targets are close (the validity
+bench measured it raised in 25-42% of runs with nothing planted, docs/guides/validity.md).
 """
 from __future__ import annotations
 
@@ -20,6 +27,7 @@ import pandas as pd
 
 from esc_eval.analysis.panels.panel_scores import aggregate, latest_rows
 from esc_eval.analysis.panels.panel_spec import PanelSpec
+from esc_eval.analysis.panels.self_preference import dialogue_averages, size_self_preference
 from esc_eval.analysis.judgments.expected_scores import expected_scores
 from esc_eval.analysis.results.leaderboard import build_leaderboard
 from esc_eval.analysis.results.rank_stats import kendall_tau, ranks
@@ -29,7 +37,9 @@ BOARD_COLUMNS = ["language", "model", "judge", "n_dialogues", "Average", "Averag
 TAU_COLUMNS = ["language", "judge", "n_models", "kendall_tau"]
 MEAN_RULES = ("mean", "trimmed_mean")
 SELF_COLUMNS = ["language", "model", "judge", "family", "judge_average", "judge_rank", "panel_average", "panel_rank",
-                "panel_average_without", "panel_rank_without", "rank_change"]
+                "panel_average_without", "panel_rank_without", "rank_change", "estimate", "ci_low", "ci_high",
+                "verdict", "rank_change_flagged", "note"]
+FLAGGED = ("favours its family", "disfavours its family")  # the verdicts that flag a rank change
 
 
 @dataclass
@@ -81,10 +91,35 @@ def judge_boards(scores: pd.DataFrame, panel: pd.DataFrame, spec: PanelSpec, tar
             both = ref.index.intersection(mine.index)
             taus.append({"language": language, "judge": j, "n_models": int(len(both)),
                          "kendall_tau": kendall_tau(ref[both].to_numpy(), mine[both].to_numpy())})
-    return JudgeBoards(board, pd.DataFrame(taus, columns=TAU_COLUMNS), _self_preference(rows, board, spec, marks))
+    sized = _offsets(shown, spec, marks, target_families, n_boot, seed)
+    return JudgeBoards(board, pd.DataFrame(taus, columns=TAU_COLUMNS), _self_preference(rows, board, spec, marks, sized))
 
 
-def _self_preference(rows: pd.DataFrame, board: pd.DataFrame, spec: PanelSpec, marks) -> pd.DataFrame:
+def _offsets(shown: pd.DataFrame, spec: PanelSpec, marks, target_families: dict[str, str], n_boot: int,
+             seed: int) -> dict[tuple[str, str, str], dict]:
+    """(language, model, judge) -> the own-family offset against the panel's other judges not known to share
+    the family (estimate, ci_low, ci_high, verdict, note: self_preference.size_self_preference)."""
+    if not marks:
+        return {}
+    avg = dialogue_averages(shown)
+    fams = {j.judge: j.family for j in spec.judges}
+    out = {}
+    for model, judge, family in marks:
+        others = [j for j in spec.names if j != judge and str(fams.get(j) or "").lower() != family.lower()]
+        for language in sorted(avg.loc[(avg["judge"] == judge) & (avg["target_model"] == model), "language"].unique()):
+            a = avg[avg["language"] == language]
+            mine = a[a["judge"] == judge].set_index("dialogue_id")
+            if not others:
+                out[(language, model, judge)] = {"verdict": "n/a", "note": "no other judge outside its family"}
+                continue
+            ref = a[a["judge"].isin(others)].groupby("dialogue_id")["value"].mean()
+            r = size_self_preference(mine, ref, model, family, target_families, n_boot, seed)
+            out[(language, model, judge)] = {**{k: r.get(k, float("nan")) for k in ("estimate", "ci_low", "ci_high")},
+                                             "verdict": r["verdict"], "note": r.get("note", "")}
+    return out
+
+
+def _self_preference(rows: pd.DataFrame, board: pd.DataFrame, spec: PanelSpec, marks, sized: dict) -> pd.DataFrame:
     out = []
     for judge in dict.fromkeys(j for _, j, _ in marks):
         keep = [i for i, n in enumerate(spec.names) if n != judge]
@@ -105,4 +140,8 @@ def _self_preference(rows: pd.DataFrame, board: pd.DataFrame, spec: PanelSpec, m
                             "panel_average": get(pan, "Average"), "panel_rank": get(pan, "rank"),
                             "panel_average_without": get(w, "Average"), "panel_rank_without": get(w, "rank"),
                             "rank_change": get(w, "rank") - get(pan, "rank")})
+                test = sized.get((language, model, judge), {"verdict": "n/a", "note": "none of its dialogues scored by the judge"})
+                out[-1].update({"estimate": float("nan"), "ci_low": float("nan"), "ci_high": float("nan"), **test})
+                change = out[-1]["rank_change"]
+                out[-1]["rank_change_flagged"] = bool(out[-1]["verdict"] in FLAGGED and change == change and change != 0)
     return pd.DataFrame(out, columns=SELF_COLUMNS)

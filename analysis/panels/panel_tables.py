@@ -71,7 +71,7 @@ def tables(a: PanelAnalysis) -> list[tuple[str, list[str], list[list], set[int]]
                 [[_title(r["dimension"]), r["n_items"], r["n_scored"], r["n_left_out"], *[r[f"missing:{j}"] for j in judges]]
                  for _, r in cov.iterrows()], {0}))
     ag = a.agreement
-    out.append(("Agreement between the judges: Krippendorff's alpha (ordinal) [95% bootstrap CI over dialogues] and "
+    out.append(("Agreement between the judges: Krippendorff's alpha (ordinal) [95% bootstrap CI over cards] and "
                 "the mean pairwise kappa (quadratic)", ["Dimension", "Dialogues", "Pairable items", "Alpha", "Mean kappa", "Note"],
                 [[_title(r["dimension"]), r["n_dialogues"], r["n_pairable"], _ci(r["alpha"], r["alpha_lo"], r["alpha_hi"]),
                   _f(r["mean_kappa"]), r["note"]] for _, r in ag["alpha"].iterrows()], {0, 5}))
@@ -80,10 +80,13 @@ def tables(a: PanelAnalysis) -> list[tuple[str, list[str], list[list], set[int]]
                 [[f"{x} / {y}", *[_f(v) for v in g["kappa"]]] for (x, y), g in pairs.groupby(["judge_a", "judge_b"], sort=False)],
                 {0}))
     if len(ag["outliers"]):
-        out.append(("Each judge left out: the pooled alpha without it and its mean kappa with the others",
-                    ["Judge", "Alpha without", "Change", "Mean kappa with the others"],
-                    [[r["judge"], _f(r["alpha_without"]), f"{r['alpha_change']:+.3f}" if r["alpha_change"] == r["alpha_change"]
-                      else "n/a", _f(r["mean_kappa_with_others"])] for _, r in ag["outliers"].iterrows()], {0}))
+        out.append(("Each judge left out: the pooled alpha without it, its change with the change's one-sided lower "
+                    "bound (5% over the judges, Bonferroni; t times the sd of a bootstrap over cards), whether it stands out (bound "
+                    "above 0), and its mean kappa with the others",
+                    ["Judge", "Alpha without", "Change", "Lower bound", "Stands out", "Mean kappa with the others"],
+                    [[r["judge"], _f(r["alpha_without"]), _signed(r["alpha_change"]), _signed(r["change_lo"]),
+                      "yes" if r["stands_out"] else "no", _f(r["mean_kappa_with_others"])]
+                     for _, r in ag["outliers"].iterrows()], {0, 4}))
     b = a.boards.boards
     for language, g in b.groupby("language", sort=True):
         cols = [a.spec.judge_id, *judges]
@@ -102,14 +105,17 @@ def tables(a: PanelAnalysis) -> list[tuple[str, list[str], list[list], set[int]]
                     ["Model", *cols], rows, {0}))
     sp = a.boards.self_preference
     if len(sp):
-        out.append(("Self-preference: a target of a judge's family, and the panel's rank without that judge",
+        out.append(("Self-preference: a target of a judge's family, the judge's own-family offset against the panel's "
+                    "other judges (x25, 95% cluster-bootstrap CI over cards; a test at 5% per pair) and the panel's "
+                    "rank without that judge (a rank change counts only with a verdict that excludes 0)",
                     ["Language", "Model", "Judge", "Family", "Judge's Average (#rank)", "Panel (#rank)",
-                     "Panel without the judge (#rank)", "Rank change"],
+                     "Panel without the judge (#rank)", "Rank change", "Own-family offset [95% CI]", "Verdict"],
                     [[r["language"], r["model"], r["judge"], r["family"], f"{_f(r['judge_average'], 2)} (#{_rank(r['judge_rank'])})",
                       f"{_f(r['panel_average'], 2)} (#{_rank(r['panel_rank'])})",
                       f"{_f(r['panel_average_without'], 2)} (#{_rank(r['panel_rank_without'])})",
-                      f"{r['rank_change']:+g}" if r["rank_change"] == r["rank_change"] else "n/a"] for _, r in sp.iterrows()],
-                    {0, 1, 2, 3}))
+                      f"{r['rank_change']:+g}" if r["rank_change"] == r["rank_change"] else "n/a",
+                      _ci(r["estimate"], r["ci_low"], r["ci_high"]), r["verdict"]] for _, r in sp.iterrows()],
+                    {0, 1, 2, 3, 9}))
     return out
 
 
@@ -117,9 +123,10 @@ def notes(a: PanelAnalysis) -> list[str]:
     """The lines beside the tables: who disagrees most, self-preference found or not."""
     out = []
     worst = a.agreement["most_disagreeing"]
-    if worst is not None and worst["alpha_change"] > 0:
-        out.append(f"The judge that disagrees most: {worst['judge']} (the pooled alpha rises by "
-                   f"{worst['alpha_change']:+.3f} to {worst['alpha_without']:.3f} without it; its mean kappa with the others "
+    if worst is not None:
+        out.append(f"The judge that stands out: {worst['judge']} (the pooled alpha rises by "
+                   f"{worst['alpha_change']:+.3f} to {worst['alpha_without']:.3f} without it, one-sided bound "
+                   f"{worst['change_lo']:+.3f} > 0 at 5% over the judges; its mean kappa with the others "
                    f"{_f(worst['mean_kappa_with_others'])}).")
     elif a.agreement["note"]:
         out.append(a.agreement["note"] + ".")
@@ -128,11 +135,28 @@ def notes(a: PanelAnalysis) -> list[str]:
         for (judge, family), g in sp.groupby(["judge", "family"], sort=False):
             out.append(f"Self-preference risk: judge {judge} (family {family}) scores its relatives "
                        f"{', '.join(sorted(set(g['model'])))}; the panel's ranking without it is shown beside.")
+            for _, r in g.iterrows():
+                out.append(_self_preference_line(r))
     elif not a.target_families or not any(j.family for j in a.spec.judges):
         out.append("Families unknown (no families in the manifests, no --family): self-preference not checked.")
     else:
         out.append("No target shares a judge's family: no self-preference to mark.")
     return out
+
+
+def _self_preference_line(r) -> str:
+    """The verdict of one marked (target, judge): a rank change is reported as the judge's doing only with a
+    verdict whose interval excludes 0."""
+    who = f"{r['judge']} on {r['model']} ({r['language']})"
+    change = f"{r['rank_change']:+g}" if r["rank_change"] == r["rank_change"] else "n/a"
+    if r["verdict"] not in ("favours its family", "disfavours its family", "no evidence"):
+        return f"Self-preference of {who}: not tested ({r['note'] or r['verdict']}); rank change without it {change}."
+    size = f"own-family offset {_ci(r['estimate'], r['ci_low'], r['ci_high'])} x25"
+    if r["verdict"] == "no evidence":
+        return (f"No evidence that {who} favours its family ({size}, 95% CI across 0); the panel's rank change "
+                f"without it ({change}) is not attributed to self-preference.")
+    return (f"Self-preference: {who} {r['verdict']} ({size}, 95% CI excludes 0); the panel's rank of "
+            f"{r['model']} changes by {change} without it" + (" (flagged)." if r["rank_change_flagged"] else "."))
 
 
 def panel_markdown(a: PanelAnalysis) -> str:
@@ -167,6 +191,10 @@ def _ci(v, lo, hi) -> str:
     if v != v:
         return "n/a"
     return f"{v:.3f}" + ("" if lo != lo else f" [{lo:.3f}, {hi:.3f}]")
+
+
+def _signed(v) -> str:
+    return "n/a" if v is None or v != v else f"{v:+.3f}"
 
 
 def _rank(v) -> str:

@@ -126,11 +126,11 @@ def self_preference(scores: pd.DataFrame, manifests: Mapping[str, dict] | None, 
             for name, ref in refs:
                 relative = "" if name == PEOPLE else ("relative to those judges, who may favour their own family in "
                                                       "turn: human scores (--humans) tell the two apart")
-                rows.append({**base, "reference": name, **_sized(mine, ref, model, family, targets, n_boot, seed, relative)})
+                rows.append({**base, "reference": name, **size_self_preference(mine, ref, model, family, targets, n_boot, seed, relative)})
     return pd.DataFrame(rows, columns=SELF_COLUMNS)
 
 
-def _sized(mine: pd.DataFrame, ref: pd.Series, model: str, family: str, targets: Mapping[str, str], n_boot: int,
+def size_self_preference(mine: pd.DataFrame, ref: pd.Series, model: str, family: str, targets: Mapping[str, str], n_boot: int,
            seed: int, note: str = "") -> dict[str, Any]:
     both = mine.join(ref.rename("ref"), how="inner")
     other = both["target_model"].map(lambda t: str(targets.get(t) or "").lower() != family.lower())

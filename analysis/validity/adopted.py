@@ -6,7 +6,8 @@ registered under the id its analysis will keep, so the analysis's own `register_
   rank-sets        each model's rank-set, simultaneous 95% (analysis/ranking/rank_sets.py)
   length-bias      "rewards length" and the within-model slope's CI (analysis/ranking/length_bias.py)
   panel-agreement  the panel's alpha [95% CI] and "the judge that disagrees most" (analysis/panels)
-  self-preference  the rank change of a judge's relative without that judge (analysis/panels)
+  self-preference  a panel judge's own-family offset against the others, which flags the rank change of
+                   its relative without it (analysis/panels/judge_boards.py)
   self-preference-one  one judge of a target's family sized against people's scores
                    (analysis/panels/self_preference.py; held here: it reads people's scores through
                    analysis/trust, a sibling of panels that panels may not import)
@@ -97,19 +98,30 @@ def panel_agreement(r: PlantedRuns) -> Outcome:
     a = _panel(r)
     row = a.agreement["alpha"].set_index("dimension").loc["all"]
     truth = _true_alpha(r)
-    worst = a.agreement["most_disagreeing"]
-    named = worst is not None and worst["alpha_change"] > 0
+    worst = a.agreement["most_disagreeing"]  # named only when its gain's bound is above 0 (agreement.py)
+    named = worst is not None
     flag = (named and worst["judge"] == "J3") if r.variant == PLANTED else named
     return Outcome(flag=flag, covered=within(row["alpha_lo"], row["alpha_hi"], truth))
 
 
 def self_preference(r: PlantedRuns) -> Outcome:
+    """J1 (family b) in the panel: the verdict on its own-family offset against J2 and J3 (what flags the rank
+    change, judge_boards.py), its interval against the planted difference in differences."""
     a = _panel(r)
     sp = a.boards.self_preference
     mine = sp[(sp["judge"] == "J1") & (sp["model"] == "B")]
-    if mine.empty or mine["rank_change"].isna().all():
+    if mine.empty:
         return Outcome()
-    return Outcome(flag=bool((mine["rank_change"] != 0).any()))
+    row = mine.iloc[0]
+    # the panel's rule here is the mean, which reads each judge's expected score from its P(0..4), not its label
+    jm = r.truth["judge_expected"] if a.spec.rule in ("mean", "trimmed_mean") else r.truth["judge_mean"]
+    rest = lambda m: (jm["J2"][m] + jm["J3"][m]) / 2  # noqa: E731
+    truth = TABLE_SCALE * ((jm["J1"]["B"] - rest("B")) - (jm["J1"]["A"] - rest("A")))
+    covered = within(row["ci_low"], row["ci_high"], truth)
+    if row["verdict"] not in ("favours its family", "disfavours its family", "no evidence"):
+        return Outcome(covered=covered)
+    flag = row["verdict"] == "favours its family" if r.variant == PLANTED else row["verdict"] != "no evidence"
+    return Outcome(flag=flag, covered=covered)
 
 
 register_check(VerdictCheck(
@@ -128,12 +140,15 @@ register_check(VerdictCheck(
 register_check(VerdictCheck(
     "panel-agreement", "Panel agreement and its outlier", "esc_eval.analysis.panels.agreement.panel_agreement",
     ("section:panels", "command:analysis panel"), "duo", "outlier", panel_agreement,
-    flag="'the judge that disagrees most' named (the planted noisy judge, when planted)",
+    flag="a judge named as standing out (its leave-one-out alpha gain's one-sided bootstrap bound above 0 at 5%, "
+         "Bonferroni over the judges; the planted noisy judge, when planted)",
     interval="Krippendorff's alpha (all seven), 95% CI"))
 register_check(VerdictCheck(
     "self-preference", "Self-preference (panel)", "esc_eval.analysis.panels.judge_boards.judge_boards",
     ("section:panels", "command:analysis panel"), "duo", "self_preference", self_preference,
-    flag="the panel's rank of a judge's relative changes without that judge"))
+    flag="the judge favours / disfavours its family (own-family offset against the panel's other judges, 95% CI "
+         "excludes 0; only then is the panel's rank change without it flagged)",
+    interval="the own-family offset x25, 95% cluster-bootstrap-t CI over cards"))
 
 
 def self_preference_one(r: PlantedRuns) -> Outcome:

@@ -5,6 +5,8 @@ never estimated from the runs the checks read.
 Keys (labels on the 0-4 scale; the analyses print x25):
   judge_mean[judge][target]       the judge's expected label of a target's dialogue (card effect,
                                   the judge's noise and the target's lengths integrated out)
+  judge_expected[judge][target]   the judge's expected stated score (sum k P(k) of its P(0..4), the value
+                                  a panel's mean rule reads), same integration
   people_mean[target]             a person's expected score of a target's dialogue
   length_slope[judge]             the judge's expected label per word of the target's replies,
                                   within a target (the population OLS slope over the lengths drawn)
@@ -56,6 +58,17 @@ def judge_mean(judge: PlantedModel, target: PlantedModel, quality: float | None 
     return float(_label(judge, q + _bias(judge, target, w)).mean())
 
 
+def judge_expected(judge: PlantedModel, target: PlantedModel) -> float:
+    """E[sum_k k P(k)] of the judge's stated P(0..4) over the card effect and its noise (the stated centre
+    N(m + b, center_sd^2): Gauss-Hermite, 60 nodes) and the target's lengths."""
+    z, w = np.polynomial.hermite_e.hermegauss(60)
+    w = w / w.sum()
+    means = target.q + _bias(judge, target, _words(target))
+    centers = means[:, None] + pm.center_sd(judge.card_sd, judge.sigma) * z[None, :]
+    p = pm.label_probs(centers, pm.stated_spread(judge.card_sd, judge.sigma, judge.people_sd), judge.T)
+    return float(((p * np.arange(p.shape[-1])).sum(axis=-1) * w).sum(axis=-1).mean())
+
+
 def length_slope(judge: PlantedModel, targets: list[PlantedModel]) -> float:
     """The pooled within-target slope of the expected label on the words per reply."""
     cov = var = 0.0
@@ -104,6 +117,7 @@ def truth(plan: Plan) -> dict[str, Any]:
     if plan.judges:
         judges = {n: _model("judge", o) for n, o in plan.judges.items()}
         out["judge_mean"] = {j: {n: judge_mean(m, t) for n, t in targets.items()} for j, m in judges.items()}
+        out["judge_expected"] = {j: {n: judge_expected(m, t) for n, t in targets.items()} for j, m in judges.items()}
         out["length_slope"] = {j: length_slope(m, list(targets.values())) for j, m in judges.items()}
         ref = next(iter(judges.values()))
         out["people_mean"] = {n: pm.expected_person(t.q, ref.card_sd, ref.people_sd) for n, t in targets.items()}

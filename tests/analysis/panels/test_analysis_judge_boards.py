@@ -1,11 +1,14 @@
 """Each judge's leaderboard beside the panel's: averages and ranks, Kendall's tau against the panel,
-self-preference marked on a family match (and nowhere else) with the panel's rank without that judge."""
+self-preference marked on a family match (and nowhere else) with the panel's rank without that judge,
+and tested: a rank change flagged only where the judge's own-family offset's 95% CI excludes 0."""
+import numpy as np
 import pytest
 
-from panel_testdata import constant_rows
+from panel_testdata import constant_rows, frame, row
 from esc_eval.analysis.panels.judge_boards import judge_boards
 from esc_eval.analysis.panels.panel_scores import panel_scores
 from esc_eval.analysis.panels.panel_spec import panel_spec
+from esc_eval.sim.judging.dimensions import DIMENSION_NAMES
 
 # j1 favours m-qwen, j2 m-llama, j3 ties them: panel mean m-qwen 7/3, m-llama 2 (m-qwen first);
 # without j1: m-qwen 1.5, m-llama 2.5 (m-qwen falls to second); without j2: 3 and 1.5 (no change).
@@ -48,3 +51,36 @@ def test_self_preference_is_marked_on_a_family_match_only():
 def test_no_mark_without_a_shared_family(families, targets):
     b = boards(families, targets)
     assert not b.boards["self_preference"].any() and b.self_preference.empty
+
+
+def planted_panel(own: float, seed: int, n_cards: int = 40, gap: float = 0.0):
+    """Two targets on n_cards cards (m-qwen `gap` below m-llama), three judges each the card's value plus their
+    own noise (sd 0.5) per dimension, rounded; j1 (family qwen) adds `own` to m-qwen's scores."""
+    rng = np.random.default_rng(seed)
+    rows = []
+    for c in range(n_cards):
+        card = rng.normal(2.0, 0.6)
+        for model in ("m-qwen", "m-llama"):
+            for judge in ("j1", "j2", "j3"):
+                bias = (own if judge == "j1" else 0.0) - gap if model == "m-qwen" else 0.0
+                for dim in DIMENSION_NAMES:
+                    v = int(np.clip(np.rint(card + bias + rng.normal(0, 0.5)), 0, 4))
+                    rows.append(row(judge, f"{model}-c{c}", dim, v, model=model, card=f"c{c}"))
+    scores = frame(rows)
+    spec = panel_spec(scores, families={"j1": "qwen", "j2": "llama-ish", "j3": "mistral"})
+    b = judge_boards(scores, panel_scores(scores, spec).scores, spec, {"m-qwen": "qwen", "m-llama": "llama"},
+                     n_boot=200, seed=seed)
+    return b.self_preference.set_index(["model", "judge"]).loc[("m-qwen", "j1")]
+
+
+def test_a_rank_change_without_evidence_is_not_flagged_and_a_planted_preference_is():
+    """Equal targets: leaving j1 out reorders them now and then (the old flag: 25-42% of the validity bench's
+    null runs), but the offset's 95% CI holds 0 (0 of 40 seeds here) and no rank change is flagged. j1 giving
+    its relative 0.9 of a point, which lifts it 0.2 below m-llama to above it in the panel, is found
+    ("favours its family", sized near 0.9 x25 less the rounding), and the rank change it causes flagged."""
+    nulls = [planted_panel(0.0, seed) for seed in range(4)]
+    assert not any(r["verdict"] != "no evidence" or r["rank_change_flagged"] for r in nulls)
+    assert all(r["ci_low"] < r["estimate"] < r["ci_high"] for r in nulls) and nulls[0]["note"] == ""
+    planted = planted_panel(0.9, 11, gap=0.2)
+    assert planted["verdict"] == "favours its family" and 15 < planted["ci_low"] < 25 * 0.9 < planted["ci_high"] + 3
+    assert planted["rank_change"] == 1 and planted["rank_change_flagged"]

@@ -75,3 +75,17 @@ def test_what_a_scenario_plants():
                                                                                                                   abs=0.02)
     with pytest.raises(ValueError, match="unknown planted scenario"):
         plan("nothing", "null")
+
+
+def test_a_judges_expected_stated_score_is_the_mean_of_its_draws():
+    """judge_expected (what a panel's mean rule reads) against a direct draw of the planted judge's P(0..4)."""
+    import numpy as np
+
+    from esc_eval.sim.bench.planted.truth import _model, _words
+
+    j, t = _model("judge", plan("duo", "planted").judges["J2"]), _model("target", plan("duo", "planted").targets["B"])
+    rng = np.random.default_rng(0)
+    words = rng.choice(_words(t), 200_000)
+    center = t.q + j.beta * words / 100 + j.offset + pm.center_sd(j.card_sd, j.sigma) * rng.normal(size=words.size)
+    drawn = (pm.label_probs(center, pm.stated_spread(j.card_sd, j.sigma, j.people_sd), j.T) * np.arange(5)).sum(-1).mean()
+    assert scenario_truth("duo", "planted")["judge_expected"]["J2"]["B"] == pytest.approx(drawn, abs=0.005)
