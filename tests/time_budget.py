@@ -26,19 +26,21 @@ from pathlib import Path
 
 import pytest
 
-# Budgets in seconds on the AVX2 EPYC (the slowest CPU CI runs on), measured there on 2026-11-28: the
-# slowest test 312 s (autoscale: two replica starts under load), the slowest other test 23 s (a 57 s one
-# that starts Ray is marked slow since), the suite 74 min before issue 40's first changes and about 69
-# after. Each budget leaves that machine's run-to-run spread (10-15 % seen): they hold the suite where
-# it is; issue 40's goal is 40 minutes.
-# The slowest test (`bench score`: five engines) took 234-394 s in four full runs on the AVX2 EPYC, as the
-# tests beside it varied; 400 failed a CI-like run whose tests all passed.
-SLOW_BUDGET_S = 500.0
+# Budgets in seconds on the AVX2 EPYC (the slowest CPU CI runs on). Set on 2026-12-05 (issue 52) from
+# `.ci/run` on a clean clone of main 201c7c9 on the AVX-512 BF16 EPYC: the suite 24.0 min (1,676 passed;
+# factor 0.64: 37.6 min on the factor's scale), the slowest slow test 143 s (autoscale; then bench score
+# 117, bench sim's 30 rounds 114, training 104, the demo 94), the slowest other test 28 s (a course killed
+# in session 2 and resumed). The factor understates the AVX2 EPYC on the engines' work: the suite took
+# 2.2-2.3x there what it took here (17 against 38-41 minutes in November), so a budget is this machine's
+# seconds x 2.3 plus 15% spread: slow 143 -> 380, other 28 -> 75. The suite's 50 minutes are the
+# issue's target (CI within about 60 of its 90 minutes with set-up on the AVX2 EPYC); by the 2.3x
+# ratio today's suite is 48-55 minutes there, so it sits at that bound and the next test added there may
+# be the one that has to pay for itself.
+SLOW_BUDGET_S = 380.0
 # A test that is not slow runs beside the slow worker's engines (--slow-apart), which took tests to 3-4x
-# their time alone there (a 14 s one to 48 s, a 31 s one to 56 s, on a machine whose factor read 0.90): 60
-# failed a CI-like run on a passing test; 90 still names a test that belongs with the slow ones.
-FAST_BUDGET_S = 90.0
-SUITE_BUDGET_S = 80 * 60.0
+# their time alone: the 28 s above is such a time.
+FAST_BUDGET_S = 75.0
+SUITE_BUDGET_S = 50 * 60.0
 # The fastest CPU kind we run on took 0.43x the AVX2 EPYC's time on the suite (30-34 min against 74); a
 # reference workload that flatters a machine more than that must not shrink its budgets below this.
 FACTOR_FLOOR = 0.5
