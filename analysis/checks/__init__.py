@@ -5,12 +5,12 @@ says so, or is withheld as n/a).
 
 Layer: the floor of analysis; imports nothing of it. The checks' runs and the bench that measures
 them are analysis/validity/ (the top) and sim/bench/planted/ (the planted runs)."""
-from esc_eval.analysis.checks.floors import (FLOORS_ENV, NOT_SHOWN, Floor, floor_of, gate, gated, measuring, published,
+from esc_eval.analysis.checks.floors import (FLOORS_ENV, NOT_SHOWN, Floor, caveat, floor_of, gate, gated, measuring, published,
                                              read_floors, shipped)
 from esc_eval.analysis.checks.registry import (NULL, PLANTED, NoVerdict, Outcome, PlantedRuns, VerdictCheck,
                                                declare_no_verdict, get_check, held, no_verdicts, register_check,
                                                registered_checks, true_ranks, unchecked, within)
 
 __all__ = ["FLOORS_ENV", "shipped", "NOT_SHOWN", "NULL", "PLANTED", "Floor", "NoVerdict", "Outcome", "PlantedRuns", "VerdictCheck",
-           "declare_no_verdict", "floor_of", "gate", "gated", "get_check", "held", "measuring", "no_verdicts", "published",
+           "caveat", "declare_no_verdict", "floor_of", "gate", "gated", "get_check", "held", "measuring", "no_verdicts", "published",
            "read_floors", "register_check", "registered_checks", "true_ranks", "unchecked", "within"]

@@ -109,3 +109,15 @@ def gated(check_id: str, n: int, verdict: str, *, finds: bool) -> str:
     """`gate`'s verdict with its note in brackets, for one table cell."""
     shown, note = gate(check_id, n, verdict, finds=finds)
     return f"{shown} ({note})" if note else shown
+
+
+def caveat(check_id: str, n: int, *, floors: dict[str, Floor] | None = None) -> str:
+    """The note beside an interval printed whatever its size (Table 2's, a rank-set, alpha's): below the
+    size its check holds from, that it is unchecked there; where the check failed at every size, that
+    it is unreliable; "" otherwise."""
+    shown, note = gate(check_id, n, "interval", finds=True, floors=floors)
+    if shown != NOT_SHOWN:
+        return note
+    f = (floors if floors is not None else published())[check_id]
+    unit = f.unit.split(" per ")[0]
+    return f"unchecked at {n} {unit}: its planted-truth check holds from {f.valid_from} {unit}"

@@ -69,6 +69,7 @@ class Outcome:
     covered: bool | None = None
     items: tuple[int, int] | None = None
     intervals: tuple[int, int] | None = None  # (holding the truth, printed): several intervals per replicate
+    located: bool | None = None  # its estimate within the check's `locate` tolerance of the planted truth
 
 
 Measure = Callable[[PlantedRuns], Outcome]
@@ -83,7 +84,8 @@ class VerdictCheck:
     effect: the key of the scenario's planted effect it is about (its words come with the runs);
     flag / interval: what the flag claims and what the interval is of ("" = it prints none);
     level: the flag's nominal false-positive rate; confidence: the interval's nominal coverage;
-    unit: what its size counts."""
+    unit: what its size counts; locate: where the analysis also says where the effect is, what counts
+    as finding it there (the bench's "located" rate, over the planted replicates)."""
 
     id: str
     title: str
@@ -97,6 +99,7 @@ class VerdictCheck:
     level: float = 0.05
     confidence: float = 0.95
     unit: str = "cards per target"
+    locate: str = ""  # what "located" means where the check also places the effect (e.g. "its round within +-1")
 
     def __post_init__(self) -> None:
         if not (self.flag or self.interval):

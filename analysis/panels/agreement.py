@@ -24,12 +24,14 @@ import pandas as pd
 from scipy import stats
 
 from esc_eval.analysis.annotation.agreement import pairwise_kappa
+from esc_eval.analysis.checks.floors import NOT_SHOWN, caveat, gate
 from esc_eval.analysis.panels.panel_scores import N_LABELS, latest_rows
 from esc_eval.analysis.panels.panel_spec import PanelSpec
 from esc_eval.sim.judging.dimensions import DIMENSION_NAMES
 
 ALPHA_COLUMNS = ["dimension", "n_dialogues", "n_pairable", "alpha", "alpha_lo", "alpha_hi", "mean_kappa", "note"]
 OUTLIER_COLUMNS = ["judge", "alpha_without", "alpha_change", "change_lo", "stands_out", "mean_kappa_with_others"]
+CHECK = "panel-agreement"  # its planted-truth check (analysis/validity/adopted.py)
 OUTLIER_LEVEL = 0.05  # the family-wise level of naming a judge that stands out (Bonferroni over the judges)
 
 
@@ -146,9 +148,19 @@ def panel_agreement(scores: pd.DataFrame, spec: PanelSpec, n_boot: int = 200, se
         rows.append({"dimension": dim, "n_dialogues": int((~np.isnan(data).all(axis=0)).sum()) if dim != "all" else n_dlg,
                      "n_pairable": pairable, "alpha": alpha, "alpha_lo": lo, "alpha_hi": hi, "mean_kappa": mean_kappa,
                      "note": note})
+    unchecked = caveat(CHECK, n_cards) if n_cards >= 2 else ""
+    for r in rows:
+        if unchecked and r["alpha_lo"] == r["alpha_lo"]:
+            r["note"] = "; ".join(filter(None, [r["note"], f"interval {unchecked}"]))
     table = pd.DataFrame(rows, columns=ALPHA_COLUMNS)
     outliers, worst, note = _outliers(cube, judges, pairs, float(table.loc[table["dimension"] == "all", "alpha"].iloc[0]),
                                       draws if n_cards >= 2 else None, n_cards)
+    if worst is not None or note.startswith("no judge stands out"):  # a verdict was reached: the floors' say on it
+        shown, why = gate(CHECK, n_cards, worst["judge"] if worst is not None else "none", finds=worst is not None)
+        if shown == NOT_SHOWN:
+            worst, note = None, f"no judge named: {why}"
+        elif why:
+            note = f"{note} ({why})"
     return {"alpha": table, "pairs": pairs, "outliers": outliers, "most_disagreeing": worst, "note": note}
 
 

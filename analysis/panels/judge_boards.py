@@ -27,7 +27,7 @@ import pandas as pd
 
 from esc_eval.analysis.panels.panel_scores import aggregate, latest_rows
 from esc_eval.analysis.panels.panel_spec import PanelSpec
-from esc_eval.analysis.panels.self_preference import dialogue_averages, size_self_preference
+from esc_eval.analysis.panels.self_preference import CHECK_PANEL, dialogue_averages, size_self_preference
 from esc_eval.analysis.judgments.expected_scores import expected_scores
 from esc_eval.analysis.results.leaderboard import build_leaderboard
 from esc_eval.analysis.results.rank_stats import kendall_tau, ranks
@@ -113,7 +113,7 @@ def _offsets(shown: pd.DataFrame, spec: PanelSpec, marks, target_families: dict[
                 out[(language, model, judge)] = {"verdict": "n/a", "note": "no other judge outside its family"}
                 continue
             ref = a[a["judge"].isin(others)].groupby("dialogue_id")["value"].mean()
-            r = size_self_preference(mine, ref, model, family, target_families, n_boot, seed)
+            r = size_self_preference(mine, ref, model, family, target_families, n_boot, seed, check=CHECK_PANEL)
             out[(language, model, judge)] = {**{k: r.get(k, float("nan")) for k in ("estimate", "ci_low", "ci_high")},
                                              "verdict": r["verdict"], "note": r.get("note", "")}
     return out

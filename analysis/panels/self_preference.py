@@ -29,6 +29,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
+from esc_eval.analysis.checks.floors import gate
 from esc_eval.analysis.panels.panel_spec import manifest_families, manifest_panel, score_judges, target_families
 from esc_eval.analysis.results.blocks import Section, notice, section, table, text
 from esc_eval.analysis.results.section_registry import ReportContext, register_section
@@ -38,6 +39,7 @@ MIN_CARDS = 10  # below: no verdict (a cluster bootstrap over fewer cards under-
 SELF_COLUMNS = ["language", "model", "judge", "family", "reference", "n_dialogues", "n_control", "n_cards", "gap",
                 "estimate", "ci_low", "ci_high", "verdict", "note"]
 PEOPLE = "people"
+CHECK_PEOPLE, CHECK_PANEL = "self-preference-one", "self-preference"  # their planted-truth checks (analysis/validity/adopted.py)
 
 
 def judge_families(manifests: Mapping[str, dict] | None, families: Mapping[str, str] | None = None) -> dict[str, str]:
@@ -126,12 +128,14 @@ def self_preference(scores: pd.DataFrame, manifests: Mapping[str, dict] | None, 
             for name, ref in refs:
                 relative = "" if name == PEOPLE else ("relative to those judges, who may favour their own family in "
                                                       "turn: human scores (--humans) tell the two apart")
-                rows.append({**base, "reference": name, **size_self_preference(mine, ref, model, family, targets, n_boot, seed, relative)})
+                rows.append({**base, "reference": name, **size_self_preference(
+                    mine, ref, model, family, targets, n_boot, seed, relative,
+                    CHECK_PEOPLE if name == PEOPLE else CHECK_PANEL)})
     return pd.DataFrame(rows, columns=SELF_COLUMNS)
 
 
 def size_self_preference(mine: pd.DataFrame, ref: pd.Series, model: str, family: str, targets: Mapping[str, str], n_boot: int,
-           seed: int, note: str = "") -> dict[str, Any]:
+           seed: int, note: str = "", check: str = CHECK_PEOPLE) -> dict[str, Any]:
     both = mine.join(ref.rename("ref"), how="inner")
     other = both["target_model"].map(lambda t: str(targets.get(t) or "").lower() != family.lower())
     gaps = both.assign(gap=both["value"] - both["ref"], own=both["target_model"] == model)[lambda f: f["own"] | other]
@@ -148,7 +152,10 @@ def size_self_preference(mine: pd.DataFrame, ref: pd.Series, model: str, family:
         return {**out, "gap": gap, "estimate": est, "ci_low": lo, "ci_high": hi, "verdict": "n/a",
                 "note": f"{out['n_cards']} cards: a verdict needs at least {MIN_CARDS} (its planted check)"}
     verdict = "n/a" if lo != lo else "favours its family" if lo > 0 else "disfavours its family" if hi < 0 else "no evidence"
-    return {**out, "gap": gap, "estimate": est, "ci_low": lo, "ci_high": hi, "verdict": verdict, "note": note}
+    # check: its planted-truth check (against people: self-preference-one; against a panel's other judges: self-preference)
+    verdict, why = gate(check, out["n_cards"], verdict, finds=verdict != "no evidence")
+    return {**out, "gap": gap, "estimate": est, "ci_low": lo, "ci_high": hi, "verdict": verdict,
+            "note": "; ".join(filter(None, [note, why]))}
 
 
 def _num(v: float, sign: str = "+") -> str:

@@ -27,18 +27,20 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
+from esc_eval.analysis.checks.floors import gate
 from esc_eval.analysis.results.loaders import AnalysisInputError
 from esc_eval.analysis.results.outputs import markdown_table
 from esc_eval.sim.judging.dimensions import DIMENSION_NAMES, DIMENSION_TITLES, TABLE_SCALE
 
 AVERAGE = "average"
+CHECK = "length-bias"  # its planted-truth check (analysis/validity/adopted.py)
 TITLES = {**DIMENSION_TITLES, AVERAGE: "Average"}
 # A CJK character is a word; elsewhere a run of letters/digits (with inner ' or -) is one.
 _CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff"
 _WORD = re.compile(rf"[{_CJK}]|(?:(?![{_CJK}])[^\W_])+(?:['’-](?:(?![{_CJK}])[^\W_])+)*")
 ASSOCIATION_COLUMNS = ["language", "judge", "dimension", "n_dialogues", "n_models", "words_per_turn", "rho", "rho_lo",
                        "rho_hi", "slope", "slope_lo", "slope_hi", "slope_within", "slope_within_lo",
-                       "slope_within_hi", "detected", "note"]
+                       "slope_within_hi", "detected", "verdict", "note"]
 ADJUSTED_COLUMNS = ["language", "judge", "dimension", "model", "n_dialogues", "words_per_turn", "raw", "raw_lo",
                     "raw_hi", "raw_rank", "adjusted", "adjusted_lo", "adjusted_hi", "adjusted_rank", "rank_change"]
 
@@ -149,13 +151,19 @@ def length_audit(frame: pd.DataFrame, n_boot: int = 1000, seed: int = 0,
             note.append("a model has fewer than 2 dialogues: no interval")
         per100 = 100 * TABLE_SCALE
         detected = bool(np.isfinite(lo[2]) and (lo[2] > 0 or hi[2] < 0))
+        verdict = "yes" if detected else ("no" if np.isfinite(lo[2]) else "n/a")
+        # below the size its planted-truth check holds from: withheld (n/a), and "no" from too few says so
+        verdict, why = gate(CHECK, min(len(x) for x in xs), verdict, finds=detected)
+        detected = verdict == "yes"
+        if why:
+            note.append(why)
         assoc.append({"language": language, "judge": judge, "dimension": dimension,
                       "n_dialogues": int(len(g)), "n_models": k,
                       "words_per_turn": float(np.mean(np.concatenate(xs))),
                       "rho": est[0], "rho_lo": lo[0], "rho_hi": hi[0], "slope": est[1] * per100,
                       "slope_lo": lo[1] * per100, "slope_hi": hi[1] * per100, "slope_within": est[2] * per100,
                       "slope_within_lo": lo[2] * per100, "slope_within_hi": hi[2] * per100,
-                      "detected": detected, "note": "; ".join(note)})
+                      "detected": detected, "verdict": verdict, "note": "; ".join(note)})
         adj, raw = est[3:3 + k], est[3 + k:]
         raw_rank, adj_rank = _ranks(raw), _ranks(adj)
         for i, m in enumerate(models):
@@ -204,7 +212,7 @@ def association_rows(assoc: pd.DataFrame) -> list[list[str]]:
              f"{r['words_per_turn']:.1f}", _ci(r["rho"], r["rho_lo"], r["rho_hi"]),
              _ci(r["slope"], r["slope_lo"], r["slope_hi"]),
              _ci(r["slope_within"], r["slope_within_lo"], r["slope_within_hi"]),
-             "yes" if r["detected"] else ("no" if np.isfinite(r["slope_within_lo"]) else "n/a"), r["note"]]
+             r["verdict"], r["note"]]
             for _, r in assoc.iterrows()]
 
 

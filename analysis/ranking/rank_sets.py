@@ -35,6 +35,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
+from esc_eval.analysis.checks.floors import caveat
 from esc_eval.analysis.results.leaderboard import SMALL_N, VALUE_COLUMNS, card_of, dialogue_matrix, format_cell
 from esc_eval.analysis.results.outputs import markdown_table
 from esc_eval.analysis.trust.human_scores import HumanScores
@@ -43,6 +44,7 @@ from esc_eval.sim.judging.dimensions import TABLE_SCALE
 from esc_eval.sim.runs.open import OutputFolder
 
 JUDGE_ONLY, HUMAN_ANCHORED = "judge-only", "human-anchored"
+CHECK = "rank-sets"  # its planted-truth check (analysis/validity/adopted.py)
 COLUMNS = ["language", "judge", "model", "column", "anchor", "estimate", "lo", "hi", "confidence", "n_dialogues",
            "n_human", "rank", "rank_lo", "rank_hi", "note"]
 RANK_KEYS = ["language", "judge", "model"]
@@ -154,6 +156,9 @@ def build_rank_sets(scores: pd.DataFrame, humans: HumanScores | None = None, col
                 unit = "cards" if cards[i] is not None else "human scores" if anchored else "dialogues"
                 if 2 <= n_used < SMALL_N:  # the normal interval at a Bonferroni level needs more than this
                     note.append(f"only {n_used} {unit}: the interval is rough")
+                unchecked = caveat(CHECK, n_used) if n_used >= 2 else ""
+                if unchecked:
+                    note.append(f"rank-set {unchecked}")
                 if math.isnan(est[i].lo):
                     note.append(f"{est[i].n} human score(s): no interval, the set spans every rank"
                                 if anchored else "fewer than 2 scored dialogues: no interval")

@@ -13,6 +13,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
+from esc_eval.analysis.checks.floors import caveat
 from esc_eval.analysis.results.loaders import AnalysisInputError
 from esc_eval.analysis.judgments.rubric_mode import RUBRIC_MODE_NOTES, rubric_mode_of
 from esc_eval.analysis.judgments.windowed import with_windowed
@@ -28,6 +29,7 @@ REQUIRED_SCORE_COLUMNS = {"dialogue_id", "target_model", "language", "dimension"
 KEY_COLUMNS = ["language", "group", "model", "judge"]
 # Below this many dialogues a percentile bootstrap under-covers: say so beside the CI.
 SMALL_N = 10
+CHECK = "leaderboard-ci"  # its planted-truth check (analysis/validity/adopted.py, until this room declares its own)
 
 
 def leaderboard_columns() -> list[str]:
@@ -181,6 +183,9 @@ def build_leaderboard(
                 lo, hi = cluster_bootstrap_table_ci(scored, cards, n_boot=n_boot, seed=seed, confidence=confidence)
                 n_units = len(set(cards))
                 notes.append(f"CI resamples {n_units} cards (their {n_scored} dialogues clustered by card)")
+            unchecked = caveat(CHECK, n_units)  # its planted-truth check: analysis/validity/adopted.py leaderboard_ci
+            if unchecked and np.isfinite(lo).any():
+                notes.append(f"CI {unchecked}")
             if n_units < SMALL_N:
                 notes.append(f"only {n_units} {'cards' if cards is not None else 'dialogues'}: the bootstrap "
                              "interval is rough (too narrow at this size)")

@@ -233,17 +233,20 @@ def _planted_check(r):
 
     row = round_change_point(round_values(load_scores(r.path("rounds"))), n_boot=r.n_boot, seed=r.seed).iloc[0]
     at = r.truth["change_round"]["A"]
-    covered = None
+    covered = located = None
     if at is not None and row["round_low"] == row["round_low"]:
         covered = bool(row["round_low"] <= at <= row["round_high"])
+    if at is not None and r.variant == PLANTED:  # issue 53: a failure planted at round 4 found at round 4 +-1
+        located = bool(row["verdict"] == "degrades" and abs(row["change_round"] - at) <= 1)
     if row["verdict"] == "n/a":
-        return Outcome(covered=covered)
+        return Outcome(covered=covered, located=located)
     return Outcome(flag=row["verdict"] == "degrades" if r.variant == PLANTED else row["verdict"] != "holds",
-                   covered=covered)
+                   covered=covered, located=located)
 
 
 register_check(VerdictCheck(
     "rounds-change", "Change by round (analysis rounds)", "esc_eval.analysis.rounds.change_point.round_change_point",
     ("section:rounds", "command:analysis rounds"), "rounds", "round_drop", _planted_check,
     flag="degrades / improves (the cohort's curve changes: weighted CUSUM, cluster bootstrap p < 0.05)",
-    interval="the round where it changes, 95% bootstrap interval (holding the planted round 4)"))
+    interval="the round where it changes, 95% bootstrap interval (holding the planted round 4)",
+    locate="'degrades' at round 4 +-1"))

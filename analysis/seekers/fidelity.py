@@ -260,6 +260,10 @@ def _compare_group(sim: pd.DataFrame, hum: pd.DataFrame, features: list[str], n_
             sh_ci, sp_ci = _shift_interval(x, y, s, named_at), _interval(_spread_ratio(sx, sy), named_at, finite=False)
             if not np.isfinite(row["spread"]):  # these people do not vary on it: no spread to be wider than
                 sp_ci = (float("nan"), float("nan"))
+            elif set(np.unique(x)) | set(np.unique(y)) <= {0.0, 1.0}:
+                # a yes/no feature's spread is its share's (sqrt(p(1 - p))): the shift says all there is, and
+                # the spread's percentile interval of a rare share named people "too uniform" against people
+                sp_ci = (float("nan"), float("nan"))
             row.update(shift_lo=sh_ci[0], shift_hi=sh_ci[1], spread_lo=sp_ci[0], spread_hi=sp_ci[1])
             found = _direction(f, sh_ci, sp_ci)
             row["direction"], row["note"] = gate(CHECK, len(x), found, finds=found != "no clear difference")

@@ -82,6 +82,36 @@ def _rate(outcomes: list[Outcome]) -> tuple[float, float, int]:
     return p, math.sqrt(p * (1 - p) / len(flags)), len(flags)
 
 
+def _held(o: Outcome) -> tuple[int, int]:
+    """(intervals holding the truth, intervals printed) of one replicate."""
+    if o.intervals is not None:
+        return o.intervals
+    return (int(o.covered), 1) if o.covered is not None else (0, 0)
+
+
+def coverage_by_seed(null: list[Outcome], planted: list[Outcome]) -> tuple[float, float, int, float]:
+    """(coverage, its Monte-Carlo standard error, intervals, design effect) of both variants together,
+    the error taken over seeds: a seed's null and planted replicates share its cards' effects (and a
+    replicate's several intervals share its cards), so they are one cluster, not independent draws
+    (counted as independent, leaderboard-ci's error was understated). The design effect is the
+    clusters' variance over a binomial's at the same coverage (1 where that is 0): the nominal's error
+    in the validity test is scaled by its square root."""
+    pairs = [(_held(a), _held(b)) for a, b in zip(null, planted)]
+    pairs += [(_held(o), (0, 0)) for o in null[len(planted):]] + [((0, 0), _held(o)) for o in planted[len(null):]]
+    k = np.array([a[0] + b[0] for a, b in pairs], dtype=float)
+    n = np.array([a[1] + b[1] for a, b in pairs], dtype=float)
+    k, n = k[n > 0], n[n > 0]
+    if not len(n):
+        return float("nan"), float("nan"), 0, 1.0
+    p = float(k.sum() / n.sum())
+    if len(n) < 2:
+        return p, float("nan"), int(n.sum()), 1.0
+    # the ratio estimator's standard error over clusters (seeds)
+    se = float(np.sqrt(((k - p * n) ** 2).sum() / (len(n) * (len(n) - 1))) / n.mean())
+    binom = math.sqrt(p * (1 - p) / n.sum())
+    return p, se, int(n.sum()), max(1.0, (se / binom) ** 2) if binom > 0 else 1.0
+
+
 def _coverage(outcomes: list[Outcome]) -> tuple[float, float, int]:
     many = [o.intervals for o in outcomes if o.intervals is not None and o.intervals[1] > 0]
     if many:
@@ -107,14 +137,18 @@ def size_row(check: VerdictCheck, null: list[Outcome], planted: list[Outcome], s
     """One size of one check: its rates, their errors, and whether it holds there (within z errors)."""
     fpr, fpr_se, n_null = _rate(null)
     power, power_se, n_planted = _rate(planted)
-    cov, cov_se, n_cov = _coverage(null + planted)
+    cov, cov_se, n_cov, deff = coverage_by_seed(null, planted)
     cov_null, _, _ = _coverage(null)
     cov_planted, _, _ = _coverage(planted)
+    spots = [o.located for o in planted if o.located is not None]
+    located = float(np.mean(spots)) if spots else float("nan")
+    located_se = math.sqrt(located * (1 - located) / len(spots)) if spots else float("nan")
     fpr_ok = None if not n_null else fpr <= check.level + z * math.sqrt(check.level * (1 - check.level) / n_null)
-    cov_ok = None if not n_cov else cov >= check.confidence - z * math.sqrt(check.confidence * (1 - check.confidence) / n_cov)
+    cov_ok = None if not n_cov else cov >= check.confidence - z * math.sqrt(
+        deff * check.confidence * (1 - check.confidence) / n_cov)
     return {"size": size, "fpr": fpr, "fpr_se": fpr_se, "n_null": n_null, "power": power, "power_se": power_se,
             "n_planted": n_planted, "coverage": cov, "coverage_se": cov_se, "n_coverage": n_cov,
-            "coverage_null": cov_null, "coverage_planted": cov_planted, "fpr_ok": fpr_ok, "coverage_ok": cov_ok}
+            "located": located, "located_se": located_se, "n_located": len(spots), "coverage_design_effect": deff, "coverage_null": cov_null, "coverage_planted": cov_planted, "fpr_ok": fpr_ok, "coverage_ok": cov_ok}
 
 
 def _failure(check: VerdictCheck, r: dict[str, Any]) -> str:
@@ -151,7 +185,7 @@ def summarize(check: VerdictCheck, outcomes: dict[str, Any]) -> dict[str, Any]:
         status = f"holds from {valid_from}" + (f"; 80% power from {power_from}" if power_from else "")
     return {"id": check.id, "title": check.title, "analysis": check.analysis, "covers": list(check.covers),
             "scenario": check.scenario, "effect": check.effect, "effect_text": outcomes.get("effect_text", ""), "flag": check.flag,
-            "interval": check.interval, "level": check.level, "confidence": check.confidence, "unit": check.unit,
+            "interval": check.interval, "locate": check.locate, "level": check.level, "confidence": check.confidence, "unit": check.unit,
             "by_size": rows, "margin_z": z, "valid_from": valid_from, "power_from": power_from, "below": below, "failure": failure,
             "status": status, "errors": list(outcomes.get("errors", []))[:5],
             "n_errors": len(outcomes.get("errors", []))}

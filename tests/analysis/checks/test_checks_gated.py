@@ -60,3 +60,70 @@ def test_paired_comparison_and_fidelity_from_too_few(published):
     published(_floor("fidelity", None))
     shown, note = floors.gate("fidelity", 500, "too long", finds=True)
     assert shown == "too long" and note.startswith("unreliable: its planted-truth check found")
+
+
+def _panel_scores(n_cards: int, seed: int = 4) -> pd.DataFrame:
+    """Two targets (m-qwen, m-llama) on n_cards cards, three equal judges: the card's value plus each
+    judge's noise, rounded to 0-4, on the seven dimensions."""
+    import datetime as dt
+
+    import numpy as np
+
+    from esc_eval.sim.judging.dimensions import DIMENSION_NAMES
+
+    rng, rows = np.random.default_rng(seed), []
+    for c in range(n_cards):
+        card = rng.normal(2.0, 0.6)
+        for model in ("m-qwen", "m-llama"):
+            for judge in ("j1", "j2", "j3"):
+                for dim in DIMENSION_NAMES:
+                    v = float(np.clip(np.rint(card + rng.normal(0, 0.5)), 0, 4))
+                    rows.append({"run_id": "r", "dialogue_id": f"{model}-c{c}", "card_id": f"c{c}", "target_model": model,
+                                 "language": "en", "dimension": dim, "score": v, "probs": None, "expected": None,
+                                 "raw": str(v), "parse_status": "ok", "judge": judge, "method": "generate",
+                                 "scored_at": dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc), "run_dir": "runs/r"})
+    return pd.DataFrame(rows)
+
+
+def test_table_two_rank_sets_length_and_the_panel_say_when_their_cards_are_too_few(published):
+    """Issue 53: the analyses whose checks analysis/validity/adopted.py holds call the floors too: an
+    interval from fewer cards than its check holds from says it is unchecked there; a flag is withheld."""
+    from esc_eval.analysis.panels.agreement import panel_agreement
+    from esc_eval.analysis.panels.judge_boards import judge_boards
+    from esc_eval.analysis.panels.panel_scores import panel_scores
+    from esc_eval.analysis.panels.panel_spec import panel_spec
+    from esc_eval.analysis.ranking.length_bias import length_audit
+    from esc_eval.analysis.ranking.rank_sets import build_rank_sets
+    from esc_eval.analysis.results.leaderboard import build_leaderboard
+
+    scores = _panel_scores(12)
+    one = scores[scores["judge"] == "j1"]
+    words = {d: 20.0 + i for i, d in enumerate(sorted(scores["dialogue_id"].unique()))}
+    avg = one.groupby(["language", "judge", "target_model", "dialogue_id"], as_index=False)["score"].mean()
+    length = avg.rename(columns={"target_model": "model"}).assign(dimension="average",
+                                                                  words_per_turn=avg["dialogue_id"].map(words))
+    spec = panel_spec(scores, families={"j1": "qwen", "j2": "llama-ish", "j3": "mistral"})
+
+    def outputs():
+        board = judge_boards(scores, panel_scores(scores, spec).scores, spec, {"m-qwen": "qwen", "m-llama": "llama"},
+                             n_boot=100, seed=1)
+        return (build_leaderboard(one, n_boot=100), build_rank_sets(one), length_audit(length, n_boot=100)[0].iloc[0],
+                panel_agreement(scores, spec, n_boot=100, seed=1),
+                board.self_preference.set_index(["model", "judge"]).loc[("m-qwen", "j1")])
+
+    published(*(_floor(c, 25) for c in ("leaderboard-ci", "rank-sets", "length-bias", "panel-agreement",
+                                         "self-preference")))
+    lb, sets, audit, agreement, mine = outputs()
+    unchecked = "unchecked at 12 cards: its planted-truth check holds from 25 cards"
+    assert all(f"CI {unchecked}" in n for n in lb["notes"]) and lb["Average_lo"].notna().all()  # shown, with the note
+    assert all(f"rank-set {unchecked}" in n for n in sets["note"])
+    assert audit["verdict"] == "n/a" and not audit["detected"] and "withheld from 12 cards" in audit["note"]
+    alpha = agreement["alpha"].set_index("dimension").loc["all"]
+    assert f"interval {unchecked}" in alpha["note"] and alpha["alpha_lo"] == alpha["alpha_lo"]
+    assert agreement["most_disagreeing"] is None and agreement["note"].startswith("no judge named: withheld from 12")
+    assert mine["verdict"] == "n/a" and "withheld from 12 cards" in mine["note"]
+    published(*(_floor(c, 10, power_from=400, effect="a quarter point") for c in ("length-bias", "self-preference")))
+    lb, sets, audit, agreement, mine = outputs()
+    assert not any("unchecked" in n for n in [*lb["notes"], *sets["note"], agreement["alpha"]["note"].str.cat()])
+    assert audit["verdict"] == "no" and "too few to find a quarter point (80% power from 400)" in audit["note"]
+    assert mine["verdict"] == "no evidence" and "too few to find a quarter point" in mine["note"]

@@ -48,6 +48,22 @@ def test_per_item_flags_and_several_intervals_per_replicate_are_pooled_with_the_
     assert r["fpr_se"] == pytest.approx(0.05) and r["n_null"] == 2  # the sd of 10% and 0% over sqrt(2)
 
 
+def test_coverage_error_is_over_seeds_where_a_seeds_two_variants_share_its_cards():
+    """Issue 53: a seed's null and planted replicates share its cards' effects, so their intervals miss
+    together; counted as independent draws, the error was too small. Here every miss is a seed whose
+    two intervals both miss: the seeds' spread (the design effect 2) says so."""
+    null = {25: [Outcome(covered=i >= 10) for i in range(100)]}
+    planted = {25: [Outcome(covered=i >= 10) for i in range(100)]}
+    r = summarize(CHECK, {NULL: null, PLANTED: planted})["by_size"][0]
+    independent = math.sqrt(0.9 * 0.1 / 200)
+    assert r["coverage"] == pytest.approx(0.9) and r["coverage_se"] == pytest.approx(math.sqrt(2) * independent, rel=0.02)
+    assert r["coverage_design_effect"] == pytest.approx(2.0, rel=0.03)
+    apart = {25: [Outcome(covered=i % 20 != 0) for i in range(100)]}  # misses on different seeds: no inflation
+    shifted = {25: [Outcome(covered=i % 20 != 10) for i in range(100)]}
+    r = summarize(CHECK, {NULL: apart, PLANTED: shifted})["by_size"][0]
+    assert r["coverage_design_effect"] == pytest.approx(1.0)
+
+
 def test_the_table_and_its_json(tmp_path):
     s = summarize(CHECK, {NULL: _outcomes({10: 0.0}, {10: 1.0}, 4), PLANTED: {10: [Outcome()] * 4}})
     result = {"date": "today", "machine": {"cpu": "x", "flags": "avx512f"}, "seeds": 4, "sizes": [10], "seconds": 1.0,
