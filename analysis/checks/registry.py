@@ -17,6 +17,10 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
 NULL, PLANTED = "null", "planted"  # the two variants of every scenario: no effect, the effect at its stated size
+# Who the duo scenario's judges and targets are (sim/bench/planted/scenarios.py duo, which analysis may not
+# import; tests/analysis/validity holds the two to the same names): the judge the single-judge checks read,
+# the panel of three, and the targets' families (J1 is of B's).
+DUO_JUDGE, DUO_PANEL, DUO_FAMILIES = "J2", ("J1", "J2", "J3"), {"A": "a", "B": "b"}
 
 
 @dataclass(frozen=True)

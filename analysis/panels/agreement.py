@@ -31,7 +31,7 @@ from esc_eval.sim.judging.dimensions import DIMENSION_NAMES
 
 ALPHA_COLUMNS = ["dimension", "n_dialogues", "n_pairable", "alpha", "alpha_lo", "alpha_hi", "mean_kappa", "note"]
 OUTLIER_COLUMNS = ["judge", "alpha_without", "alpha_change", "change_lo", "stands_out", "mean_kappa_with_others"]
-CHECK = "panel-agreement"  # its planted-truth check (analysis/validity/adopted.py)
+CHECK = "panel-agreement"  # its planted-truth check (panel_checks.py)
 OUTLIER_LEVEL = 0.05  # the family-wise level of naming a judge that stands out (Bonferroni over the judges)
 
 

@@ -39,7 +39,7 @@ MIN_CARDS = 10  # below: no verdict (a cluster bootstrap over fewer cards under-
 SELF_COLUMNS = ["language", "model", "judge", "family", "reference", "n_dialogues", "n_control", "n_cards", "gap",
                 "estimate", "ci_low", "ci_high", "verdict", "note"]
 PEOPLE = "people"
-CHECK_PEOPLE, CHECK_PANEL = "self-preference-one", "self-preference"  # their planted-truth checks (analysis/validity/adopted.py)
+CHECK_PEOPLE, CHECK_PANEL = "self-preference-one", "self-preference"  # their checks: ranking/self_preference_check.py, panel_checks.py
 
 
 def judge_families(manifests: Mapping[str, dict] | None, families: Mapping[str, str] | None = None) -> dict[str, str]:

@@ -28,12 +28,14 @@ import pandas as pd
 from scipy import stats
 
 from esc_eval.analysis.checks.floors import gate
+from esc_eval.analysis.checks.registry import (DUO_JUDGE, Outcome, PlantedRuns, VerdictCheck, register_check,
+                                               within)
 from esc_eval.analysis.results.loaders import AnalysisInputError
 from esc_eval.analysis.results.outputs import markdown_table
 from esc_eval.sim.judging.dimensions import DIMENSION_NAMES, DIMENSION_TITLES, TABLE_SCALE
 
 AVERAGE = "average"
-CHECK = "length-bias"  # its planted-truth check (analysis/validity/adopted.py)
+CHECK = "length-bias"  # its planted-truth check (registered at the end of this module)
 TITLES = {**DIMENSION_TITLES, AVERAGE: "Average"}
 # A CJK character is a word; elsewhere a run of letters/digits (with inner ' or -) is one.
 _CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff"
@@ -253,3 +255,32 @@ def length_bias_of_runs(run_dirs: list[str], out: str | None = None, judge: str 
                                 {"association": records(assoc), "adjusted": records(adjusted),
                                  "windowed": scores.attrs["windowed"]})
     return paths, markdown
+
+
+# --- its planted-truth check (analysis/checks; `esc-eval bench validity`) ---------------------------
+def _planted_check(r: PlantedRuns) -> Outcome:
+    from esc_eval.analysis.results.leaderboard import planted_scores
+    from esc_eval.analysis.results.loaders import load_dialogues
+
+    dialogues = load_dialogues(r.path("runs"))
+    frame = length_frame(planted_scores(r), dialogues)
+    assoc, _ = length_audit(frame[frame["dimension"] == "average"], n_boot=r.n_boot, seed=r.seed)  # the row it flags on
+    row = assoc[assoc["dimension"] == "average"].iloc[0]
+    # The truth per 100 of the analysis's words per turn: the planted slope per word of a reply, times
+    # how a reply's words move words per turn in these dialogues (the opener counts as a turn).
+    words = pd.Series(r.truth["reply_words"], dtype=float)
+    wpt = words_per_turn(dialogues).reindex(words.index)
+    by = dialogues.drop_duplicates("dialogue_id").set_index("dialogue_id")["target_model"].reindex(words.index)
+    frame = pd.DataFrame({"w": words, "wpt": wpt, "model": by}).dropna()
+    dev = frame.groupby("model")[["w", "wpt"]].transform(lambda x: x - x.mean())
+    per_wpt = float((dev["w"] * dev["wpt"]).sum() / (dev["wpt"] ** 2).sum())
+    truth = r.truth["length_slope"][DUO_JUDGE] * per_wpt * 100 * TABLE_SCALE
+    covered = within(row["slope_within_lo"], row["slope_within_hi"], truth)
+    return Outcome(flag=bool(row["detected"]) if np.isfinite(row["slope_within_lo"]) else None, covered=covered)
+
+
+register_check(VerdictCheck(
+    "length-bias", "Length bias of the judge", "esc_eval.analysis.ranking.length_bias.length_audit",
+    ("section:judge-length", "command:analysis length-bias"), "duo", "length", _planted_check,
+    flag="the judge rewards length (Average: within-model slope's CI excludes 0)",
+    interval="the within-model slope per 100 words x25, 95% CI"))

@@ -36,7 +36,10 @@ import pandas as pd
 from scipy import stats
 
 from esc_eval.analysis.checks.floors import caveat
-from esc_eval.analysis.results.leaderboard import SMALL_N, VALUE_COLUMNS, card_of, dialogue_matrix, format_cell
+from esc_eval.analysis.checks.registry import (DUO_JUDGE, PLANTED, Outcome, PlantedRuns, VerdictCheck, register_check,
+                                               true_ranks)
+from esc_eval.analysis.results.leaderboard import (SMALL_N, VALUE_COLUMNS, card_of, dialogue_matrix, format_cell,
+                                                   planted_scores)
 from esc_eval.analysis.results.outputs import markdown_table
 from esc_eval.analysis.trust.human_scores import HumanScores
 from esc_eval.analysis.trust.ppi import MeanEstimate, classical_mean, ppi_mean
@@ -44,7 +47,7 @@ from esc_eval.sim.judging.dimensions import TABLE_SCALE
 from esc_eval.sim.runs.open import OutputFolder
 
 JUDGE_ONLY, HUMAN_ANCHORED = "judge-only", "human-anchored"
-CHECK = "rank-sets"  # its planted-truth check (analysis/validity/adopted.py)
+CHECK = "rank-sets"  # its planted-truth check (registered at the end of this module)
 COLUMNS = ["language", "judge", "model", "column", "anchor", "estimate", "lo", "hi", "confidence", "n_dialogues",
            "n_human", "rank", "rank_lo", "rank_hi", "note"]
 RANK_KEYS = ["language", "judge", "model"]
@@ -224,3 +227,19 @@ def write_rank_sets(table: pd.DataFrame, leaderboard: pd.DataFrame, out_dir: str
         md.write_text("# Rank-sets\n\n" + rank_sets_markdown(table), encoding="utf-8")
         with_rank_sets(leaderboard, table).to_csv(csv, index=False)
         return out.finals({"markdown": md, "csv": csv})
+
+
+# --- its planted-truth check (analysis/checks; `esc-eval bench validity`) ---------------------------
+def _planted_check(r: PlantedRuns) -> Outcome:
+    table = build_rank_sets(planted_scores(r)).set_index("model")
+    truth = true_ranks(r.truth["judge_mean"][DUO_JUDGE])
+    covered = all(table.loc[m, "rank_lo"] <= truth[m] <= table.loc[m, "rank_hi"] for m in truth)
+    ordered = bool(table.loc["A", "rank_hi"] < table.loc["B", "rank_lo"])  # A placed above B, sets apart
+    apart = ordered or bool(table.loc["B", "rank_hi"] < table.loc["A", "rank_lo"])
+    return Outcome(flag=ordered if r.variant == PLANTED else apart, covered=covered)
+
+
+register_check(VerdictCheck(
+    "rank-sets", "Rank-sets (judge-only)", "esc_eval.analysis.ranking.rank_sets.build_rank_sets",
+    ("section:rank-sets",), "duo", "quality_gap", _planted_check,
+    flag="the two targets' rank-sets apart (an order claimed)", interval="every target's true rank in its set, at once"))

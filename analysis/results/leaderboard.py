@@ -14,6 +14,8 @@ import pandas as pd
 from scipy import stats
 
 from esc_eval.analysis.checks.floors import caveat
+from esc_eval.analysis.checks.registry import (DUO_JUDGE, DUO_PANEL, Outcome, PlantedRuns, VerdictCheck, held,
+                                               register_check, within)
 from esc_eval.analysis.results.loaders import AnalysisInputError
 from esc_eval.analysis.judgments.rubric_mode import RUBRIC_MODE_NOTES, rubric_mode_of
 from esc_eval.analysis.judgments.windowed import with_windowed
@@ -29,7 +31,7 @@ REQUIRED_SCORE_COLUMNS = {"dialogue_id", "target_model", "language", "dimension"
 KEY_COLUMNS = ["language", "group", "model", "judge"]
 # Below this many dialogues a percentile bootstrap under-covers: say so beside the CI.
 SMALL_N = 10
-CHECK = "leaderboard-ci"  # its planted-truth check (analysis/validity/adopted.py, until this room declares its own)
+CHECK = "leaderboard-ci"  # its planted-truth check (registered at the end of this module)
 
 
 def leaderboard_columns() -> list[str]:
@@ -183,7 +185,7 @@ def build_leaderboard(
                 lo, hi = cluster_bootstrap_table_ci(scored, cards, n_boot=n_boot, seed=seed, confidence=confidence)
                 n_units = len(set(cards))
                 notes.append(f"CI resamples {n_units} cards (their {n_scored} dialogues clustered by card)")
-            unchecked = caveat(CHECK, n_units)  # its planted-truth check: analysis/validity/adopted.py leaderboard_ci
+            unchecked = caveat(CHECK, n_units)
             if unchecked and np.isfinite(lo).any():
                 notes.append(f"CI {unchecked}")
             if n_units < SMALL_N:
@@ -360,3 +362,26 @@ def seed_spread(scores: pd.DataFrame, dialogues: pd.DataFrame) -> pd.DataFrame:
                      "seed_min": float(np.nanmin(v)), "seed_max": float(np.nanmax(v)),
                      "per_seed": "; ".join(f"{k}: {x:.2f}" for k, x in per.items())})
     return pd.DataFrame(rows, columns=cols)
+
+
+# --- its planted-truth check (analysis/checks; `esc-eval bench validity`) ---------------------------
+def planted_scores(r: PlantedRuns, judge: str | None = DUO_JUDGE) -> pd.DataFrame:
+    """The duo's score rows, loaded once per replicate: one judge's, or (None) the panel's three."""
+    from esc_eval.analysis.results.loaders import load_scores
+
+    s = r.once("scores", lambda: load_scores(r.path("runs")))
+    return s[s["judge"] == judge] if judge else s[s["judge"].isin(DUO_PANEL)]
+
+
+def _planted_check(r: PlantedRuns) -> Outcome:
+    lb = r.once(f"leaderboard:{DUO_JUDGE}", lambda: build_leaderboard(planted_scores(r), n_boot=r.n_boot, seed=r.seed))
+    lb = lb.set_index("model")
+    truth = r.truth["judge_mean"][DUO_JUDGE]
+    return Outcome(intervals=held([within(lb.loc[m, "Average_lo"], lb.loc[m, "Average_hi"], TABLE_SCALE * truth[m])
+                                   for m in truth if m in lb.index]))
+
+
+register_check(VerdictCheck(
+    "leaderboard-ci", "Table 2's intervals", "esc_eval.analysis.results.leaderboard.build_leaderboard",
+    ("section:leaderboard", "section:by-category", "command:leaderboard"),
+    "duo", "quality_gap", _planted_check, interval="each target's Average x25, 95% bootstrap CI over cards"))

@@ -1,7 +1,7 @@
 """analysis.validity: the validity bench of esc-eval's verdicts (`esc-eval bench validity`): every
 check registered in analysis/checks run on planted runs over seeds and sizes (bench.py), the table
-and its JSON (table.py), the one call the CLI makes (run.py); the checks held here until their
-analyses declare their own (adopted.py) and the sections and commands with none, and why (declared.py).
+and its JSON (table.py), the one call the CLI makes (run.py); the sections and commands with no check, and why (declared.py).
+Every check is declared next to its analysis (run.py's load_all_checks imports them all).
 
 Layer: the top of analysis, beside bench/; it reads every analysis. The planted runs come from a
 runner the CLI hands in (sim/bench/planted: analysis never imports sim's jobs)."""

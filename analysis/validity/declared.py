@@ -1,8 +1,7 @@
 """The report sections and analysis commands with no planted check of their own, each with why:
 those that print no verdict, flag or interval, and those that print some no planted scenario covers
-yet (listed as unchecked in the validity table). Declared here, beside adopted.py, for the sections
-whose rooms are being reworked (the report's own sections) and the commands of the CLI, whose
-modules parse options only; a section or command added without a check or a declaration fails
+yet (listed as unchecked in the validity table). Declared here for the report's own sections and the
+commands of the CLI, whose modules parse options only; a section or command added without a check or a declaration fails
 tests/analysis/checks/test_checks_registry.py."""
 from __future__ import annotations
 

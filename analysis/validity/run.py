@@ -20,8 +20,13 @@ def load_all_checks() -> None:
     import esc_eval.analysis.compare.paired  # noqa: F401
     import esc_eval.analysis.courses.sessions  # noqa: F401
     import esc_eval.analysis.pairwise.bradley_terry  # noqa: F401
+    import esc_eval.analysis.panels.panel_checks  # noqa: F401
     import esc_eval.analysis.pairwise.position_bias  # noqa: F401
     import esc_eval.analysis.realism.distances  # noqa: F401
+    import esc_eval.analysis.ranking.length_bias  # noqa: F401
+    import esc_eval.analysis.ranking.rank_sets  # noqa: F401
+    import esc_eval.analysis.ranking.self_preference_check  # noqa: F401
+    import esc_eval.analysis.results.leaderboard  # noqa: F401
     import esc_eval.analysis.rounds.by_round  # noqa: F401
     import esc_eval.analysis.safety.emerging_checks  # noqa: F401
     import esc_eval.analysis.seekers.fidelity_report  # noqa: F401
@@ -30,7 +35,6 @@ def load_all_checks() -> None:
     import esc_eval.analysis.seekerview.agreement  # noqa: F401
     import esc_eval.analysis.trust.calibration_runs  # noqa: F401
     import esc_eval.analysis.trust.human_leaderboard  # noqa: F401
-    import esc_eval.analysis.validity.adopted  # noqa: F401
     import esc_eval.analysis.validity.declared  # noqa: F401
 
 

@@ -6,7 +6,6 @@ import math
 import statistics
 
 import pandas as pd
-import pytest
 
 from annotate_testdata import Client, answer_queue, fake_run, serving, study_request
 from esc_eval.analysis.annotation.agreement import agreement_summary, icc_oneway, icc_table, pairwise_kappa

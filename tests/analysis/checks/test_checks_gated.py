@@ -86,7 +86,7 @@ def _panel_scores(n_cards: int, seed: int = 4) -> pd.DataFrame:
 
 
 def test_table_two_rank_sets_length_and_the_panel_say_when_their_cards_are_too_few(published):
-    """Issue 53: the analyses whose checks analysis/validity/adopted.py holds call the floors too: an
+    """Issue 53: Table 2, the rank-sets, the length audit and the panel call the floors too: an
     interval from fewer cards than its check holds from says it is unchecked there; a flag is withheld."""
     from esc_eval.analysis.panels.agreement import panel_agreement
     from esc_eval.analysis.panels.judge_boards import judge_boards

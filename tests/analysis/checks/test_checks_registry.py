@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from esc_eval.analysis.checks import floors, registry
-from esc_eval.analysis.checks.floors import Floor, gate, read_floors
+from esc_eval.analysis.checks.floors import gate, read_floors
 from esc_eval.analysis.checks.registry import Outcome, PlantedRuns, VerdictCheck, true_ranks, unchecked, within
 
 

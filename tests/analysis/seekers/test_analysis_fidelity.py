@@ -13,12 +13,12 @@ import pytest
 from scipy import stats
 from typer.testing import CliRunner
 
-from analysis_testdata import SHARED, dialogue_row, make_turns, score_rows
+from analysis_testdata import SHARED, dialogue_row, score_rows
 from esc_eval.analysis.bench.fidelity import write_fake_humans, write_fake_simulated
 from esc_eval.analysis.results.loaders import AnalysisInputError, load_dialogues
 from esc_eval.analysis.seekers.esconv import HumanSeekers, read_human_seekers, sample_file
 from esc_eval.analysis.seekers.fidelity import _boot_distances, _counts, compare_features
-from esc_eval.analysis.seekers.fidelity_features import aligned_positions, dialogue_features, round_frame
+from esc_eval.analysis.seekers.fidelity_features import aligned_positions, dialogue_features
 from esc_eval.analysis.seekers.fidelity_report import fidelity_card, seeker_fidelity
 from esc_eval.cli.app import app
 from esc_eval.sim.judging.distress_turns import seeker_runs

@@ -97,3 +97,16 @@ def test_a_small_validity_run_through_the_real_jobs(tmp_path):
     assert got["spoiled"]["effect_text"].startswith("the seeker says it is an AI")
     (sessions,) = got["session-change"]["by_size"]
     assert sessions["n_null"] == sessions["n_planted"] == 2 and sessions["fpr"] == 0.0
+
+
+def test_the_checks_read_the_duo_scenarios_own_judges_and_families():
+    """analysis may not import sim/bench/planted, so the checks name the duo's judges and families in
+    analysis/checks/registry.py: they must be the scenario's, in both variants."""
+    from esc_eval.analysis.checks.registry import DUO_FAMILIES, DUO_JUDGE, DUO_PANEL
+    from esc_eval.sim.bench.planted.scenarios import duo
+
+    for variant in (NULL, PLANTED):
+        plan = duo(variant)
+        assert tuple(plan.judges) == DUO_PANEL and DUO_JUDGE in plan.judges
+        assert {name: t["family"] for name, t in plan.targets.items()} == DUO_FAMILIES
+        assert plan.families["J1"] == DUO_FAMILIES["B"]  # the self-preference checks' judge is of B's family
