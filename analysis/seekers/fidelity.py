@@ -173,7 +173,9 @@ def _shift_interval(x: np.ndarray, y: np.ndarray, scale: float, confidence: floa
     if np.var(x) == 0 and np.var(y) == 0:  # both constant: the shift is known exactly
         d = float((x.mean() - y.mean()) / scale)
         return d, d
-    ci = stats.ttest_ind(x, y, equal_var=False).confidence_interval(confidence_level=confidence)
+    with warnings.catch_warnings():  # a side of nearly equal values: scipy's precision note, not the user's concern
+        warnings.simplefilter("ignore", RuntimeWarning)
+        ci = stats.ttest_ind(x, y, equal_var=False).confidence_interval(confidence_level=confidence)
     return float(ci.low / scale), float(ci.high / scale)
 
 
