@@ -10,7 +10,8 @@ Two sizes per check, in its unit (cards per target, unless the check says otherw
 - power_from: the smallest size from which it finds the documented effect 80% of the time. Below
   it a verdict that finds nothing ("holds", "no") says it had too few to find that effect; a verdict
   that finds something stands (its false-positive rate holds).
-A check whose run found it invalid at every size measured is printed with a note naming the failure;
+A check whose run found it invalid at its largest size measured (so at no size does it hold at every
+larger one) is printed with a note naming the failure;
 a check never run prints as before (no note).
 """
 from __future__ import annotations
@@ -94,7 +95,8 @@ def gate(check_id: str, n: int, verdict: str, *, finds: bool, floors: dict[str, 
         return verdict, ""
     unit = f.unit.split(" per ")[0]
     if f.valid_from is None:
-        return verdict, f"unreliable: its planted-truth check found {f.failure} at every size measured"
+        # no size from which it holds at every larger one: the largest size measured fails
+        return verdict, f"unreliable: its planted-truth check found {f.failure}, the largest size measured"
     if n < f.valid_from:
         why = f.below or (f"{f.smallest} {unit} were the fewest checked" if n < f.smallest else "")
         return NOT_SHOWN, f"withheld from {n} {unit}: its planted-truth check holds from {f.valid_from} {unit}" + (
