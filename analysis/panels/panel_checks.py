@@ -8,28 +8,26 @@ import numpy as np
 
 from esc_eval.analysis.checks.registry import (DUO_FAMILIES, DUO_PANEL, PLANTED, Outcome, PlantedRuns, VerdictCheck,
                                                register_check, within)
-from esc_eval.analysis.panels.agreement import alpha_ordinal
+from esc_eval.analysis.panels.agreement import ALPHA_BOOT, alpha_from_coincidence
 from esc_eval.analysis.panels.panel_tables import analyse_panel
 from esc_eval.analysis.results.leaderboard import planted_scores
 from esc_eval.analysis.results.loaders import load_manifests
 from esc_eval.sim.judging.dimensions import TABLE_SCALE
 
-_ALPHA: dict[str, float] = {}
+BIG = 1e12  # the population as counts: alpha_from_coincidence's (n - 1) / n is then 1 to 12 places
 
 
 def _true_alpha(r: PlantedRuns) -> float:
-    """The panel's alpha in the population: the analysis's own alpha of a large draw of the planted
-    judges' labels (one per variant: what is planted does not change with the replicate)."""
-    if r.variant not in _ALPHA:
-        _ALPHA[r.variant] = alpha_ordinal(np.asarray(r.truth["samples"]["panel_labels"], dtype=float))
-    return _ALPHA[r.variant]
+    """The panel's alpha in the population: alpha of the planted judges' population coincidence matrix
+    (truth.py's panel_coincidence, exact)."""
+    return float(alpha_from_coincidence(np.asarray(r.truth["panel_coincidence"], dtype=float) * BIG))
 
 
 def _panel(r: PlantedRuns):
-    """The panel analysis as the report runs it (alpha's resamples at most 200), once per replicate."""
+    """The panel analysis as the report runs it (alpha's resamples at most ALPHA_BOOT), once per replicate."""
     return r.once("panel", lambda: analyse_panel(planted_scores(r, None), load_manifests(r.path("runs")), judges=list(DUO_PANEL),
                                                  families=DUO_FAMILIES, n_boot=r.n_boot,
-                                                 alpha_boot=min(r.n_boot, 200), seed=r.seed))
+                                                 alpha_boot=min(r.n_boot, ALPHA_BOOT), seed=r.seed))
 
 
 def agreement_check(r: PlantedRuns) -> Outcome:

@@ -10,6 +10,7 @@ from typing import Mapping
 
 import pandas as pd
 
+from esc_eval.analysis.panels.agreement import ALPHA_BOOT
 from esc_eval.analysis.panels.panel_tables import PanelAnalysis, analyse_panel, panel_data, panel_markdown
 from esc_eval.analysis.results.loaders import AnalysisInputError, load_manifests, load_scores
 from esc_eval.analysis.results.outputs import report_folder, write_markdown_json
@@ -18,7 +19,7 @@ from esc_eval.analysis.judgments.windowed import windowed_line
 
 def panel_of_runs(run_dirs: list, out, *, judges: list[str] | None = None, weights: Mapping[str, float] | None = None,
                   families: Mapping[str, str] | None = None, rule: str | None = None, min_judges: int | None = None,
-                  n_boot: int = 1000, alpha_boot: int = 200, seed: int = 0,
+                  n_boot: int = 1000, alpha_boot: int = ALPHA_BOOT, seed: int = 0,
                   windowed: str = "include") -> tuple[str, dict[str, str], PanelAnalysis]:
     """(Markdown, written paths by name, the analysis) of the runs' judge panel; windowed: include | exclude |
     only the judgments made on a window (analysis/judgments/windowed.py), counted in the markdown."""
@@ -43,7 +44,7 @@ def panel_of_runs(run_dirs: list, out, *, judges: list[str] | None = None, weigh
 
 def panel_command(run_dirs: list, out=None, *, judges: list[str] | None = None, weights: list[str] | None = None,
                   families: list[str] | None = None, rule: str | None = None, min_judges: int | None = None,
-                  n_boot: int = 1000, alpha_boot: int = 200, seed: int = 0, windowed: str = "include") -> tuple[str, dict[str, str]]:
+                  n_boot: int = 1000, alpha_boot: int = ALPHA_BOOT, seed: int = 0, windowed: str = "include") -> tuple[str, dict[str, str]]:
     """`esc-eval analysis panel`: its --weight ID=W and --family MODEL=FAM values read first (a bad one: one
     line, nothing read or written), then panel_of_runs into `out` (default <first run>/report); the Markdown
     and the written paths."""

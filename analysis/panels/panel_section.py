@@ -4,13 +4,12 @@ every judge with weight 1, the rule `mean`), the judges' agreement, each judge's
 panel's, and self-preference. Its data (panel_tables.panel_data) goes into report.json under "panels"."""
 from __future__ import annotations
 
+from esc_eval.analysis.panels.agreement import ALPHA_BOOT
 from esc_eval.analysis.panels.panel_spec import score_judges
 from esc_eval.analysis.panels.panel_tables import analyse_panel, intro, notes, panel_data, tables
 from esc_eval.analysis.results.blocks import Section, notice, section, table, text
 from esc_eval.analysis.results.loaders import AnalysisInputError
 from esc_eval.analysis.results.section_registry import ReportContext, register_section
-
-ALPHA_BOOT = 200  # the alpha interval's resamples: at most this many (the report's n_boot when lower)
 
 
 def panels_section(ctx: ReportContext) -> Section:

@@ -9,7 +9,7 @@ from typing import Mapping
 
 import pandas as pd
 
-from esc_eval.analysis.panels.agreement import panel_agreement
+from esc_eval.analysis.panels.agreement import ALPHA_BOOT, panel_agreement
 from esc_eval.analysis.panels.judge_boards import JudgeBoards, judge_boards
 from esc_eval.analysis.panels.panel_scores import PanelScores, panel_scores
 from esc_eval.analysis.panels.panel_spec import PanelSpec, panel_spec, target_families
@@ -37,7 +37,7 @@ class PanelAnalysis:
 
 def analyse_panel(scores: pd.DataFrame, manifests: Mapping[str, dict] | None = None, *, judges: list[str] | None = None,
                   weights: Mapping[str, float] | None = None, families: Mapping[str, str] | None = None,
-                  rule: str | None = None, min_judges: int | None = None, n_boot: int = 1000, alpha_boot: int = 200,
+                  rule: str | None = None, min_judges: int | None = None, n_boot: int = 1000, alpha_boot: int = ALPHA_BOOT,
                   seed: int = 0) -> PanelAnalysis:
     """Everything the panel command and section show; bad input fails (one line) before anything is computed."""
     spec = panel_spec(scores, manifests, judges=judges, weights=weights, families=families, rule=rule,

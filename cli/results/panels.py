@@ -28,7 +28,7 @@ def panel(
     min_judges: Annotated[Optional[int], typer.Option("--min-judges", help="Judges an item needs for a panel score "
                                                       "(default: every judge of the panel).")] = None,
     n_boot: Annotated[int, typer.Option("--n-boot", help="Bootstrap resamples for the leaderboards' CIs (0 = none).")] = 1000,
-    alpha_boot: Annotated[int, typer.Option("--alpha-boot", help="Bootstrap resamples for alpha's CI (0 = none).")] = 200,
+    alpha_boot: Annotated[int, typer.Option("--alpha-boot", help="Bootstrap resamples for alpha's CI (0 = none).")] = 1000,
     seed: Annotated[int, typer.Option("--seed", help="Seed of the bootstraps.")] = 0,
     out: Out = None,
     windowed: Windowed = "include",

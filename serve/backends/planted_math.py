@@ -160,14 +160,18 @@ def label_thresholds(spread: float) -> np.ndarray:
     return np.array(out)
 
 
+def label_at_least(center, thresholds: np.ndarray, center_sd: float) -> np.ndarray:
+    """P(argmax label >= k), k = 0..5, along a new last axis, when the stated centre is N(center, center_sd^2)
+    (1 at k = 0, 0 at k = 5; a step at each of label_thresholds' in between)."""
+    c = np.asarray(center, dtype=float)[..., None]
+    inner = stats.norm.cdf((c - thresholds) / center_sd) if center_sd > 0 else (c >= thresholds).astype(float)
+    return np.concatenate([np.ones(c.shape), inner, np.zeros(c.shape)], axis=-1)
+
+
 def expected_label(mean, center_sd: float, spread: float) -> np.ndarray:
     """E[argmax label] when the stated centre is N(mean, center_sd^2), for each mean (exact: the
     label is a step function of the centre, label_thresholds)."""
-    m = np.asarray(mean, dtype=float)
-    t = label_thresholds(spread)
-    if center_sd <= 0:
-        return (m[..., None] >= t).sum(axis=-1).astype(float)
-    return stats.norm.cdf((m[..., None] - t) / center_sd).sum(axis=-1)
+    return label_at_least(mean, label_thresholds(spread), center_sd)[..., 1:-1].sum(axis=-1)
 
 
 def card_key(problem: str) -> str:

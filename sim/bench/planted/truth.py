@@ -16,9 +16,13 @@ Keys (labels on the 0-4 scale; the analyses print x25):
                                   after round k (a prefix judge)
   change_round[target]            the round its planted change starts (None: nothing changes)
   setting_mean[strategy][target]  the expected label under each seeker setting
+  panel_coincidence               the panel's population coincidence matrix (5 x 5, summing to 1): the
+                                  share of ordered pairs of two judges' labels of one dialogue that are
+                                  (c, k), pooled over the judges' pairs (Krippendorff's alpha is a function
+                                  of it; exact, not drawn: the 60,000 draws that gave it before missed
+                                  alpha by 0.0025, a sixth of its standard error at 655 cards)
   samples                         large draws from the planted model for statistics with no closed
-                                  form: panel_labels (judges x units), probs/labels (J2's P(0..4)
-                                  and a person's label of the same units)
+                                  form: probs/labels (J2's P(0..4) and a person's label of the same units)
 """
 from __future__ import annotations
 
@@ -80,9 +84,33 @@ def length_slope(judge: PlantedModel, targets: list[PlantedModel]) -> float:
     return cov / var if var else 0.0
 
 
+def panel_coincidence(judges: list[PlantedModel], targets: list[PlantedModel], nodes: int = 80) -> np.ndarray:
+    """The population coincidence matrix of the judges' labels (the module doc): per target (equally
+    many dialogues each) and length, each judge's P(label = c) given the card effect z (its centre
+    m + b + rho (card_sd z + e), e ~ N(0, sigma^2) its own: labels step at label_thresholds), the pairs'
+    products integrated over z ~ N(0, 1) by Gauss-Hermite; the judges of a dialogue share z."""
+    z, wz = np.polynomial.hermite_e.hermegauss(nodes)
+    wz = wz / wz.sum()
+    out = np.zeros((pm.LABELS, pm.LABELS))
+    pairs = [(a, b) for a in range(len(judges)) for b in range(len(judges)) if a != b]
+    for t in targets:
+        w = _words(t)
+        probs = []
+        for j in judges:
+            rho = pm.shrink(j.card_sd, j.sigma)
+            center = (t.q + _bias(j, t, w))[:, None] + rho * j.card_sd * z[None, :]  # lengths x nodes
+            ge = pm.label_at_least(center, pm.label_thresholds(pm.stated_spread(j.card_sd, j.sigma, j.people_sd)),
+                                   rho * j.sigma)
+            probs.append(ge[..., :-1] - ge[..., 1:])  # P(label = c): lengths x nodes x 5
+        weight = wz[None, :] / len(w)
+        for a, b in pairs:
+            out += np.einsum("wn,wnc,wnk->ck", weight, probs[a], probs[b]) / (len(pairs) * len(targets))
+    return out
+
+
 def _samples(judges: dict[str, PlantedModel], targets: dict[str, PlantedModel]) -> dict[str, Any]:
-    """Draws of the duo's units: each a target, its length, a card effect; each judge's label, J2's
-    P(0..4) and a person's label (a population: the same for every replicate)."""
+    """Draws of the duo's units: each a target, its length, a card effect; J2's P(0..4) and a person's
+    label (a population: the same for every replicate)."""
     rng = np.random.default_rng(2026)
     names = list(targets)
     pick = rng.integers(0, len(names), SAMPLE_UNITS)
@@ -91,16 +119,14 @@ def _samples(judges: dict[str, PlantedModel], targets: dict[str, PlantedModel]) 
     q = np.array([targets[names[i]].q for i in pick])
     words = np.array([rng.integers(targets[names[i]].lo, targets[names[i]].hi + 1) for i in pick], dtype=float)
     families = np.array([targets[names[i]].family for i in pick])
-    labels, probs = [], None
-    for name, j in judges.items():
+    probs = None
+    for name, j in judges.items():  # every judge draws its noise, so J2's draws are what they were
         bias = j.beta * words / 100.0 + np.where(families == j.family, j.own, 0.0) * bool(j.family) + j.offset
         center = q + bias + pm.shrink(j.card_sd, j.sigma) * (u + rng.normal(0.0, j.sigma, SAMPLE_UNITS))
-        spread = pm.stated_spread(j.card_sd, j.sigma, j.people_sd)
-        labels.append(pm.argmax_label(center, spread))
         if name == "J2":
-            probs = pm.label_probs(center, spread, j.T)
+            probs = pm.label_probs(center, pm.stated_spread(j.card_sd, j.sigma, j.people_sd), j.T)
     person = np.clip(np.floor(q + u + ref.people_sd * rng.normal(size=SAMPLE_UNITS) + 0.5), 0, 4).astype(int)
-    return {"panel_judges": list(judges), "panel_labels": np.array(labels), "probs": probs, "labels": person}
+    return {"probs": probs, "labels": person}
 
 
 @lru_cache(maxsize=16)
@@ -126,6 +152,7 @@ def truth(plan: Plan) -> dict[str, Any]:
                                    for s in plan.strategies}
         if "J2" in judges:
             out["samples"] = _samples(judges, targets)
+            out["panel_coincidence"] = panel_coincidence(list(judges.values()), list(targets.values()))
     if plan.pairwise is not None:
         out["first_share"] = {"P": _model("judge", plan.pairwise).first}
     if plan.by_round is not None:

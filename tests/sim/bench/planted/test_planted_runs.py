@@ -89,3 +89,34 @@ def test_a_judges_expected_stated_score_is_the_mean_of_its_draws():
     center = t.q + j.beta * words / 100 + j.offset + pm.center_sd(j.card_sd, j.sigma) * rng.normal(size=words.size)
     drawn = (pm.label_probs(center, pm.stated_spread(j.card_sd, j.sigma, j.people_sd), j.T) * np.arange(5)).sum(-1).mean()
     assert scenario_truth("duo", "planted")["judge_expected"]["J2"]["B"] == pytest.approx(drawn, abs=0.005)
+
+
+def test_the_panels_population_coincidences_are_those_of_a_large_draw_of_its_judges():
+    """panel_coincidence (exact) against 400,000 draws of the duo's three planted judges scoring shared cards:
+    the matrix cell by cell and Krippendorff's alpha of the draws (the planted J3 is noisier, so its alpha is lower)."""
+    import numpy as np
+
+    from esc_eval.analysis.panels.agreement import alpha_from_coincidence, unit_coincidences
+    from esc_eval.sim.bench.planted.truth import _bias, _model, _words
+
+    rng = np.random.default_rng(1)
+    alphas = {}
+    for variant in ("null", "planted"):
+        p = plan("duo", variant)
+        judges, targets = [_model("judge", o) for o in p.judges.values()], [_model("target", o) for o in p.targets.values()]
+        n = 200_000
+        labels = []
+        z = {t.family: rng.normal(size=n) for t in targets}
+        words = {t.family: rng.choice(_words(t), n) for t in targets}
+        for j in judges:
+            rho, spread = pm.shrink(j.card_sd, j.sigma), pm.stated_spread(j.card_sd, j.sigma, j.people_sd)
+            labels.append(np.concatenate([pm.argmax_label(t.q + _bias(j, t, words[t.family])
+                                                          + rho * (j.card_sd * z[t.family] + j.sigma * rng.normal(size=n)),
+                                                          spread) for t in targets]))
+        drawn = unit_coincidences(np.array(labels, dtype=float)).sum(axis=0)
+        exact = np.asarray(scenario_truth("duo", variant)["panel_coincidence"])
+        assert exact.sum() == pytest.approx(1.0) and np.allclose(exact, exact.T)
+        assert np.abs(drawn / drawn.sum() - exact).max() < 0.003
+        alphas[variant] = float(alpha_from_coincidence(exact * 1e12))
+        assert alphas[variant] == pytest.approx(float(alpha_from_coincidence(drawn)), abs=0.006)
+    assert alphas["planted"] < alphas["null"] - 0.1
